@@ -1,0 +1,52 @@
+# The front door: every target first installs the Debian packages it needs when missing, then
+# configures and builds a Release build in build/.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+BUILD_PACKAGES := cmake ninja-build g++ pkg-config ccache libcaf-dev libcapnp-dev capnproto \
+  libspdlog-dev catch2 libeigen3-dev libopenblas-dev nlohmann-json3-dev graphviz iproute2
+DATA_PACKAGES := dataset-fashion-mnist
+BENCH_PACKAGES := python3-torch
+
+.PHONY: all deps deps-bench build test demo bench install clean
+
+all: build
+
+# Installs only what is missing; apt-get update runs once, only when something is.
+define install_missing
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
+
+deps:
+	$(call install_missing,$(BUILD_PACKAGES) $(DATA_PACKAGES))
+
+deps-bench: deps
+	$(call install_missing,$(BENCH_PACKAGES))
+
+$(BUILD_DIR)/build.ninja: CMakeLists.txt
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+demo: build
+	$(BUILD_DIR)/apps/actorflow-demo
+
+bench: deps-bench build
+	bench/run_all.sh $(BUILD_DIR)/bench
+
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,244 @@
+#include "actors/device_actor.hpp"
+
+#include "devices/executor.hpp"
+#include "devices/rendezvous.hpp"
+#include "devices/thread_pool.hpp"
+
+#include <caf/all.hpp>
+
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace actorflow {
+
+namespace {
+
+using namespace protocol;
+
+struct device_step {
+  std::shared_ptr<step_execution> execution;
+  std::shared_ptr<rendezvous> meeting_point = std::make_shared<rendezvous>();
+  caf::response_promise promise;
+};
+
+struct device_state {
+  std::shared_ptr<device> dev;
+  device_actor_options options;
+  std::shared_ptr<const std::map<std::string, caf::actor>> peers =
+    std::make_shared<const std::map<std::string, caf::actor>>();
+  std::unordered_map<std::int64_t, std::shared_ptr<const executor_plan>> plans;
+  std::unordered_map<std::int64_t, device_step> steps;
+  /// Steps that ended recently: late tensors for them are dropped instead of piling up.
+  std::unordered_set<std::int64_t> ended;
+  std::deque<std::int64_t> ended_order;
+
+  void trace(const std::string& line) const {
+    if (options.trace)
+      options.trace(dev->name().local_name() + " " + line);
+  }
+
+  void mark_ended(std::int64_t step) {
+    ended.insert(step);
+    ended_order.push_back(step);
+    if (ended_order.size() > 4096) {
+      ended.erase(ended_order.front());
+      ended_order.pop_front();
+    }
+  }
+
+  static inline const char* name = "actorflow.device";
+};
+
+std::string receiver_of(const std::string& key) {
+  // key = "<send device>;<recv device>;<tensor>"
+  auto first = key.find(';');
+  auto second = key.find(';', first + 1);
+  return key.substr(first + 1, second - first - 1);
+}
+
+caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_ptr<device> dev,
+                           device_actor_options options) {
+  self->state.dev = std::move(dev);
+  self->state.options = std::move(options);
+  return {
+    [=](register_atom, const partition_registration& r) -> status {
+      auto& st = self->state;
+      st.trace("register " + std::to_string(r.handle));
+      auto plan = executor_plan::make(r.partition, *st.dev, kernel_registry::global());
+      if (!plan)
+        return plan.error();
+      st.plans[r.handle] = std::move(*plan);
+      return {};
+    },
+    [=](deregister_atom, std::int64_t handle) -> status {
+      self->state.trace("deregister " + std::to_string(handle));
+      self->state.plans.erase(handle);
+      return {};
+    },
+    [=](peers_atom, const peer_table& table) {
+      self->state.peers = std::make_shared<const std::map<std::string, caf::actor>>(table.devices);
+    },
+    [=](run_atom, const run_request& request) {
+      auto& st = self->state;
+      st.trace("run step " + std::to_string(request.step_id));
+      auto promise = self->make_response_promise();
+      auto plan = st.plans.find(request.handle);
+      if (plan == st.plans.end()) {
+        promise.deliver(step_result{make_error(errc::not_found,
+                                               "partition " + std::to_string(request.handle) +
+                                                 " is not registered on " + st.dev->full_name()),
+                                    {}});
+        return;
+      }
+      auto& step = st.steps[request.step_id];
+      step.promise = promise;
+      auto meeting_point = step.meeting_point;
+      auto peers = st.peers;
+      auto step_id = request.step_id;
+      auto me = caf::actor_cast<caf::actor>(self);
+      step_hooks hooks;
+      hooks.send = [peers, step_id, me](const std::string& key, const tensor& value) {
+        auto receiver = peers->find(receiver_of(key));
+        if (receiver == peers->end()) {
+          caf::anon_send(me, abort_atom::value, step_id,
+                         make_error(errc::not_found, "no device actor for '" + receiver_of(key) + "'"));
+          return;
+        }
+        caf::anon_send(receiver->second, tensor_atom::value, tensor_transfer{step_id, key, value});
+      };
+      hooks.recv = [meeting_point](const std::string& key, rendezvous::callback deliver) {
+        meeting_point->recv(key, std::move(deliver));
+      };
+      hooks.aborted = [meeting_point](const status& reason) { meeting_point->abort(reason); };
+      if (auto pool = st.options.inter_op_pool)
+        hooks.schedule = [pool](std::function<void()> work) { pool->schedule(std::move(work)); };
+      step.execution = std::make_shared<step_execution>(plan->second, step_id, std::move(hooks));
+      auto execution = step.execution;
+      execution->start(request.feeds, request.fetches,
+                       [me, step_id](status outcome, std::vector<tensor> fetched) {
+                         caf::anon_send(me, finished_atom::value, step_id,
+                                        step_result{std::move(outcome), std::move(fetched)});
+                       });
+    },
+    [=](finished_atom, std::int64_t step_id, step_result& result) {
+      auto& st = self->state;
+      st.trace("finished step " + std::to_string(step_id) +
+               (result.outcome.ok() ? "" : " with " + result.outcome.to_string()));
+      auto i = st.steps.find(step_id);
+      if (i == st.steps.end())
+        return;
+      i->second.promise.deliver(std::move(result));
+      st.steps.erase(i);
+      st.mark_ended(step_id);
+    },
+    [=](tensor_atom, tensor_transfer& transfer) {
+      auto& st = self->state;
+      st.trace("tensor " + transfer.key.substr(transfer.key.rfind(';') + 1) + " step " +
+               std::to_string(transfer.step_id));
+      if (st.ended.count(transfer.step_id) > 0)
+        return;
+      // A tensor may arrive before this device was told to run the step.
+      auto meeting_point = st.steps[transfer.step_id].meeting_point;
+      meeting_point->deliver(transfer.key, std::move(transfer.value));
+    },
+    [=](abort_atom, std::int64_t step_id, const status& reason) {
+      auto& st = self->state;
+      st.trace("abort step " + std::to_string(step_id));
+      auto i = st.steps.find(step_id);
+      if (i == st.steps.end())
+        return;
+      auto aborted = make_error(errc::aborted, "step " + std::to_string(step_id) +
+                                                 " aborted on " + st.dev->full_name() +
+                                                 " because: " + reason.message());
+      if (i->second.execution)
+        i->second.execution->abort(aborted);
+      else
+        i->second.meeting_point->abort(aborted);
+    },
+  };
+}
+
+struct coordinator_step {
+  caf::response_promise promise;
+  std::size_t remaining = 0;
+  std::vector<std::vector<tensor>> fetched;
+  std::vector<caf::actor> devices;
+  status first_error;
+  bool aborting = false;
+};
+
+struct coordinator_state {
+  std::unordered_map<std::int64_t, coordinator_step> steps;
+  static inline const char* name = "actorflow.step_coordinator";
+};
+
+void on_device_result(caf::stateful_actor<coordinator_state>* self, std::int64_t step_id,
+                      std::size_t index, step_result result) {
+  auto i = self->state.steps.find(step_id);
+  if (i == self->state.steps.end())
+    return;
+  auto& step = i->second;
+  if (!result.outcome.ok()) {
+    // Keep the root cause: an "aborted" from a bystander never hides the real failure.
+    if (step.first_error.ok() ||
+        (step.first_error.code() == errc::aborted && result.outcome.code() != errc::aborted))
+      step.first_error = result.outcome;
+    if (!step.aborting) {
+      step.aborting = true;
+      for (auto& d : step.devices)
+        self->send(d, abort_atom::value, step_id, result.outcome);
+    }
+  } else {
+    step.fetched[index] = std::move(result.fetched);
+  }
+  if (--step.remaining > 0)
+    return;
+  step_outcome outcome{step.first_error, {}};
+  if (outcome.outcome.ok())
+    outcome.fetched = std::move(step.fetched);
+  step.promise.deliver(std::move(outcome));
+  self->state.steps.erase(i);
+}
+
+caf::behavior step_coordinator(caf::stateful_actor<coordinator_state>* self) {
+  return {
+    [=](run_atom, const step_plan& plan) {
+      auto promise = self->make_response_promise();
+      if (plan.calls.empty()) {
+        promise.deliver(step_outcome{});
+        return;
+      }
+      auto& step = self->state.steps[plan.step_id];
+      step.promise = promise;
+      step.remaining = plan.calls.size();
+      step.fetched.resize(plan.calls.size());
+      for (auto& call : plan.calls)
+        step.devices.push_back(call.first);
+      auto step_id = plan.step_id;
+      for (std::size_t index = 0; index < plan.calls.size(); ++index) {
+        self->request(plan.calls[index].first, caf::infinite, run_atom::value, plan.calls[index].second)
+          .then(
+            [=](step_result& result) { on_device_result(self, step_id, index, std::move(result)); },
+            [=](caf::error& err) {
+              on_device_result(self, step_id, index,
+                               step_result{make_error(errc::unavailable,
+                                                      "a device of step " + std::to_string(step_id) +
+                                                        " did not answer: " + self->system().render(err)),
+                                           {}});
+            });
+      }
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> dev,
+                              device_actor_options options) {
+  return sys.spawn(device_actor, std::shared_ptr<device>{std::move(dev)}, std::move(options));
+}
+
+caf::actor spawn_step_coordinator(caf::actor_system& sys) { return sys.spawn(step_coordinator); }
+
+} // namespace actorflow

@@ -1,0 +1,54 @@
+#pragma once
+/// The actor that drives one device for one session (protocol: actors/protocols/device.hpp).
+///   auto dev = spawn_device_actor(sys, make_cpu_device(name, intra_pool), {inter_pool, trace});
+/// It keeps the registered plans, the running steps and their rendezvous. Steps run on the
+/// inter-op pool when one is given, otherwise inline in the actor (deterministic tests).
+
+#include "actors/protocols/device.hpp"
+#include "devices/device.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace actorflow {
+
+class thread_pool;
+
+struct device_actor_options {
+  /// Pool for ready nodes; null runs every node inside the actor.
+  std::shared_ptr<thread_pool> inter_op_pool;
+  /// Called with a short line for every message handled ("CPU:0 run step 1"); tests use it to
+  /// check message order.
+  std::function<void(const std::string&)> trace;
+};
+
+caf::actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> dev,
+                              device_actor_options options);
+
+/// The actor that runs one step across devices: asks each device to run its partition, aborts
+/// the others as soon as one fails, and answers with every device's result.
+///   (run_atom, step_plan) -> step_outcome
+caf::actor spawn_step_coordinator(caf::actor_system& sys);
+
+namespace protocol {
+
+/// What the coordinator runs: for each device actor, its request.
+struct step_plan {
+  std::int64_t step_id = 0;
+  std::vector<std::pair<caf::actor, run_request>> calls;
+};
+
+/// The step's status (the root cause when several devices failed) and each call's fetches.
+struct step_outcome {
+  status outcome;
+  std::vector<std::vector<tensor>> fetched;
+};
+
+} // namespace protocol
+} // namespace actorflow
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::protocol::step_plan)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::protocol::step_outcome)

@@ -1,0 +1,314 @@
+#include "actors/session.hpp"
+
+#include "actors/device_actor.hpp"
+#include "devices/device.hpp"
+#include "devices/pool_allocator.hpp"
+#include "devices/thread_pool.hpp"
+#include "graph/partition.hpp"
+#include "graph/placement.hpp"
+
+#include <caf/all.hpp>
+
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace actorflow {
+
+namespace {
+
+using namespace protocol;
+
+/// Process-wide pools, made by the first session that needs them (TensorFlow does the same).
+struct shared_pools {
+  std::shared_ptr<thread_pool> inter_op;
+  std::shared_ptr<thread_pool> intra_op;
+};
+
+shared_pools& process_pools(const session_options& options) {
+  static std::mutex mutex;
+  static shared_pools pools;
+  std::lock_guard<std::mutex> guard{mutex};
+  if (!pools.intra_op) {
+    auto intra = resolve_thread_count(options.intra_op_parallelism_threads);
+    pools.intra_op = std::make_shared<thread_pool>("intra_op", intra - 1 > 0 ? intra - 1 : 0);
+    pools.inter_op = std::make_shared<thread_pool>(
+      "inter_op", resolve_thread_count(options.inter_op_parallelism_threads));
+    set_blas_threads(intra);
+  }
+  return pools;
+}
+
+device_name local_device(const std::string& type, int id) {
+  device_name name;
+  name.job = "localhost";
+  name.replica = 0;
+  name.task = 0;
+  name.type = type;
+  name.id = id;
+  return name;
+}
+
+std::string tensor_name(const output& o) { return o.tensor_name(); }
+
+/// What one run signature needs on each device, made once.
+struct run_plan {
+  struct per_device {
+    caf::actor actor;
+    std::int64_t handle = 0;
+    /// (index into the caller's feeds, tensor name)
+    std::vector<std::pair<std::size_t, std::string>> feeds;
+    /// (index into the caller's fetches, tensor name)
+    std::vector<std::pair<std::size_t, std::string>> fetches;
+  };
+  std::vector<per_device> devices;
+};
+
+} // namespace
+
+caf::actor_system& default_actor_system() {
+  static caf::actor_system_config* config = [] {
+    auto* cfg = new caf::actor_system_config;
+    return cfg;
+  }();
+  // Lives until exit: actors of sessions in static objects may outlive main's locals.
+  static auto* system = new caf::actor_system{*config};
+  return *system;
+}
+
+struct session::impl {
+  impl(caf::actor_system& sys, graph& g, session_options opts)
+    : system(sys), g(g), options(std::move(opts)) {
+    install_host_pool_allocator();
+    std::shared_ptr<thread_pool> inter_op, intra_op;
+    if (options.use_per_session_threads) {
+      auto intra = resolve_thread_count(options.intra_op_parallelism_threads);
+      intra_op = std::make_shared<thread_pool>("intra_op", intra - 1 > 0 ? intra - 1 : 0);
+      inter_op = std::make_shared<thread_pool>(
+        "inter_op", resolve_thread_count(options.inter_op_parallelism_threads));
+      set_blas_threads(intra);
+    } else {
+      auto& pools = process_pools(options);
+      intra_op = pools.intra_op;
+      inter_op = pools.inter_op;
+    }
+    device_actor_options actor_options;
+    actor_options.inter_op_pool = options.run_inline ? nullptr : inter_op;
+    actor_options.trace = options.trace;
+    std::vector<std::pair<device_name, std::unique_ptr<device>>> made;
+    made.emplace_back(local_device("CPU", 0), make_cpu_device(local_device("CPU", 0), intra_op));
+    peer_table peers;
+    for (auto& [name, dev] : made) {
+      auto actor = spawn_device_actor(system, std::move(dev), actor_options);
+      devices.emplace_back(name, actor);
+      peers.devices.emplace(name.to_string(), actor);
+    }
+    for (auto& [name, actor] : devices)
+      caf::anon_send(actor, peers_atom::value, peers);
+    coordinator = spawn_step_coordinator(system);
+  }
+
+  ~impl() {
+    for (auto& [name, actor] : devices)
+      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
+    if (options.drive)
+      options.drive();
+  }
+
+  /// Sends `args` to `dest` and waits for the single answer, stored in `answer`.
+  template <class T, class... Ts>
+  status ask(T& answer, const caf::actor& dest, Ts&&... args) {
+    caf::scoped_actor self{system};
+    self->send(dest, std::forward<Ts>(args)...);
+    if (options.drive)
+      options.drive();
+    status transport;
+    self->receive([&](T& value) { answer = std::move(value); },
+                  [&](caf::error& err) {
+                    transport = make_error(errc::unavailable, system.render(err));
+                  });
+    return transport;
+  }
+
+  status check_feeds(const feed_list& feeds) {
+    for (auto& [target, value] : feeds) {
+      if (!target.valid() || target.owner != &g)
+        return make_error(errc::invalid_argument, "a feed names no tensor of this graph");
+      if (!value.is_initialized())
+        return make_error(errc::invalid_argument,
+                          "the value fed to '" + target.tensor_name() + "' is empty");
+      if (value.type() != target.type())
+        return make_error(errc::invalid_argument,
+                          "cannot feed a " + std::string{to_string(value.type())} + " tensor to '" +
+                            target.tensor_name() + "', which has dtype " + to_string(target.type()));
+      if (!target.shape().is_compatible_with(value.shape()))
+        return make_error(errc::invalid_argument,
+                          "cannot feed a tensor of shape " + value.shape().to_string() + " to '" +
+                            target.tensor_name() + "', which has shape " + target.shape().to_string());
+    }
+    return {};
+  }
+
+  result<run_plan*> plan_for(const std::vector<output>& fetches, const feed_list& feeds,
+                             const std::vector<output>& targets) {
+    std::string signature;
+    for (auto& f : fetches)
+      signature += f.tensor_name() + ",";
+    signature += "|";
+    for (auto& f : feeds)
+      signature += f.first.tensor_name() + ",";
+    signature += "|";
+    for (auto& t : targets)
+      signature += t.name() + ",";
+    if (auto i = plans.find(signature); i != plans.end())
+      return &i->second;
+
+    std::vector<int> roots;
+    for (auto& f : fetches) {
+      if (!f.valid() || f.owner != &g)
+        return make_error(errc::invalid_argument, "a fetch names no tensor of this graph");
+      roots.push_back(f.node_id);
+    }
+    for (auto& t : targets) {
+      if (!t.valid() || t.owner != &g)
+        return make_error(errc::invalid_argument, "a target names no node of this graph");
+      roots.push_back(t.node_id);
+    }
+    std::set<int> fed;
+    for (auto& f : feeds)
+      fed.insert(f.first.node_id);
+    auto needed = prune(g, roots, fed);
+
+    std::vector<device_name> names;
+    for (auto& d : devices)
+      names.push_back(d.first);
+    placement_options placement;
+    placement.allow_soft_placement = options.allow_soft_placement;
+    placement.default_task = local_device("CPU", 0);
+    std::vector<std::string> placed;
+    AF_RETURN_IF_ERROR(place_nodes(
+      g, needed, names,
+      [](const std::string& op, const std::string& type, dtype t) {
+        return kernel_registry::global().has(op, type, t);
+      },
+      placement, &placed));
+    for (auto& line : placed) {
+      if (options.log_device_placement)
+        std::cerr << line << '\n';
+      placement_log.push_back(line);
+    }
+
+    auto parts = partition_graph(g, needed, fed);
+    if (!parts)
+      return parts.error();
+    run_plan plan;
+    for (auto& [device, part] : *parts) {
+      run_plan::per_device entry;
+      auto actor = actor_for(device);
+      if (!actor)
+        return make_error(errc::internal, "no device actor for " + device);
+      entry.actor = *actor;
+      entry.handle = ++next_handle;
+      status registered;
+      AF_RETURN_IF_ERROR(ask(registered, entry.actor, register_atom::value,
+                             make_partition_registration(entry.handle, part)));
+      AF_RETURN_IF_ERROR(registered);
+      for (std::size_t i = 0; i < feeds.size(); ++i)
+        if (g.at(feeds[i].first.node_id).assigned_device == device)
+          entry.feeds.emplace_back(i, tensor_name(feeds[i].first));
+      for (std::size_t i = 0; i < fetches.size(); ++i)
+        if (g.at(fetches[i].node_id).assigned_device == device)
+          entry.fetches.emplace_back(i, tensor_name(fetches[i]));
+      plan.devices.push_back(std::move(entry));
+    }
+    return &(plans[signature] = std::move(plan));
+  }
+
+  std::optional<caf::actor> actor_for(const std::string& device) {
+    for (auto& [name, actor] : devices)
+      if (name.to_string() == device)
+        return actor;
+    return std::nullopt;
+  }
+
+  result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds,
+                                  const std::vector<output>& targets) {
+    AF_RETURN_IF_ERROR(g.status());
+    AF_RETURN_IF_ERROR(check_feeds(feeds));
+    run_plan* plan = nullptr;
+    std::int64_t step_id = 0;
+    {
+      std::lock_guard<std::mutex> guard{mutex};
+      auto made = plan_for(fetches, feeds, targets);
+      if (!made)
+        return made.error();
+      plan = *made;
+      step_id = ++next_step;
+    }
+    step_plan step;
+    step.step_id = step_id;
+    for (auto& d : plan->devices) {
+      std::vector<std::pair<std::string, tensor>> device_feeds;
+      for (auto& [index, name] : d.feeds)
+        device_feeds.emplace_back(name, feeds[index].second);
+      std::vector<std::string> device_fetches;
+      for (auto& f : d.fetches)
+        device_fetches.push_back(f.second);
+      step.calls.emplace_back(d.actor, make_run_request(d.handle, step_id, std::move(device_feeds),
+                                                        std::move(device_fetches)));
+    }
+    step_outcome outcome;
+    AF_RETURN_IF_ERROR(ask(outcome, coordinator, run_atom::value, std::move(step)));
+    AF_RETURN_IF_ERROR(outcome.outcome);
+    std::vector<tensor> out(fetches.size());
+    for (std::size_t k = 0; k < plan->devices.size(); ++k) {
+      auto& d = plan->devices[k];
+      auto& fetched = outcome.fetched[k];
+      for (std::size_t j = 0; j < d.fetches.size() && j < fetched.size(); ++j)
+        out[d.fetches[j].first] = fetched[j];
+    }
+    return out;
+  }
+
+  caf::actor_system& system;
+  graph& g;
+  session_options options;
+  std::vector<std::pair<device_name, caf::actor>> devices;
+  caf::actor coordinator;
+  std::mutex mutex;
+  std::map<std::string, run_plan> plans;
+  std::vector<std::string> placement_log;
+  std::int64_t next_handle = 0;
+  std::int64_t next_step = 0;
+};
+
+session::session(graph& g, session_options options)
+  : session(default_actor_system(), g, std::move(options)) {}
+
+session::session(caf::actor_system& system, graph& g, session_options options)
+  : impl_(std::make_unique<impl>(system, g, std::move(options))) {}
+
+session::~session() = default;
+
+result<std::vector<tensor>> session::run(const std::vector<output>& fetches, const feed_list& feeds,
+                                         const std::vector<output>& targets) {
+  return impl_->run(fetches, feeds, targets);
+}
+
+status session::run_targets(const std::vector<output>& targets, const feed_list& feeds) {
+  auto r = impl_->run({}, feeds, targets);
+  return r ? status{} : r.error();
+}
+
+const std::vector<std::string>& session::placement_log() const { return impl_->placement_log; }
+
+std::vector<std::string> session::device_names() const {
+  std::vector<std::string> out;
+  for (auto& d : impl_->devices)
+    out.push_back(d.first.to_string());
+  return out;
+}
+
+} // namespace actorflow

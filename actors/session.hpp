@@ -1,0 +1,80 @@
+#pragma once
+/// Running graphs: a session places a graph on the process's devices, partitions it by device,
+/// hands each partition to that device's actor and runs steps.
+///   graph g;  auto a = ops::variable(g, 3.f, "a");  auto c = a * ops::constant(g, 4.f);
+///   session s{g};
+///   s.run({}, {}, {ops::global_variables_initializer(g)});
+///   auto r = s.run({c});          // r->at(0).scalar_value<float>() == 12
+/// This header carries no CAF: embedders with their own actor system pass it in.
+
+#include "graph/graph.hpp"
+#include "graph/status.hpp"
+#include "graph/tensor.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace caf {
+class actor_system;
+}
+
+namespace actorflow {
+
+struct session_options {
+  /// Threads that run ready nodes; 0 means one per core.
+  int inter_op_parallelism_threads = 0;
+  /// Threads for multithreaded kernels (and the BLAS); 0 means one per core.
+  int intra_op_parallelism_threads = 0;
+  /// Give this session pools of its own instead of the process-wide ones.
+  bool use_per_session_threads = false;
+  /// Print "name: device" for every node placed (to standard error, and to placement_log).
+  bool log_device_placement = false;
+  /// Pinned nodes that cannot run where they are pinned fall back to a device that can.
+  bool allow_soft_placement = false;
+  /// Deterministic mode for tests: no inter-op pool, every node runs inside its device actor.
+  bool run_inline = false;
+  /// Deterministic tests: runs the test scheduler before every wait for an answer.
+  std::function<void()> drive;
+  /// Receives each message a device actor handles ("/device:CPU:0 run step 1").
+  std::function<void(const std::string&)> trace;
+  /// Devices to create: "CPU:0" always; GPUs when present. Tests may add fake device names
+  /// only through placement tests, not here.
+};
+
+using feed_list = std::vector<std::pair<output, tensor>>;
+
+class session {
+public:
+  /// A session on the process-wide actor system.
+  explicit session(graph& g, session_options options = {});
+  /// A session whose actors live in `system` (embedders, deterministic tests).
+  session(caf::actor_system& system, graph& g, session_options options = {});
+  ~session();
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+
+  /// Runs one step: computes `fetches` (returned in order), feeding `feeds` and also running
+  /// `targets` (whose outputs are not returned). Only what these need runs. Errors name the node
+  /// and device that failed; a failing node ends the step on every device.
+  result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds = {},
+                                  const std::vector<output>& targets = {});
+  /// Runs `targets` only.
+  status run_targets(const std::vector<output>& targets, const feed_list& feeds = {});
+
+  /// Every "name: device" line placement produced so far.
+  const std::vector<std::string>& placement_log() const;
+  /// Full names of this session's devices.
+  std::vector<std::string> device_names() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// The process-wide actor system sessions use by default.
+caf::actor_system& default_actor_system();
+
+} // namespace actorflow

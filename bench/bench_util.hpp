@@ -1,0 +1,78 @@
+#pragma once
+/// Small helpers shared by the benchmarks: timing, medians and the one-line JSON result.
+///   auto seconds = bench::time_seconds([&] { work(); });
+///   bench::emit({"matmul_1024_f32_t1", gflops, "GFLOP/s", direct_gflops, gflops / direct_gflops});
+/// Each benchmark prints only its result lines on stdout; everything else goes to stderr.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+/// Wall-clock seconds `work` takes.
+template <class F>
+double time_seconds(F&& work) {
+  auto start = std::chrono::steady_clock::now();
+  work();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The median of `values` (the mean of the middle two for an even count); 0 when empty.
+inline double median(std::vector<double> values) {
+  if (values.empty())
+    return 0.0;
+  std::sort(values.begin(), values.end());
+  auto mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+/// One benchmark figure; baseline and ratio are present only when measured in the same run.
+struct figure {
+  std::string name;
+  double value = 0.0;
+  std::string unit;
+  std::optional<double> baseline;
+  std::optional<double> ratio;
+  std::string note;
+};
+
+inline std::string json_number(double x) {
+  if (!std::isfinite(x))
+    return "null";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.6g", x);
+  return text;
+}
+
+/// Escapes the few characters our own strings could contain.
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + '"';
+}
+
+/// Prints `f` as one JSON line on stdout and flushes it.
+inline void emit(const figure& f) {
+  std::string line = "{\"bench\": " + json_string(f.name) + ", \"value\": " + json_number(f.value) +
+                     ", \"unit\": " + json_string(f.unit);
+  if (f.baseline)
+    line += ", \"baseline\": " + json_number(*f.baseline);
+  if (f.ratio)
+    line += ", \"ratio\": " + json_number(*f.ratio);
+  if (!f.note.empty())
+    line += ", \"note\": " + json_string(f.note);
+  line += "}";
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+} // namespace bench

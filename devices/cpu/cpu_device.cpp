@@ -1,0 +1,61 @@
+#include "devices/device.hpp"
+#include "devices/pool_allocator.hpp"
+#include "devices/thread_pool.hpp"
+
+#include <cblas.h>
+
+#include <exception>
+#include <new>
+
+namespace actorflow {
+
+namespace {
+
+/// Runs kernels on the calling thread; tensors live in host memory from the shared host pool.
+class cpu_device final : public device {
+public:
+  cpu_device(device_name name, std::shared_ptr<thread_pool> intra_op)
+    : device(std::move(name)), intra_op_(std::move(intra_op)) {}
+
+  allocator* device_allocator() override { return &host_pool_allocator(); }
+  thread_pool& intra_op_pool() override { return *intra_op_; }
+  bool is_synchronous() const override { return true; }
+
+  void compute(op_kernel& kernel, kernel_context& ctx, std::function<void()> done) override {
+    // Exceptions (bad_alloc, mostly) become error values here so none escapes into the actors.
+    try {
+      if (kernel.is_async()) {
+        kernel.compute_async(ctx, std::move(done));
+        return;
+      }
+      kernel.compute(ctx);
+    } catch (const std::bad_alloc&) {
+      ctx.fail(make_error(errc::resource_exhausted, "out of host memory"));
+    } catch (const std::exception& e) {
+      ctx.fail(make_error(errc::internal, std::string{"kernel threw: "} + e.what()));
+    }
+    if (done)
+      done();
+  }
+
+  // Host memory is this device's memory: hand the same tensor through.
+  result<tensor> from_host(const tensor& host) override { return host; }
+  result<tensor> to_host(const tensor& on_device) override { return on_device; }
+
+private:
+  std::shared_ptr<thread_pool> intra_op_;
+};
+
+} // namespace
+
+std::unique_ptr<device> make_cpu_device(device_name name, std::shared_ptr<thread_pool> intra_op) {
+  if (intra_op == nullptr)
+    intra_op = std::make_shared<thread_pool>("intra_op", 0);
+  // Start-up is the one moment every process passes through before it makes tensors.
+  install_host_pool_allocator();
+  return std::make_unique<cpu_device>(std::move(name), std::move(intra_op));
+}
+
+void set_blas_threads(int n) { openblas_set_num_threads(n > 0 ? n : resolve_thread_count(0)); }
+
+} // namespace actorflow

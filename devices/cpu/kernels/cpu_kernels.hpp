@@ -1,0 +1,29 @@
+#pragma once
+/// The registration functions of the CPU kernel files, one per op family; internal to devices/.
+///   kernel_registry r;
+///   register_matmul_kernels(r);      // MatMul for float32, float64, int32, int64
+/// register_cpu_kernels (declared in devices/kernel.hpp) calls every one of them.
+
+namespace actorflow {
+
+class kernel_registry;
+
+void register_constant_kernels(kernel_registry& registry);   // Const
+void register_placeholder_kernels(kernel_registry& registry); // Placeholder
+void register_variable_kernels(kernel_registry& registry);   // VariableV2
+void register_assign_kernels(kernel_registry& registry);     // Assign, AssignAdd, AssignSub
+void register_identity_kernels(kernel_registry& registry);   // Identity
+void register_no_op_kernels(kernel_registry& registry);      // NoOp
+void register_unary_kernels(kernel_registry& registry);      // Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh
+void register_binary_kernels(kernel_registry& registry);     // Add, Sub, Mul, Div, Equal
+void register_cast_kernels(kernel_registry& registry);       // Cast
+void register_matmul_kernels(kernel_registry& registry);     // MatMul
+void register_reduction_kernels(kernel_registry& registry);  // Sum, Mean, Max
+void register_argmax_kernels(kernel_registry& registry);     // ArgMax
+void register_reshape_kernels(kernel_registry& registry);    // Reshape
+void register_softmax_kernels(kernel_registry& registry);    // Softmax
+void register_softmax_cross_entropy_kernels(kernel_registry& registry); // SoftmaxCrossEntropyWithLogits
+void register_fill_kernels(kernel_registry& registry);       // Fill
+void register_random_kernels(kernel_registry& registry);     // RandomUniform, RandomStandardNormal, TruncatedNormal
+
+} // namespace actorflow

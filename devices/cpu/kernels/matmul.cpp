@@ -1,0 +1,109 @@
+// MatMul: float32/float64 through the BLAS (cblas_sgemm/dgemm), integers through Eigen.
+#include "devices/cpu/kernels/kernel_util.hpp"
+
+#include <cblas.h>
+
+#include <climits>
+
+namespace actorflow {
+
+namespace {
+
+using namespace cpu;
+
+template <class T>
+using row_major_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// C[m,n] = op(A) op(B) with row-major operands; lda/ldb are the stored row lengths.
+void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+          const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c) {
+  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda),
+              b, static_cast<blasint>(ldb), 0.0f, c, static_cast<blasint>(n));
+}
+
+void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+          const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double* c) {
+  cblas_dgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), 1.0, a, static_cast<blasint>(lda),
+              b, static_cast<blasint>(ldb), 0.0, c, static_cast<blasint>(n));
+}
+
+template <class T>
+void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+          const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c) {
+  // Integer products are rare (index arithmetic); Eigen's generic product is plenty.
+  using matrix_map = Eigen::Map<const row_major_matrix<T>>;
+  matrix_map ma(a, transpose_a ? k : m, lda);
+  matrix_map mb(b, transpose_b ? n : k, ldb);
+  Eigen::Map<row_major_matrix<T>> mc(c, m, n);
+  if (transpose_a && transpose_b)
+    mc.noalias() = ma.transpose() * mb.transpose();
+  else if (transpose_a)
+    mc.noalias() = ma.transpose() * mb;
+  else if (transpose_b)
+    mc.noalias() = ma * mb.transpose();
+  else
+    mc.noalias() = ma * mb;
+}
+
+template <class T>
+class matmul_kernel : public op_kernel {
+public:
+  explicit matmul_kernel(const node& n)
+    : op_kernel(n), transpose_a_(n.attr_or<bool>("transpose_a", false)),
+      transpose_b_(n.attr_or<bool>("transpose_b", false)) {}
+
+  void compute(kernel_context& ctx) override {
+    if (!check_inputs(ctx, 2, dtype_of<T>()))
+      return;
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    if (a.shape().rank() != 2 || b.shape().rank() != 2) {
+      ctx.fail(make_error(errc::invalid_argument, "MatMul needs two matrices, got shapes " +
+                                                    a.shape().to_string() + " and " +
+                                                    b.shape().to_string()));
+      return;
+    }
+    auto m = a.shape().dim(transpose_a_ ? 1 : 0);
+    auto k = a.shape().dim(transpose_a_ ? 0 : 1);
+    auto k_b = b.shape().dim(transpose_b_ ? 1 : 0);
+    auto n = b.shape().dim(transpose_b_ ? 0 : 1);
+    if (k != k_b) {
+      ctx.fail(make_error(errc::invalid_argument,
+                          "Matrix size-incompatible: In[0]: " + a.shape().to_string() +
+                            (transpose_a_ ? " (transposed)" : "") + ", In[1]: " +
+                            b.shape().to_string() + (transpose_b_ ? " (transposed)" : "")));
+      return;
+    }
+    for (auto d : {m, n, k})
+      if (d > INT_MAX) {
+        ctx.fail(make_error(errc::invalid_argument,
+                            "MatMul dimension " + std::to_string(d) + " exceeds the BLAS's int range"));
+        return;
+      }
+    tensor out = ctx.allocate_output(0, dtype_of<T>(), tensor_shape{m, n});
+    if (m == 0 || n == 0)
+      return;
+    if (k == 0) {
+      view(out.data<T>(), m * n).setZero();
+      return;
+    }
+    gemm(transpose_a_, transpose_b_, m, n, k, a.data<T>(), a.shape().dim(1), b.data<T>(),
+         b.shape().dim(1), out.data<T>());
+  }
+
+private:
+  bool transpose_a_;
+  bool transpose_b_;
+};
+
+} // namespace
+
+void register_matmul_kernels(kernel_registry& registry) {
+  add_typed_kernels<matmul_kernel, float, double, std::int32_t, std::int64_t>(registry, "MatMul");
+}
+
+} // namespace actorflow

@@ -1,0 +1,261 @@
+// Sum, Mean, Max over attr "axes" (empty = all, negative from the end), attr "keep_dims".
+//
+// The input is viewed as alternating groups of kept and reduced dimensions (size-1 dimensions
+// dropped, neighbours of the same kind merged). The common layouts then become one of four
+// contiguous patterns, each a loop of vectorised Eigen reductions:
+//   [R]        everything          -> one value (split into chunks for the pool)
+//   [K, R]     innermost axes      -> one reduction per row
+//   [R, K]     outermost axes      -> rows accumulated into one output row
+//   [K, R, K]  middle axes         -> the previous pattern per outer index
+// Anything else falls back to a strided walk over the input.
+#include "devices/cpu/kernels/kernel_util.hpp"
+
+#include <limits>
+
+namespace actorflow {
+
+namespace {
+
+using namespace cpu;
+
+struct sum_reducer {
+  template <class T>
+  static T identity() { return T(0); }
+  template <class T>
+  static T combine(T a, T b) { return a + b; }
+  template <class X>
+  static auto reduce(const X& x) { return x.sum(); }
+  template <class A, class B>
+  static void accumulate(A& into, const B& row) { into += row; }
+};
+
+struct max_reducer {
+  template <class T>
+  static T identity() {
+    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                : std::numeric_limits<T>::lowest();
+  }
+  template <class T>
+  static T combine(T a, T b) { return a < b ? b : a; }
+  template <class X>
+  static auto reduce(const X& x) { return x.maxCoeff(); }
+  template <class A, class B>
+  static void accumulate(A& into, const B& row) { into = into.max(row); }
+};
+
+/// A dimension group: its size and whether it is reduced.
+struct group {
+  std::int64_t size;
+  bool reduced;
+};
+
+template <class T, class Reducer>
+T reduce_contiguous(const T* p, std::int64_t n) {
+  if (n == 0)
+    return Reducer::template identity<T>();
+  return Reducer::reduce(view(p, n));
+}
+
+/// out[0, cols) = reduction over `rows` rows of length `cols` starting at `p` (row stride cols).
+template <class T, class Reducer>
+void reduce_columns(const T* p, std::int64_t rows, std::int64_t cols, T* out) {
+  auto o = view(out, cols);
+  if (rows == 0) {
+    o.setConstant(Reducer::template identity<T>());
+    return;
+  }
+  o = view(p, cols);
+  for (std::int64_t r = 1; r < rows; ++r)
+    Reducer::accumulate(o, view(p + r * cols, cols));
+}
+
+template <class T, class Reducer, bool mean>
+class reduction_kernel : public op_kernel {
+public:
+  explicit reduction_kernel(const node& n)
+    : op_kernel(n), axes_(n.attr_or<std::vector<std::int64_t>>("axes", {})),
+      keep_dims_(n.attr_or<bool>("keep_dims", false)) {}
+
+  void compute(kernel_context& ctx) override {
+    if (!check_input(ctx, 0, dtype_of<T>()))
+      return;
+    const tensor& x = ctx.input(0);
+    const auto& shape = x.shape();
+    auto rank = shape.rank();
+
+    std::vector<bool> reduced(static_cast<std::size_t>(rank), axes_.empty());
+    for (auto axis : axes_) {
+      auto a = normalize_axis(axis, rank, "Invalid reduction dimension");
+      if (!a) {
+        ctx.fail(a.error());
+        return;
+      }
+      reduced[static_cast<std::size_t>(*a)] = true;
+    }
+
+    std::vector<std::int64_t> out_dims;
+    for (int i = 0; i < rank; ++i) {
+      if (!reduced[static_cast<std::size_t>(i)])
+        out_dims.push_back(shape.dim(i));
+      else if (keep_dims_)
+        out_dims.push_back(1);
+    }
+    tensor out = ctx.allocate_output(0, dtype_of<T>(), tensor_shape{out_dims});
+    auto out_count = out.num_elements();
+    if (out_count == 0)
+      return;
+    auto in_count = x.num_elements();
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+
+    std::vector<group> groups;
+    for (int i = 0; i < rank; ++i) {
+      auto d = shape.dim(i);
+      bool r = reduced[static_cast<std::size_t>(i)];
+      if (d == 1)
+        continue;
+      if (!groups.empty() && groups.back().reduced == r)
+        groups.back().size *= d;
+      else
+        groups.push_back({d, r});
+    }
+
+    if (groups.empty() || (groups.size() == 1 && !groups[0].reduced)) {
+      // Only size-1 axes are reduced: the values pass through.
+      std::memcpy(po, px, x.bytes());
+    } else if (groups.size() == 1) {
+      reduce_all(ctx, px, in_count, po);
+    } else if (groups.size() == 2 && !groups[0].reduced) {
+      auto rows = groups[0].size;
+      auto len = groups[1].size;
+      for_blocks(
+        ctx, rows,
+        [&](std::int64_t begin, std::int64_t end) {
+          for (auto r = begin; r < end; ++r)
+            po[r] = reduce_contiguous<T, Reducer>(px + r * len, len);
+        },
+        len);
+    } else if (groups.size() == 2) {
+      reduce_outer(ctx, px, groups[0].size, groups[1].size, po);
+    } else if (groups.size() == 3 && !groups[0].reduced) {
+      auto outer = groups[0].size;
+      auto rows = groups[1].size;
+      auto cols = groups[2].size;
+      for_blocks(
+        ctx, outer,
+        [&](std::int64_t begin, std::int64_t end) {
+          for (auto o = begin; o < end; ++o)
+            reduce_columns<T, Reducer>(px + o * rows * cols, rows, cols, po + o * cols);
+        },
+        rows * cols);
+    } else {
+      reduce_strided(groups, px, po, out_count);
+    }
+
+    if constexpr (mean) {
+      // in_count / out_count is the number of elements each output summarises.
+      auto per_output = in_count / out_count;
+      T scale = per_output == 0 ? std::numeric_limits<T>::quiet_NaN() : T(1) / T(per_output);
+      if (per_output == 0)
+        view(po, out_count).setConstant(scale);
+      else
+        view(po, out_count) *= scale;
+    }
+  }
+
+private:
+  void reduce_all(kernel_context& ctx, const T* p, std::int64_t n, T* out) {
+    auto chunks = reduction_chunks(ctx, n);
+    if (chunks == 1) {
+      *out = reduce_contiguous<T, Reducer>(p, n);
+      return;
+    }
+    std::vector<T> partial(static_cast<std::size_t>(chunks));
+    auto chunk = (n + chunks - 1) / chunks;
+    ctx.intra_op_pool().parallel_for(chunks, [&](std::int64_t begin, std::int64_t end) {
+      for (auto c = begin; c < end; ++c) {
+        auto first = std::min(n, c * chunk);
+        auto last = std::min(n, first + chunk);
+        partial[static_cast<std::size_t>(c)] = reduce_contiguous<T, Reducer>(p + first, last - first);
+      }
+    });
+    T total = partial[0];
+    for (std::size_t c = 1; c < partial.size(); ++c)
+      total = Reducer::combine(total, partial[c]);
+    *out = total;
+  }
+
+  /// [rows, cols] reduced over rows. Parallel by splitting the rows into chunks, each
+  /// accumulating its own partial output row, so it scales even when cols is small.
+  void reduce_outer(kernel_context& ctx, const T* p, std::int64_t rows, std::int64_t cols, T* out) {
+    auto chunks = std::min(rows, reduction_chunks(ctx, rows * cols));
+    if (chunks <= 1) {
+      reduce_columns<T, Reducer>(p, rows, cols, out);
+      return;
+    }
+    auto chunk = (rows + chunks - 1) / chunks;
+    array<T> partial(static_cast<Eigen::Index>(chunks * cols));
+    ctx.intra_op_pool().parallel_for(chunks, [&](std::int64_t begin, std::int64_t end) {
+      for (auto c = begin; c < end; ++c) {
+        auto first = std::min(rows, c * chunk);
+        auto last = std::min(rows, first + chunk);
+        reduce_columns<T, Reducer>(p + first * cols, last - first, cols, partial.data() + c * cols);
+      }
+    });
+    auto o = view(out, cols);
+    o = view(static_cast<const T*>(partial.data()), cols);
+    for (std::int64_t c = 1; c < chunks; ++c)
+      Reducer::accumulate(o, view(static_cast<const T*>(partial.data()) + c * cols, cols));
+  }
+
+  /// The general case: walk the input in order, tracking the output offset with an odometer.
+  static void reduce_strided(const std::vector<group>& groups, const T* p, T* out,
+                             std::int64_t out_count) {
+    view(out, out_count).setConstant(Reducer::template identity<T>());
+    auto g = groups.size();
+    // Output stride of each group: 0 for reduced groups, else the product of later kept sizes.
+    std::vector<std::int64_t> out_strides(g, 0);
+    std::int64_t stride = 1;
+    for (std::size_t i = g; i-- > 0;) {
+      if (!groups[i].reduced) {
+        out_strides[i] = stride;
+        stride *= groups[i].size;
+      }
+    }
+    std::int64_t total = 1;
+    for (auto& gr : groups)
+      total *= gr.size;
+    std::vector<std::int64_t> index(g, 0);
+    std::int64_t o = 0;
+    for (std::int64_t i = 0; i < total; ++i) {
+      out[o] = Reducer::combine(out[o], p[i]);
+      for (std::size_t d = g; d-- > 0;) {
+        o += out_strides[d];
+        if (++index[d] < groups[d].size)
+          break;
+        o -= index[d] * out_strides[d];
+        index[d] = 0;
+      }
+    }
+  }
+
+  std::vector<std::int64_t> axes_;
+  bool keep_dims_;
+};
+
+template <class T>
+using sum_kernel = reduction_kernel<T, sum_reducer, false>;
+template <class T>
+using mean_kernel = reduction_kernel<T, sum_reducer, true>;
+template <class T>
+using max_kernel = reduction_kernel<T, max_reducer, false>;
+
+} // namespace
+
+void register_reduction_kernels(kernel_registry& registry) {
+  add_typed_kernels<sum_kernel, float, double, std::int32_t, std::int64_t>(registry, "Sum");
+  add_typed_kernels<mean_kernel, float, double>(registry, "Mean");
+  add_typed_kernels<max_kernel, float, double, std::int32_t, std::int64_t>(registry, "Max");
+}
+
+} // namespace actorflow

@@ -1,0 +1,28 @@
+#include "devices/cpu/kernels/cpu_kernels.hpp"
+#include "devices/kernel.hpp"
+
+namespace actorflow {
+
+// Explicit calls, not static registrars: the linker drops unreferenced objects of a static
+// library, and their registrars with them.
+void register_cpu_kernels(kernel_registry& registry) {
+  register_constant_kernels(registry);
+  register_placeholder_kernels(registry);
+  register_variable_kernels(registry);
+  register_assign_kernels(registry);
+  register_identity_kernels(registry);
+  register_no_op_kernels(registry);
+  register_unary_kernels(registry);
+  register_binary_kernels(registry);
+  register_cast_kernels(registry);
+  register_matmul_kernels(registry);
+  register_reduction_kernels(registry);
+  register_argmax_kernels(registry);
+  register_reshape_kernels(registry);
+  register_softmax_kernels(registry);
+  register_softmax_cross_entropy_kernels(registry);
+  register_fill_kernels(registry);
+  register_random_kernels(registry);
+}
+
+} // namespace actorflow

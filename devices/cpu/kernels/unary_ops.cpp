@@ -1,0 +1,92 @@
+// Elementwise unary math: Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh.
+#include "devices/cpu/kernels/kernel_util.hpp"
+
+namespace actorflow {
+
+namespace {
+
+using namespace cpu;
+
+struct neg_op {
+  template <class X>
+  static auto apply(const X& x) { return -x; }
+};
+struct square_op {
+  template <class X>
+  static auto apply(const X& x) { return x.square(); }
+};
+struct sqrt_op {
+  template <class X>
+  static auto apply(const X& x) { return x.sqrt(); }
+};
+struct exp_op {
+  template <class X>
+  static auto apply(const X& x) { return x.exp(); }
+};
+struct log_op {
+  template <class X>
+  static auto apply(const X& x) { return x.log(); }
+};
+struct relu_op {
+  template <class X>
+  static auto apply(const X& x) { return x.max(typename X::Scalar(0)); }
+};
+struct sigmoid_op {
+  // Eigen's logistic() is vectorised and saturates cleanly for large |x|.
+  template <class X>
+  static auto apply(const X& x) { return x.logistic(); }
+};
+struct tanh_op {
+  template <class X>
+  static auto apply(const X& x) { return x.tanh(); }
+};
+
+template <class T, class Op>
+class unary_kernel : public op_kernel {
+public:
+  using op_kernel::op_kernel;
+
+  void compute(kernel_context& ctx) override {
+    if (!check_input(ctx, 0, dtype_of<T>()))
+      return;
+    const tensor& x = ctx.input(0);
+    tensor out = ctx.allocate_output(0, dtype_of<T>(), x.shape());
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    for_blocks(ctx, x.num_elements(), [&](std::int64_t begin, std::int64_t end) {
+      view(po + begin, end - begin) = Op::apply(view(px + begin, end - begin));
+    });
+  }
+};
+
+template <class T>
+using neg_kernel = unary_kernel<T, neg_op>;
+template <class T>
+using square_kernel = unary_kernel<T, square_op>;
+template <class T>
+using sqrt_kernel = unary_kernel<T, sqrt_op>;
+template <class T>
+using exp_kernel = unary_kernel<T, exp_op>;
+template <class T>
+using log_kernel = unary_kernel<T, log_op>;
+template <class T>
+using relu_kernel = unary_kernel<T, relu_op>;
+template <class T>
+using sigmoid_kernel = unary_kernel<T, sigmoid_op>;
+template <class T>
+using tanh_kernel = unary_kernel<T, tanh_op>;
+
+} // namespace
+
+void register_unary_kernels(kernel_registry& registry) {
+  add_typed_kernels<neg_kernel, float, double, std::int32_t, std::int64_t>(registry, "Neg");
+  add_typed_kernels<square_kernel, float, double, std::int32_t, std::int64_t>(registry, "Square");
+  add_typed_kernels<sqrt_kernel, float, double>(registry, "Sqrt");
+  add_typed_kernels<exp_kernel, float, double>(registry, "Exp");
+  add_typed_kernels<log_kernel, float, double>(registry, "Log");
+  add_typed_kernels<relu_kernel, float, double>(registry, "Relu");
+  add_typed_kernels<sigmoid_kernel, float, double>(registry, "Sigmoid");
+  add_typed_kernels<tanh_kernel, float, double>(registry, "Tanh");
+}
+
+} // namespace actorflow

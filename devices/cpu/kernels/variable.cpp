@@ -1,0 +1,34 @@
+// VariableV2: outputs the variable's current value, sharing its buffer. An uninitialised
+// variable outputs an empty tensor; the executor reports that when a consumer needs the value,
+// so that running only the initializer (which does not read it) works.
+#include "devices/cpu/kernels/cpu_kernels.hpp"
+#include "devices/kernel.hpp"
+
+namespace actorflow {
+
+namespace {
+
+class variable_kernel : public op_kernel {
+public:
+  using op_kernel::op_kernel;
+
+  void compute(kernel_context& ctx) override {
+    auto state = ctx.resources().variable(name());
+    tensor value;
+    {
+      // Copying the handle under the lock is what lets Assign* see this reader in use_count.
+      std::lock_guard<std::mutex> guard{state->mutex};
+      value = state->value;
+    }
+    ctx.set_output(0, std::move(value));
+  }
+};
+
+} // namespace
+
+void register_variable_kernels(kernel_registry& registry) {
+  registry.add("VariableV2", "CPU", {dtype::float32, dtype::float64, dtype::int32, dtype::int64},
+               make_kernel<variable_kernel>);
+}
+
+} // namespace actorflow

@@ -1,0 +1,68 @@
+#pragma once
+/// Devices: where kernels run. The CPU device runs kernels synchronously on the calling thread;
+/// asynchronous devices (GPUs) enqueue work on a stream and call `done` when it has finished.
+///   auto cpu = make_cpu_device(device_name::parse("/job:localhost/replica:0/task:0/device:CPU:0").value(),
+///                              shared_pools);
+///   cpu->compute(kernel, ctx, [] { /* outputs are ready */ });
+/// A device is owned by the one device actor that drives it; compute() may be called from
+/// several threads at once (the inter-op pool), so implementations are thread-safe.
+
+#include "devices/kernel.hpp"
+#include "graph/device_name.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace actorflow {
+
+class thread_pool;
+
+class device {
+public:
+  virtual ~device() = default;
+
+  /// The full name, "/job:localhost/replica:0/task:0/device:CPU:0".
+  const device_name& name() const { return name_; }
+  const std::string& full_name() const { return full_name_; }
+  /// "CPU" or "GPU".
+  const std::string& type() const { return *name_.type; }
+
+  /// Where this device's tensors live.
+  virtual allocator* device_allocator() = 0;
+  /// Pool for multithreaded kernels.
+  virtual thread_pool& intra_op_pool() = 0;
+  resource_manager& resources() { return resources_; }
+
+  /// Whether compute() always finishes before it returns (lets the executor run inline).
+  virtual bool is_synchronous() const = 0;
+
+  /// Runs `kernel` for one step; `done` runs once the outputs are ready (on a CPU, before
+  /// compute returns).
+  virtual void compute(op_kernel& kernel, kernel_context& ctx, std::function<void()> done) = 0;
+
+  /// Copies a host tensor onto this device (identity for the CPU) and back; used by send/recv.
+  virtual result<tensor> from_host(const tensor& host) = 0;
+  virtual result<tensor> to_host(const tensor& on_device) = 0;
+
+protected:
+  explicit device(device_name name) : name_(std::move(name)), full_name_(name_.to_string()) {}
+
+private:
+  device_name name_;
+  std::string full_name_;
+  resource_manager resources_;
+};
+
+/// The CPU device; `intra_op` is shared with other devices or sessions unless the session asks
+/// for its own threads.
+std::unique_ptr<device> make_cpu_device(device_name name, std::shared_ptr<thread_pool> intra_op);
+
+/// Number of GPUs this process can use (0 when built without CUDA or when none is present).
+int gpu_count();
+
+/// Sets the BLAS's own thread count to `n` so that it does not start a second pool that fights
+/// the intra-op pool for cores.
+void set_blas_threads(int n);
+
+} // namespace actorflow

@@ -1,0 +1,316 @@
+#include "devices/executor.hpp"
+
+#include "graph/op_registry.hpp"
+
+namespace actorflow {
+
+// --- plan ------------------------------------------------------------------------------------
+
+result<std::shared_ptr<const executor_plan>>
+executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
+                    const kernel_registry& registry) {
+  auto plan = std::make_shared<executor_plan>();
+  plan->partition_ = partition;
+  plan->device_ = &dev;
+  auto& g = *partition;
+  plan->items_.resize(g.size());
+  int slot = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    auto& n = g.at(static_cast<int>(i));
+    auto& it = plan->items_[i];
+    it.def = &n;
+    it.first_slot = slot;
+    it.num_outputs = static_cast<int>(n.output_types.size());
+    slot += it.num_outputs;
+    plan->by_name_.emplace(n.name, static_cast<int>(i));
+  }
+  plan->num_slots_ = slot;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    auto& n = g.at(static_cast<int>(i));
+    auto& it = plan->items_[i];
+    auto* def = op_registry::global().find(n.op);
+    it.takes_variable_ref = def != nullptr && def->takes_variable_ref;
+    if (n.op == "_Send" || n.op == "_Recv") {
+      it.kind = n.op == "_Send" ? node_kind::send : node_kind::recv;
+      auto* key = n.attr<std::string>("key");
+      if (key == nullptr)
+        return make_error(errc::invalid_argument, "node '" + n.name + "' has no rendezvous key");
+      it.key = *key;
+    } else {
+      auto kernel = registry.create(n, dev.type());
+      if (!kernel)
+        return kernel.error().with_context("node '" + n.name + "' on " + dev.full_name());
+      it.kernel = std::move(*kernel);
+    }
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      auto& in = n.inputs[k];
+      auto& producer = plan->items_[static_cast<std::size_t>(in.node_id)];
+      it.input_slots.push_back(producer.first_slot + in.index);
+      it.input_nodes.push_back(in.node_id);
+      auto reads_variable = producer.def->op == "VariableV2" && !(k == 0 && it.takes_variable_ref);
+      it.input_variables.push_back(reads_variable ? dev.resources().variable(producer.def->name)
+                                                  : nullptr);
+      producer.consumers.push_back(static_cast<int>(i));
+    }
+    for (auto c : n.control_inputs)
+      plan->items_[static_cast<std::size_t>(c)].consumers.push_back(static_cast<int>(i));
+    it.initial_pending = static_cast<int>(n.inputs.size() + n.control_inputs.size());
+    if (it.initial_pending == 0)
+      plan->roots_.push_back(static_cast<int>(i));
+  }
+  return std::shared_ptr<const executor_plan>{std::move(plan)};
+}
+
+int executor_plan::find(const std::string& name) const {
+  auto i = by_name_.find(name);
+  return i == by_name_.end() ? -1 : i->second;
+}
+
+int executor_plan::slot_of(const std::string& tensor_name) const {
+  auto colon = tensor_name.rfind(':');
+  auto id = find(tensor_name);
+  int index = 0;
+  if (id < 0 && colon != std::string::npos) {
+    id = find(tensor_name.substr(0, colon));
+    index = std::atoi(tensor_name.c_str() + colon + 1);
+  }
+  if (id < 0)
+    return -1;
+  auto& it = items_[static_cast<std::size_t>(id)];
+  return index < it.num_outputs ? it.first_slot + index : -1;
+}
+
+// --- step ------------------------------------------------------------------------------------
+
+step_execution::step_execution(std::shared_ptr<const executor_plan> plan, std::int64_t step_id,
+                               step_hooks hooks)
+  : plan_(std::move(plan)), step_id_(step_id), hooks_(std::move(hooks)) {}
+
+void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
+                           std::vector<std::string> fetches, done_callback done) {
+  auto& items = plan_->items();
+  done_ = std::move(done);
+  slots_.resize(static_cast<std::size_t>(plan_->num_slots()));
+  pending_.reset(new std::atomic<int>[items.size()]);
+  for (std::size_t i = 0; i < items.size(); ++i)
+    pending_[i].store(items[i].initial_pending, std::memory_order_relaxed);
+  fed_.assign(items.size(), false);
+  for (auto& [name, value] : feeds) {
+    auto slot = plan_->slot_of(name);
+    auto colon = name.rfind(':');
+    auto id = plan_->find(name);
+    if (id < 0 && colon != std::string::npos)
+      id = plan_->find(name.substr(0, colon));
+    if (slot < 0 || id < 0) {
+      done_(make_error(errc::not_found, "fed tensor '" + name + "' is not in the partition on " +
+                                          plan_->dev().full_name()),
+            {});
+      return;
+    }
+    slots_[static_cast<std::size_t>(slot)] = std::move(value);
+    fed_[static_cast<std::size_t>(id)] = true;
+  }
+  fetch_names_ = std::move(fetches);
+  for (auto& name : fetch_names_) {
+    auto slot = plan_->slot_of(name);
+    if (slot < 0) {
+      done_(make_error(errc::not_found, "fetched tensor '" + name + "' is not in the partition on " +
+                                          plan_->dev().full_name()),
+            {});
+      return;
+    }
+    fetch_slots_.push_back(slot);
+  }
+  auto& roots = plan_->roots();
+  if (roots.empty()) {
+    outstanding_.store(1, std::memory_order_relaxed);
+    finish_one();
+    return;
+  }
+  // Hold one extra count while dispatching the roots so the step cannot finish early.
+  outstanding_.store(static_cast<std::int64_t>(roots.size()) + 1, std::memory_order_relaxed);
+  std::vector<int> ready(roots.begin(), roots.end());
+  dispatch(ready);
+  finish_one();
+}
+
+void step_execution::abort(status reason) {
+  {
+    std::lock_guard<std::mutex> guard{status_mutex_};
+    if (!status_.ok())
+      return;
+    status_ = reason;
+  }
+  aborted_.store(true, std::memory_order_release);
+  // Waiting receives would keep the step alive forever: let the owner cancel them.
+  if (hooks_.aborted)
+    hooks_.aborted(reason);
+}
+
+void step_execution::dispatch(std::vector<int>& ready) {
+  // Everything but the first goes to the pool when there is one; the first runs here.
+  if (hooks_.schedule) {
+    while (ready.size() > 1) {
+      auto id = ready.back();
+      ready.pop_back();
+      hooks_.schedule([self = shared_from_this(), id] { self->run_from(id); });
+    }
+  }
+  if (!ready.empty()) {
+    auto first = ready.front();
+    ready.erase(ready.begin());
+    std::vector<int> rest = std::move(ready);
+    ready.clear();
+    // Inline mode: run the rest afterwards, in order.
+    run_from(first);
+    for (auto id : rest)
+      run_from(id);
+  }
+}
+
+void step_execution::run_from(int first) {
+  std::vector<int> ready{first};
+  while (!ready.empty()) {
+    auto id = ready.back();
+    ready.pop_back();
+    std::vector<int> made_ready;
+    if (process(id, made_ready)) {
+      auto newly = made_ready.size();
+      // Count the new nodes before any can run elsewhere, so the total never dips to zero early.
+      outstanding_.fetch_add(static_cast<std::int64_t>(newly), std::memory_order_acq_rel);
+      if (hooks_.schedule) {
+        // Keep one for this thread, hand the others to the pool.
+        while (made_ready.size() > 1) {
+          auto other = made_ready.back();
+          made_ready.pop_back();
+          hooks_.schedule([self = shared_from_this(), other] { self->run_from(other); });
+        }
+      }
+      ready.insert(ready.end(), made_ready.rbegin(), made_ready.rend());
+      finish_one();
+    }
+  }
+}
+
+void step_execution::fail(int id, status s) {
+  auto& it = plan_->items()[static_cast<std::size_t>(id)];
+  auto located = s.with_context("node '" + it.def->name + "' on " + plan_->dev().full_name());
+  abort(std::move(located));
+}
+
+bool step_execution::process(int id, std::vector<int>& ready) {
+  auto& it = plan_->items()[static_cast<std::size_t>(id)];
+  if (aborted_.load(std::memory_order_acquire))
+    return true; // skip; consumers are never made ready
+  if (fed_[static_cast<std::size_t>(id)]) {
+    complete(id, ready);
+    return true;
+  }
+  std::vector<tensor> inputs;
+  inputs.reserve(it.input_slots.size());
+  for (std::size_t k = 0; k < it.input_slots.size(); ++k) {
+    tensor value;
+    if (auto& variable = it.input_variables[k]) {
+      std::lock_guard<std::mutex> guard{variable->mutex};
+      value = variable->value;
+    } else {
+      value = slots_[static_cast<std::size_t>(it.input_slots[k])];
+    }
+    if (!value.is_initialized() && !(k == 0 && it.takes_variable_ref)) {
+      auto& producer = plan_->items()[static_cast<std::size_t>(it.input_nodes[k])];
+      // Only a variable produces an empty tensor, so the producer names the variable.
+      fail(id, make_error(errc::failed_precondition,
+                          "attempting to use uninitialized value '" + producer.def->name + "'"));
+      return true;
+    }
+    inputs.push_back(std::move(value));
+  }
+  switch (it.kind) {
+    case executor_plan::node_kind::send:
+      hooks_.send(it.key, inputs[0]);
+      complete(id, ready);
+      return true;
+    case executor_plan::node_kind::recv:
+      hooks_.recv(it.key, [self = shared_from_this(), id](result<tensor> value) {
+        if (!value) {
+          self->fail(id, value.error());
+          self->finish_one();
+          return;
+        }
+        auto& item = self->plan_->items()[static_cast<std::size_t>(id)];
+        self->slots_[static_cast<std::size_t>(item.first_slot)] = std::move(*value);
+        std::vector<int> next;
+        self->complete(id, next);
+        auto newly = next.size();
+        // Keep the outstanding count above zero while the consumers are dispatched.
+        self->outstanding_.fetch_add(static_cast<std::int64_t>(newly), std::memory_order_acq_rel);
+        self->dispatch(next);
+        self->finish_one();
+      });
+      return false;
+    case executor_plan::node_kind::kernel:
+      break;
+  }
+  auto& dev = plan_->dev();
+  if (dev.is_synchronous()) {
+    kernel_context ctx{*it.def, dev, step_id_, std::move(inputs)};
+    it.kernel->compute(ctx);
+    if (!ctx.status().ok()) {
+      fail(id, ctx.status());
+      return true;
+    }
+    auto& outs = ctx.outputs();
+    for (int k = 0; k < it.num_outputs && k < static_cast<int>(outs.size()); ++k)
+      slots_[static_cast<std::size_t>(it.first_slot + k)] = std::move(outs[static_cast<std::size_t>(k)]);
+    complete(id, ready);
+    return true;
+  }
+  auto ctx = std::make_shared<kernel_context>(*it.def, dev, step_id_, std::move(inputs));
+  dev.compute(*it.kernel, *ctx, [self = shared_from_this(), id, ctx] {
+    auto& item = self->plan_->items()[static_cast<std::size_t>(id)];
+    if (!ctx->status().ok()) {
+      self->fail(id, ctx->status());
+      self->finish_one();
+      return;
+    }
+    auto& outs = ctx->outputs();
+    for (int k = 0; k < item.num_outputs && k < static_cast<int>(outs.size()); ++k)
+      self->slots_[static_cast<std::size_t>(item.first_slot + k)] = std::move(outs[static_cast<std::size_t>(k)]);
+    std::vector<int> next;
+    self->complete(id, next);
+    self->outstanding_.fetch_add(static_cast<std::int64_t>(next.size()), std::memory_order_acq_rel);
+    self->dispatch(next);
+    self->finish_one();
+  });
+  return false;
+}
+
+void step_execution::complete(int id, std::vector<int>& ready) {
+  completed_.fetch_add(1, std::memory_order_relaxed);
+  for (auto consumer : plan_->items()[static_cast<std::size_t>(id)].consumers)
+    if (pending_[static_cast<std::size_t>(consumer)].fetch_sub(1, std::memory_order_acq_rel) == 1)
+      ready.push_back(consumer);
+}
+
+void step_execution::finish_one() {
+  if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) != 1)
+    return;
+  status final_status;
+  {
+    std::lock_guard<std::mutex> guard{status_mutex_};
+    final_status = status_;
+  }
+  if (final_status.ok() &&
+      completed_.load(std::memory_order_acquire) != static_cast<std::int64_t>(plan_->items().size()))
+    final_status = make_error(errc::internal, "step " + std::to_string(step_id_) + " on " +
+                                                plan_->dev().full_name() +
+                                                " stopped with nodes left unrun (a cycle?)");
+  std::vector<tensor> fetched;
+  if (final_status.ok())
+    for (auto slot : fetch_slots_)
+      fetched.push_back(slots_[static_cast<std::size_t>(slot)]);
+  auto done = std::move(done_);
+  done(std::move(final_status), std::move(fetched));
+}
+
+} // namespace actorflow

@@ -1,0 +1,134 @@
+#pragma once
+/// Running one partition on one device: an immutable plan made once at registration, and a
+/// small per-step state made for every step.
+///   auto plan = executor_plan::make(partition, dev, kernel_registry::global());
+///   auto step = std::make_shared<step_execution>(*plan, step_id, hooks);
+///   step->start(feeds, fetches, [](status s, std::vector<tensor> fetched) { ... });
+/// Ready nodes run on the thread that made them ready; when several become ready at once, all
+/// but one go to hooks.schedule (the inter-op pool) when it is set, otherwise they run in turn
+/// on the current thread (the deterministic mode that actor tests use).
+
+#include "devices/device.hpp"
+#include "devices/kernel.hpp"
+#include "graph/graph.hpp"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace actorflow {
+
+class executor_plan {
+public:
+  enum class node_kind : std::uint8_t { kernel, send, recv };
+
+  struct item {
+    const node* def = nullptr;
+    node_kind kind = node_kind::kernel;
+    std::unique_ptr<op_kernel> kernel;
+    /// Output slots this node's inputs read, in input order.
+    std::vector<int> input_slots;
+    /// Producer node of each input (for error messages).
+    std::vector<int> input_nodes;
+    /// For inputs read from a variable: its state, read when this node runs (TensorFlow's ref
+    /// semantics: a read inside control_dependencies sees the updates it waited for).
+    std::vector<std::shared_ptr<variable_state>> input_variables;
+    int first_slot = 0;
+    int num_outputs = 0;
+    /// Consumers, once per edge (data and control), so pending counts match.
+    std::vector<int> consumers;
+    int initial_pending = 0;
+    bool takes_variable_ref = false;
+    /// Rendezvous key of a _Send / _Recv.
+    std::string key;
+  };
+
+  /// Makes the kernels of every node of `partition` for `dev`; an error names the node and
+  /// the device. The plan keeps `partition` alive and must not outlive `dev`.
+  static result<std::shared_ptr<const executor_plan>>
+  make(std::shared_ptr<const graph> partition, device& dev, const kernel_registry& registry);
+
+  const std::vector<item>& items() const { return items_; }
+  const std::vector<int>& roots() const { return roots_; }
+  int num_slots() const { return num_slots_; }
+  device& dev() const { return *device_; }
+  /// Node id for a name, -1 if absent (used when a step starts, not per node).
+  int find(const std::string& name) const;
+  /// Slot of "name:index" or "name", -1 if absent.
+  int slot_of(const std::string& tensor_name) const;
+
+private:
+  std::shared_ptr<const graph> partition_;
+  device* device_ = nullptr;
+  std::vector<item> items_;
+  std::vector<int> roots_;
+  int num_slots_ = 0;
+  std::unordered_map<std::string, int> by_name_;
+};
+
+/// How a step reaches the outside world; set by the device actor.
+struct step_hooks {
+  /// A _Send produced `value` for `key`. May be called from any executor thread.
+  std::function<void(const std::string& key, const tensor& value)> send;
+  /// A _Recv waits for `key`: `deliver` must be called exactly once, with the tensor or an error
+  /// (e.g. when the step is aborted), from any thread.
+  std::function<void(const std::string& key, std::function<void(result<tensor>)> deliver)> recv;
+  /// The step failed or was aborted (called once): pending receives must now be delivered an
+  /// error so that the step can end.
+  std::function<void(const status& reason)> aborted;
+  /// Runs work on the inter-op pool; when empty, everything runs on the calling thread.
+  std::function<void(std::function<void()>)> schedule;
+};
+
+/// One step of one plan. Keep it alive (shared_ptr) until `done` was called.
+class step_execution : public std::enable_shared_from_this<step_execution> {
+public:
+  using done_callback = std::function<void(status, std::vector<tensor>)>;
+
+  step_execution(std::shared_ptr<const executor_plan> plan, std::int64_t step_id, step_hooks hooks);
+
+  /// Starts the step. `feeds` replace the outputs of the named nodes ("x" or "x:0"); `fetches`
+  /// name the tensors returned to `done` in order. `done` runs exactly once, on some thread,
+  /// after no node of this step is running any more.
+  void start(std::vector<std::pair<std::string, tensor>> feeds, std::vector<std::string> fetches,
+             done_callback done);
+
+  /// Ends the step early with `reason` (nodes already running finish; no new ones start).
+  void abort(status reason);
+
+  std::int64_t step_id() const { return step_id_; }
+
+private:
+  void run_from(int first);
+  /// Runs one node; appends nodes it made ready to `ready`. Returns false when the node
+  /// completes later (async kernel or receive).
+  bool process(int id, std::vector<int>& ready);
+  void complete(int id, std::vector<int>& ready);
+  void fail(int id, status s);
+  /// One outstanding node is done; the last one ends the step. Nodes a finished node makes
+  /// ready are added to outstanding_ before it calls this.
+  void finish_one();
+  void dispatch(std::vector<int>& ready);
+
+  std::shared_ptr<const executor_plan> plan_;
+  std::int64_t step_id_;
+  step_hooks hooks_;
+  std::vector<tensor> slots_;
+  std::unique_ptr<std::atomic<int>[]> pending_;
+  std::vector<bool> fed_;
+  std::vector<int> fetch_slots_;
+  std::vector<std::string> fetch_names_;
+  done_callback done_;
+  /// Nodes made ready (or running) and not yet finished.
+  std::atomic<std::int64_t> outstanding_{0};
+  std::atomic<std::int64_t> completed_{0};
+  std::atomic<bool> aborted_{false};
+  std::mutex status_mutex_;
+  status status_;
+};
+
+} // namespace actorflow

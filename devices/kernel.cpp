@@ -1,0 +1,119 @@
+#include "devices/kernel.hpp"
+
+#include "devices/device.hpp"
+#include "devices/thread_pool.hpp"
+
+#include <algorithm>
+
+namespace actorflow {
+
+// --- resource_manager ----------------------------------------------------------------------
+
+std::shared_ptr<variable_state> resource_manager::variable(const std::string& name) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto& slot = variables_[name];
+  if (slot == nullptr)
+    slot = std::make_shared<variable_state>();
+  return slot;
+}
+
+std::shared_ptr<variable_state> resource_manager::find_variable(const std::string& name) const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto i = variables_.find(name);
+  return i == variables_.end() ? nullptr : i->second;
+}
+
+std::vector<std::string> resource_manager::variable_names() const {
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    names.reserve(variables_.size());
+    for (auto& entry : variables_)
+      names.push_back(entry.first);
+  }
+  // Sorted so that callers (checkpoints, tests) see a stable order.
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// --- kernel_context ------------------------------------------------------------------------
+
+kernel_context::kernel_context(const node& n, device& dev, std::int64_t step_id,
+                               std::vector<tensor> inputs)
+  : node_(n), device_(dev), step_id_(step_id), inputs_(std::move(inputs)),
+    outputs_(n.output_types.size()) {}
+
+tensor kernel_context::allocate_output(int i, dtype type, tensor_shape shape) {
+  tensor t{type, std::move(shape), device_.device_allocator()};
+  set_output(i, t);
+  return t;
+}
+
+void kernel_context::set_output(int i, tensor t) {
+  auto index = static_cast<std::size_t>(i);
+  // Nodes built by hand in tests may not list their output types; grow instead of failing.
+  if (index >= outputs_.size())
+    outputs_.resize(index + 1);
+  outputs_[index] = std::move(t);
+}
+
+thread_pool& kernel_context::intra_op_pool() { return device_.intra_op_pool(); }
+
+resource_manager& kernel_context::resources() { return device_.resources(); }
+
+// --- kernel_registry -----------------------------------------------------------------------
+
+kernel_registry& kernel_registry::global() {
+  // A function-local static makes the one-time registration thread-safe; registration is
+  // explicit because self-registering statics get dropped when linking static libraries.
+  static kernel_registry* registry = [] {
+    auto* r = new kernel_registry;
+    register_cpu_kernels(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+std::string kernel_registry::key_string(const std::string& op, const std::string& device_type,
+                                        dtype t) {
+  std::string key;
+  key.reserve(op.size() + device_type.size() + 10);
+  key += op;
+  key += '\0';
+  key += device_type;
+  key += '\0';
+  key += to_string(t);
+  return key;
+}
+
+void kernel_registry::add(const kernel_key& key, kernel_factory factory) {
+  factories_[key_string(key.op, key.device_type, key.type)] = std::move(factory);
+}
+
+void kernel_registry::add(const std::string& op, const std::string& device_type,
+                          std::vector<dtype> types, kernel_factory factory) {
+  for (auto t : types)
+    factories_[key_string(op, device_type, t)] = factory;
+}
+
+bool kernel_registry::has(const std::string& op, const std::string& device_type,
+                          dtype type) const {
+  return factories_.count(key_string(op, device_type, type)) > 0;
+}
+
+result<std::unique_ptr<op_kernel>> kernel_registry::create(const node& n,
+                                                           const std::string& device_type) const {
+  auto i = factories_.find(key_string(n.op, device_type, n.kernel_type));
+  if (i == factories_.end())
+    return make_error(errc::unimplemented, "no kernel registered for op '" + n.op +
+                                             "' on device type '" + device_type +
+                                             "' with dtype " + to_string(n.kernel_type) +
+                                             " (node '" + n.name + "')");
+  auto made = i->second(n);
+  if (!made)
+    return made.error().with_context("cannot make the " + device_type + " kernel for node '" +
+                                     n.name + "' (" + n.op + ")");
+  return made;
+}
+
+} // namespace actorflow

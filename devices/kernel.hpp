@@ -1,0 +1,147 @@
+#pragma once
+/// Op kernels: the code that runs one node on one device.
+///   class relu_kernel : public op_kernel { void compute(kernel_context& ctx) override; };
+///   registry.add({"Relu", "CPU", dtype::float32}, make_kernel<relu_kernel>);
+/// A kernel object is made once per node when a partition is registered (reading attributes
+/// there), and compute() runs once per step, possibly for several steps at the same time:
+/// kernels keep no per-step state in members (random kernels guard their generator).
+
+#include "graph/graph.hpp"
+#include "graph/tensor.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace actorflow {
+
+class device;
+class thread_pool;
+
+/// A variable's storage on a device. `value` is replaced, not written in place, when other
+/// tensors still share its buffer, so readers never see a half-made update.
+struct variable_state {
+  std::mutex mutex;
+  tensor value;
+};
+
+/// Per-device, per-session state that outlives steps: the variables.
+class resource_manager {
+public:
+  /// The variable named `name`, created empty on first use.
+  std::shared_ptr<variable_state> variable(const std::string& name);
+  /// The variable if it exists.
+  std::shared_ptr<variable_state> find_variable(const std::string& name) const;
+  std::vector<std::string> variable_names() const;
+
+private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<variable_state>> variables_;
+};
+
+/// Everything a kernel sees during one compute() call. Lives until the kernel is done.
+class kernel_context {
+public:
+  kernel_context(const node& n, device& dev, std::int64_t step_id, std::vector<tensor> inputs);
+
+  const node& def() const { return node_; }
+  device& dev() { return device_; }
+  std::int64_t step_id() const { return step_id_; }
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const tensor& input(int i) const { return inputs_[static_cast<std::size_t>(i)]; }
+
+  /// A fresh output buffer from the device's allocator.
+  tensor allocate_output(int i, dtype type, tensor_shape shape);
+  /// Sets output i to an existing tensor (shared, not copied).
+  void set_output(int i, tensor t);
+  std::vector<tensor>& outputs() { return outputs_; }
+
+  /// Marks the kernel failed; the executor adds the node and device to the message.
+  void fail(actorflow::status s) {
+    if (status_.ok())
+      status_ = std::move(s);
+  }
+  const actorflow::status& status() const { return status_; }
+
+  /// The device's intra-op pool (never null) and its resources.
+  thread_pool& intra_op_pool();
+  resource_manager& resources();
+
+private:
+  const node& node_;
+  device& device_;
+  std::int64_t step_id_;
+  std::vector<tensor> inputs_;
+  std::vector<tensor> outputs_;
+  actorflow::status status_;
+};
+
+class op_kernel {
+public:
+  explicit op_kernel(const node& n) : name_(n.name), op_(n.op) {}
+  virtual ~op_kernel() = default;
+
+  /// Runs the node synchronously; reports failure through ctx.fail().
+  virtual void compute(kernel_context& ctx) = 0;
+
+  /// Asynchronous kernels (receives, GPU work that finishes on a stream) override this and
+  /// call `done` exactly once, possibly on another thread, after the outputs are set.
+  virtual bool is_async() const { return false; }
+  virtual void compute_async(kernel_context& ctx, std::function<void()> done) {
+    compute(ctx);
+    done();
+  }
+
+  const std::string& name() const { return name_; }
+  const std::string& op() const { return op_; }
+
+private:
+  std::string name_;
+  std::string op_;
+};
+
+/// Makes a kernel for a node; may fail on bad attributes.
+using kernel_factory = std::function<result<std::unique_ptr<op_kernel>>(const node&)>;
+
+template <class Kernel>
+result<std::unique_ptr<op_kernel>> make_kernel(const node& n) {
+  return std::unique_ptr<op_kernel>{std::make_unique<Kernel>(n)};
+}
+
+struct kernel_key {
+  std::string op;
+  /// "CPU", "GPU".
+  std::string device_type;
+  dtype type;
+};
+
+/// Kernels by (op, device type, dtype). Placement and execution both ask this registry, so they
+/// never disagree about what can run where.
+class kernel_registry {
+public:
+  /// The process-wide registry with every built-in kernel (CPU always, GPU when built with CUDA).
+  static kernel_registry& global();
+
+  void add(const kernel_key& key, kernel_factory factory);
+  /// Registers the same factory for several dtypes.
+  void add(const std::string& op, const std::string& device_type, std::vector<dtype> types,
+           kernel_factory factory);
+  bool has(const std::string& op, const std::string& device_type, dtype type) const;
+  /// Makes the kernel for `n` on a device of `device_type`; an error names the node, the op,
+  /// the device type and the dtype when none is registered.
+  result<std::unique_ptr<op_kernel>> create(const node& n, const std::string& device_type) const;
+
+private:
+  static std::string key_string(const std::string& op, const std::string& device_type, dtype t);
+  std::unordered_map<std::string, kernel_factory> factories_;
+};
+
+/// Registers every CPU kernel (devices/cpu/kernels/).
+void register_cpu_kernels(kernel_registry& registry);
+
+} // namespace actorflow

@@ -1,0 +1,141 @@
+#include "devices/pool_allocator.hpp"
+
+#include <cstdlib>
+#include <new>
+
+namespace actorflow {
+
+namespace {
+
+int floor_log2(std::size_t x) { return 63 - __builtin_clzll(static_cast<unsigned long long>(x)); }
+
+void* system_allocate(std::size_t bytes) {
+  void* p = std::aligned_alloc(tensor_alignment, bytes);
+  if (p == nullptr)
+    throw std::bad_alloc{};
+  return p;
+}
+
+} // namespace
+
+std::size_t pool_allocator::class_size(std::size_t bytes) {
+  if (bytes <= 64)
+    return 64;
+  if (bytes <= 256)
+    return std::size_t{1} << (floor_log2(bytes - 1) + 1);
+  // 2^k < bytes <= 2^(k+1), k >= 8: steps of 2^k / 4, a multiple of the 64-byte alignment.
+  auto k = floor_log2(bytes - 1);
+  auto base = std::size_t{1} << k;
+  auto step = base >> 2;
+  auto quarters = (bytes - base + step - 1) / step;
+  return base + quarters * step;
+}
+
+std::size_t pool_allocator::class_index(std::size_t bytes) {
+  if (bytes <= 64)
+    return 0;
+  if (bytes <= 128)
+    return 1;
+  if (bytes <= 256)
+    return 2;
+  auto k = floor_log2(bytes - 1);
+  auto base = std::size_t{1} << k;
+  auto step = base >> 2;
+  auto quarters = (bytes - base + step - 1) / step;
+  return 3 + static_cast<std::size_t>(k - 8) * 4 + (quarters - 1);
+}
+
+pool_allocator::pool_allocator(std::size_t max_cached_bytes)
+  : max_cached_bytes_(max_cached_bytes) {}
+
+pool_allocator::~pool_allocator() { trim(); }
+
+void* pool_allocator::allocate(std::size_t bytes) {
+  auto size = class_size(bytes);
+  auto& cls = classes_[class_index(bytes)];
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> guard{cls.mutex};
+    if (!cls.free_blocks.empty()) {
+      p = cls.free_blocks.back();
+      cls.free_blocks.pop_back();
+    }
+  }
+  if (p != nullptr) {
+    reuse_hits_.fetch_add(1, std::memory_order_relaxed);
+    bytes_cached_.fetch_sub(size, std::memory_order_relaxed);
+  } else {
+    p = system_allocate(size);
+    system_allocations_.fetch_add(1, std::memory_order_relaxed);
+  }
+  auto in_use = bytes_in_use_.fetch_add(size, std::memory_order_relaxed) + size;
+  auto peak = peak_bytes_in_use_.load(std::memory_order_relaxed);
+  while (in_use > peak &&
+         !peak_bytes_in_use_.compare_exchange_weak(peak, in_use, std::memory_order_relaxed)) {
+  }
+  return p;
+}
+
+void pool_allocator::deallocate(void* ptr, std::size_t bytes) {
+  if (ptr == nullptr)
+    return;
+  auto size = class_size(bytes);
+  bytes_in_use_.fetch_sub(size, std::memory_order_relaxed);
+  // Reserve room in the cache first so that concurrent frees cannot overshoot the bound.
+  auto cached = bytes_cached_.fetch_add(size, std::memory_order_relaxed) + size;
+  if (cached > max_cached_bytes_) {
+    bytes_cached_.fetch_sub(size, std::memory_order_relaxed);
+    std::free(ptr);
+    return;
+  }
+  auto& cls = classes_[class_index(bytes)];
+  std::lock_guard<std::mutex> guard{cls.mutex};
+  cls.free_blocks.push_back(ptr);
+}
+
+pool_allocator_stats pool_allocator::stats() const {
+  pool_allocator_stats s;
+  s.bytes_in_use = bytes_in_use_.load(std::memory_order_relaxed);
+  s.peak_bytes_in_use = peak_bytes_in_use_.load(std::memory_order_relaxed);
+  s.bytes_cached = bytes_cached_.load(std::memory_order_relaxed);
+  s.allocations = allocations_.load(std::memory_order_relaxed);
+  s.reuse_hits = reuse_hits_.load(std::memory_order_relaxed);
+  s.system_allocations = system_allocations_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void pool_allocator::trim() {
+  for (std::size_t i = 0; i < num_classes; ++i) {
+    std::vector<void*> blocks;
+    {
+      std::lock_guard<std::mutex> guard{classes_[i].mutex};
+      blocks.swap(classes_[i].free_blocks);
+    }
+    if (blocks.empty())
+      continue;
+    // Every block of class i has the same size; recover it from any representative request.
+    std::size_t size = 0;
+    if (i < 3)
+      size = std::size_t{64} << i;
+    else {
+      auto k = (i - 3) / 4 + 8;
+      auto quarters = (i - 3) % 4 + 1;
+      auto base = std::size_t{1} << k;
+      size = base + quarters * (base >> 2);
+    }
+    for (void* p : blocks)
+      std::free(p);
+    bytes_cached_.fetch_sub(size * blocks.size(), std::memory_order_relaxed);
+  }
+}
+
+pool_allocator& host_pool_allocator() {
+  // Leaked on purpose: tensors in static objects may be freed after exit-time destructors.
+  static auto* pool = new pool_allocator{};
+  return *pool;
+}
+
+void install_host_pool_allocator() { set_default_host_allocator(&host_pool_allocator()); }
+
+} // namespace actorflow

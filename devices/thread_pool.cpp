@@ -1,0 +1,115 @@
+#include "devices/thread_pool.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+namespace actorflow {
+
+namespace {
+thread_local const thread_pool* current_pool = nullptr;
+} // namespace
+
+int resolve_thread_count(int requested) {
+  if (requested > 0)
+    return requested;
+  auto hw = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, hw);
+}
+
+thread_pool::thread_pool(std::string name, int num_threads) : name_(std::move(name)) {
+  auto n = resolve_thread_count(num_threads);
+  threads_.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    threads_.emplace_back([this] { worker_loop(); });
+}
+
+thread_pool::~thread_pool() {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  for (auto& t : threads_)
+    t.join();
+}
+
+void thread_pool::schedule(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    queue_.push_back(std::move(task));
+  }
+  ready_.notify_one();
+}
+
+bool thread_pool::on_pool_thread() const { return current_pool == this; }
+
+void thread_pool::worker_loop() {
+  current_pool = this;
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock{mutex_};
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty())
+        return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+bool thread_pool::run_one_queued() {
+  std::function<void()> task;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    if (queue_.empty())
+      return false;
+    task = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  task();
+  return true;
+}
+
+void thread_pool::parallel_for(std::int64_t n,
+                               const std::function<void(std::int64_t, std::int64_t)>& fn,
+                               std::int64_t min_block) {
+  if (n <= 0)
+    return;
+  min_block = std::max<std::int64_t>(1, min_block);
+  auto max_blocks = static_cast<std::int64_t>(threads_.size()) + 1;
+  auto blocks = std::min(max_blocks, (n + min_block - 1) / min_block);
+  if (blocks <= 1) {
+    fn(0, n);
+    return;
+  }
+  auto block_size = (n + blocks - 1) / blocks;
+  blocks = (n + block_size - 1) / block_size;
+  std::atomic<std::int64_t> remaining{blocks - 1};
+  std::mutex done_mutex;
+  std::condition_variable done;
+  for (std::int64_t b = 1; b < blocks; ++b) {
+    auto begin = b * block_size;
+    auto end = std::min(n, begin + block_size);
+    schedule([&, begin, end] {
+      fn(begin, end);
+      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> guard{done_mutex};
+        done.notify_all();
+      }
+    });
+  }
+  fn(0, std::min(n, block_size));
+  // Help with queued work instead of sleeping: keeps nested parallel_for from deadlocking.
+  while (remaining.load(std::memory_order_acquire) > 0) {
+    if (!run_one_queued()) {
+      std::unique_lock<std::mutex> lock{done_mutex};
+      done.wait_for(lock, std::chrono::microseconds(200),
+                    [&] { return remaining.load(std::memory_order_acquire) == 0; });
+    }
+  }
+}
+
+} // namespace actorflow

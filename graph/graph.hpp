@@ -1,0 +1,204 @@
+#pragma once
+/// A dataflow graph and the scoped state used while building it.
+///   graph g;
+///   auto a = ops::constant(g, 3.f);
+///   { auto scope = g.name_scope("layer"); auto dev = g.device("/cpu:0"); auto b = a * a; }
+///   if (!g.status().ok()) ...   // construction errors are recorded, the first one kept
+/// A graph is built from one thread. Nodes are never removed; node ids are dense indices.
+
+#include "graph/status.hpp"
+#include "graph/tensor.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+namespace actorflow {
+
+class graph;
+struct node;
+
+/// One output of one node: what an op takes as input.
+struct output {
+  graph* owner = nullptr;
+  int node_id = -1;
+  int index = 0;
+
+  bool valid() const { return owner != nullptr && node_id >= 0; }
+  const node& producer() const;
+  dtype type() const;
+  const tensor_shape& shape() const;
+  /// "mul:0".
+  std::string tensor_name() const;
+  /// The producing node's name, "mul".
+  const std::string& name() const;
+};
+
+/// A reference to one output by node id, as stored in a node's inputs.
+struct edge_source {
+  int node_id = -1;
+  int index = 0;
+  friend bool operator==(const edge_source& a, const edge_source& b) {
+    return a.node_id == b.node_id && a.index == b.index;
+  }
+};
+
+/// Attribute values an op may carry.
+using attr_value = std::variant<bool, std::int64_t, double, std::string, dtype, tensor_shape,
+                                std::vector<std::int64_t>, tensor>;
+
+struct node {
+  int id = -1;
+  std::string name;
+  std::string op;
+  std::vector<edge_source> inputs;
+  /// Nodes that must finish before this one runs, without a data edge.
+  std::vector<int> control_inputs;
+  std::map<std::string, attr_value> attrs;
+  /// The device the user asked for (after scopes and device functions), possibly partial.
+  std::string requested_device;
+  /// The full device name chosen by the placer; empty until placed.
+  std::string assigned_device;
+  std::vector<dtype> output_types;
+  std::vector<tensor_shape> output_shapes;
+
+  /// The dtype kernels are registered under: input 0's dtype, else output 0's, else float32.
+  dtype kernel_type = dtype::float32;
+
+  bool has_attr(const std::string& key) const { return attrs.count(key) > 0; }
+  template <class T>
+  const T* attr(const std::string& key) const {
+    auto i = attrs.find(key);
+    return i == attrs.end() ? nullptr : std::get_if<T>(&i->second);
+  }
+  template <class T>
+  T attr_or(const std::string& key, T fallback) const {
+    auto* p = attr<T>(key);
+    return p != nullptr ? *p : fallback;
+  }
+};
+
+/// Chooses a device string for a node being created; sees node.requested_device as set by
+/// the scopes inside this one.
+using device_function = std::function<std::string(const node&)>;
+
+/// Undoes a scope when destroyed (name scope, device scope, control dependencies).
+class [[nodiscard]] scope_guard {
+public:
+  explicit scope_guard(std::function<void()> undo) : undo_(std::move(undo)) {}
+  scope_guard(scope_guard&& other) noexcept : undo_(std::move(other.undo_)) { other.undo_ = nullptr; }
+  scope_guard(const scope_guard&) = delete;
+  scope_guard& operator=(const scope_guard&) = delete;
+  scope_guard& operator=(scope_guard&&) = delete;
+  ~scope_guard() {
+    if (undo_)
+      undo_();
+  }
+
+private:
+  std::function<void()> undo_;
+};
+
+/// What add_node needs to create a node.
+struct node_spec {
+  std::string op;
+  /// Name without scope; defaults to the op name.
+  std::string name;
+  std::vector<output> inputs;
+  std::map<std::string, attr_value> attrs;
+  /// Extra control inputs besides those of the enclosing control_dependencies scopes.
+  std::vector<int> control_inputs;
+  /// `name` is the full node name, used as is (it must be free); for a node named after the
+  /// scope it opens, like a variable.
+  bool exact_name = false;
+};
+
+/// A variable as returned by ops::variable: the variable node, its read identity and its
+/// initializer. Arithmetic on a variable uses `read`.
+struct variable {
+  output ref;
+  output read;
+  output initializer;
+  const std::string& name() const { return ref.name(); }
+  operator output() const { return read; }
+};
+
+class graph {
+public:
+  graph() = default;
+  graph(const graph&) = delete;
+  graph& operator=(const graph&) = delete;
+  graph(graph&&) = delete;
+
+  /// Adds a node after applying the enclosing scopes and running the op's shape inference.
+  /// On error (unknown op, bad inputs, mismatched shapes) the error is recorded in status()
+  /// with the node's name, and the node is still added with unknown output shapes so that
+  /// building can go on. Returns the node id.
+  int add_node(node_spec spec);
+
+  /// Adds a node exactly as given (used by deserialisation and partitioning): no scopes, no
+  /// shape inference, the name must be unique. Returns the id or an error.
+  result<int> add_node_verbatim(node n);
+
+  /// Runs shape inference for node `id` again from its inputs (used after loading).
+  actorflow::status infer_shapes(int id);
+
+  std::size_t size() const { return nodes_.size(); }
+  const node& at(int id) const { return *nodes_[static_cast<std::size_t>(id)]; }
+  node& at(int id) { return *nodes_[static_cast<std::size_t>(id)]; }
+  /// Node id for a name; -1 when there is none.
+  int find(const std::string& name) const;
+  /// The output named "node" or "node:1"; invalid when there is none.
+  output find_output(const std::string& tensor_name);
+  output output_of(int node_id, int index = 0) { return output{this, node_id, index}; }
+
+  /// Consumers of each node (data and control), computed on demand.
+  std::vector<std::vector<int>> consumers() const;
+
+  /// The first construction error, or ok.
+  const actorflow::status& status() const { return status_; }
+  void record_error(const actorflow::status& s);
+
+  /// Names created inside get the prefix "name/". A repeated scope name is made unique
+  /// ("layer", "layer_1").
+  scope_guard name_scope(const std::string& name);
+  /// The current scope prefix, "" or "a/b/".
+  std::string scope_prefix() const;
+  /// The innermost scope's full name without the trailing slash, "a/b"; "" at the top.
+  std::string current_scope() const;
+  /// A unique node name from a hint inside the current scope: "mul", then "mul_1", ...
+  std::string unique_name(const std::string& hint);
+
+  /// Nodes created inside request this (possibly partial) device; nested scopes override only
+  /// the fields they name. An invalid string is recorded as an error quoting it.
+  scope_guard device(const std::string& spec);
+  /// Nodes created inside get the device this function returns for them (dynamic placement).
+  scope_guard device(device_function fn);
+
+  /// Nodes created inside run only after all of `deps`.
+  scope_guard control_dependencies(const std::vector<output>& deps);
+
+  /// Variables in creation order (their ref outputs).
+  const std::vector<variable>& global_variables() const { return variables_; }
+  void add_variable(const variable& v) { variables_.push_back(v); }
+
+  /// Graph-level random seed; ops derive their seeds from it and their own seed (TF rules).
+  std::optional<std::int64_t> seed;
+
+private:
+  std::vector<std::unique_ptr<node>> nodes_;
+  std::unordered_map<std::string, int> by_name_;
+  std::unordered_map<std::string, int> name_counts_;
+  std::vector<std::string> name_scopes_;
+  std::vector<device_function> device_stack_;
+  std::vector<std::vector<int>> control_stack_;
+  std::vector<variable> variables_;
+  actorflow::status status_;
+};
+
+} // namespace actorflow

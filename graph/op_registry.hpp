@@ -1,0 +1,65 @@
+#pragma once
+/// The registry of op definitions: arity, statefulness and shape inference.
+///   const op_def* def = op_registry::global().find("MatMul");
+///   shape_context ctx{n, input_types, input_shapes};
+///   status s = def->infer(ctx);   // fills ctx.output_types / ctx.output_shapes
+/// Op names follow TensorFlow's ("Add", "MatMul", "VariableV2", ...).
+
+#include "graph/graph.hpp"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace actorflow {
+
+/// What shape inference sees of a node and fills in.
+struct shape_context {
+  const node& n;
+  std::vector<dtype> input_types;
+  std::vector<tensor_shape> input_shapes;
+  std::vector<dtype> output_types;
+  std::vector<tensor_shape> output_shapes;
+
+  void set_output(int i, dtype t, tensor_shape s) {
+    auto k = static_cast<std::size_t>(i);
+    if (output_types.size() <= k) {
+      output_types.resize(k + 1);
+      output_shapes.resize(k + 1);
+    }
+    output_types[k] = t;
+    output_shapes[k] = std::move(s);
+  }
+};
+
+struct op_def {
+  std::string name;
+  /// Number of data inputs; -1 for any number.
+  int num_inputs = 0;
+  /// Stateful ops (variables, random, assign) are never pruned as duplicates and keep state in
+  /// their kernel or device.
+  bool stateful = false;
+  /// Input 0 may be a variable that is not yet initialised (Assign and friends).
+  bool takes_variable_ref = false;
+  /// Fills output types and shapes; an error names what is wrong (the caller adds the node).
+  std::function<status(shape_context&)> infer;
+};
+
+class op_registry {
+public:
+  /// The process-wide registry with every standard op; filled on first use.
+  static op_registry& global();
+
+  void add(op_def def);
+  const op_def* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+private:
+  std::map<std::string, op_def> defs_;
+};
+
+/// Registers the standard ops (graph/standard_ops.cpp).
+void register_standard_ops(op_registry& registry);
+
+} // namespace actorflow

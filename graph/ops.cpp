@@ -1,0 +1,267 @@
+#include "graph/ops.hpp"
+
+namespace actorflow::ops {
+
+namespace {
+
+graph& graph_of(const output& x) { return *x.owner; }
+
+output make(graph& g, std::string op, const std::string& name, std::vector<output> inputs,
+            std::map<std::string, attr_value> attrs = {}) {
+  node_spec spec;
+  spec.op = std::move(op);
+  spec.name = name;
+  spec.inputs = std::move(inputs);
+  spec.attrs = std::move(attrs);
+  return g.output_of(g.add_node(std::move(spec)));
+}
+
+output unary(const char* op, output x, const std::string& name) {
+  return make(graph_of(x), op, name, {x});
+}
+
+output binary(const char* op, output x, output y, const std::string& name) {
+  return make(graph_of(x), op, name, {x, y});
+}
+
+output reduction(const char* op, output x, std::vector<std::int64_t> axes, bool keep_dims,
+                 const std::string& name) {
+  return make(graph_of(x), op, name, {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}});
+}
+
+output random(graph& g, const char* op, std::vector<std::int64_t> shape, dtype type,
+              std::optional<std::int64_t> seed, const std::string& name) {
+  // TensorFlow's rule: with a graph seed and no op seed, the op seed is derived from the node
+  // count so that each op gets a different but reproducible stream.
+  std::int64_t seed1 = 0, seed2 = 0;
+  if (g.seed) {
+    seed1 = *g.seed;
+    seed2 = seed ? *seed : static_cast<std::int64_t>(g.size());
+  } else if (seed) {
+    seed1 = 87654321;
+    seed2 = *seed;
+  }
+  return make(g, op, name, {},
+              {{"shape", std::move(shape)}, {"dtype", type}, {"seed", seed1}, {"seed2", seed2}});
+}
+
+output scaled(graph& g, output x, double scale, double offset, const std::string& scope_name) {
+  if (scale == 1.0 && offset == 0.0)
+    return x;
+  auto scope = g.name_scope(scope_name);
+  auto y = scale == 1.0 ? x : mul(x, scalar_like(g, x.type(), scale, "scale"), "mul");
+  return offset == 0.0 ? y : add(y, scalar_like(g, x.type(), offset, "offset"), "add");
+}
+
+} // namespace
+
+output constant(graph& g, const tensor& value, const std::string& name) {
+  return make(g, "Const", name, {}, {{"value", value}, {"dtype", value.type()}});
+}
+output constant(graph& g, float value, const std::string& name) {
+  return constant(g, tensor::scalar(value), name);
+}
+output constant(graph& g, double value, const std::string& name) {
+  return constant(g, tensor::scalar(value), name);
+}
+output constant(graph& g, std::int32_t value, const std::string& name) {
+  return constant(g, tensor::scalar(value), name);
+}
+output constant(graph& g, std::int64_t value, const std::string& name) {
+  return constant(g, tensor::scalar(value), name);
+}
+output constant(graph& g, const std::vector<float>& values, tensor_shape shape,
+                const std::string& name) {
+  if (static_cast<std::int64_t>(values.size()) != shape.num_elements()) {
+    g.record_error(make_error(errc::invalid_argument,
+                              "constant '" + name + "': " + std::to_string(values.size()) +
+                                " values do not fill shape " + shape.to_string()));
+  }
+  return constant(g, tensor::from_vector(values, std::move(shape)), name);
+}
+
+output scalar_like(graph& g, dtype type, double value, const std::string& name) {
+  tensor t{type, tensor_shape{}};
+  visit_dtype(type, [&](auto zero) {
+    *t.data<decltype(zero)>() = static_cast<decltype(zero)>(value);
+    return 0;
+  });
+  return constant(g, t, name);
+}
+
+output placeholder(graph& g, dtype type, tensor_shape shape, const std::string& name) {
+  return make(g, "Placeholder", name, {}, {{"dtype", type}, {"shape", std::move(shape)}});
+}
+
+actorflow::variable variable(graph& g, output initial_value, const std::string& name) {
+  // TensorFlow's layout: scope "w/", the variable node named "w" after it, then "w/Assign"
+  // and "w/read" inside the scope.
+  auto scope = g.name_scope(name);
+  auto var_name = g.current_scope();
+  node_spec spec;
+  spec.op = "VariableV2";
+  spec.name = var_name;
+  spec.exact_name = true;
+  spec.attrs = {{"dtype", initial_value.type()}, {"shape", initial_value.shape()}};
+  actorflow::variable v;
+  v.ref = g.output_of(g.add_node(std::move(spec)));
+  auto colocated = std::map<std::string, attr_value>{{"variable", var_name},
+                                                     {"colocate_with", var_name}};
+  v.initializer = make(g, "Assign", "Assign", {v.ref, initial_value}, colocated);
+  v.read = make(g, "Identity", "read", {v.ref}, {{"colocate_with", var_name}});
+  g.add_variable(v);
+  return v;
+}
+
+actorflow::variable variable(graph& g, float initial_value, const std::string& name) {
+  return variable(g, constant(g, initial_value, name + "/initial_value"), name);
+}
+
+output global_variables_initializer(graph& g, const std::string& name) {
+  std::vector<output> inits;
+  for (auto& v : g.global_variables())
+    inits.push_back(v.initializer);
+  return group(g, inits, name);
+}
+
+namespace {
+
+output assign_op(const char* op, const actorflow::variable& var, output value,
+                 const std::string& name) {
+  auto& g = graph_of(var.ref);
+  return make(g, op, name, {var.ref, value},
+              {{"variable", var.ref.name()}, {"colocate_with", var.ref.name()}});
+}
+
+} // namespace
+
+output assign(const actorflow::variable& var, output value, const std::string& name) {
+  return assign_op("Assign", var, value, name);
+}
+output assign_add(const actorflow::variable& var, output value, const std::string& name) {
+  return assign_op("AssignAdd", var, value, name);
+}
+output assign_sub(const actorflow::variable& var, output value, const std::string& name) {
+  return assign_op("AssignSub", var, value, name);
+}
+
+output identity(output x, const std::string& name) { return unary("Identity", x, name); }
+output neg(output x, const std::string& name) { return unary("Neg", x, name); }
+output square(output x, const std::string& name) { return unary("Square", x, name); }
+output sqrt(output x, const std::string& name) { return unary("Sqrt", x, name); }
+output exp(output x, const std::string& name) { return unary("Exp", x, name); }
+output log(output x, const std::string& name) { return unary("Log", x, name); }
+output relu(output x, const std::string& name) { return unary("Relu", x, name); }
+output sigmoid(output x, const std::string& name) { return unary("Sigmoid", x, name); }
+output tanh(output x, const std::string& name) { return unary("Tanh", x, name); }
+output softmax(output logits, const std::string& name) { return unary("Softmax", logits, name); }
+
+output add(output x, output y, const std::string& name) { return binary("Add", x, y, name); }
+output sub(output x, output y, const std::string& name) { return binary("Sub", x, y, name); }
+output mul(output x, output y, const std::string& name) { return binary("Mul", x, y, name); }
+output div(output x, output y, const std::string& name) { return binary("Div", x, y, name); }
+output equal(output x, output y, const std::string& name) { return binary("Equal", x, y, name); }
+
+output cast(output x, dtype to, const std::string& name) {
+  return make(graph_of(x), "Cast", name, {x}, {{"dtype", to}});
+}
+
+output matmul(output a, output b, bool transpose_a, bool transpose_b, const std::string& name) {
+  return make(graph_of(a), "MatMul", name, {a, b},
+              {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}});
+}
+
+output reduce_sum(output x, std::vector<std::int64_t> axes, bool keep_dims, const std::string& name) {
+  return reduction("Sum", x, std::move(axes), keep_dims, name);
+}
+output reduce_mean(output x, std::vector<std::int64_t> axes, bool keep_dims, const std::string& name) {
+  return reduction("Mean", x, std::move(axes), keep_dims, name);
+}
+output reduce_max(output x, std::vector<std::int64_t> axes, bool keep_dims, const std::string& name) {
+  return reduction("Max", x, std::move(axes), keep_dims, name);
+}
+
+output argmax(output x, std::int64_t axis, const std::string& name) {
+  return make(graph_of(x), "ArgMax", name, {x}, {{"axis", axis}});
+}
+
+output reshape(output x, std::vector<std::int64_t> shape, const std::string& name) {
+  return make(graph_of(x), "Reshape", name, {x}, {{"shape", std::move(shape)}});
+}
+
+output softmax_cross_entropy_with_logits(output logits, output labels, const std::string& name) {
+  return make(graph_of(logits), "SoftmaxCrossEntropyWithLogits", name, {logits, labels});
+}
+
+output fill(graph& g, std::vector<std::int64_t> shape, output value, const std::string& name) {
+  return make(g, "Fill", name, {value}, {{"shape", std::move(shape)}});
+}
+
+output zeros(graph& g, std::vector<std::int64_t> shape, dtype type, const std::string& name) {
+  auto scope = g.name_scope(name);
+  return fill(g, std::move(shape), scalar_like(g, type, 0.0, "value"), "Fill");
+}
+
+output ones(graph& g, std::vector<std::int64_t> shape, dtype type, const std::string& name) {
+  auto scope = g.name_scope(name);
+  return fill(g, std::move(shape), scalar_like(g, type, 1.0, "value"), "Fill");
+}
+
+output random_uniform(graph& g, std::vector<std::int64_t> shape, double minval, double maxval,
+                      dtype type, std::optional<std::int64_t> seed, const std::string& name) {
+  auto scope = g.name_scope(name);
+  auto base = random(g, "RandomUniform", std::move(shape), type, seed, "RandomUniform");
+  return scaled(g, base, maxval - minval, minval, "range");
+}
+
+output random_normal(graph& g, std::vector<std::int64_t> shape, double mean, double stddev,
+                     dtype type, std::optional<std::int64_t> seed, const std::string& name) {
+  auto scope = g.name_scope(name);
+  auto base = random(g, "RandomStandardNormal", std::move(shape), type, seed, "RandomStandardNormal");
+  return scaled(g, base, stddev, mean, "scaled");
+}
+
+output truncated_normal(graph& g, std::vector<std::int64_t> shape, double mean, double stddev,
+                        dtype type, std::optional<std::int64_t> seed, const std::string& name) {
+  auto scope = g.name_scope(name);
+  auto base = random(g, "TruncatedNormal", std::move(shape), type, seed, "TruncatedNormal");
+  return scaled(g, base, stddev, mean, "scaled");
+}
+
+output no_op(graph& g, const std::string& name) { return make(g, "NoOp", name, {}); }
+
+output group(graph& g, const std::vector<output>& deps, const std::string& name) {
+  node_spec spec;
+  spec.op = "NoOp";
+  spec.name = name;
+  for (auto& d : deps)
+    if (d.valid())
+      spec.control_inputs.push_back(d.node_id);
+  return g.output_of(g.add_node(std::move(spec)));
+}
+
+} // namespace actorflow::ops
+
+namespace actorflow {
+
+namespace {
+output number_like(const output& other, double value) {
+  return ops::scalar_like(*other.owner, other.type(), value, "y");
+}
+} // namespace
+
+output operator+(output x, output y) { return ops::add(x, y); }
+output operator-(output x, output y) { return ops::sub(x, y); }
+output operator*(output x, output y) { return ops::mul(x, y); }
+output operator/(output x, output y) { return ops::div(x, y); }
+output operator-(output x) { return ops::neg(x); }
+output operator+(output x, double y) { return ops::add(x, number_like(x, y)); }
+output operator+(double x, output y) { return ops::add(number_like(y, x), y); }
+output operator-(output x, double y) { return ops::sub(x, number_like(x, y)); }
+output operator-(double x, output y) { return ops::sub(number_like(y, x), y); }
+output operator*(output x, double y) { return ops::mul(x, number_like(x, y)); }
+output operator*(double x, output y) { return ops::mul(number_like(y, x), y); }
+output operator/(output x, double y) { return ops::div(x, number_like(x, y)); }
+output operator/(double x, output y) { return ops::div(number_like(y, x), y); }
+
+} // namespace actorflow

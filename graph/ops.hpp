@@ -1,0 +1,158 @@
+#pragma once
+/// The graph-building API: one function per op, plus arithmetic operators on outputs.
+///   graph g;
+///   auto x = ops::placeholder(g, dtype::float32, {-1, 784}, "x");
+///   auto w = ops::variable(g, ops::zeros(g, {784, 10}), "w");
+///   auto logits = ops::matmul(x, w);
+///   auto init = ops::global_variables_initializer(g);
+/// Every function takes an optional name hint; the node gets a unique scoped name from it.
+/// Op names and attributes (the contract with kernels and serialisation) are listed in
+/// docs/ops.md.
+
+#include "graph/graph.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace actorflow::ops {
+
+// --- sources -------------------------------------------------------------------------------
+
+/// "Const": attrs value (tensor), dtype.
+output constant(graph& g, const tensor& value, const std::string& name = "Const");
+output constant(graph& g, float value, const std::string& name = "Const");
+output constant(graph& g, double value, const std::string& name = "Const");
+output constant(graph& g, std::int32_t value, const std::string& name = "Const");
+output constant(graph& g, std::int64_t value, const std::string& name = "Const");
+output constant(graph& g, const std::vector<float>& values, tensor_shape shape,
+                const std::string& name = "Const");
+/// A scalar constant of dtype `type` holding `value` converted.
+output scalar_like(graph& g, dtype type, double value, const std::string& name = "Const");
+
+/// "Placeholder": attrs dtype, shape (partial shapes allowed: -1 for an unknown dimension).
+output placeholder(graph& g, dtype type, tensor_shape shape = tensor_shape::unknown(),
+                   const std::string& name = "Placeholder");
+
+/// A variable: "VariableV2" (attrs dtype, shape), "<name>/Assign" (its initializer) and
+/// "<name>/read" (an Identity that arithmetic on the variable uses), all in the variable's
+/// name scope. Assign and read are colocated with the variable (attr "colocate_with").
+actorflow::variable variable(graph& g, output initial_value, const std::string& name = "Variable");
+/// Convenience: a scalar variable of float32.
+actorflow::variable variable(graph& g, float initial_value, const std::string& name = "Variable");
+
+/// A NoOp depending on every variable's initializer.
+output global_variables_initializer(graph& g, const std::string& name = "init");
+
+/// "Assign" / "AssignAdd" / "AssignSub": inputs (variable ref, value), attr variable (the
+/// variable node's name); output the new value. Colocated with the variable.
+output assign(const actorflow::variable& var, output value, const std::string& name = "Assign");
+output assign_add(const actorflow::variable& var, output value, const std::string& name = "AssignAdd");
+output assign_sub(const actorflow::variable& var, output value, const std::string& name = "AssignSub");
+
+// --- elementwise ---------------------------------------------------------------------------
+
+output identity(output x, const std::string& name = "Identity");
+output neg(output x, const std::string& name = "Neg");
+output square(output x, const std::string& name = "Square");
+output sqrt(output x, const std::string& name = "Sqrt");
+output exp(output x, const std::string& name = "Exp");
+output log(output x, const std::string& name = "Log");
+output relu(output x, const std::string& name = "Relu");
+output sigmoid(output x, const std::string& name = "Sigmoid");
+output tanh(output x, const std::string& name = "Tanh");
+
+/// Binary ops broadcast numpy-style; mismatched shapes are an error naming both. Default
+/// names follow TensorFlow's Python operators: "add", "sub", "mul", "truediv".
+output add(output x, output y, const std::string& name = "add");
+output sub(output x, output y, const std::string& name = "sub");
+output mul(output x, output y, const std::string& name = "mul");
+output div(output x, output y, const std::string& name = "truediv");
+/// "Equal": bool result.
+output equal(output x, output y, const std::string& name = "Equal");
+
+/// "Cast": attr dtype (the destination type).
+output cast(output x, dtype to, const std::string& name = "Cast");
+
+// --- linear algebra, reductions, shapes ------------------------------------------------------
+
+/// "MatMul": attrs transpose_a, transpose_b.
+output matmul(output a, output b, bool transpose_a = false, bool transpose_b = false,
+              const std::string& name = "MatMul");
+
+/// "Sum" / "Mean" / "Max": attrs axes (empty = all axes; negative counts from the end),
+/// keep_dims.
+output reduce_sum(output x, std::vector<std::int64_t> axes = {}, bool keep_dims = false,
+                  const std::string& name = "Sum");
+output reduce_mean(output x, std::vector<std::int64_t> axes = {}, bool keep_dims = false,
+                   const std::string& name = "Mean");
+output reduce_max(output x, std::vector<std::int64_t> axes = {}, bool keep_dims = false,
+                  const std::string& name = "Max");
+
+/// "ArgMax": attr axis; int64 result.
+output argmax(output x, std::int64_t axis, const std::string& name = "ArgMax");
+
+/// "Reshape": attr shape (one dimension may be -1).
+output reshape(output x, std::vector<std::int64_t> shape, const std::string& name = "Reshape");
+
+// --- activations and losses ------------------------------------------------------------------
+
+/// "Softmax" over the last axis.
+output softmax(output logits, const std::string& name = "Softmax");
+
+/// "SoftmaxCrossEntropyWithLogits": inputs (logits [batch, classes], labels [batch, classes]);
+/// output 0 the per-example loss [batch], output 1 the backprop (softmax - labels).
+output softmax_cross_entropy_with_logits(output logits, output labels,
+                                         const std::string& name = "SoftmaxCrossEntropyWithLogits");
+
+// --- filling and random ----------------------------------------------------------------------
+
+/// "Fill": input a scalar value, attr shape.
+output fill(graph& g, std::vector<std::int64_t> shape, output value, const std::string& name = "Fill");
+output zeros(graph& g, std::vector<std::int64_t> shape, dtype type = dtype::float32,
+             const std::string& name = "zeros");
+output ones(graph& g, std::vector<std::int64_t> shape, dtype type = dtype::float32,
+            const std::string& name = "ones");
+
+/// "RandomUniform" ([0, 1)), "RandomStandardNormal", "TruncatedNormal" (within two standard
+/// deviations): attrs shape, dtype, seed, seed2. The results are reproducible when the graph
+/// seed or the op seed is set (TensorFlow's rules); each run draws new numbers.
+output random_uniform(graph& g, std::vector<std::int64_t> shape, double minval = 0.0,
+                      double maxval = 1.0, dtype type = dtype::float32,
+                      std::optional<std::int64_t> seed = std::nullopt,
+                      const std::string& name = "random_uniform");
+output random_normal(graph& g, std::vector<std::int64_t> shape, double mean = 0.0,
+                     double stddev = 1.0, dtype type = dtype::float32,
+                     std::optional<std::int64_t> seed = std::nullopt,
+                     const std::string& name = "random_normal");
+output truncated_normal(graph& g, std::vector<std::int64_t> shape, double mean = 0.0,
+                        double stddev = 1.0, dtype type = dtype::float32,
+                        std::optional<std::int64_t> seed = std::nullopt,
+                        const std::string& name = "truncated_normal");
+
+/// "NoOp": no inputs, no outputs; useful as a target with control dependencies.
+output no_op(graph& g, const std::string& name = "NoOp");
+
+/// A NoOp that runs after all of `deps` (tf.group).
+output group(graph& g, const std::vector<output>& deps, const std::string& name = "group_deps");
+
+} // namespace actorflow::ops
+
+namespace actorflow {
+
+output operator+(output x, output y);
+output operator-(output x, output y);
+output operator*(output x, output y);
+output operator/(output x, output y);
+output operator-(output x);
+// With a plain number: the number becomes a constant of the other operand's dtype.
+output operator+(output x, double y);
+output operator+(double x, output y);
+output operator-(output x, double y);
+output operator-(double x, output y);
+output operator*(output x, double y);
+output operator*(double x, output y);
+output operator/(output x, double y);
+output operator/(double x, output y);
+
+} // namespace actorflow

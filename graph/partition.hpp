@@ -1,0 +1,35 @@
+#pragma once
+/// Pruning and partitioning a placed graph into one graph per device, with a _Send/_Recv pair
+/// on every edge that crosses devices.
+///   auto needed = prune(g, fetch_ids, target_ids, fed_outputs);
+///   auto parts = partition_graph(g, needed);   // device name -> partition graph
+/// A partition is an ordinary graph (so it serialises like one); node names are kept.
+
+#include "graph/graph.hpp"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace actorflow {
+
+/// The ids of the nodes that `roots` need, through data and control inputs, in ascending order.
+/// The inputs of nodes in `fed` are not followed (a fed node's value comes from the feed).
+std::vector<int> prune(const graph& g, const std::vector<int>& roots, const std::set<int>& fed);
+
+/// The rendezvous key of a tensor crossing devices, without the step id:
+/// "<send device>;<recv device>;<tensor name>".
+std::string rendezvous_key(const std::string& send_device, const std::string& recv_device,
+                           const std::string& tensor_name);
+
+/// Splits the placed nodes `node_ids` of `g` by assigned device. Cross-device data edges get a
+/// "_Send" in the producer's partition and a "_Recv" in the consumer's (one pair per tensor and
+/// destination device); cross-device control edges get a pair carrying a dummy scalar.
+/// _Send/_Recv attrs: "key" (rendezvous_key), "send_device", "recv_device"; _Recv also
+/// "dtype" and "shape". Inputs of fed nodes are dropped (they are not computed).
+result<std::map<std::string, std::shared_ptr<graph>>>
+partition_graph(const graph& g, const std::vector<int>& node_ids, const std::set<int>& fed);
+
+} // namespace actorflow

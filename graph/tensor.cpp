@@ -1,0 +1,121 @@
+#include "graph/tensor.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <sstream>
+
+namespace actorflow {
+
+std::size_t size_of(dtype t) {
+  switch (t) {
+    case dtype::float32: return 4;
+    case dtype::float64: return 8;
+    case dtype::int32: return 4;
+    case dtype::int64: return 8;
+    case dtype::boolean: return 1;
+  }
+  return 0;
+}
+
+const char* to_string(dtype t) {
+  switch (t) {
+    case dtype::float32: return "float32";
+    case dtype::float64: return "float64";
+    case dtype::int32: return "int32";
+    case dtype::int64: return "int64";
+    case dtype::boolean: return "bool";
+  }
+  return "unknown";
+}
+
+std::optional<dtype> parse_dtype(std::string_view name) {
+  for (auto t : {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean})
+    if (name == to_string(t))
+      return t;
+  return std::nullopt;
+}
+
+bool is_floating(dtype t) { return t == dtype::float32 || t == dtype::float64; }
+bool is_integer(dtype t) { return t == dtype::int32 || t == dtype::int64; }
+
+namespace {
+
+class aligned_allocator final : public allocator {
+public:
+  void* allocate(std::size_t bytes) override {
+    auto rounded = (bytes + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
+    void* p = std::aligned_alloc(tensor_alignment, rounded == 0 ? tensor_alignment : rounded);
+    if (p == nullptr)
+      throw std::bad_alloc{};
+    return p;
+  }
+  void deallocate(void* ptr, std::size_t) override { std::free(ptr); }
+  const char* name() const override { return "aligned_host"; }
+};
+
+aligned_allocator plain_allocator;
+std::atomic<allocator*> host_allocator{&plain_allocator};
+
+} // namespace
+
+allocator* default_host_allocator() { return host_allocator.load(std::memory_order_acquire); }
+
+void set_default_host_allocator(allocator* alloc) {
+  host_allocator.store(alloc != nullptr ? alloc : &plain_allocator, std::memory_order_release);
+}
+
+buffer::buffer(allocator* alloc, std::size_t bytes)
+  : data_(alloc->allocate(bytes)), bytes_(bytes), alloc_(alloc) {}
+
+buffer::buffer(void* data, std::size_t bytes, std::function<void(void*)> release)
+  : data_(data), bytes_(bytes), release_(std::move(release)) {}
+
+buffer::~buffer() {
+  if (alloc_ != nullptr)
+    alloc_->deallocate(data_, bytes_);
+  else if (release_)
+    release_(data_);
+}
+
+tensor::tensor(dtype type, tensor_shape shape, allocator* alloc)
+  : type_(type), shape_(std::move(shape)) {
+  auto* a = alloc != nullptr ? alloc : default_host_allocator();
+  buf_ = std::make_shared<buffer>(a, bytes());
+}
+
+tensor::tensor(dtype type, tensor_shape shape, std::shared_ptr<buffer> buf)
+  : type_(type), shape_(std::move(shape)), buf_(std::move(buf)) {}
+
+result<tensor> tensor::reshaped(tensor_shape shape) const {
+  if (shape.num_elements() != num_elements())
+    return make_error(errc::invalid_argument, "cannot reshape a tensor of shape " +
+                                                shape_.to_string() + " (" +
+                                                std::to_string(num_elements()) +
+                                                " elements) to " + shape.to_string());
+  return tensor{type_, std::move(shape), buf_};
+}
+
+tensor tensor::clone(allocator* alloc) const {
+  tensor copy{type_, shape_, alloc};
+  if (bytes() > 0)
+    std::memcpy(copy.raw_data(), raw_data(), bytes());
+  return copy;
+}
+
+std::string tensor::debug_string(std::size_t max_elements) const {
+  std::ostringstream out;
+  out << to_string(type_) << shape_.to_string();
+  if (!is_initialized())
+    return out.str() + " <empty>";
+  auto values = to_vector<double>();
+  out << " {";
+  for (std::size_t i = 0; i < values.size() && i < max_elements; ++i)
+    out << (i > 0 ? ", " : "") << values[i];
+  if (values.size() > max_elements)
+    out << ", ...";
+  out << "}";
+  return out.str();
+}
+
+} // namespace actorflow

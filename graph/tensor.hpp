@@ -1,0 +1,131 @@
+#pragma once
+/// Tensors: a dtype, a shape and a reference-counted, 64-byte aligned buffer.
+///   tensor t{dtype::float32, {2, 3}};   // uninitialised 2x3
+///   t.flat<float>()[0] = 1.f;
+///   tensor u = t;                       // shares the buffer, copies no data
+/// Copying a tensor handle never copies data; use clone() for a deep copy.
+
+#include "graph/dtype.hpp"
+#include "graph/tensor_shape.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace actorflow {
+
+/// Where tensor buffers come from. Implementations must be thread-safe; a buffer is returned
+/// to the allocator that made it, with the same byte count.
+class allocator {
+public:
+  virtual ~allocator() = default;
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void* ptr, std::size_t bytes) = 0;
+  virtual const char* name() const = 0;
+};
+
+/// Alignment of every host buffer: enough for AVX-512 loads.
+inline constexpr std::size_t tensor_alignment = 64;
+
+/// The process-wide host allocator used when none is given. It starts as plain aligned
+/// allocation; devices/ installs its pooling allocator here at start-up.
+allocator* default_host_allocator();
+void set_default_host_allocator(allocator* alloc);
+
+/// A block of memory owned by one allocator; freed when the last tensor referring to it dies.
+class buffer {
+public:
+  buffer(allocator* alloc, std::size_t bytes);
+  /// Wraps memory owned elsewhere (e.g. a GPU allocation); `release` runs when the buffer dies.
+  buffer(void* data, std::size_t bytes, std::function<void(void*)> release);
+  ~buffer();
+  buffer(const buffer&) = delete;
+  buffer& operator=(const buffer&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  allocator* alloc_ = nullptr;
+  std::function<void(void*)> release_;
+};
+
+class tensor {
+public:
+  /// An empty handle: no buffer, dtype float32, scalar shape. is_initialized() is false.
+  tensor() = default;
+  /// A fully defined tensor with uninitialised contents from `alloc`.
+  tensor(dtype type, tensor_shape shape, allocator* alloc = nullptr);
+  /// A tensor viewing an existing buffer (which must hold at least the shape's bytes).
+  tensor(dtype type, tensor_shape shape, std::shared_ptr<buffer> buf);
+
+  template <class T>
+  static tensor scalar(T value) {
+    tensor t{dtype_of<T>(), tensor_shape{}};
+    *t.data<T>() = value;
+    return t;
+  }
+  template <class T>
+  static tensor from_vector(const std::vector<T>& values, tensor_shape shape) {
+    tensor t{dtype_of<T>(), std::move(shape)};
+    for (std::size_t i = 0; i < values.size() && i < static_cast<std::size_t>(t.num_elements()); ++i)
+      t.data<T>()[i] = values[i];
+    return t;
+  }
+  template <class T>
+  static tensor from_vector(const std::vector<T>& values) {
+    return from_vector(values, tensor_shape{static_cast<std::int64_t>(values.size())});
+  }
+
+  bool is_initialized() const { return buf_ != nullptr; }
+  dtype type() const { return type_; }
+  const tensor_shape& shape() const { return shape_; }
+  std::int64_t num_elements() const { return shape_.num_elements(); }
+  std::size_t bytes() const { return static_cast<std::size_t>(num_elements()) * size_of(type_); }
+
+  void* raw_data() const { return buf_ ? buf_->data() : nullptr; }
+  template <class T>
+  T* data() const {
+    return static_cast<T*>(raw_data());
+  }
+  /// The first element converted to T (scalars, mostly).
+  template <class T>
+  T scalar_value() const {
+    return visit_dtype(type_, [&](auto zero) { return static_cast<T>(data<decltype(zero)>()[0]); });
+  }
+  /// All elements converted to T.
+  template <class T>
+  std::vector<T> to_vector() const {
+    std::vector<T> out(static_cast<std::size_t>(num_elements()));
+    visit_dtype(type_, [&](auto zero) {
+      auto* p = data<decltype(zero)>();
+      for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = static_cast<T>(p[i]);
+      return 0;
+    });
+    return out;
+  }
+
+  /// Same buffer, another shape with the same element count.
+  result<tensor> reshaped(tensor_shape shape) const;
+  /// A deep copy into a fresh buffer.
+  tensor clone(allocator* alloc = nullptr) const;
+  /// Shares the buffer with `other`.
+  bool shares_buffer_with(const tensor& other) const { return buf_ && buf_ == other.buf_; }
+  const std::shared_ptr<buffer>& buffer_ref() const { return buf_; }
+
+  /// "float32[2,3]" followed by up to `max_elements` values.
+  std::string debug_string(std::size_t max_elements = 8) const;
+
+private:
+  dtype type_ = dtype::float32;
+  tensor_shape shape_;
+  std::shared_ptr<buffer> buf_;
+};
+
+} // namespace actorflow

@@ -1,0 +1,140 @@
+#include "actors/session.hpp"
+#include "graph/ops.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace actorflow;
+
+namespace {
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+} // namespace
+
+TEST_CASE("c = a * b returns 12 with a, a/read and b on the CPU") {
+  graph g;
+  auto a = ops::variable(g, 3.f, "a");
+  output b;
+  {
+    auto cpu = g.device("/cpu:0");
+    b = ops::constant(g, 4.f, "b");
+  }
+  auto c = a * b;
+  REQUIRE(c.name() == "mul");
+  session_options options;
+  options.log_device_placement = true;
+  session s{g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  auto r = s.run({c});
+  REQUIRE(r.ok());
+  CHECK(r->at(0).scalar_value<float>() == 12.f);
+  auto& log = s.placement_log();
+  auto placed = [&](const std::string& name) {
+    for (auto& line : log)
+      if (line.rfind(name + ": ", 0) == 0)
+        return line.substr(name.size() + 2);
+    return std::string{};
+  };
+  CHECK(placed("a") == "/job:localhost/replica:0/task:0/device:CPU:0");
+  CHECK(placed("a/read") == "/job:localhost/replica:0/task:0/device:CPU:0");
+  CHECK(placed("b") == "/job:localhost/replica:0/task:0/device:CPU:0");
+  CHECK(placed("mul") == "/job:localhost/replica:0/task:0/device:CPU:0");
+}
+
+TEST_CASE("a variable keeps its value across runs and assign_add accumulates") {
+  graph g;
+  auto v = ops::variable(g, 1.f, "v");
+  auto inc = ops::assign_add(v, ops::constant(g, 2.f));
+  session s{g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(s.run_targets({inc}).ok());
+  auto r = s.run({v.read});
+  REQUIRE(r.ok());
+  CHECK(r->at(0).scalar_value<float>() == 7.f);
+}
+
+TEST_CASE("reading an uninitialised variable names the variable") {
+  graph g;
+  auto v = ops::variable(g, 1.f, "weights");
+  auto y = v * 2.0;
+  session s{g};
+  auto r = s.run({y});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == errc::failed_precondition);
+  CHECK(contains(r.error().message(), "'weights'"));
+}
+
+TEST_CASE("feeds are checked against the placeholder's dtype and shape") {
+  graph g;
+  auto x = ops::placeholder(g, dtype::float32, {-1, 3}, "x");
+  auto y = ops::reduce_sum(x);
+  session s{g};
+  auto ok = s.run({y}, {{x, tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})}});
+  REQUIRE(ok.ok());
+  CHECK(ok->at(0).scalar_value<float>() == 21.f);
+  auto bad_shape = s.run({y}, {{x, tensor::from_vector<float>({1, 2}, {1, 2})}});
+  REQUIRE_FALSE(bad_shape.ok());
+  CHECK(contains(bad_shape.error().message(), "'x:0'"));
+  CHECK(contains(bad_shape.error().message(), "[1,2]"));
+  auto bad_type = s.run({y}, {{x, tensor::from_vector<std::int32_t>({1, 2, 3}, {1, 3})}});
+  REQUIRE_FALSE(bad_type.ok());
+  CHECK(contains(bad_type.error().message(), "int32"));
+  auto unfed = s.run({y});
+  REQUIRE_FALSE(unfed.ok());
+  CHECK(contains(unfed.error().message(), "x"));
+}
+
+TEST_CASE("only the nodes the fetches need run") {
+  graph g;
+  auto unfed = ops::placeholder(g, dtype::float32, {}, "never_fed");
+  auto a = ops::constant(g, 2.f);
+  auto b = a * 3.0;
+  auto unused = unfed + 1.0;
+  (void)unused;
+  session s{g};
+  auto r = s.run({b});
+  REQUIRE(r.ok());
+  CHECK(r->at(0).scalar_value<float>() == 6.f);
+}
+
+TEST_CASE("an int32 variable pinned to /gpu:0 fails without soft placement and runs on the CPU with it") {
+  auto build = [](graph& g) {
+    auto gpu = g.device("/gpu:0");
+    return ops::variable(g, ops::constant(g, std::int32_t{7}), "Variable");
+  };
+  {
+    graph g;
+    auto v = build(g);
+    session s{g};
+    auto r = s.run({v.read}, {}, {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(contains(r.error().message(),
+                   "cannot assign a device to node 'Variable': could not satisfy explicit device specification"));
+  }
+  {
+    graph g;
+    auto v = build(g);
+    session_options options;
+    options.allow_soft_placement = true;
+    session s{g, options};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+    auto r = s.run({v.read});
+    REQUIRE(r.ok());
+    CHECK(r->at(0).scalar_value<std::int32_t>() == 7);
+    CHECK(g.at(v.ref.node_id).assigned_device == "/job:localhost/replica:0/task:0/device:CPU:0");
+  }
+}
+
+TEST_CASE("a failing node names itself and its device") {
+  graph g;
+  auto a = ops::placeholder(g, dtype::float32, {-1}, "a");
+  auto b = ops::placeholder(g, dtype::float32, {-1}, "b");
+  auto c = ops::add(a, b, "sum");
+  session s{g};
+  auto r = s.run({c}, {{a, tensor::from_vector<float>({1, 2, 3})}, {b, tensor::from_vector<float>({1, 2})}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(contains(r.error().message(), "node 'sum' on /job:localhost/replica:0/task:0/device:CPU:0"));
+  CHECK(contains(r.error().message(), "[3]"));
+  CHECK(contains(r.error().message(), "[2]"));
+}

@@ -1,0 +1,211 @@
+// Unary and binary elementwise kernels against float64 references, broadcasting included.
+#include "support/kernel_test_util.hpp"
+
+#include <cmath>
+#include <functional>
+
+using namespace actorflow;
+using namespace actorflow::testing;
+
+namespace {
+
+constexpr std::uint32_t seed = 20240611;
+
+/// The numpy broadcast of a op b computed naively in float64.
+std::vector<double> broadcast_reference(const tensor& a, const tensor& b, const tensor_shape& out,
+                                        const std::function<double(double, double)>& op) {
+  auto va = as_doubles(a);
+  auto vb = as_doubles(b);
+  auto rank = out.rank();
+  std::vector<double> result(static_cast<std::size_t>(out.num_elements()));
+  std::vector<std::int64_t> index(static_cast<std::size_t>(rank), 0);
+  auto offset_in = [&](const tensor_shape& s) {
+    std::int64_t offset = 0;
+    for (int i = 0; i < s.rank(); ++i) {
+      auto oi = index[static_cast<std::size_t>(rank - s.rank() + i)];
+      offset = offset * s.dim(i) + (s.dim(i) == 1 ? 0 : oi);
+    }
+    return static_cast<std::size_t>(offset);
+  };
+  for (std::size_t flat = 0; flat < result.size(); ++flat) {
+    auto rest = static_cast<std::int64_t>(flat);
+    for (int i = rank - 1; i >= 0; --i) {
+      index[static_cast<std::size_t>(i)] = rest % out.dim(i);
+      rest /= out.dim(i);
+    }
+    result[flat] = op(va[offset_in(a.shape())], vb[offset_in(b.shape())]);
+  }
+  return result;
+}
+
+template <class T>
+void check_unary(const std::string& op, std::function<double(double)> reference, double lo,
+                 double hi, double tolerance, tensor_shape shape = {7, 13}) {
+  INFO("op " << op << ", dtype " << to_string(dtype_of<T>()) << ", seed " << seed
+             << ", shape " << shape.to_string());
+  kernel_test_env env;
+  test_random random{seed};
+  auto x = random.uniform<T>(shape, lo, hi);
+  auto out = env.run_ok(make_node(op, "unary", dtype_of<T>()), {x});
+  std::vector<double> expected;
+  for (double v : as_doubles(x))
+    expected.push_back(reference(v));
+  require_near(out, shape, expected, tolerance);
+}
+
+template <class T>
+void check_binary(const std::string& op, const tensor_shape& sa, const tensor_shape& sb,
+                  std::function<double(double, double)> reference, double tolerance) {
+  INFO("op " << op << ", dtype " << to_string(dtype_of<T>()) << ", seed " << seed << ", shapes "
+             << sa.to_string() << " and " << sb.to_string());
+  kernel_test_env env;
+  test_random random{seed};
+  auto a = random.uniform<T>(sa, 0.5, 2.0);
+  auto b = random.uniform<T>(sb, 0.5, 2.0);
+  auto out = env.run_ok(make_node(op, "binary", dtype_of<T>()), {a, b});
+  auto expected_shape = broadcast_shapes(sa, sb);
+  REQUIRE(expected_shape.ok());
+  require_near(out, *expected_shape, broadcast_reference(a, b, *expected_shape, reference),
+               tolerance);
+}
+
+const std::vector<std::pair<tensor_shape, tensor_shape>> broadcast_cases{
+  {{4, 5}, {4, 5}},          // same shape
+  {{4, 5}, {}},              // tensor and scalar
+  {{}, {4, 5}},              // scalar and tensor
+  {{6, 5}, {5}},             // bias row over a matrix
+  {{5}, {6, 5}},             // and the other way round
+  {{6, 1}, {1, 5}},          // outer product layout
+  {{6, 5}, {6, 1}},          // column broadcast
+  {{2, 1, 4}, {3, 1}},       // rank 3 against rank 2
+  {{2, 3, 1, 4}, {1, 3, 5, 1}}, // several broadcast dimensions
+  {{1, 1}, {3, 1, 2}},       // size-1 only operand
+  {{300, 257}, {257}},       // large enough for the intra-op pool
+  {{300, 257}, {300, 257}},  // same shape, parallel
+  {{300, 257}, {}},          // scalar, parallel
+  {{300, 1}, {1, 257}},      // broadcast rows, parallel
+};
+
+} // namespace
+
+TEST_CASE("unary float kernels match the float64 reference", "[kernels][elementwise]") {
+  struct unary_case {
+    std::string op;
+    std::function<double(double)> reference;
+    double lo, hi;
+  };
+  std::vector<unary_case> cases{
+    {"Neg", [](double x) { return -x; }, -3, 3},
+    {"Square", [](double x) { return x * x; }, -3, 3},
+    {"Sqrt", [](double x) { return std::sqrt(x); }, 0, 9},
+    {"Exp", [](double x) { return std::exp(x); }, -5, 5},
+    {"Log", [](double x) { return std::log(x); }, 0.01, 100},
+    {"Relu", [](double x) { return x > 0 ? x : 0.0; }, -3, 3},
+    {"Sigmoid", [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -20, 20},
+    {"Tanh", [](double x) { return std::tanh(x); }, -5, 5},
+  };
+  for (auto& c : cases) {
+    SECTION(c.op) {
+      check_unary<float>(c.op, c.reference, c.lo, c.hi, 2e-6);
+      check_unary<double>(c.op, c.reference, c.lo, c.hi, 1e-13);
+      // Large enough to be split over the intra-op pool.
+      check_unary<float>(c.op, c.reference, c.lo, c.hi, 2e-6, {400, 129});
+    }
+  }
+}
+
+TEST_CASE("integer Neg and Square are exact", "[kernels][elementwise]") {
+  kernel_test_env env;
+  auto x = tensor::from_vector<std::int32_t>({-3, 0, 4, 7});
+  auto neg = env.run_ok(make_node("Neg", "neg", dtype::int32), {x});
+  CHECK(neg.to_vector<std::int32_t>() == std::vector<std::int32_t>{3, 0, -4, -7});
+  auto y = tensor::from_vector<std::int64_t>({-3, 3000000000LL});
+  auto square = env.run_ok(make_node("Square", "square", dtype::int64), {y});
+  CHECK(square.to_vector<std::int64_t>() == std::vector<std::int64_t>{9, 3000000000LL * 3000000000LL});
+}
+
+TEST_CASE("binary kernels broadcast like numpy", "[kernels][elementwise][broadcast]") {
+  struct binary_case {
+    std::string op;
+    std::function<double(double, double)> reference;
+  };
+  std::vector<binary_case> ops{
+    {"Add", [](double a, double b) { return a + b; }},
+    {"Sub", [](double a, double b) { return a - b; }},
+    {"Mul", [](double a, double b) { return a * b; }},
+    {"Div", [](double a, double b) { return a / b; }},
+  };
+  for (auto& op : ops) {
+    SECTION(op.op) {
+      for (auto& shapes : broadcast_cases) {
+        check_binary<float>(op.op, shapes.first, shapes.second, op.reference, 1e-6);
+        check_binary<double>(op.op, shapes.first, shapes.second, op.reference, 1e-15);
+      }
+    }
+  }
+}
+
+TEST_CASE("integer Add, Sub and Mul broadcast exactly", "[kernels][elementwise][broadcast]") {
+  kernel_test_env env;
+  auto a = tensor::from_vector<std::int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto b = tensor::from_vector<std::int64_t>({10, 20, 30}, {3});
+  CHECK(env.run_ok(make_node("Add", "add", dtype::int64), {a, b}).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{11, 22, 33, 14, 25, 36});
+  CHECK(env.run_ok(make_node("Sub", "sub", dtype::int64), {a, b}).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{-9, -18, -27, -6, -15, -24});
+  auto c = tensor::from_vector<std::int32_t>({2, 3}, {2, 1});
+  auto d = tensor::from_vector<std::int32_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto product = env.run_ok(make_node("Mul", "mul", dtype::int32), {c, d});
+  CHECK(product.shape() == tensor_shape{2, 3});
+  CHECK(product.to_vector<std::int32_t>() == std::vector<std::int32_t>{2, 4, 6, 12, 15, 18});
+}
+
+TEST_CASE("Equal compares elementwise with broadcasting and yields bool",
+          "[kernels][elementwise][broadcast]") {
+  kernel_test_env env;
+  auto a = tensor::from_vector<float>({1, 2, 3, 4, 2, 6}, {2, 3});
+  auto b = tensor::from_vector<float>({1, 2, 6}, {3});
+  auto out = env.run_ok(make_node("Equal", "eq", dtype::float32, {}, {dtype::boolean}), {a, b});
+  REQUIRE(out.type() == dtype::boolean);
+  CHECK(out.shape() == tensor_shape{2, 3});
+  CHECK(out.to_vector<int>() == std::vector<int>{1, 1, 0, 0, 1, 1});
+
+  auto i = tensor::from_vector<std::int64_t>({5, 7});
+  auto scalar = tensor::scalar<std::int64_t>(7);
+  CHECK(env.run_ok(make_node("Equal", "eq_int", dtype::int64, {}, {dtype::boolean}), {i, scalar})
+          .to_vector<int>() == std::vector<int>{0, 1});
+
+  auto p = tensor::from_vector<bool>({true, false, true});
+  auto q = tensor::from_vector<bool>({true, true, false});
+  CHECK(env.run_ok(make_node("Equal", "eq_bool", dtype::boolean, {}, {dtype::boolean}), {p, q})
+          .to_vector<int>() == std::vector<int>{1, 0, 0});
+}
+
+TEST_CASE("binary kernels reject shapes that do not broadcast, naming both",
+          "[kernels][elementwise][broadcast]") {
+  kernel_test_env env;
+  tensor a{dtype::float32, {3, 4}};
+  tensor b{dtype::float32, {5, 4}};
+  auto r = env.run(make_node("Add", "add", dtype::float32), {a, b});
+  REQUIRE_FALSE(r.status.ok());
+  CHECK(r.status.code() == errc::invalid_argument);
+  CHECK_THAT(r.status.message(), Catch::Contains("[3,4]") && Catch::Contains("[5,4]"));
+}
+
+TEST_CASE("binary kernels produce empty results for empty operands", "[kernels][elementwise]") {
+  kernel_test_env env;
+  tensor a{dtype::float32, {0, 4}};
+  tensor b{dtype::float32, {4}};
+  auto out = env.run_ok(make_node("Mul", "mul", dtype::float32), {a, b});
+  CHECK(out.shape() == tensor_shape{0, 4});
+}
+
+TEST_CASE("elementwise kernels report an input of the wrong dtype instead of crashing",
+          "[kernels][elementwise]") {
+  kernel_test_env env;
+  auto a = tensor::from_vector<double>({1, 2});
+  auto r = env.run(make_node("Add", "add", dtype::float32), {a, a});
+  CHECK(r.status.code() == errc::invalid_argument);
+  auto empty = env.run(make_node("Relu", "relu", dtype::float32), {tensor{}});
+  CHECK(empty.status.code() == errc::failed_precondition);
+}

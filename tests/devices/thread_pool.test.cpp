@@ -1,0 +1,69 @@
+// The intra-op thread pool: scheduling, parallel_for coverage, nesting.
+#include "devices/thread_pool.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+#include <vector>
+
+using namespace actorflow;
+
+TEST_CASE("scheduled tasks run on pool threads", "[thread_pool]") {
+  thread_pool pool{"test", 2};
+  CHECK(pool.num_threads() == 2);
+  CHECK_FALSE(pool.on_pool_thread());
+  std::promise<bool> on_pool;
+  pool.schedule([&] { on_pool.set_value(pool.on_pool_thread()); });
+  CHECK(on_pool.get_future().get());
+}
+
+TEST_CASE("parallel_for covers every index exactly once in contiguous blocks", "[thread_pool]") {
+  thread_pool pool{"test", 3};
+  for (std::int64_t n : {0, 1, 7, 1000, 100003}) {
+    INFO("n = " << n);
+    std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+    std::atomic<int> blocks{0};
+    pool.parallel_for(
+      n,
+      [&](std::int64_t begin, std::int64_t end) {
+        REQUIRE(begin < end);
+        ++blocks;
+        for (auto i = begin; i < end; ++i)
+          ++hits[static_cast<std::size_t>(i)];
+      },
+      100);
+    for (auto& h : hits)
+      REQUIRE(h.load() == 1);
+    CHECK(blocks.load() <= pool.num_threads() + 1);
+  }
+}
+
+TEST_CASE("parallel_for called from inside a pool task does not deadlock", "[thread_pool]") {
+  thread_pool pool{"test", 2};
+  std::atomic<std::int64_t> total{0};
+  pool.parallel_for(
+    4,
+    [&](std::int64_t begin, std::int64_t end) {
+      for (auto i = begin; i < end; ++i)
+        pool.parallel_for(
+          1000, [&](std::int64_t b, std::int64_t e) { total += e - b; }, 10);
+    },
+    1);
+  CHECK(total.load() == 4000);
+}
+
+TEST_CASE("a pool runs queued work before it is destroyed", "[thread_pool]") {
+  std::atomic<int> done{0};
+  {
+    thread_pool pool{"test", 1};
+    for (int i = 0; i < 50; ++i)
+      pool.schedule([&] { ++done; });
+  }
+  CHECK(done.load() == 50);
+}
+
+TEST_CASE("a thread count of 0 means one per hardware thread", "[thread_pool]") {
+  CHECK(resolve_thread_count(3) == 3);
+  CHECK(resolve_thread_count(0) >= 1);
+}

@@ -1,0 +1,44 @@
+# Test settings and programs beyond one suite per folder; included by tests/CMakeLists.txt.
+
+# The serialization tests craft hostile messages with the Cap'n Proto builder.
+if(TARGET serialization_tests)
+  target_link_libraries(serialization_tests PRIVATE CapnProto::capnp)
+endif()
+
+# serialization_asan_tests: the loader's corruption tests again, with graph/ and serialization/
+# compiled into the program under AddressSanitizer and UndefinedBehaviorSanitizer, so that a
+# read past a buffer or undefined behaviour while decoding hostile bytes fails a test instead of
+# passing by luck. Kept small: only graph_io_corruption.test.cpp.
+option(ACTORFLOW_ASAN_TESTS "Build serialization_asan_tests (ASan + UBSan)" ON)
+if(ACTORFLOW_ASAN_TESTS AND ACTORFLOW_SERIALIZATION_SOURCES AND TARGET actorflow_graph)
+  get_target_property(asan_graph_sources actorflow_graph SOURCES)
+  get_target_property(asan_graph_dir actorflow_graph SOURCE_DIR)
+  list(TRANSFORM asan_graph_sources PREPEND "${asan_graph_dir}/")
+  get_target_property(asan_graph_links actorflow_graph LINK_LIBRARIES)
+  if(NOT asan_graph_links)
+    set(asan_graph_links "")
+  endif()
+  # The generated capnp sources come from a custom command in serialization/.
+  set(asan_generated ${ACTORFLOW_SERIALIZATION_SOURCES})
+  list(FILTER asan_generated INCLUDE REGEX "\\.c\\+\\+$")
+  set_source_files_properties(${asan_generated} PROPERTIES GENERATED TRUE)
+  set(asan_flags -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+
+  add_executable(serialization_asan_tests
+    ${CMAKE_CURRENT_SOURCE_DIR}/support/catch_main.cpp
+    ${CMAKE_CURRENT_SOURCE_DIR}/serialization/graph_io_corruption.test.cpp
+    ${asan_graph_sources}
+    ${ACTORFLOW_SERIALIZATION_SOURCES})
+  # Runs capnp_generate_cpp's command before this program compiles its output.
+  add_dependencies(serialization_asan_tests actorflow_serialization)
+  target_include_directories(serialization_asan_tests PRIVATE
+    ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_options(serialization_asan_tests PRIVATE ${asan_flags} -O1 -g)
+  target_link_options(serialization_asan_tests PRIVATE ${asan_flags})
+  target_link_libraries(serialization_asan_tests PRIVATE
+    Catch2::Catch2 CapnProto::capnp Threads::Threads ${asan_graph_links})
+  catch_discover_tests(serialization_asan_tests
+    TEST_PREFIX "serialization-asan: "
+    PROPERTIES TIMEOUT 600
+      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+endif()
