@@ -9,6 +9,7 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -97,7 +98,8 @@ struct session::impl {
     actor_options.inter_op_pool = options.run_inline ? nullptr : inter_op;
     actor_options.trace = options.trace;
     std::vector<std::pair<device_name, std::unique_ptr<device>>> made;
-    made.emplace_back(local_device("CPU", 0), make_cpu_device(local_device("CPU", 0), intra_op));
+    for (int i = 0; i < std::max(1, options.cpu_device_count); ++i)
+      made.emplace_back(local_device("CPU", i), make_cpu_device(local_device("CPU", i), intra_op));
     peer_table peers;
     for (auto& [name, dev] : made) {
       auto actor = spawn_device_actor(system, std::move(dev), actor_options);

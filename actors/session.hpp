@@ -40,8 +40,9 @@ struct session_options {
   std::function<void()> drive;
   /// Receives each message a device actor handles ("/device:CPU:0 run step 1").
   std::function<void(const std::string&)> trace;
-  /// Devices to create: "CPU:0" always; GPUs when present. Tests may add fake device names
-  /// only through placement tests, not here.
+  /// Number of CPU devices (TensorFlow's device_count {"CPU": n}): /cpu:0 .. /cpu:n-1, sharing
+  /// the pools. More than one gives cross-device partitions inside one process.
+  int cpu_device_count = 1;
 };
 
 using feed_list = std::vector<std::pair<output, tensor>>;
