@@ -52,7 +52,7 @@ int main() {
     output x;
     {
       auto deps = g.control_dependencies({a, b});
-      x = ops::identity(counter.read, "x");
+      x = ops::identity(counter.ref, "x");
     }
     session s{g};
     if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok())

@@ -109,8 +109,14 @@ int graph::add_node(node_spec spec) {
   n->control_inputs.insert(n->control_inputs.end(), spec.control_inputs.begin(),
                            spec.control_inputs.end());
   // Innermost device scope first; each outer scope fills only what is still unset (TF1).
-  for (auto i = device_stack_.rbegin(); i != device_stack_.rend(); ++i)
+  for (auto i = device_stack_.rbegin(); i != device_stack_.rend(); ++i) {
     n->requested_device = (*i)(*n);
+    // Device functions may return any spelling; keep the canonical one.
+    if (auto parsed = device_name::parse(n->requested_device))
+      n->requested_device = parsed->to_string();
+    else
+      record_error(parsed.error().with_context("node '" + n->name + "'"));
+  }
   auto id = n->id;
   by_name_.emplace(n->name, id);
   nodes_.push_back(std::move(n));

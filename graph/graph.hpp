@@ -119,7 +119,9 @@ struct node_spec {
 };
 
 /// A variable as returned by ops::variable: the variable node, its read identity and its
-/// initializer. Arithmetic on a variable uses `read`.
+/// initializer. Arithmetic on a variable uses `read`. An op that takes `ref` directly reads the
+/// variable's value when that op runs (TensorFlow's ref semantics), e.g. inside
+/// control_dependencies after updates.
 struct variable {
   output ref;
   output read;

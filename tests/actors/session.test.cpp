@@ -138,3 +138,48 @@ TEST_CASE("a failing node names itself and its device") {
   CHECK(contains(r.error().message(), "[3]"));
   CHECK(contains(r.error().message(), "[2]"));
 }
+
+TEST_CASE("control dependencies delay x and y until a and b ran") {
+  graph g;
+  auto counter = ops::variable(g, 0.f, "counter");
+  auto a = ops::assign_add(counter, ops::constant(g, 1.f), "a");
+  auto b = ops::assign_add(counter, ops::constant(g, 10.f), "b");
+  output x, y;
+  {
+    auto deps = g.control_dependencies({a, b});
+    // Reading the variable itself (not the snapshot `read` made before the scope) sees its
+    // value when x and y run.
+    x = ops::identity(counter.ref, "x");
+    y = ops::mul(counter.ref, ops::constant(g, 2.f), "y");
+  }
+  // Many inter-op threads make an early read likely if the ordering were not enforced.
+  session_options options;
+  options.inter_op_parallelism_threads = 4;
+  options.use_per_session_threads = true;
+  session s{g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  for (int step = 1; step <= 20; ++step) {
+    auto r = s.run({x, y});
+    REQUIRE(r.ok());
+    CHECK(r->at(0).scalar_value<float>() == 11.f * step);
+    CHECK(r->at(1).scalar_value<float>() == 22.f * step);
+  }
+}
+
+TEST_CASE("a device function sends variables to the CPU and the rest to the GPU, falling back to the CPU without one") {
+  graph g;
+  auto scope = g.device([](const node& n) {
+    return n.op == "VariableV2" ? std::string{"/cpu:0"} : std::string{"/gpu:0"};
+  });
+  auto w = ops::variable(g, 2.f, "w");
+  auto y = w * 3.0;
+  CHECK(g.at(w.ref.node_id).requested_device == "/device:CPU:0");
+  CHECK(g.at(y.node_id).requested_device == "/device:GPU:0");
+  session_options options;
+  options.allow_soft_placement = true;
+  session s{g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  auto r = s.run({y});
+  REQUIRE(r.ok());
+  CHECK(r->at(0).scalar_value<float>() == 6.f);
+}
