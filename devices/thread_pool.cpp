@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 
 namespace actorflow {
 
@@ -87,27 +88,33 @@ void thread_pool::parallel_for(std::int64_t n,
   }
   auto block_size = (n + blocks - 1) / blocks;
   blocks = (n + block_size - 1) / block_size;
-  std::atomic<std::int64_t> remaining{blocks - 1};
-  std::mutex done_mutex;
-  std::condition_variable done;
+  // Shared so that a worker finishing the last block may still touch it after the caller,
+  // seeing zero, has returned.
+  struct completion {
+    std::atomic<std::int64_t> remaining;
+    std::mutex mutex;
+    std::condition_variable done;
+  };
+  auto sync = std::make_shared<completion>();
+  sync->remaining.store(blocks - 1, std::memory_order_relaxed);
   for (std::int64_t b = 1; b < blocks; ++b) {
     auto begin = b * block_size;
     auto end = std::min(n, begin + block_size);
-    schedule([&, begin, end] {
+    schedule([&fn, sync, begin, end] {
       fn(begin, end);
-      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> guard{done_mutex};
-        done.notify_all();
-      }
+      std::lock_guard<std::mutex> guard{sync->mutex};
+      if (sync->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        sync->done.notify_all();
     });
   }
   fn(0, std::min(n, block_size));
   // Help with queued work instead of sleeping: keeps nested parallel_for from deadlocking.
-  while (remaining.load(std::memory_order_acquire) > 0) {
+  while (sync->remaining.load(std::memory_order_acquire) > 0) {
     if (!run_one_queued()) {
-      std::unique_lock<std::mutex> lock{done_mutex};
-      done.wait_for(lock, std::chrono::microseconds(200),
-                    [&] { return remaining.load(std::memory_order_acquire) == 0; });
+      std::unique_lock<std::mutex> lock{sync->mutex};
+      sync->done.wait_for(lock, std::chrono::microseconds(200), [&] {
+        return sync->remaining.load(std::memory_order_acquire) == 0;
+      });
     }
   }
 }

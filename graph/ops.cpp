@@ -93,10 +93,10 @@ output placeholder(graph& g, dtype type, tensor_shape shape, const std::string& 
   return make(g, "Placeholder", name, {}, {{"dtype", type}, {"shape", std::move(shape)}});
 }
 
-actorflow::variable variable(graph& g, output initial_value, const std::string& name) {
-  // TensorFlow's layout: scope "w/", the variable node named "w" after it, then "w/Assign"
-  // and "w/read" inside the scope.
-  auto scope = g.name_scope(name);
+namespace {
+
+/// The variable's nodes, inside its already opened name scope.
+actorflow::variable variable_in_scope(graph& g, output initial_value) {
   auto var_name = g.current_scope();
   node_spec spec;
   spec.op = "VariableV2";
@@ -109,12 +109,28 @@ actorflow::variable variable(graph& g, output initial_value, const std::string& 
                                                      {"colocate_with", var_name}};
   v.initializer = make(g, "Assign", "Assign", {v.ref, initial_value}, colocated);
   v.read = make(g, "Identity", "read", {v.ref}, {{"colocate_with", var_name}});
+  // Colocation beats device scopes and functions (TF's colocate_with clears the device function
+  // stack): assign and read request what the variable requested, so that a function sending
+  // only VariableV2 to the CPU does not pin them elsewhere and make the group unplaceable.
+  for (auto id : {v.initializer.node_id, v.read.node_id})
+    g.at(id).requested_device = g.at(v.ref.node_id).requested_device;
   g.add_variable(v);
   return v;
 }
 
+} // namespace
+
+actorflow::variable variable(graph& g, output initial_value, const std::string& name) {
+  // TensorFlow's layout: scope "w/", the variable node named "w" after it, then "w/Assign"
+  // and "w/read" inside the scope.
+  auto scope = g.name_scope(name);
+  return variable_in_scope(g, initial_value);
+}
+
 actorflow::variable variable(graph& g, float initial_value, const std::string& name) {
-  return variable(g, constant(g, initial_value, name + "/initial_value"), name);
+  // The initial value belongs to the variable's own scope: "w_1/initial_value" for a second "w".
+  auto scope = g.name_scope(name);
+  return variable_in_scope(g, constant(g, initial_value, "initial_value"));
 }
 
 output global_variables_initializer(graph& g, const std::string& name) {

@@ -70,9 +70,13 @@ TEST_CASE("a device function places every Variable on the CPU and the rest on th
   }
   auto after = ops::constant(g, 1.f);
   REQUIRE(g.status().ok());
-  CHECK(w.ref.producer().requested_device == "/cpu:0");
-  CHECK(y.producer().requested_device == "/gpu:0");
-  CHECK(g.at(g.find("zeros/Fill")).requested_device == "/gpu:0");
+  // Device functions may return any spelling; the canonical one is kept.
+  CHECK(w.ref.producer().requested_device == "/device:CPU:0");
+  CHECK(y.producer().requested_device == "/device:GPU:0");
+  CHECK(g.at(g.find("zeros/Fill")).requested_device == "/device:GPU:0");
+  // The variable's assign and read are colocated with it, whatever the function says.
+  CHECK(w.initializer.producer().requested_device == "/device:CPU:0");
+  CHECK(w.read.producer().requested_device == "/device:CPU:0");
   CHECK(after.producer().requested_device.empty());
 }
 
@@ -131,4 +135,15 @@ TEST_CASE("an invalid device string inside a valid scope leaves the outer reques
   REQUIRE_FALSE(g.status().ok());
   CHECK_THAT(g.status().message(), Contains("'/job:'"));
   CHECK(x.producer().requested_device == "/device:CPU:0");
+}
+
+TEST_CASE("a device function returning an invalid string is an error naming the node",
+          "[graph][device]") {
+  graph g;
+  {
+    auto fn = g.device([](const node&) { return std::string{"/gpu:one"}; });
+    (void)ops::constant(g, 1.f, "odd");
+  }
+  REQUIRE_FALSE(g.status().ok());
+  CHECK_THAT(g.status().message(), Contains("'odd'") && Contains("'/gpu:one'"));
 }

@@ -269,7 +269,8 @@ TEST_CASE("MatMul infers [m,n] and honours the transpose flags", "[graph][ops]")
   auto a = ops::placeholder(g, dtype::float32, {2, 3}, "a");
   auto b = ops::placeholder(g, dtype::float32, {4, 3}, "b");
   auto tb = ops::matmul(a, b, false, true);
-  auto both = ops::matmul(b, a, true, true);
+  auto c = ops::placeholder(g, dtype::float32, {5, 2}, "c");
+  auto both = ops::matmul(a, c, true, true);
   REQUIRE(g.status().ok());
   CHECK(plain.name() == "MatMul");
   CHECK(plain.shape() == shape({-1, 10}));
@@ -278,7 +279,7 @@ TEST_CASE("MatMul infers [m,n] and honours the transpose flags", "[graph][ops]")
   CHECK(ta.producer().attr_or("transpose_a", false));
   CHECK_FALSE(ta.producer().attr_or("transpose_b", true));
   CHECK(tb.shape() == shape({2, 4}));
-  CHECK(both.shape() == shape({3, 2}));
+  CHECK(both.shape() == shape({3, 5}));
 }
 
 TEST_CASE("MatMul with different inner dimensions is an error naming both shapes",
@@ -627,6 +628,10 @@ TEST_CASE("a second variable with the same name becomes w_1", "[graph][variables
   CHECK(w1.name() == "w_1");
   CHECK(w1.initializer.name() == "w_1/Assign");
   CHECK(w1.read.name() == "w_1/read");
+  // Each variable's initial value lives in its own scope.
+  CHECK(g.find("w/initial_value") >= 0);
+  CHECK(g.find("w_1/initial_value") >= 0);
+  CHECK(g.at(w1.initializer.producer().inputs[1].node_id).name == "w_1/initial_value");
   CHECK(g.global_variables().size() == 2);
   auto x = w + w1;
   CHECK(x.shape() == tensor_shape{});
