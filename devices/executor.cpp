@@ -25,6 +25,7 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
     plan->by_name_.emplace(n.name, static_cast<int>(i));
   }
   plan->num_slots_ = slot;
+  plan->slot_readers_.assign(static_cast<std::size_t>(slot), 0);
   for (std::size_t i = 0; i < g.size(); ++i) {
     auto& n = g.at(static_cast<int>(i));
     auto& it = plan->items_[i];
@@ -46,6 +47,7 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
       auto& in = n.inputs[k];
       auto& producer = plan->items_[static_cast<std::size_t>(in.node_id)];
       it.input_slots.push_back(producer.first_slot + in.index);
+      ++plan->slot_readers_[static_cast<std::size_t>(producer.first_slot + in.index)];
       it.input_nodes.push_back(in.node_id);
       auto reads_variable = producer.def->op == "VariableV2" && !(k == 0 && it.takes_variable_ref);
       it.input_variables.push_back(reads_variable ? dev.resources().variable(producer.def->name)
@@ -95,6 +97,10 @@ void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
   for (std::size_t i = 0; i < items.size(); ++i)
     pending_[i].store(items[i].initial_pending, std::memory_order_relaxed);
   fed_.assign(items.size(), false);
+  auto& readers = plan_->slot_readers();
+  readers_left_.reset(new std::atomic<int>[readers.size()]);
+  for (std::size_t i = 0; i < readers.size(); ++i)
+    readers_left_[i].store(readers[i], std::memory_order_relaxed);
   for (auto& [name, value] : feeds) {
     auto slot = plan_->slot_of(name);
     auto colon = name.rfind(':');
@@ -120,6 +126,8 @@ void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
       return;
     }
     fetch_slots_.push_back(slot);
+    // A fetched slot is kept to the end of the step.
+    readers_left_[static_cast<std::size_t>(slot)].fetch_add(1, std::memory_order_relaxed);
   }
   auto& roots = plan_->roots();
   if (roots.empty()) {
@@ -130,7 +138,7 @@ void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
   // Hold one extra count while dispatching the roots so the step cannot finish early.
   outstanding_.store(static_cast<std::int64_t>(roots.size()) + 1, std::memory_order_relaxed);
   std::vector<int> ready(roots.begin(), roots.end());
-  dispatch(ready);
+  dispatch(ready, false);
   finish_one();
 }
 
@@ -147,25 +155,27 @@ void step_execution::abort(status reason) {
     hooks_.aborted(reason);
 }
 
-void step_execution::dispatch(std::vector<int>& ready) {
-  // Everything but the first goes to the pool when there is one; the first runs here.
+void step_execution::dispatch(std::vector<int>& ready, bool on_pool) {
   if (hooks_.schedule) {
-    while (ready.size() > 1) {
+    // On a pool thread keep the first node here; elsewhere hand everything to the pool.
+    std::size_t keep = on_pool ? 1 : 0;
+    while (ready.size() > keep) {
       auto id = ready.back();
       ready.pop_back();
       hooks_.schedule([self = shared_from_this(), id] { self->run_from(id); });
     }
   }
-  if (!ready.empty()) {
-    auto first = ready.front();
-    ready.erase(ready.begin());
-    std::vector<int> rest = std::move(ready);
-    ready.clear();
-    // Inline mode: run the rest afterwards, in order.
-    run_from(first);
-    for (auto id : rest)
-      run_from(id);
-  }
+  // Inline mode (or the one node kept): run them in order on this thread.
+  auto local = std::move(ready);
+  ready.clear();
+  for (auto id : local)
+    run_from(id);
+}
+
+void step_execution::release_inputs(int id) {
+  for (auto slot : plan_->items()[static_cast<std::size_t>(id)].input_slots)
+    if (readers_left_[static_cast<std::size_t>(slot)].fetch_sub(1, std::memory_order_acq_rel) == 1)
+      slots_[static_cast<std::size_t>(slot)] = tensor{};
 }
 
 void step_execution::run_from(int first) {
@@ -225,6 +235,7 @@ bool step_execution::process(int id, std::vector<int>& ready) {
     }
     inputs.push_back(std::move(value));
   }
+  release_inputs(id);
   switch (it.kind) {
     case executor_plan::node_kind::send:
       hooks_.send(it.key, inputs[0]);
@@ -244,7 +255,7 @@ bool step_execution::process(int id, std::vector<int>& ready) {
         auto newly = next.size();
         // Keep the outstanding count above zero while the consumers are dispatched.
         self->outstanding_.fetch_add(static_cast<std::int64_t>(newly), std::memory_order_acq_rel);
-        self->dispatch(next);
+        self->dispatch(next, false);
         self->finish_one();
       });
       return false;
@@ -279,7 +290,7 @@ bool step_execution::process(int id, std::vector<int>& ready) {
     std::vector<int> next;
     self->complete(id, next);
     self->outstanding_.fetch_add(static_cast<std::int64_t>(next.size()), std::memory_order_acq_rel);
-    self->dispatch(next);
+    self->dispatch(next, false);
     self->finish_one();
   });
   return false;

@@ -53,6 +53,8 @@ public:
   make(std::shared_ptr<const graph> partition, device& dev, const kernel_registry& registry);
 
   const std::vector<item>& items() const { return items_; }
+  /// Number of data edges reading each output slot; a step frees a slot after its last reader.
+  const std::vector<int>& slot_readers() const { return slot_readers_; }
   const std::vector<int>& roots() const { return roots_; }
   int num_slots() const { return num_slots_; }
   device& dev() const { return *device_; }
@@ -67,6 +69,7 @@ private:
   std::vector<item> items_;
   std::vector<int> roots_;
   int num_slots_ = 0;
+  std::vector<int> slot_readers_;
   std::unordered_map<std::string, int> by_name_;
 };
 
@@ -112,13 +115,18 @@ private:
   /// One outstanding node is done; the last one ends the step. Nodes a finished node makes
   /// ready are added to outstanding_ before it calls this.
   void finish_one();
-  void dispatch(std::vector<int>& ready);
+  /// Runs `ready` nodes. From an actor's thread (`on_pool` false) every node goes to the pool
+  /// when there is one, so the actor stays free for aborts and transfers.
+  void dispatch(std::vector<int>& ready, bool on_pool);
+  /// Drops this node's hold on its input slots; a slot with no reader left is freed.
+  void release_inputs(int id);
 
   std::shared_ptr<const executor_plan> plan_;
   std::int64_t step_id_;
   step_hooks hooks_;
   std::vector<tensor> slots_;
   std::unique_ptr<std::atomic<int>[]> pending_;
+  std::unique_ptr<std::atomic<int>[]> readers_left_;
   std::vector<bool> fed_;
   std::vector<int> fetch_slots_;
   std::vector<std::string> fetch_names_;
