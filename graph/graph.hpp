@@ -185,9 +185,15 @@ public:
   /// Nodes created inside run only after all of `deps`.
   scope_guard control_dependencies(const std::vector<output>& deps);
 
-  /// Variables in creation order (their ref outputs).
+  /// Variables in creation order.
   const std::vector<variable>& global_variables() const { return variables_; }
-  void add_variable(const variable& v) { variables_.push_back(v); }
+  /// The variables optimizers train by default (not optimizer slots or step counters).
+  const std::vector<variable>& trainable_variables() const { return trainable_; }
+  void add_variable(const variable& v, bool trainable = true) {
+    variables_.push_back(v);
+    if (trainable)
+      trainable_.push_back(v);
+  }
 
   /// Graph-level random seed; ops derive their seeds from it and their own seed (TF rules).
   std::optional<std::int64_t> seed;
@@ -200,6 +206,7 @@ private:
   std::vector<device_function> device_stack_;
   std::vector<std::vector<int>> control_stack_;
   std::vector<variable> variables_;
+  std::vector<variable> trainable_;
   actorflow::status status_;
 };
 

@@ -59,7 +59,11 @@ private:
   std::map<std::string, op_def> defs_;
 };
 
-/// Registers the standard ops (graph/standard_ops.cpp).
+/// Registers the standard ops (graph/standard_ops.cpp), which includes the two below.
 void register_standard_ops(op_registry& registry);
+/// Ops only gradients use: ReluGrad, SigmoidGrad, ... (graph/gradient_ops.cpp).
+void register_gradient_ops(op_registry& registry);
+/// Optimizer update ops: ApplyGradientDescent, ApplyMomentum, ApplyAdam (graph/training_ops.cpp).
+void register_training_ops(op_registry& registry);
 
 } // namespace actorflow

@@ -96,7 +96,7 @@ output placeholder(graph& g, dtype type, tensor_shape shape, const std::string& 
 namespace {
 
 /// The variable's nodes, inside its already opened name scope.
-actorflow::variable variable_in_scope(graph& g, output initial_value) {
+actorflow::variable variable_in_scope(graph& g, output initial_value, bool trainable) {
   auto var_name = g.current_scope();
   node_spec spec;
   spec.op = "VariableV2";
@@ -114,23 +114,24 @@ actorflow::variable variable_in_scope(graph& g, output initial_value) {
   // only VariableV2 to the CPU does not pin them elsewhere and make the group unplaceable.
   for (auto id : {v.initializer.node_id, v.read.node_id})
     g.at(id).requested_device = g.at(v.ref.node_id).requested_device;
-  g.add_variable(v);
+  g.add_variable(v, trainable);
   return v;
 }
 
 } // namespace
 
-actorflow::variable variable(graph& g, output initial_value, const std::string& name) {
+actorflow::variable variable(graph& g, output initial_value, const std::string& name,
+                             bool trainable) {
   // TensorFlow's layout: scope "w/", the variable node named "w" after it, then "w/Assign"
   // and "w/read" inside the scope.
   auto scope = g.name_scope(name);
-  return variable_in_scope(g, initial_value);
+  return variable_in_scope(g, initial_value, trainable);
 }
 
 actorflow::variable variable(graph& g, float initial_value, const std::string& name) {
   // The initial value belongs to the variable's own scope: "w_1/initial_value" for a second "w".
   auto scope = g.name_scope(name);
-  return variable_in_scope(g, constant(g, initial_value, "initial_value"));
+  return variable_in_scope(g, constant(g, initial_value, "initial_value"), true);
 }
 
 output global_variables_initializer(graph& g, const std::string& name) {

@@ -37,7 +37,8 @@ output placeholder(graph& g, dtype type, tensor_shape shape = tensor_shape::unkn
 /// A variable: "VariableV2" (attrs dtype, shape), "<name>/Assign" (its initializer) and
 /// "<name>/read" (an Identity that arithmetic on the variable uses), all in the variable's
 /// name scope. Assign and read are colocated with the variable (attr "colocate_with").
-actorflow::variable variable(graph& g, output initial_value, const std::string& name = "Variable");
+actorflow::variable variable(graph& g, output initial_value, const std::string& name = "Variable",
+                             bool trainable = true);
 /// Convenience: a scalar variable of float32.
 actorflow::variable variable(graph& g, float initial_value, const std::string& name = "Variable");
 

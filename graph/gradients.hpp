@@ -1,0 +1,52 @@
+#pragma once
+/// Symbolic reverse-mode differentiation (TensorFlow 1.x's tf.gradients).
+///   auto loss = ops::reduce_mean(ops::square(pred - y));
+///   auto grads = gradients(loss, {w.ref, b.ref});     // one output per x
+///   // grads[0] has w's shape; an x that loss does not depend on gets an invalid output.
+/// Gradient nodes go under the name scope "gradients" ("gradients/mul_grad/Mul", ...), on the
+/// device of the op they differentiate (so a variable's gradient is computed next to it).
+
+#include "graph/graph.hpp"
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace actorflow {
+
+/// d(sum of ys)/d(x) for every x. `grad_ys`, when given, seeds each y (default: ones of y's
+/// shape). Errors (an op on the path without a gradient: "no gradient registered for op
+/// 'ArgMax' (node 'ArgMax')") are recorded in the graph's status and the result holds invalid
+/// outputs.
+std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
+                              const std::vector<output>& grad_ys = {});
+inline std::vector<output> gradients(output y, const std::vector<output>& xs) {
+  return gradients(std::vector<output>{y}, xs);
+}
+
+/// Builds the gradients of one op. `grad_outputs[i]` is the gradient flowing into output i
+/// (invalid when nothing flows there); fill `grad_inputs[j]` for each input j that has one
+/// (leave it invalid otherwise). `op` is the forward node; its inputs are g.output_of(...).
+using gradient_function = std::function<status(graph& g, const node& op,
+                                               const std::vector<output>& grad_outputs,
+                                               std::vector<output>& grad_inputs)>;
+
+/// The registry of gradient functions by op name; filled with every differentiable standard op
+/// on first use. Ops registered as not differentiable (ArgMax, Equal, random ops, ...) stop
+/// gradients without an error.
+class gradient_registry {
+public:
+  static gradient_registry& global();
+  void add(const std::string& op, gradient_function fn);
+  void add_not_differentiable(const std::string& op);
+  const gradient_function* find(const std::string& op) const;
+  bool is_not_differentiable(const std::string& op) const;
+
+private:
+  std::map<std::string, gradient_function> functions_;
+  std::set<std::string> stops_;
+};
+
+} // namespace actorflow

@@ -1,0 +1,78 @@
+#pragma once
+/// Optimizers as graph ops (TensorFlow 1.x's tf.train.*Optimizer).
+///   gradient_descent_optimizer sgd{0.5};
+///   auto train = sgd.minimize(loss);                  // run it as a target every step
+///   adam_optimizer adam{0.001};
+///   auto pairs = adam.compute_gradients(loss);         // (gradient, variable)
+///   auto step = adam.apply_gradients(pairs);
+/// Update ops ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdam") are colocated with their
+/// variable, so when a variable lives on a parameter server its update runs there. Slot
+/// variables (momentum accumulators, Adam's m and v) are created next to their variable and are
+/// not trainable.
+
+#include "graph/graph.hpp"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace actorflow {
+
+using gradient_and_variable = std::pair<output, variable>;
+
+class optimizer {
+public:
+  virtual ~optimizer() = default;
+
+  /// Gradients of `loss` for `vars` (default: the graph's trainable variables). Pairs whose
+  /// gradient is invalid (the loss does not depend on the variable) are left out.
+  std::vector<gradient_and_variable> compute_gradients(output loss,
+                                                       std::vector<variable> vars = {});
+  /// One op that applies every pair once; `name` is its node name.
+  virtual output apply_gradients(const std::vector<gradient_and_variable>& pairs,
+                                 const std::string& name = "") = 0;
+  /// compute_gradients then apply_gradients.
+  output minimize(output loss, std::vector<variable> vars = {});
+
+protected:
+  /// A zero-initialised, non-trainable slot variable colocated with `var` ("<var>/<slot>").
+  variable make_slot(const variable& var, const std::string& slot);
+};
+
+class gradient_descent_optimizer : public optimizer {
+public:
+  explicit gradient_descent_optimizer(double learning_rate) : learning_rate_(learning_rate) {}
+  output apply_gradients(const std::vector<gradient_and_variable>& pairs,
+                         const std::string& name = "") override;
+
+private:
+  double learning_rate_;
+};
+
+class momentum_optimizer : public optimizer {
+public:
+  momentum_optimizer(double learning_rate, double momentum, bool use_nesterov = false)
+    : learning_rate_(learning_rate), momentum_(momentum), use_nesterov_(use_nesterov) {}
+  output apply_gradients(const std::vector<gradient_and_variable>& pairs,
+                         const std::string& name = "") override;
+
+private:
+  double learning_rate_;
+  double momentum_;
+  bool use_nesterov_;
+};
+
+class adam_optimizer : public optimizer {
+public:
+  explicit adam_optimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+                          double epsilon = 1e-8)
+    : learning_rate_(learning_rate), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+  output apply_gradients(const std::vector<gradient_and_variable>& pairs,
+                         const std::string& name = "") override;
+
+private:
+  double learning_rate_, beta1_, beta2_, epsilon_;
+};
+
+} // namespace actorflow
