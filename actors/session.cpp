@@ -68,14 +68,30 @@ struct run_plan {
 
 } // namespace
 
+namespace {
+std::mutex default_system_mutex;
+int default_scheduler_threads = 0;
+caf::actor_system* default_system = nullptr;
+} // namespace
+
+bool set_default_scheduler_threads(int threads) {
+  std::lock_guard<std::mutex> guard{default_system_mutex};
+  if (default_system != nullptr)
+    return false;
+  default_scheduler_threads = threads;
+  return true;
+}
+
 caf::actor_system& default_actor_system() {
-  static caf::actor_system_config* config = [] {
-    auto* cfg = new caf::actor_system_config;
-    return cfg;
-  }();
-  // Lives until exit: actors of sessions in static objects may outlive main's locals.
-  static auto* system = new caf::actor_system{*config};
-  return *system;
+  std::lock_guard<std::mutex> guard{default_system_mutex};
+  if (default_system == nullptr) {
+    // Both live until exit: actors of sessions in static objects may outlive main's locals.
+    auto* config = new caf::actor_system_config;
+    if (default_scheduler_threads > 0)
+      config->set("scheduler.max-threads", static_cast<size_t>(default_scheduler_threads));
+    default_system = new caf::actor_system{*config};
+  }
+  return *default_system;
 }
 
 struct session::impl {

@@ -1,0 +1,132 @@
+#include "train/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include <unistd.h>
+
+namespace actorflow::train {
+
+status ensure_writable_directory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    return make_error(errc::invalid_argument,
+                      "cannot create directory '" + dir + "': " +
+                        (ec ? ec.message() : std::string{"a file is in the way"}));
+  if (::access(dir.c_str(), W_OK) != 0)
+    return make_error(errc::invalid_argument, "directory '" + dir + "' is not writable");
+  return {};
+}
+
+status metrics_log::open(const std::string& path) {
+  file_.open(path, std::ios::out | std::ios::trunc);
+  if (!file_)
+    return make_error(errc::invalid_argument, "cannot write metrics file '" + path + "'");
+  file_ << "step,epoch,loss,accuracy,examples_per_second\n";
+  file_.flush();
+  return {};
+}
+
+void metrics_log::add(const metrics_row& row) {
+  rows_.push_back(row);
+  if (file_) {
+    file_ << row.step << ',' << row.epoch << ',' << row.loss << ',' << row.accuracy << ','
+          << row.examples_per_second << '\n';
+    file_.flush();
+  }
+}
+
+namespace {
+
+/// Maps data coordinates into a plot box.
+struct axis {
+  double lo, hi, pixel_lo, pixel_hi;
+  double operator()(double v) const {
+    if (hi <= lo)
+      return (pixel_lo + pixel_hi) / 2;
+    return pixel_lo + (v - lo) / (hi - lo) * (pixel_hi - pixel_lo);
+  }
+};
+
+std::string polyline(const std::vector<metrics_row>& rows, const axis& x, const axis& y,
+                     double metrics_row::*field, const char* colour) {
+  std::ostringstream out;
+  out << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" points=\"";
+  for (auto& r : rows)
+    if (std::isfinite(r.*field))
+      out << x(static_cast<double>(r.step)) << ',' << y(r.*field) << ' ';
+  out << "\"/>\n";
+  return out.str();
+}
+
+} // namespace
+
+status write_curve_svg(const std::string& path, const std::vector<metrics_row>& rows,
+                       const std::string& title) {
+  const double width = 800, height = 480, left = 70, right = 730, top = 50, bottom = 420;
+  double max_step = 1, max_loss = 1e-9;
+  for (auto& r : rows) {
+    max_step = std::max(max_step, static_cast<double>(r.step));
+    if (std::isfinite(r.loss))
+      max_loss = std::max(max_loss, r.loss);
+  }
+  axis x{0, max_step, left, right};
+  axis loss_y{0, max_loss, bottom, top};
+  axis accuracy_y{0, 1, bottom, top};
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" font-family=\"sans-serif\" font-size=\"13\">\n"
+      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      << "<text x=\"" << width / 2 << "\" y=\"25\" text-anchor=\"middle\" font-size=\"16\">" << title
+      << "</text>\n"
+      << "<line x1=\"" << left << "\" y1=\"" << bottom << "\" x2=\"" << right << "\" y2=\"" << bottom
+      << "\" stroke=\"black\"/>\n"
+      << "<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << bottom
+      << "\" stroke=\"black\"/>\n"
+      << "<line x1=\"" << right << "\" y1=\"" << top << "\" x2=\"" << right << "\" y2=\"" << bottom
+      << "\" stroke=\"black\"/>\n";
+  for (int i = 0; i <= 4; ++i) {
+    double f = i / 4.0;
+    auto py = bottom - f * (bottom - top);
+    char loss_label[32], acc_label[32], step_label[32];
+    std::snprintf(loss_label, sizeof loss_label, "%.3g", f * max_loss);
+    std::snprintf(acc_label, sizeof acc_label, "%.2f", f);
+    std::snprintf(step_label, sizeof step_label, "%.0f", f * max_step);
+    svg << "<text x=\"" << left - 8 << "\" y=\"" << py + 4 << "\" text-anchor=\"end\" fill=\"#c0392b\">"
+        << loss_label << "</text>\n"
+        << "<text x=\"" << right + 8 << "\" y=\"" << py + 4 << "\" fill=\"#2471a3\">" << acc_label
+        << "</text>\n"
+        << "<text x=\"" << x(f * max_step) << "\" y=\"" << bottom + 20
+        << "\" text-anchor=\"middle\">" << step_label << "</text>\n"
+        << "<line x1=\"" << left << "\" y1=\"" << py << "\" x2=\"" << right << "\" y2=\"" << py
+        << "\" stroke=\"#ddd\"/>\n";
+  }
+  svg << "<text x=\"" << (left + right) / 2 << "\" y=\"" << bottom + 45
+      << "\" text-anchor=\"middle\">step</text>\n"
+      << "<text x=\"20\" y=\"" << (top + bottom) / 2 << "\" fill=\"#c0392b\" transform=\"rotate(-90 20 "
+      << (top + bottom) / 2 << ")\" text-anchor=\"middle\">loss</text>\n"
+      << "<text x=\"" << width - 15 << "\" y=\"" << (top + bottom) / 2 << "\" fill=\"#2471a3\" transform=\"rotate(90 "
+      << width - 15 << ' ' << (top + bottom) / 2 << ")\" text-anchor=\"middle\">batch accuracy</text>\n"
+      << polyline(rows, x, loss_y, &metrics_row::loss, "#c0392b")
+      << polyline(rows, x, accuracy_y, &metrics_row::accuracy, "#2471a3") << "</svg>\n";
+  auto temp = path + ".tmp";
+  {
+    std::ofstream file{temp, std::ios::out | std::ios::trunc};
+    if (!file)
+      return make_error(errc::invalid_argument, "cannot write curve file '" + path + "'");
+    file << svg.str();
+    if (!file.flush())
+      return make_error(errc::invalid_argument, "cannot write curve file '" + path + "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec)
+    return make_error(errc::invalid_argument, "cannot write curve file '" + path + "': " + ec.message());
+  return {};
+}
+
+} // namespace actorflow::train

@@ -1,0 +1,140 @@
+#include "train/options.hpp"
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace actorflow::train {
+
+namespace {
+
+status bad(const std::string& flag, const std::string& why) {
+  return make_error(errc::invalid_argument, flag + ": " + why);
+}
+
+template <class Int>
+status parse_int(const std::string& flag, const std::string& text, Int min, Int& out) {
+  Int value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size())
+    return bad(flag, "'" + text + "' is not a whole number");
+  if (value < min)
+    return bad(flag, "must be at least " + std::to_string(min) + ", got " + text);
+  out = value;
+  return {};
+}
+
+status parse_positive_double(const std::string& flag, const std::string& text, double& out) {
+  try {
+    std::size_t used = 0;
+    auto value = std::stod(text, &used);
+    if (used != text.size())
+      return bad(flag, "'" + text + "' is not a number");
+    if (!(value > 0))
+      return bad(flag, "must be positive, got " + text);
+    out = value;
+    return {};
+  } catch (...) {
+    return bad(flag, "'" + text + "' is not a number");
+  }
+}
+
+status one_of(const std::string& flag, const std::string& text,
+              std::initializer_list<const char*> allowed, std::string& out) {
+  std::string list;
+  for (auto* a : allowed) {
+    if (text == a) {
+      out = text;
+      return {};
+    }
+    list += (list.empty() ? "" : ", ") + std::string{a};
+  }
+  return bad(flag, "'" + text + "' is not one of " + list);
+}
+
+} // namespace
+
+std::string train_usage() {
+  return R"(usage: actorflow-train [flags]
+Trains a model with actorflow in one process.
+
+  --model NAME           mlp (784-256-128-10 ReLU network on Fashion-MNIST) or linreg
+                         (the classic y = 0.1 x + 0.3 example); default mlp
+  --epochs N             mlp: passes over the training set (default 3)
+  --batch-size N         mlp: examples per step (default 128)
+  --learning-rate X      default 0.1 (linreg: 0.5)
+  --optimizer NAME       sgd, momentum (0.9) or adam (default sgd)
+  --seed N               seeds initial weights and batch order (default 1)
+  --threads N            caps every thread pool and the BLAS; 0 = one per core (default 0)
+  --steps N              linreg: training steps (default 1000)
+  --data-dir DIR         Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)
+  --output-dir DIR       where metrics.csv and curve.svg go (default actorflow-train-output)
+  --checkpoint-dir DIR   save a checkpoint there after every epoch
+  --keep-checkpoints N   how many checkpoints to keep (default 3)
+  --resume               continue from the latest checkpoint in --checkpoint-dir
+  --log-every N          metrics row every N steps (default 50)
+  --help                 this text
+)";
+}
+
+result<train_options> parse_train_options(int argc, const char* const* argv) {
+  train_options o;
+  bool learning_rate_set = false;
+  using handler = std::function<status(const std::string&)>;
+  std::map<std::string, handler> with_value{
+    {"--model", [&](auto& v) { return one_of("--model", v, {"mlp", "linreg"}, o.model); }},
+    {"--epochs", [&](auto& v) { return parse_int("--epochs", v, 1, o.epochs); }},
+    {"--batch-size", [&](auto& v) { return parse_int("--batch-size", v, 1, o.batch_size); }},
+    {"--learning-rate",
+     [&](auto& v) {
+       learning_rate_set = true;
+       return parse_positive_double("--learning-rate", v, o.learning_rate);
+     }},
+    {"--optimizer",
+     [&](auto& v) { return one_of("--optimizer", v, {"sgd", "momentum", "adam"}, o.optimizer); }},
+    {"--seed", [&](auto& v) { return parse_int<std::uint64_t>("--seed", v, 0, o.seed); }},
+    {"--threads", [&](auto& v) { return parse_int("--threads", v, 0, o.threads); }},
+    {"--steps", [&](auto& v) { return parse_int("--steps", v, 1, o.steps); }},
+    {"--data-dir", [&](auto& v) { o.data_dir = v; return status{}; }},
+    {"--output-dir", [&](auto& v) { o.output_dir = v; return status{}; }},
+    {"--checkpoint-dir", [&](auto& v) { o.checkpoint_dir = v; return status{}; }},
+    {"--keep-checkpoints",
+     [&](auto& v) { return parse_int("--keep-checkpoints", v, 1, o.keep_checkpoints); }},
+    {"--log-every", [&](auto& v) { return parse_int("--log-every", v, 1, o.log_every); }},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_inline_value = false;
+    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_inline_value = true;
+    }
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "--resume") {
+      o.resume = true;
+      continue;
+    }
+    auto h = with_value.find(arg);
+    if (h == with_value.end())
+      return make_error(errc::invalid_argument, "unknown flag '" + arg + "' (see --help)");
+    if (!has_inline_value) {
+      if (i + 1 >= argc)
+        return bad(arg, "needs a value");
+      value = argv[++i];
+    }
+    AF_RETURN_IF_ERROR(h->second(value));
+  }
+  if (o.model == "linreg" && !learning_rate_set)
+    o.learning_rate = 0.5;
+  if (o.resume && o.checkpoint_dir.empty())
+    return bad("--resume", "needs --checkpoint-dir");
+  return o;
+}
+
+} // namespace actorflow::train

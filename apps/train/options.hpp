@@ -1,0 +1,43 @@
+#pragma once
+/// Command-line options of actorflow-train.
+///   auto parsed = parse_train_options(argc, argv);
+///   if (!parsed) { std::cerr << "actorflow-train: " << parsed.error().message() << '\n'; return 2; }
+
+#include "graph/status.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace actorflow::train {
+
+struct train_options {
+  std::string model = "mlp";
+  int epochs = 3;
+  int batch_size = 128;
+  double learning_rate = 0.1;
+  /// sgd, momentum or adam.
+  std::string optimizer = "sgd";
+  std::uint64_t seed = 1;
+  /// Caps every pool, the BLAS's included; 0 means one per core.
+  int threads = 0;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  /// metrics.csv and curve.svg go here.
+  std::string output_dir = "actorflow-train-output";
+  std::string checkpoint_dir;
+  bool resume = false;
+  /// Keep this many checkpoints.
+  int keep_checkpoints = 3;
+  /// linreg: number of steps.
+  int steps = 1000;
+  /// Write a metrics row (and a plain progress line when not on a terminal) every N steps.
+  int log_every = 50;
+  bool help = false;
+};
+
+/// The options, or an error naming the flag at fault ("--epochs: 'x' is not a number").
+result<train_options> parse_train_options(int argc, const char* const* argv);
+
+/// The --help text listing every flag.
+std::string train_usage();
+
+} // namespace actorflow::train

@@ -1,0 +1,82 @@
+#include "train/options.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+using namespace actorflow;
+using namespace actorflow::train;
+
+namespace {
+result<train_options> parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "actorflow-train");
+  return parse_train_options(static_cast<int>(args.size()), args.data());
+}
+} // namespace
+
+TEST_CASE("defaults train the MLP for three epochs of SGD at 0.1 with batch 128") {
+  auto o = parse({});
+  REQUIRE(o.ok());
+  CHECK(o->model == "mlp");
+  CHECK(o->epochs == 3);
+  CHECK(o->batch_size == 128);
+  CHECK(o->learning_rate == 0.1);
+  CHECK(o->optimizer == "sgd");
+}
+
+TEST_CASE("linreg defaults to the classic learning rate of 0.5 unless one is given") {
+  CHECK(parse({"--model", "linreg"})->learning_rate == 0.5);
+  CHECK(parse({"--model=linreg", "--learning-rate=0.25"})->learning_rate == 0.25);
+}
+
+TEST_CASE("every flag is parsed in both spellings") {
+  auto o = parse({"--epochs", "2", "--batch-size=64", "--optimizer", "adam", "--seed", "7",
+                  "--threads", "1", "--checkpoint-dir", "/tmp/x", "--resume", "--output-dir=out",
+                  "--data-dir", "d", "--keep-checkpoints", "5", "--log-every", "10", "--steps", "30"});
+  REQUIRE(o.ok());
+  CHECK(o->epochs == 2);
+  CHECK(o->batch_size == 64);
+  CHECK(o->optimizer == "adam");
+  CHECK(o->seed == 7);
+  CHECK(o->threads == 1);
+  CHECK(o->checkpoint_dir == "/tmp/x");
+  CHECK(o->resume);
+  CHECK(o->output_dir == "out");
+  CHECK(o->data_dir == "d");
+  CHECK(o->keep_checkpoints == 5);
+  CHECK(o->log_every == 10);
+  CHECK(o->steps == 30);
+}
+
+TEST_CASE("bad flags give one message naming the flag") {
+  auto unknown = parse({"--epoch", "3"});
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message().find("'--epoch'") != std::string::npos);
+  auto not_a_number = parse({"--epochs", "three"});
+  REQUIRE_FALSE(not_a_number.ok());
+  CHECK(not_a_number.error().message().find("--epochs") != std::string::npos);
+  CHECK(not_a_number.error().message().find("'three'") != std::string::npos);
+  auto zero = parse({"--batch-size", "0"});
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().message().find("--batch-size") != std::string::npos);
+  auto optimizer = parse({"--optimizer", "rmsprop"});
+  REQUIRE_FALSE(optimizer.ok());
+  CHECK(optimizer.error().message().find("sgd, momentum, adam") != std::string::npos);
+  auto missing = parse({"--seed"});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message().find("needs a value") != std::string::npos);
+  auto resume = parse({"--resume"});
+  REQUIRE_FALSE(resume.ok());
+  CHECK(resume.error().message().find("--checkpoint-dir") != std::string::npos);
+  auto rate = parse({"--learning-rate", "-1"});
+  REQUIRE_FALSE(rate.ok());
+}
+
+TEST_CASE("help lists every flag") {
+  auto usage = train_usage();
+  for (auto flag : {"--model", "--epochs", "--batch-size", "--learning-rate", "--optimizer",
+                    "--seed", "--threads", "--checkpoint-dir", "--resume", "--output-dir",
+                    "--data-dir", "--keep-checkpoints", "--log-every", "--steps", "--help"})
+    CHECK(usage.find(flag) != std::string::npos);
+  CHECK(parse({"--help"})->help);
+}
