@@ -30,7 +30,10 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
     auto& n = g.at(static_cast<int>(i));
     auto& it = plan->items_[i];
     auto* def = op_registry::global().find(n.op);
-    it.takes_variable_ref = def != nullptr && def->takes_variable_ref;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      auto is_ref = def != nullptr && def->is_variable_ref_input(static_cast<int>(k));
+      it.variable_ref_inputs.push_back(is_ref);
+    }
     if (n.op == "_Send" || n.op == "_Recv") {
       it.kind = n.op == "_Send" ? node_kind::send : node_kind::recv;
       auto* key = n.attr<std::string>("key");
@@ -49,7 +52,7 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
       it.input_slots.push_back(producer.first_slot + in.index);
       ++plan->slot_readers_[static_cast<std::size_t>(producer.first_slot + in.index)];
       it.input_nodes.push_back(in.node_id);
-      auto reads_variable = producer.def->op == "VariableV2" && !(k == 0 && it.takes_variable_ref);
+      auto reads_variable = producer.def->op == "VariableV2" && !it.variable_ref_inputs[k];
       it.input_variables.push_back(reads_variable ? dev.resources().variable(producer.def->name)
                                                   : nullptr);
       producer.consumers.push_back(static_cast<int>(i));
@@ -226,7 +229,7 @@ bool step_execution::process(int id, std::vector<int>& ready) {
     } else {
       value = slots_[static_cast<std::size_t>(it.input_slots[k])];
     }
-    if (!value.is_initialized() && !(k == 0 && it.takes_variable_ref)) {
+    if (!value.is_initialized() && !it.variable_ref_inputs[k]) {
       auto& producer = plan_->items()[static_cast<std::size_t>(it.input_nodes[k])];
       // Only a variable produces an empty tensor, so the producer names the variable.
       fail(id, make_error(errc::failed_precondition,

@@ -42,7 +42,9 @@ public:
     /// Consumers, once per edge (data and control), so pending counts match.
     std::vector<int> consumers;
     int initial_pending = 0;
-    bool takes_variable_ref = false;
+    /// Per input: whether it is a variable ref (op_def::is_variable_ref_input), which may be
+    /// an empty tensor and is not read from the variable at run time.
+    std::vector<bool> variable_ref_inputs;
     /// Rendezvous key of a _Send / _Recv.
     std::string key;
   };

@@ -44,6 +44,20 @@ struct op_def {
   bool takes_variable_ref = false;
   /// Fills output types and shapes; an error names what is wrong (the caller adds the node).
   std::function<status(shape_context&)> infer;
+  /// Further inputs that are variable refs like input 0 (the slot variables of ApplyMomentum
+  /// and ApplyAdam): the kernel reaches their variables through the device's resources, so the
+  /// executor neither reads their value at run time nor rejects them when uninitialised.
+  std::vector<int> variable_ref_inputs{};
+
+  /// Whether input `k` is a variable ref (input 0 with takes_variable_ref, or listed above).
+  bool is_variable_ref_input(int k) const {
+    if (k == 0 && takes_variable_ref)
+      return true;
+    for (auto i : variable_ref_inputs)
+      if (i == k)
+        return true;
+    return false;
+  }
 };
 
 class op_registry {

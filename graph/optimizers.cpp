@@ -1,1 +1,248 @@
-// being written
+// Optimizers as graph ops, laid out like TensorFlow 1.x's: slots "w/Momentum" (Adam: "w/Adam",
+// "w/Adam_1") and Adam's "beta1_power" / "beta2_power" are created before the optimizer's name
+// scope; inside it each variable gets "<scope>/update_<var>/Apply...", and a NoOp named after
+// the scope groups every update. Everything a variable's update creates (its constants, its
+// Apply op, its slots and their initialisers) requests the variable's device and carries
+// colocate_with = the variable, so placement keeps the update next to the variable.
+#include "graph/optimizers.hpp"
+
+#include "graph/gradients.hpp"
+#include "graph/ops.hpp"
+
+#include <algorithm>
+
+namespace actorflow {
+
+namespace {
+
+/// Makes every node created from `first_id` on request `var`'s device and be colocated with it
+/// (TF's colocate_with: device scopes and functions do not apply). Nodes that already name
+/// something to colocate with (a slot's Assign and read name the slot) keep it.
+void colocate_since(graph& g, int first_id, const variable& var) {
+  auto& var_node = var.ref.producer();
+  auto device = var_node.requested_device;
+  auto var_name = var_node.name;
+  for (auto id = first_id; id < static_cast<int>(g.size()); ++id) {
+    auto& n = g.at(id);
+    n.requested_device = device;
+    if (!n.has_attr("colocate_with"))
+      n.attrs["colocate_with"] = var_name;
+  }
+}
+
+/// The node for an update op on `var`: input 0 is the variable ref, `slots` the slot variables
+/// (refs as well) that follow it, then `inputs`.
+output apply_op(graph& g, const std::string& op, const variable& var,
+                const std::vector<variable>& slots, const std::vector<output>& inputs,
+                std::map<std::string, attr_value> attrs = {}) {
+  node_spec spec;
+  spec.op = op;
+  spec.name = op;
+  spec.inputs.push_back(var.ref);
+  std::string slot_names;
+  for (auto& s : slots) {
+    spec.inputs.push_back(s.ref);
+    slot_names += (slot_names.empty() ? "" : ",") + s.name();
+  }
+  spec.inputs.insert(spec.inputs.end(), inputs.begin(), inputs.end());
+  attrs["variable"] = var.name();
+  if (!slots.empty())
+    attrs["slots"] = slot_names;
+  attrs["colocate_with"] = var.name();
+  spec.attrs = std::move(attrs);
+  return g.output_of(g.add_node(std::move(spec)));
+}
+
+/// A NoOp named exactly as the current name scope (TF names the train op after its scope),
+/// depending on `deps`.
+output group_named_after_scope(graph& g, const std::vector<output>& deps) {
+  node_spec spec;
+  spec.op = "NoOp";
+  spec.name = g.current_scope();
+  spec.exact_name = true;
+  for (auto& d : deps)
+    if (d.valid())
+      spec.control_inputs.push_back(d.node_id);
+  return g.output_of(g.add_node(std::move(spec)));
+}
+
+/// The pairs that have a gradient (TF skips variables whose gradient is None), and their graph
+/// (null when none is left: there is nothing to apply).
+std::pair<graph*, std::vector<gradient_and_variable>>
+usable_pairs(const std::vector<gradient_and_variable>& pairs) {
+  std::vector<gradient_and_variable> usable;
+  for (auto& pair : pairs)
+    if (pair.first.valid() && pair.second.ref.valid())
+      usable.push_back(pair);
+  return {usable.empty() ? nullptr : usable.front().second.ref.owner, std::move(usable)};
+}
+
+/// A non-trainable scalar variable `name` of `type` starting at `value`, colocated with `with`.
+variable colocated_scalar_variable(graph& g, const std::string& name, dtype type, double value,
+                                   const variable& with) {
+  auto first = static_cast<int>(g.size());
+  auto initial = ops::scalar_like(g, type, value, name + "/initial_value");
+  auto v = ops::variable(g, initial, name, /*trainable=*/false);
+  colocate_since(g, first, with);
+  return v;
+}
+
+} // namespace
+
+std::vector<gradient_and_variable> optimizer::compute_gradients(output loss,
+                                                                std::vector<variable> vars) {
+  std::vector<gradient_and_variable> pairs;
+  if (!loss.valid())
+    return pairs;
+  auto& g = *loss.owner;
+  if (vars.empty())
+    vars = g.trainable_variables();
+  if (vars.empty()) {
+    g.record_error(make_error(errc::invalid_argument,
+                              "compute_gradients: no variables to optimize for loss '" +
+                                loss.tensor_name() + "'"));
+    return pairs;
+  }
+  std::vector<output> xs;
+  for (auto& v : vars)
+    xs.push_back(v.ref);
+  auto grads = gradients(loss, xs);
+  for (std::size_t i = 0; i < vars.size() && i < grads.size(); ++i)
+    if (grads[i].valid())
+      pairs.emplace_back(grads[i], vars[i]);
+  return pairs;
+}
+
+output optimizer::minimize(output loss, std::vector<variable> vars) {
+  auto pairs = compute_gradients(loss, std::move(vars));
+  if (pairs.empty()) {
+    if (loss.valid() && loss.owner->status().ok())
+      loss.owner->record_error(make_error(errc::invalid_argument,
+                                          "minimize: no gradients provided for any variable "
+                                          "(loss '" + loss.tensor_name() + "' depends on none)"));
+    return output{};
+  }
+  return apply_gradients(pairs);
+}
+
+variable optimizer::make_slot(const variable& var, const std::string& slot) {
+  auto& g = *var.ref.owner;
+  auto& var_node = var.ref.producer();
+  auto first = static_cast<int>(g.size());
+  // Variables have fully defined shapes (VariableV2's attr), so the zeros need no shape op.
+  auto& shape = var.ref.shape();
+  if (!shape.fully_defined())
+    g.record_error(make_error(errc::invalid_argument,
+                              "slot '" + slot + "' of variable '" + var_node.name +
+                                "': the variable's shape " + shape.to_string() +
+                                " is not fully defined"));
+  auto slot_name = var_node.name + "/" + slot;
+  auto zeros = ops::zeros(g, shape.dims(), var.ref.type(), slot_name + "/Initializer/zeros");
+  auto v = ops::variable(g, zeros, slot_name, /*trainable=*/false);
+  colocate_since(g, first, var);
+  return v;
+}
+
+output gradient_descent_optimizer::apply_gradients(
+  const std::vector<gradient_and_variable>& all_pairs, const std::string& name) {
+  auto [gp, pairs] = usable_pairs(all_pairs);
+  if (gp == nullptr)
+    return output{};
+  auto& g = *gp;
+  auto scope = g.name_scope(name.empty() ? "GradientDescent" : name);
+  std::vector<output> updates;
+  for (auto& [grad, var] : pairs) {
+    auto update_scope = g.name_scope("update_" + var.name());
+    auto first = static_cast<int>(g.size());
+    auto type = var.ref.type();
+    auto alpha = ops::scalar_like(g, type, learning_rate_, "learning_rate");
+    updates.push_back(apply_op(g, "ApplyGradientDescent", var, {}, {alpha, grad}));
+    colocate_since(g, first, var);
+  }
+  return group_named_after_scope(g, updates);
+}
+
+output momentum_optimizer::apply_gradients(
+  const std::vector<gradient_and_variable>& all_pairs, const std::string& name) {
+  auto [gp, pairs] = usable_pairs(all_pairs);
+  if (gp == nullptr)
+    return output{};
+  auto& g = *gp;
+  std::vector<variable> accumulators;
+  for (auto& pair : pairs)
+    accumulators.push_back(make_slot(pair.second, "Momentum"));
+  auto scope = g.name_scope(name.empty() ? "Momentum" : name);
+  std::vector<output> updates;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    auto& [grad, var] = pairs[i];
+    auto update_scope = g.name_scope("update_" + var.name());
+    auto first = static_cast<int>(g.size());
+    auto type = var.ref.type();
+    auto lr = ops::scalar_like(g, type, learning_rate_, "learning_rate");
+    auto momentum = ops::scalar_like(g, type, momentum_, "momentum");
+    updates.push_back(apply_op(g, "ApplyMomentum", var, {accumulators[i]}, {lr, grad, momentum},
+                               {{"use_nesterov", use_nesterov_}}));
+    colocate_since(g, first, var);
+  }
+  return group_named_after_scope(g, updates);
+}
+
+output adam_optimizer::apply_gradients(
+  const std::vector<gradient_and_variable>& all_pairs, const std::string& name) {
+  auto [gp, pairs] = usable_pairs(all_pairs);
+  if (gp == nullptr)
+    return output{};
+  auto& g = *gp;
+  std::vector<std::pair<variable, variable>> moments;
+  for (auto& pair : pairs) {
+    auto m = make_slot(pair.second, "Adam");
+    auto v = make_slot(pair.second, "Adam");
+    moments.emplace_back(m, v);
+  }
+  // TF1 keeps the step's powers of beta next to the variable that sorts first by name.
+  auto first_var = std::min_element(pairs.begin(), pairs.end(), [](auto& a, auto& b) {
+                     return a.second.name() < b.second.name();
+                   })->second;
+  auto type = first_var.ref.type();
+  auto beta1_power = colocated_scalar_variable(g, "beta1_power", type, beta1_, first_var);
+  auto beta2_power = colocated_scalar_variable(g, "beta2_power", type, beta2_, first_var);
+
+  auto scope = g.name_scope(name.empty() ? "Adam" : name);
+  std::vector<output> updates;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    auto& [grad, var] = pairs[i];
+    auto update_scope = g.name_scope("update_" + var.name());
+    auto first = static_cast<int>(g.size());
+    auto var_type = var.ref.type();
+    // The powers are read through their snapshots; the assigns below wait for every update.
+    output b1p = beta1_power.read, b2p = beta2_power.read;
+    if (var_type != type) {
+      b1p = ops::cast(b1p, var_type, "Cast");
+      b2p = ops::cast(b2p, var_type, "Cast_1");
+    }
+    auto lr = ops::scalar_like(g, var_type, learning_rate_, "learning_rate");
+    auto beta1 = ops::scalar_like(g, var_type, beta1_, "beta1");
+    auto beta2 = ops::scalar_like(g, var_type, beta2_, "beta2");
+    auto epsilon = ops::scalar_like(g, var_type, epsilon_, "epsilon");
+    updates.push_back(apply_op(g, "ApplyAdam", var, {moments[i].first, moments[i].second},
+                               {b1p, b2p, lr, beta1, beta2, epsilon, grad}));
+    colocate_since(g, first, var);
+  }
+  // TF1's _finish: advance the powers once every update has read them. Inside the control
+  // dependencies a consumer of the variable ref reads the value when it runs.
+  std::vector<output> finish = updates;
+  {
+    auto after_updates = g.control_dependencies(updates);
+    auto first = static_cast<int>(g.size());
+    auto beta1 = ops::scalar_like(g, type, beta1_, "beta1");
+    auto next_beta1 = ops::mul(beta1_power.ref, beta1, "mul");
+    finish.push_back(ops::assign(beta1_power, next_beta1, "Assign"));
+    auto beta2 = ops::scalar_like(g, type, beta2_, "beta2");
+    auto next_beta2 = ops::mul(beta2_power.ref, beta2, "mul_1");
+    finish.push_back(ops::assign(beta2_power, next_beta2, "Assign_1"));
+    colocate_since(g, first, beta1_power);
+  }
+  return group_named_after_scope(g, finish);
+}
+
+} // namespace actorflow

@@ -1,14 +1,17 @@
 # Test settings and programs beyond one suite per folder; included by tests/CMakeLists.txt.
 
-# The serialization tests craft hostile messages with the Cap'n Proto builder.
+# The serialization tests craft hostile messages with the Cap'n Proto builder, and gzip files
+# and checksums with zlib.
+find_package(ZLIB REQUIRED)
 if(TARGET serialization_tests)
-  target_link_libraries(serialization_tests PRIVATE CapnProto::capnp)
+  target_link_libraries(serialization_tests PRIVATE CapnProto::capnp ZLIB::ZLIB)
 endif()
 
 # serialization_asan_tests: the loader's corruption tests again, with graph/ and serialization/
 # compiled into the program under AddressSanitizer and UndefinedBehaviorSanitizer, so that a
 # read past a buffer or undefined behaviour while decoding hostile bytes fails a test instead of
-# passing by luck. Kept small: only graph_io_corruption.test.cpp.
+# passing by luck. Kept small: the tests of readers of untrusted bytes (graph_io_corruption,
+# checkpoint, idx_reader).
 option(ACTORFLOW_ASAN_TESTS "Build serialization_asan_tests (ASan + UBSan)" ON)
 if(ACTORFLOW_ASAN_TESTS AND ACTORFLOW_SERIALIZATION_SOURCES AND TARGET actorflow_graph)
   get_target_property(asan_graph_sources actorflow_graph SOURCES)
@@ -27,6 +30,8 @@ if(ACTORFLOW_ASAN_TESTS AND ACTORFLOW_SERIALIZATION_SOURCES AND TARGET actorflow
   add_executable(serialization_asan_tests
     ${CMAKE_CURRENT_SOURCE_DIR}/support/catch_main.cpp
     ${CMAKE_CURRENT_SOURCE_DIR}/serialization/graph_io_corruption.test.cpp
+    ${CMAKE_CURRENT_SOURCE_DIR}/serialization/checkpoint.test.cpp
+    ${CMAKE_CURRENT_SOURCE_DIR}/serialization/idx_reader.test.cpp
     ${asan_graph_sources}
     ${ACTORFLOW_SERIALIZATION_SOURCES})
   # Runs capnp_generate_cpp's command before this program compiles its output.
@@ -36,7 +41,7 @@ if(ACTORFLOW_ASAN_TESTS AND ACTORFLOW_SERIALIZATION_SOURCES AND TARGET actorflow
   target_compile_options(serialization_asan_tests PRIVATE ${asan_flags} -O1 -g)
   target_link_options(serialization_asan_tests PRIVATE ${asan_flags})
   target_link_libraries(serialization_asan_tests PRIVATE
-    Catch2::Catch2 CapnProto::capnp Threads::Threads ${asan_graph_links})
+    Catch2::Catch2 CapnProto::capnp ZLIB::ZLIB Threads::Threads ${asan_graph_links})
   catch_discover_tests(serialization_asan_tests
     TEST_PREFIX "serialization-asan: "
     PROPERTIES TIMEOUT 600

@@ -65,7 +65,7 @@ TEST_CASE("random kernels without seeds differ between kernels", "[kernels][rand
   CHECK(as_doubles(env.run(n, {}).outputs[0]) != as_doubles(env.run(n, {}).outputs[0]));
 }
 
-TEST_CASE("RandomUniform lies in [0, 1) with the uniform mean and variance", "[kernels][random]") {
+TEST_CASE("RandomUniform lies between 0 (inclusive) and 1 (exclusive) with the uniform mean and variance", "[kernels][random]") {
   kernel_test_env env;
   for (auto type : {dtype::float32, dtype::float64}) {
     INFO(to_string(type) << ", seeds 11 and 0");

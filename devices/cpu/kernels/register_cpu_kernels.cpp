@@ -23,6 +23,8 @@ void register_cpu_kernels(kernel_registry& registry) {
   register_softmax_cross_entropy_kernels(registry);
   register_fill_kernels(registry);
   register_random_kernels(registry);
+  register_apply_kernels(registry);
+  register_gradient_kernels(registry);
 }
 
 } // namespace actorflow

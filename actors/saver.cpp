@@ -1,0 +1,117 @@
+#include "actors/saver.hpp"
+
+#include "graph/ops.hpp"
+
+#include <set>
+#include <utility>
+
+namespace actorflow {
+
+namespace {
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+std::string describe(dtype type, const tensor_shape& shape) {
+  return std::string{to_string(type)} + shape.to_string();
+}
+
+} // namespace
+
+saver::saver(graph& g, std::vector<variable> vars)
+  : vars_(vars.empty() ? g.global_variables() : std::move(vars)) {
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < vars_.size(); ++i) {
+    auto& v = vars_[i];
+    if (!v.ref.valid() || v.ref.owner != &g) {
+      status_ = make_error(errc::invalid_argument,
+                           "saver: variable " + std::to_string(i) + " is not a node of this graph");
+      return;
+    }
+    if (!seen.insert(v.name()).second) {
+      status_ = make_error(errc::invalid_argument,
+                           "saver: variable " + quoted(v.name()) + " is listed twice");
+      return;
+    }
+  }
+  auto scope = g.name_scope("save");
+  std::vector<output> assigns;
+  for (auto& v : vars_) {
+    auto value = ops::placeholder(g, v.ref.type(), v.ref.shape(), "restore_value");
+    restore_values_.push_back(value);
+    assigns.push_back(ops::assign(v, value, "restore"));
+  }
+  restore_all_ = ops::group(g, assigns, "restore_all");
+}
+
+result<checkpoint_entries> saver::values(session& s) const {
+  if (!status_.ok())
+    return status_;
+  std::vector<output> fetches;
+  fetches.reserve(vars_.size());
+  for (auto& v : vars_)
+    fetches.push_back(v.ref);
+  checkpoint_entries entries;
+  if (fetches.empty())
+    return entries;
+  auto values = s.run(fetches);
+  if (!values)
+    return values.error().with_context("saver: cannot read the variables");
+  for (std::size_t i = 0; i < vars_.size(); ++i) {
+    // Fetching a variable node itself hands back an empty tensor while it is uninitialised.
+    if (!values->at(i).is_initialized())
+      return make_error(errc::failed_precondition,
+                        "saver: cannot read the variables: variable " + quoted(vars_[i].name()) +
+                          " is uninitialised");
+    entries.emplace(vars_[i].name(), std::move(values->at(i)));
+  }
+  return entries;
+}
+
+status saver::save(session& s, checkpoint_manager& m, std::int64_t step) {
+  auto entries = values(s);
+  if (!entries)
+    return entries.error();
+  auto path = m.save(step, *entries);
+  if (!path)
+    return path.error().with_context("saver: step " + std::to_string(step));
+  return {};
+}
+
+status saver::restore(session& s, const std::string& path) {
+  if (!status_.ok())
+    return status_;
+  auto data = read_checkpoint(path);
+  if (!data)
+    return data.error().with_context("saver: cannot restore");
+  return restore(s, *data, "checkpoint '" + path + "'");
+}
+
+status saver::restore(session& s, const checkpoint_data& data, const std::string& source) {
+  if (!status_.ok())
+    return status_;
+  // Check every variable before anything runs, so that a mismatch changes nothing.
+  feed_list feeds;
+  feeds.reserve(vars_.size());
+  for (std::size_t i = 0; i < vars_.size(); ++i) {
+    auto& v = vars_[i];
+    auto entry = data.entries.find(v.name());
+    if (entry == data.entries.end())
+      return make_error(errc::not_found, "saver: cannot restore from " + source +
+                                           ": it has no value for variable " + quoted(v.name()));
+    auto& value = entry->second;
+    auto type = v.ref.type();
+    auto& shape = v.ref.shape();
+    if (!value.is_initialized() || value.type() != type || !shape.is_compatible_with(value.shape()))
+      return make_error(errc::invalid_argument,
+                        "saver: cannot restore from " + source + ": variable " + quoted(v.name()) +
+                          " is " + describe(type, shape) + " but the checkpoint holds " +
+                          (value.is_initialized() ? describe(value.type(), value.shape())
+                                                  : std::string{"no value"}));
+    feeds.emplace_back(restore_values_[i], value);
+  }
+  if (feeds.empty())
+    return {};
+  return s.run_targets({restore_all_}, feeds).with_context("saver: restoring from " + source);
+}
+
+} // namespace actorflow

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Baseline for bench_mlp_training: PyTorch 1.13 on the CPU training the same MLP.
+
+    /usr/bin/python3 bench/torch_mlp.py --threads 1 [--batch 128] [--steps 200] [--warmup 20]
+
+The model, data and batch size match actorflow-train --model mlp: 784-256-128-10 ReLU,
+Glorot-uniform weights, zero biases, softmax cross-entropy, SGD at 0.1, Fashion-MNIST training
+images scaled to [0, 1], shuffled with a fixed seed. Prints one JSON line
+{"examples_per_second": ..., "torch": "..."}; exits 2 when torch or the data is missing.
+"""
+
+import argparse
+import gzip
+import json
+import sys
+import time
+
+
+def read_idx(path, header_ints):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    return data[4 * header_ints:]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    args = parser.parse_args()
+    try:
+        import numpy as np
+        import torch
+    except Exception as err:
+        print(f"torch_mlp.py: cannot import torch: {err}", file=sys.stderr)
+        return 2
+    try:
+        images = np.frombuffer(read_idx(f"{args.data}/train-images-idx3-ubyte.gz", 4), dtype=np.uint8)
+        labels = np.frombuffer(read_idx(f"{args.data}/train-labels-idx1-ubyte.gz", 2), dtype=np.uint8)
+    except OSError as err:
+        print(f"torch_mlp.py: cannot read Fashion-MNIST: {err}", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    x_all = torch.from_numpy(images.reshape(-1, 784).astype(np.float32) / 255.0)
+    y_all = torch.from_numpy(labels.astype(np.int64))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 256), torch.nn.ReLU(),
+        torch.nn.Linear(256, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10))
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            torch.nn.init.xavier_uniform_(layer.weight)
+            torch.nn.init.zeros_(layer.bias)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    order = torch.randperm(x_all.shape[0])
+    batches = x_all.shape[0] // args.batch
+
+    def step(i):
+        idx = order[(i % batches) * args.batch:(i % batches + 1) * args.batch]
+        x, y = x_all[idx], y_all[idx]
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    for i in range(args.warmup):
+        step(i)
+    start = time.perf_counter()
+    for i in range(args.steps):
+        step(args.warmup + i)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"examples_per_second": args.steps * args.batch / seconds,
+                      "torch": torch.__version__}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+#include "actors/saver.hpp"
+
+#include "actors/session.hpp"
+#include "graph/ops.hpp"
+#include "serialization/checkpoint.hpp"
+#include "support/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using namespace actorflow;
+using actorflow::test::contains;
+using actorflow::test::temp_dir;
+
+namespace {
+
+/// A small "model": float weights, an int32 counter and an int64 global step, with a
+/// train-like update that changes all three.
+struct model {
+  variable weights, counter, global_step;
+  output train;
+
+  explicit model(graph& g) {
+    weights = ops::variable(g, ops::constant(g, std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}),
+                            "layer/weights");
+    counter = ops::variable(g, ops::constant(g, std::int32_t{0}), "counter", false);
+    global_step = ops::variable(g, ops::constant(g, std::int64_t{0}), "global_step", false);
+    auto w = ops::assign_add(weights, ops::constant(g, std::vector<float>{0.5f, 0.5f, 0.5f, 1, 1, 1}, {2, 3}));
+    auto c = ops::assign_add(counter, ops::constant(g, std::int32_t{3}));
+    auto s = ops::assign_add(global_step, ops::constant(g, std::int64_t{1}));
+    train = ops::group(g, {w, c, s}, "train");
+  }
+};
+
+struct values {
+  std::vector<float> weights;
+  std::int32_t counter = 0;
+  std::int64_t global_step = 0;
+  friend bool operator==(const values& a, const values& b) {
+    return a.weights == b.weights && a.counter == b.counter && a.global_step == b.global_step;
+  }
+};
+
+values read_values(session& s, const model& m) {
+  auto r = s.run({m.weights.ref, m.counter.ref, m.global_step.ref});
+  REQUIRE(r.ok());
+  return values{r->at(0).to_vector<float>(), r->at(1).scalar_value<std::int32_t>(),
+                r->at(2).scalar_value<std::int64_t>()};
+}
+
+void train_steps(session& s, const model& m, int steps) {
+  for (int i = 0; i < steps; ++i)
+    REQUIRE(s.run_targets({m.train}).ok());
+}
+
+} // namespace
+
+TEST_CASE("a saver restores the values it saved after training changed them") {
+  temp_dir dir;
+  graph g;
+  model m{g};
+  auto init = ops::global_variables_initializer(g);
+  saver save{g};
+  REQUIRE(save.status().ok());
+  CHECK(save.variables().size() == 3);
+  checkpoint_manager manager{dir.path(), 3};
+
+  session s{g};
+  REQUIRE(s.run_targets({init}).ok());
+  train_steps(s, m, 3);
+  auto saved = read_values(s, m);
+  CHECK(saved.weights == std::vector<float>{2.5f, 3.5f, 4.5f, 7, 8, 9});
+  CHECK(saved.counter == 9);
+  CHECK(saved.global_step == 3);
+  REQUIRE(save.save(s, manager, saved.global_step).ok());
+
+  train_steps(s, m, 2);
+  CHECK_FALSE(read_values(s, m) == saved);
+
+  auto latest = manager.latest();
+  REQUIRE(latest.has_value());
+  CHECK(*latest == dir.path() + "/ckpt-3.afckpt");
+  REQUIRE(save.restore(s, *latest).ok());
+  CHECK(read_values(s, m) == saved);
+  // Training goes on from the restored values.
+  train_steps(s, m, 1);
+  CHECK(read_values(s, m).global_step == 4);
+
+  auto data = read_checkpoint(*latest);
+  REQUIRE(data.ok());
+  CHECK(data->step == 3);
+  CHECK(data->entries.count("layer/weights") == 1);
+  CHECK(data->entries.at("counter").type() == dtype::int32);
+}
+
+TEST_CASE("a fresh session of the same graph restores without running the initializers") {
+  temp_dir dir;
+  graph g;
+  model m{g};
+  auto init = ops::global_variables_initializer(g);
+  saver save{g};
+  checkpoint_manager manager{dir.path(), 1};
+  values saved;
+  {
+    session s{g};
+    REQUIRE(s.run_targets({init}).ok());
+    train_steps(s, m, 4);
+    saved = read_values(s, m);
+    REQUIRE(save.save(s, manager, 4).ok());
+  }
+  session fresh{g};
+  REQUIRE(save.restore(fresh, *manager.latest()).ok());
+  CHECK(read_values(fresh, m) == saved);
+}
+
+TEST_CASE("saving uninitialised variables names the variable") {
+  temp_dir dir;
+  graph g;
+  model m{g};
+  saver save{g};
+  checkpoint_manager manager{dir.path(), 1};
+  session s{g};
+  auto status = save.save(s, manager, 0);
+  INFO(status.to_string());
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.code() == errc::failed_precondition);
+  CHECK(contains(status.message(), "saver: cannot read the variables: variable 'layer/weights' is uninitialised"));
+  CHECK_FALSE(manager.latest().has_value());
+}
+
+TEST_CASE("a mismatched checkpoint is refused and changes no variable") {
+  temp_dir dir;
+  graph g;
+  model m{g};
+  auto init = ops::global_variables_initializer(g);
+  saver save{g};
+  session s{g};
+  REQUIRE(s.run_targets({init}).ok());
+  train_steps(s, m, 2);
+  auto before = read_values(s, m);
+  // Valid values for two variables, so that only the checks keep them from being assigned.
+  checkpoint_entries good{
+    {"layer/weights", tensor::from_vector<float>({9, 9, 9, 9, 9, 9}, {2, 3})},
+    {"counter", tensor::scalar<std::int32_t>(100)},
+    {"global_step", tensor::scalar<std::int64_t>(100)}};
+  auto path = dir.path() + "/bad.afckpt";
+
+  SECTION("a missing variable is named") {
+    auto entries = good;
+    entries.erase("global_step");
+    REQUIRE(write_checkpoint(path, 1, entries).ok());
+    auto status = save.restore(s, path);
+    REQUIRE_FALSE(status.ok());
+    CHECK(status.code() == errc::not_found);
+    CHECK(contains(status.message(), "checkpoint '" + path + "'"));
+    CHECK(contains(status.message(), "no value for variable 'global_step'"));
+  }
+  SECTION("a shape mismatch names the variable and both shapes") {
+    auto entries = good;
+    entries["layer/weights"] = tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+    REQUIRE(write_checkpoint(path, 1, entries).ok());
+    auto status = save.restore(s, path);
+    REQUIRE_FALSE(status.ok());
+    CHECK(status.code() == errc::invalid_argument);
+    CHECK(contains(status.message(),
+                   "variable 'layer/weights' is float32[2,3] but the checkpoint holds float32[3,2]"));
+  }
+  SECTION("a dtype mismatch names the variable and both dtypes") {
+    auto entries = good;
+    entries["global_step"] = tensor::scalar<std::int32_t>(5);
+    REQUIRE(write_checkpoint(path, 1, entries).ok());
+    auto status = save.restore(s, path);
+    REQUIRE_FALSE(status.ok());
+    CHECK(contains(status.message(), "variable 'global_step' is int64[] but the checkpoint holds int32[]"));
+  }
+  SECTION("a corrupted file is refused with its name") {
+    REQUIRE(write_checkpoint(path, 1, good).ok());
+    auto bytes = test::read_file_bytes(path);
+    bytes[bytes.size() - 3] ^= 0x40;
+    test::write_file_bytes(path, bytes);
+    auto status = save.restore(s, path);
+    REQUIRE_FALSE(status.ok());
+    CHECK(status.code() == errc::data_loss);
+    CHECK(contains(status.message(), "'" + path + "'"));
+  }
+  CHECK(read_values(s, m) == before);
+}
+
+TEST_CASE("a saver of some variables ignores the others and extra checkpoint entries") {
+  temp_dir dir;
+  graph g;
+  model m{g};
+  auto init = ops::global_variables_initializer(g);
+  saver only_weights{g, {m.weights}};
+  CHECK(only_weights.variables().size() == 1);
+  session s{g};
+  REQUIRE(s.run_targets({init}).ok());
+  checkpoint_entries entries{
+    {"layer/weights", tensor::from_vector<float>({6, 5, 4, 3, 2, 1}, {2, 3})},
+    {"something/else", tensor::scalar(1.f)}};
+  auto path = dir.path() + "/w.afckpt";
+  REQUIRE(write_checkpoint(path, 1, entries).ok());
+  REQUIRE(only_weights.restore(s, path).ok());
+  auto now = read_values(s, m);
+  CHECK(now.weights == std::vector<float>{6, 5, 4, 3, 2, 1});
+  CHECK(now.counter == 0);
+  CHECK(now.global_step == 0);
+}
+
+TEST_CASE("a saver refuses a variable listed twice") {
+  graph g;
+  model m{g};
+  saver twice{g, {m.counter, m.counter}};
+  REQUIRE_FALSE(twice.status().ok());
+  CHECK(contains(twice.status().message(), "variable 'counter' is listed twice"));
+  session s{g};
+  auto status = twice.restore(s, "/nonexistent");
+  REQUIRE_FALSE(status.ok());
+  CHECK(contains(status.message(), "listed twice"));
+}

@@ -1,0 +1,132 @@
+// Runs the real actorflow-train binary, as a user would.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+struct run_result {
+  int exit_code = -1;
+  std::string output;
+};
+
+run_result run_train(const std::string& args) {
+  std::string command = std::string{ACTORFLOW_TRAIN_BINARY} + " " + args + " 2>&1";
+  run_result r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr)
+    r.output += buffer;
+  auto status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in{text};
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+std::string fresh_dir(const std::string& tag) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("af-train-" + tag + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+std::string last_line_starting(const std::string& text, const std::string& prefix) {
+  std::string found;
+  for (auto& line : lines_of(text))
+    if (line.rfind(prefix, 0) == 0)
+      found = line;
+  return found;
+}
+
+} // namespace
+
+TEST_CASE("linreg prints step W b every 20 steps and ends near W = 0.1, b = 0.3") {
+  auto r = run_train("--model linreg --threads 1");
+  REQUIRE(r.exit_code == 0);
+  auto lines = lines_of(r.output);
+  REQUIRE(lines.size() == 51); // steps 0, 20, ..., 980 and the last one, 999
+  CHECK(lines.front().rfind("0 ", 0) == 0);
+  int step = 0;
+  double w = 0, b = 0;
+  REQUIRE(std::sscanf(lines.back().c_str(), "%d %lf %lf", &step, &w, &b) == 3);
+  CHECK(step == 999);
+  CHECK(w == Approx(0.1).margin(1e-3));
+  CHECK(b == Approx(0.3).margin(1e-3));
+}
+
+TEST_CASE("bad flags, missing data and unwritable directories give one line and a non-zero exit") {
+  auto unknown = run_train("--epoch 3");
+  CHECK(unknown.exit_code == 2);
+  CHECK(lines_of(unknown.output).size() == 1);
+  CHECK(unknown.output.find("--epoch") != std::string::npos);
+
+  auto missing = run_train("--data-dir /nonexistent/fashion --output-dir " + fresh_dir("missing"));
+  CHECK(missing.exit_code != 0);
+  CHECK(lines_of(missing.output).size() == 1);
+  CHECK(missing.output.find("/nonexistent/fashion") != std::string::npos);
+
+  auto unwritable = run_train("--output-dir /proc/actorflow-out");
+  CHECK(unwritable.exit_code != 0);
+  CHECK(lines_of(unwritable.output).size() == 1);
+  CHECK(unwritable.output.find("/proc/actorflow-out") != std::string::npos);
+
+  auto help = run_train("--help");
+  CHECK(help.exit_code == 0);
+  CHECK(help.output.find("--checkpoint-dir") != std::string::npos);
+}
+
+TEST_CASE("the MLP trains, reports throughput and accuracy, and writes its metrics and curve") {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    WARN("skipped: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    return;
+  }
+  auto out = fresh_dir("mlp");
+  auto r = run_train("--epochs 1 --threads 2 --output-dir " + out);
+  REQUIRE(r.exit_code == 0);
+  auto lines = lines_of(r.output);
+  REQUIRE(lines.size() >= 2);
+  double examples_per_second = 0, accuracy = 0;
+  REQUIRE(std::sscanf(lines[lines.size() - 2].c_str(), "examples/s: %lf", &examples_per_second) == 1);
+  REQUIRE(std::sscanf(lines.back().c_str(), "test accuracy: %lf", &accuracy) == 1);
+  CHECK(examples_per_second > 0);
+  // One epoch of SGD at 0.1 gets well past chance (0.1) on Fashion-MNIST.
+  CHECK(accuracy > 0.75);
+  CHECK(std::filesystem::file_size(out + "/metrics.csv") > 100);
+  CHECK(std::filesystem::file_size(out + "/curve.svg") > 500);
+  std::filesystem::remove_all(out);
+}
+
+TEST_CASE("training resumed from a checkpoint ends exactly like an uninterrupted run") {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    WARN("skipped: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    return;
+  }
+  auto whole = fresh_dir("whole");
+  auto parts = fresh_dir("parts");
+  auto common = std::string{" --threads 1 --batch-size 256 --optimizer momentum --learning-rate 0.05"};
+  auto uninterrupted = run_train("--epochs 2 --output-dir " + whole + common);
+  REQUIRE(uninterrupted.exit_code == 0);
+  auto first = run_train("--epochs 1 --checkpoint-dir " + parts + "/ckpt --output-dir " + parts + common);
+  REQUIRE(first.exit_code == 0);
+  auto resumed = run_train("--epochs 2 --resume --checkpoint-dir " + parts + "/ckpt --output-dir " +
+                           parts + common);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.output.find("resumed from") != std::string::npos);
+  CHECK(last_line_starting(resumed.output, "test accuracy:") ==
+        last_line_starting(uninterrupted.output, "test accuracy:"));
+  std::filesystem::remove_all(whole);
+  std::filesystem::remove_all(parts);
+}
