@@ -128,6 +128,8 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
       auto i = st.steps.find(step_id);
       if (i == st.steps.end())
         return;
+      if (i->second.execution)
+        result.execution_ns = i->second.execution->execution_ns();
       i->second.promise.deliver(std::move(result));
       st.steps.erase(i);
       st.mark_ended(step_id);
@@ -166,6 +168,7 @@ struct coordinator_step {
   std::vector<caf::actor> devices;
   status first_error;
   bool aborting = false;
+  std::int64_t execution_ns = 0;
 };
 
 struct coordinator_state {
@@ -192,9 +195,10 @@ void on_device_result(caf::stateful_actor<coordinator_state>* self, std::int64_t
   } else {
     step.fetched[index] = std::move(result.fetched);
   }
+  step.execution_ns = std::max(step.execution_ns, result.execution_ns);
   if (--step.remaining > 0)
     return;
-  step_outcome outcome{step.first_error, {}};
+  step_outcome outcome{step.first_error, {}, step.execution_ns};
   if (outcome.outcome.ok())
     outcome.fetched = std::move(step.fetched);
   step.promise.deliver(std::move(outcome));

@@ -45,6 +45,8 @@ struct step_plan {
 struct step_outcome {
   status outcome;
   std::vector<std::vector<tensor>> fetched;
+  /// The longest any device spent executing its partition.
+  std::int64_t execution_ns = 0;
 };
 
 } // namespace protocol

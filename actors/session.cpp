@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -252,7 +253,7 @@ struct session::impl {
   }
 
   result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds,
-                                  const std::vector<output>& targets) {
+                                  const std::vector<output>& targets, std::int64_t* execution_ns) {
     AF_RETURN_IF_ERROR(g.status());
     AF_RETURN_IF_ERROR(check_feeds(feeds));
     run_plan* plan = nullptr;
@@ -280,6 +281,7 @@ struct session::impl {
     step_outcome outcome;
     AF_RETURN_IF_ERROR(ask(outcome, coordinator, run_atom::value, std::move(step)));
     AF_RETURN_IF_ERROR(outcome.outcome);
+    *execution_ns = outcome.execution_ns;
     std::vector<tensor> out(fetches.size());
     for (std::size_t k = 0; k < plan->devices.size(); ++k) {
       auto& d = plan->devices[k];
@@ -311,12 +313,21 @@ session::session(caf::actor_system& system, graph& g, session_options options)
 session::~session() = default;
 
 result<std::vector<tensor>> session::run(const std::vector<output>& fetches, const feed_list& feeds,
-                                         const std::vector<output>& targets) {
-  return impl_->run(fetches, feeds, targets);
+                                         const std::vector<output>& targets, step_stats* stats) {
+  auto started = std::chrono::steady_clock::now();
+  std::int64_t execution_ns = 0;
+  auto r = impl_->run(fetches, feeds, targets, &execution_ns);
+  if (stats != nullptr) {
+    stats->total_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    stats->execution_seconds = static_cast<double>(execution_ns) * 1e-9;
+  }
+  return r;
 }
 
 status session::run_targets(const std::vector<output>& targets, const feed_list& feeds) {
-  auto r = impl_->run({}, feeds, targets);
+  std::int64_t execution_ns = 0;
+  auto r = impl_->run({}, feeds, targets, &execution_ns);
   return r ? status{} : r.error();
 }
 

@@ -47,6 +47,15 @@ struct session_options {
 
 using feed_list = std::vector<std::pair<output, tensor>>;
 
+/// Where the time of one step went (TensorFlow's RunMetadata, in small).
+struct step_stats {
+  /// session::run from call to return.
+  double total_seconds = 0;
+  /// The longest time a device spent executing its partition; the rest of total_seconds is
+  /// framework overhead (planning lookups, messages, feeding and fetching).
+  double execution_seconds = 0;
+};
+
 class session {
 public:
   /// A session on the process-wide actor system.
@@ -61,7 +70,8 @@ public:
   /// `targets` (whose outputs are not returned). Only what these need runs. Errors name the node
   /// and device that failed; a failing node ends the step on every device.
   result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds = {},
-                                  const std::vector<output>& targets = {});
+                                  const std::vector<output>& targets = {},
+                                  step_stats* stats = nullptr);
   /// Runs `targets` only.
   status run_targets(const std::vector<output>& targets, const feed_list& feeds = {});
 

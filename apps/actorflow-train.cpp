@@ -8,6 +8,7 @@
 #include "serialization/checkpoint.hpp"
 #include "serialization/idx_reader.hpp"
 #include "train/metrics.hpp"
+#include "train/models.hpp"
 #include "train/options.hpp"
 
 #include <chrono>
@@ -29,14 +30,6 @@ using clock_type = std::chrono::steady_clock;
 int fail(const status& s) {
   std::cerr << "actorflow-train: " << s.message() << '\n';
   return 1;
-}
-
-std::unique_ptr<optimizer> make_optimizer(const train_options& o) {
-  if (o.optimizer == "momentum")
-    return std::make_unique<momentum_optimizer>(o.learning_rate, 0.9);
-  if (o.optimizer == "adam")
-    return std::make_unique<adam_optimizer>(o.learning_rate);
-  return std::make_unique<gradient_descent_optimizer>(o.learning_rate);
 }
 
 session_options make_session_options(const train_options& o) {
@@ -64,7 +57,7 @@ int run_linreg(const train_options& o) {
   auto y = ops::constant(g, y_data, {100}, "y_data");
   auto prediction = w * x + b;
   auto loss = ops::reduce_mean(ops::square(prediction - y), {}, false, "loss");
-  auto train = make_optimizer(o)->minimize(loss);
+  auto train = train::make_optimizer(o.optimizer, o.learning_rate)->minimize(loss);
   if (!g.status().ok())
     return fail(g.status());
   session s{g, make_session_options(o)};
@@ -86,38 +79,6 @@ int run_linreg(const train_options& o) {
 }
 
 // --- mlp ------------------------------------------------------------------------------------
-
-struct mlp_model {
-  output images, labels, logits, loss, correct, train;
-  std::vector<variable> weights;
-};
-
-mlp_model build_mlp(graph& g, const train_options& o) {
-  mlp_model m;
-  m.images = ops::placeholder(g, dtype::float32, {-1, 784}, "images");
-  m.labels = ops::placeholder(g, dtype::float32, {-1, 10}, "labels");
-  auto layer = [&](output in, std::int64_t fan_in, std::int64_t fan_out, const std::string& name,
-                   bool relu) {
-    auto scope = g.name_scope(name);
-    // Glorot-uniform weights, zero biases.
-    auto limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
-    auto w = ops::variable(g, ops::random_uniform(g, {fan_in, fan_out}, -limit, limit), "weights");
-    auto b = ops::variable(g, ops::zeros(g, {fan_out}), "biases");
-    m.weights.push_back(w);
-    m.weights.push_back(b);
-    auto z = ops::matmul(in, w) + b;
-    return relu ? ops::relu(z) : z;
-  };
-  auto h1 = layer(m.images, 784, 256, "hidden1", true);
-  auto h2 = layer(h1, 256, 128, "hidden2", true);
-  m.logits = layer(h2, 128, 10, "logits", false);
-  m.loss = ops::reduce_mean(ops::softmax_cross_entropy_with_logits(m.logits, m.labels), {}, false,
-                            "loss");
-  auto hits = ops::equal(ops::argmax(m.logits, 1), ops::argmax(m.labels, 1));
-  m.correct = ops::reduce_sum(ops::cast(hits, dtype::float32), {}, false, "correct");
-  m.train = make_optimizer(o)->minimize(m.loss);
-  return m;
-}
 
 /// Prints progress: a live status line on a terminal, plain lines when piped.
 class progress_printer {
@@ -152,7 +113,7 @@ private:
   bool dirty_ = false;
 };
 
-result<double> evaluate(session& s, const mlp_model& m, const dataset& test) {
+result<double> evaluate(session& s, const train::mlp_model& m, const dataset& test) {
   batch_options in_order;
   in_order.batch_size = 1000;
   in_order.shuffle = false;
@@ -185,7 +146,7 @@ int run_mlp(const train_options& o) {
 
   graph g;
   g.seed = static_cast<std::int64_t>(o.seed);
-  auto m = build_mlp(g, o);
+  auto m = train::build_mlp(g, *train::make_optimizer(o.optimizer, o.learning_rate));
   saver checkpoints_saver{g};
   if (!g.status().ok())
     return fail(g.status());

@@ -2,6 +2,9 @@
 
 #include "graph/op_registry.hpp"
 
+#include <new>
+#include <stdexcept>
+
 namespace actorflow {
 
 // --- plan ------------------------------------------------------------------------------------
@@ -93,6 +96,7 @@ step_execution::step_execution(std::shared_ptr<const executor_plan> plan, std::i
 
 void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
                            std::vector<std::string> fetches, done_callback done) {
+  started_ = std::chrono::steady_clock::now();
   auto& items = plan_->items();
   done_ = std::move(done);
   slots_.resize(static_cast<std::size_t>(plan_->num_slots()));
@@ -268,7 +272,14 @@ bool step_execution::process(int id, std::vector<int>& ready) {
   auto& dev = plan_->dev();
   if (dev.is_synchronous()) {
     kernel_context ctx{*it.def, dev, step_id_, std::move(inputs)};
-    it.kernel->compute(ctx);
+    try {
+      it.kernel->compute(ctx);
+    } catch (const std::bad_alloc&) {
+      ctx.fail(make_error(errc::resource_exhausted, "out of memory"));
+    } catch (const std::exception& e) {
+      // No exception may cross into the actor that runs this step.
+      ctx.fail(make_error(errc::internal, std::string{"kernel threw: "} + e.what()));
+    }
     if (!ctx.status().ok()) {
       fail(id, ctx.status());
       return true;
@@ -323,6 +334,9 @@ void step_execution::finish_one() {
   if (final_status.ok())
     for (auto slot : fetch_slots_)
       fetched.push_back(slots_[static_cast<std::size_t>(slot)]);
+  execution_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - started_)
+                    .count();
   auto done = std::move(done_);
   done(std::move(final_status), std::move(fetched));
 }

@@ -13,6 +13,7 @@
 #include "graph/graph.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -106,6 +107,8 @@ public:
   void abort(status reason);
 
   std::int64_t step_id() const { return step_id_; }
+  /// Nanoseconds from start() until the last node finished; valid once `done` was called.
+  std::int64_t execution_ns() const { return execution_ns_; }
 
 private:
   void run_from(int first);
@@ -137,6 +140,8 @@ private:
   std::atomic<std::int64_t> outstanding_{0};
   std::atomic<std::int64_t> completed_{0};
   std::atomic<bool> aborted_{false};
+  std::chrono::steady_clock::time_point started_;
+  std::int64_t execution_ns_ = 0;
   std::mutex status_mutex_;
   status status_;
 };

@@ -73,6 +73,8 @@ inline run_request make_run_request(std::int64_t handle, std::int64_t step_id,
 struct step_result {
   status outcome;
   std::vector<tensor> fetched;
+  /// Time the device spent executing its partition, start to last node.
+  std::int64_t execution_ns = 0;
 };
 
 /// A tensor crossing from one device to another for one step.

@@ -183,3 +183,20 @@ TEST_CASE("a device function sends variables to the CPU and the rest to the GPU,
   REQUIRE(r.ok());
   CHECK(r->at(0).scalar_value<float>() == 6.f);
 }
+
+TEST_CASE("step stats split a step into device execution and framework overhead") {
+  graph g;
+  auto x = ops::placeholder(g, dtype::float32, {-1, 256}, "x");
+  auto w = ops::variable(g, ops::random_uniform(g, {256, 256}, -0.1, 0.1, dtype::float32, 3), "w");
+  auto y = ops::reduce_sum(ops::matmul(ops::matmul(x, w), w));
+  session s{g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  tensor batch{dtype::float32, {64, 256}};
+  for (std::int64_t i = 0; i < batch.num_elements(); ++i)
+    batch.data<float>()[i] = 0.01f * static_cast<float>(i % 7);
+  step_stats stats;
+  auto r = s.run({y}, {{x, batch}}, {}, &stats);
+  REQUIRE(r.ok());
+  CHECK(stats.execution_seconds > 0);
+  CHECK(stats.total_seconds >= stats.execution_seconds);
+}

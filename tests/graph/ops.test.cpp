@@ -259,7 +259,7 @@ TEST_CASE("Cast changes the dtype, keeps the shape, and is keyed by the input dt
 
 // --- linear algebra, reductions, shapes -------------------------------------------------------
 
-TEST_CASE("MatMul infers [m,n] and honours the transpose flags", "[graph][ops]") {
+TEST_CASE("MatMul infers m by n and honours the transpose flags", "[graph][ops]") {
   graph g;
   auto x = ops::placeholder(g, dtype::float32, {-1, 784}, "x");
   auto w = ops::placeholder(g, dtype::float32, {784, 10}, "w");

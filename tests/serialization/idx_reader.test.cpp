@@ -276,7 +276,7 @@ TEST_CASE("concatenated gzip members read as one file") {
   CHECK(r->shape() == tensor_shape{4, 6});
 }
 
-TEST_CASE("the real Fashion-MNIST files have 60000 and 10000 examples with pixels in [0,1] and labels 0..9") {
+TEST_CASE("the real Fashion-MNIST files have 60000 and 10000 examples with pixels in 0..1 and labels 0..9") {
   struct stat info {};
   if (::stat(fashion_mnist_default_dir, &info) != 0) {
     WARN("skipped: " << fashion_mnist_default_dir << " is not installed (dataset-fashion-mnist)");
