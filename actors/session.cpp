@@ -88,6 +88,9 @@ caf::actor_system& default_actor_system() {
   if (default_system == nullptr) {
     // Both live until exit: actors of sessions in static objects may outlive main's locals.
     auto* config = new caf::actor_system_config;
+    // A shared queue with a condition variable: idle workers sleep until a message arrives.
+    // Work stealing polls and naps instead, burning cores that kernels need and adding latency.
+    config->set("scheduler.policy", caf::atom("sharing"));
     if (default_scheduler_threads > 0)
       config->set("scheduler.max-threads", static_cast<size_t>(default_scheduler_threads));
     default_system = new caf::actor_system{*config};

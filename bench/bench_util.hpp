@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,6 +74,41 @@ inline void emit(const figure& f) {
   line += "}";
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
+}
+
+/// Runs `/usr/bin/python3 <bench dir>/<script> <args>` (ACTORFLOW_BENCH_PYTHON overrides the
+/// interpreter) and returns the number after `"key":` in its output, or nothing, with a warning
+/// on stderr, when Python, torch or the script fails: a missing baseline is not a failure.
+inline std::optional<double> python_json_number(const std::string& source_dir,
+                                                const std::string& script, const std::string& args,
+                                                const std::string& key) {
+  const char* python = std::getenv("ACTORFLOW_BENCH_PYTHON");
+  std::string command = std::string(python ? python : "/usr/bin/python3") + " '" + source_dir +
+                        "/" + script + "' " + args;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    std::fprintf(stderr, "warning: cannot start `%s`; no PyTorch baseline\n", command.c_str());
+    return std::nullopt;
+  }
+  std::string text;
+  char chunk[256];
+  while (std::fgets(chunk, sizeof chunk, pipe) != nullptr)
+    text += chunk;
+  int rc = pclose(pipe);
+  if (rc != 0) {
+    std::fprintf(stderr, "warning: `%s` failed (status %d; is torch importable?); no PyTorch baseline\n",
+                 command.c_str(), rc);
+    return std::nullopt;
+  }
+  auto quoted = "\"" + key + "\":";
+  auto at = text.find(quoted);
+  double value = at == std::string::npos ? 0.0 : std::strtod(text.c_str() + at + quoted.size(), nullptr);
+  if (!(value > 0.0)) {
+    std::fprintf(stderr, "warning: no positive '%s' in the output of `%s`: %s\n", key.c_str(),
+                 command.c_str(), text.c_str());
+    return std::nullopt;
+  }
+  return value;
 }
 
 } // namespace bench

@@ -26,40 +26,12 @@ using namespace actorflow;
 
 constexpr int warmup_steps = 3;
 
-/// Runs the PyTorch script and returns its microseconds per add, or nothing (with a warning on
-/// stderr) when Python or torch is unavailable.
+/// PyTorch's microseconds per eager scalar add, when Python and torch are there.
 std::optional<double> torch_us_per_op(int adds, int steps) {
-  const char* python = std::getenv("ACTORFLOW_BENCH_PYTHON");
-  std::string command = std::string(python ? python : "/usr/bin/python3") + " '" +
-                        ACTORFLOW_BENCH_SOURCE_DIR + "/torch_scalar_adds.py' --adds " +
-                        std::to_string(adds) + " --steps " + std::to_string(steps);
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    std::cerr << "warning: cannot start `" << command << "`; no PyTorch baseline\n";
-    return std::nullopt;
-  }
-  std::string text;
-  char chunk[256];
-  while (std::fgets(chunk, sizeof chunk, pipe) != nullptr)
-    text += chunk;
-  int rc = pclose(pipe);
-  if (rc != 0) {
-    std::cerr << "warning: `" << command << "` exited with status "
-              << (WIFEXITED(rc) ? WEXITSTATUS(rc) : rc)
-              << " (is torch importable by that python?); no PyTorch baseline\n";
-    return std::nullopt;
-  }
-  auto key = text.find("\"us_per_op\":");
-  if (key == std::string::npos) {
-    std::cerr << "warning: unexpected output from the PyTorch script: " << text << '\n';
-    return std::nullopt;
-  }
-  double value = std::strtod(text.c_str() + key + 12, nullptr);
-  if (!(value > 0.0)) {
-    std::cerr << "warning: bad PyTorch timing in: " << text << '\n';
-    return std::nullopt;
-  }
-  return value;
+  return bench::python_json_number(ACTORFLOW_BENCH_SOURCE_DIR, "torch_scalar_adds.py",
+                                   "--adds " + std::to_string(adds) + " --steps " +
+                                     std::to_string(steps),
+                                   "us_per_op");
 }
 
 int positive_arg(int argc, char** argv, int index, int fallback) {

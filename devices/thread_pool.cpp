@@ -22,40 +22,45 @@ thread_pool::thread_pool(std::string name, int num_threads) : name_(std::move(na
   auto n = resolve_thread_count(num_threads);
   threads_.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i)
-    threads_.emplace_back([this] { worker_loop(); });
+    threads_.emplace_back(worker_loop, queue_, this);
 }
 
 thread_pool::~thread_pool() {
   {
-    std::lock_guard<std::mutex> guard{mutex_};
-    stopping_ = true;
+    std::lock_guard<std::mutex> guard{queue_->mutex};
+    queue_->stopping = true;
   }
-  ready_.notify_all();
-  for (auto& t : threads_)
-    t.join();
+  queue_->ready.notify_all();
+  for (auto& t : threads_) {
+    // Destroyed from one of its own tasks: that thread finishes on its own, holding the queue.
+    if (t.get_id() == std::this_thread::get_id())
+      t.detach();
+    else
+      t.join();
+  }
 }
 
 void thread_pool::schedule(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> guard{mutex_};
-    queue_.push_back(std::move(task));
+    std::lock_guard<std::mutex> guard{queue_->mutex};
+    queue_->tasks.push_back(std::move(task));
   }
-  ready_.notify_one();
+  queue_->ready.notify_one();
 }
 
 bool thread_pool::on_pool_thread() const { return current_pool == this; }
 
-void thread_pool::worker_loop() {
-  current_pool = this;
+void thread_pool::worker_loop(std::shared_ptr<work_queue> queue, const thread_pool* owner) {
+  current_pool = owner;
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock<std::mutex> lock{mutex_};
-      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty())
+      std::unique_lock<std::mutex> lock{queue->mutex};
+      queue->ready.wait(lock, [&] { return queue->stopping || !queue->tasks.empty(); });
+      if (queue->tasks.empty())
         return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      task = std::move(queue->tasks.front());
+      queue->tasks.pop_front();
     }
     task();
   }
@@ -64,11 +69,11 @@ void thread_pool::worker_loop() {
 bool thread_pool::run_one_queued() {
   std::function<void()> task;
   {
-    std::lock_guard<std::mutex> guard{mutex_};
-    if (queue_.empty())
+    std::lock_guard<std::mutex> guard{queue_->mutex};
+    if (queue_->tasks.empty())
       return false;
-    task = std::move(queue_.front());
-    queue_.pop_front();
+    task = std::move(queue_->tasks.front());
+    queue_->tasks.pop_front();
   }
   task();
   return true;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,15 +42,21 @@ public:
   bool on_pool_thread() const;
 
 private:
-  void worker_loop();
+  /// The queue outlives the pool object while a worker still runs: the last owner of a pool
+  /// may release it from a task on one of the pool's own threads.
+  struct work_queue {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::deque<std::function<void()>> tasks;
+    bool stopping = false;
+  };
+
+  static void worker_loop(std::shared_ptr<work_queue> queue, const thread_pool* owner);
   bool run_one_queued();
 
   std::string name_;
   std::vector<std::thread> threads_;
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
+  std::shared_ptr<work_queue> queue_ = std::make_shared<work_queue>();
 };
 
 /// Effective thread count for a session option value: 0 means the hardware's.

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <future>
 #include <vector>
 
@@ -70,4 +72,18 @@ TEST_CASE("a pool runs queued work before it is destroyed", "[thread_pool]") {
 TEST_CASE("a thread count of 0 means one per hardware thread", "[thread_pool]") {
   CHECK(resolve_thread_count(3) == 3);
   CHECK(resolve_thread_count(0) >= 1);
+}
+
+TEST_CASE("a pool whose last owner lets go inside one of its own tasks shuts down cleanly") {
+  for (int round = 0; round < 20; ++round) {
+    auto pool = std::make_shared<actorflow::thread_pool>("self_release", 2);
+    std::promise<void> released;
+    auto future = released.get_future();
+    auto* raw = pool.get();
+    raw->schedule([owner = std::move(pool), &released]() mutable {
+      owner.reset(); // the pool's destructor runs on the pool's own thread
+      released.set_value();
+    });
+    REQUIRE(future.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  }
 }
