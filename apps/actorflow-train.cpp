@@ -218,7 +218,7 @@ int run_mlp(const train_options& o) {
     if (!std::isfinite(loss))
       return fail(make_error(errc::internal, "the loss is " + std::to_string(loss) + " at step " +
                                                std::to_string(step) + "; lower --learning-rate"));
-    if (step % o.log_every == 0 || step == total_steps)
+    if (step == 1 || step % o.log_every == 0 || step == total_steps)
       metrics.add({step, epoch, loss, r->at(1).scalar_value<double>() / batch.size, examples_per_second});
     progress.update(step, epoch, o.epochs, loss, examples_per_second);
     if (step % steps_per_epoch == 0 && checkpoints) {

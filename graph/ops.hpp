@@ -6,8 +6,9 @@
 ///   auto logits = ops::matmul(x, w);
 ///   auto init = ops::global_variables_initializer(g);
 /// Every function takes an optional name hint; the node gets a unique scoped name from it.
-/// Op names and attributes (the contract with kernels and serialisation) are listed in
-/// docs/ops.md.
+/// Each function's comment gives its op's TensorFlow name and attributes: the contract with
+/// kernels and serialisation. Ops that only gradients and optimizers create are documented in
+/// graph/gradient_ops.cpp and graph/training_ops.cpp.
 
 #include "graph/graph.hpp"
 

@@ -1,5 +1,5 @@
 // Definitions and shape inference of the standard ops. Names and attributes follow
-// TensorFlow; docs/ops.md lists them.
+// TensorFlow; graph/ops.hpp documents each one's attributes.
 #include "graph/op_registry.hpp"
 
 #include <algorithm>
