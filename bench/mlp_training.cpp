@@ -83,16 +83,18 @@ int main() {
     return 1;
   }
   for (int threads : {1, 2}) {
-    auto ours = train_actorflow(*data, threads);
-    if (!ours) {
-      std::fprintf(stderr, "mlp_training: %s\n", ours.error().to_string().c_str());
-      return 1;
-    }
+    // PyTorch first: OpenBLAS worker threads of ours spin for a while after our last matmul and
+    // would otherwise steal cores from the baseline.
     auto torch = bench::python_json_number(
       ACTORFLOW_BENCH_SOURCE_DIR, "torch_mlp.py",
       "--threads " + std::to_string(threads) + " --batch " + std::to_string(batch_size) +
         " --steps " + std::to_string(timed_steps) + " --warmup " + std::to_string(warmup_steps),
       "examples_per_second");
+    auto ours = train_actorflow(*data, threads);
+    if (!ours) {
+      std::fprintf(stderr, "mlp_training: %s\n", ours.error().to_string().c_str());
+      return 1;
+    }
     auto suffix = "_t" + std::to_string(threads);
     bench::figure f{"mlp_train_examples_per_s" + suffix, ours->examples_per_second, "examples/s",
                     torch, std::nullopt,

@@ -59,7 +59,9 @@ struct relu_grad_op {
   template <class A, class B>
   static auto apply(const A& dy, const B& y) {
     using T = typename A::Scalar;
-    return (y > T(0)).select(dy, T(0));
+    // A multiply by the 0/1 mask vectorises; select() compiles to a mispredicted branch per
+    // element, which made this the second most expensive op of an MLP step.
+    return dy * (y > T(0)).template cast<T>();
   }
 };
 struct sigmoid_grad_op {
