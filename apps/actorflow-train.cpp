@@ -90,6 +90,11 @@ public:
     std::snprintf(line, sizeof line, "step %lld  epoch %d/%d  loss %.4f  examples/s %.0f",
                   static_cast<long long>(step), epoch, epochs, loss, examples_per_second);
     if (live_) {
+      // About ten redraws a second: enough to watch, cheap for the terminal.
+      auto now = clock_type::now();
+      if (now - last_redraw_ < std::chrono::milliseconds(100))
+        return;
+      last_redraw_ = now;
       std::printf("\r%-78s", line);
       std::fflush(stdout);
       dirty_ = true;
@@ -111,6 +116,7 @@ private:
   bool live_;
   int every_;
   bool dirty_ = false;
+  clock_type::time_point last_redraw_{};
 };
 
 result<double> evaluate(session& s, const train::mlp_model& m, const dataset& test) {
@@ -195,6 +201,7 @@ int run_mlp(const train_options& o) {
   auto window_start = clock_type::now();
   std::int64_t window_examples = 0;
   double examples_per_second = 0;
+  bool first_window_closed = false;
   auto total_steps = steps_per_epoch * o.epochs;
   while (step < total_steps) {
     auto& batch = batches->next();
@@ -212,6 +219,10 @@ int run_mlp(const train_options& o) {
       examples_per_second = static_cast<double>(window_examples) / window;
       window_start = finished;
       window_examples = 0;
+      first_window_closed = true;
+    } else if (!first_window_closed && train_seconds > 0) {
+      // Before the first window closes, show the mean so far rather than 0.
+      examples_per_second = static_cast<double>(trained_examples) / train_seconds;
     }
     auto loss = r->at(0).scalar_value<double>();
     auto epoch = static_cast<int>((step - 1) / steps_per_epoch) + 1;
