@@ -49,8 +49,17 @@ struct step_outcome {
   std::int64_t execution_ns = 0;
 };
 
+/// Wire encoding (for when a coordinator runs in another process); see protocols/wire.hpp.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
+  return f(caf::meta::type_name("step_plan"), x.step_id, x.calls);
+}
+
+/// Wire encoding of a step's outcome; see protocols/wire.hpp.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_outcome& x) {
+  return f(caf::meta::type_name("step_outcome"), x.outcome, x.fetched, x.execution_ns);
+}
+
 } // namespace protocol
 } // namespace actorflow
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::protocol::step_plan)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::protocol::step_outcome)

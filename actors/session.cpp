@@ -1,6 +1,7 @@
 #include "actors/session.hpp"
 
 #include "actors/device_actor.hpp"
+#include "actors/protocols/wire.hpp"
 #include "devices/device.hpp"
 #include "devices/pool_allocator.hpp"
 #include "devices/thread_pool.hpp"
@@ -91,6 +92,8 @@ caf::actor_system& default_actor_system() {
     // A shared queue with a condition variable: idle workers sleep until a message arrives.
     // Work stealing polls and naps instead, burning cores that kernels need and adding latency.
     config->set("scheduler.policy", caf::atom("sharing"));
+    // Embedders who build their own actor_system call this on their config too.
+    add_actorflow_message_types(*config);
     if (default_scheduler_threads > 0)
       config->set("scheduler.max-threads", static_cast<size_t>(default_scheduler_threads));
     default_system = new caf::actor_system{*config};

@@ -4,7 +4,8 @@
 ///   self->request(dev, infinite, register_atom::value, partition_registration{1, part});
 ///   self->request(dev, infinite, run_atom::value, run_request{1, step, feeds, fetches});
 /// Inside a process every message is a plain struct shared by reference (tensors are never
-/// copied); the structs gain wire encodings when they cross processes.
+/// copied); CAF encodes them with the `inspect` overloads below only when they cross processes
+/// (register them with add_actorflow_message_types, actors/protocols/wire.hpp).
 ///
 /// Messages a device actor handles:
 ///   (register_atom, partition_registration)        -> status
@@ -14,20 +15,56 @@
 ///   (tensor_atom, tensor_transfer)                 -> (nothing)     from another device
 ///   (abort_atom, int64 step_id, status)            -> (nothing)
 
+#include "actors/protocols/wire.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
 
 #include <caf/actor.hpp>
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
+#include <caf/deserializer.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/save_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/serializer.hpp>
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+namespace actorflow {
+
+/// Dispatches an inspector to the wire codecs (serializer, deserializer) or, for CAF's
+/// printing inspectors, to a short description made by `describe()`.
+template <class Inspector, class T, class Describe>
+typename Inspector::result_type inspect_with_codec(Inspector& f, T& x, const char* name,
+                                                   Describe describe) {
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>)
+    return wire::save(f, x);
+  else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>)
+    return wire::load(f, x);
+  else
+    return f(caf::meta::type_name(name), describe());
+}
+
+/// A status on the wire: its code and message.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, status& x) {
+  return inspect_with_codec(f, x, "status", [&] { return x.to_string(); });
+}
+
+/// A tensor on the wire: dtype, shape and its bytes as one block (see wire.hpp). Loading
+/// allocates from the default host allocator only after every size has been checked.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor& x) {
+  return inspect_with_codec(f, x, "tensor", [&] { return x.debug_string(); });
+}
+
+} // namespace actorflow
 
 namespace actorflow::protocol {
 
@@ -84,12 +121,43 @@ struct tensor_transfer {
   tensor value;
 };
 
-} // namespace actorflow::protocol
+/// The partition travels as serialize_graph's bytes and is decoded into a new graph.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_registration& x) {
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    return f(caf::meta::type_name("partition_registration"), x.handle,
+             caf::meta::save_callback([&] { return wire::save(f, x.partition); }));
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    return f(caf::meta::type_name("partition_registration"), x.handle,
+             caf::meta::load_callback([&] { return wire::load(f, x.partition); }));
+  } else {
+    auto nodes = x.partition ? std::to_string(x.partition->size()) + " nodes" : "no graph";
+    return f(caf::meta::type_name("partition_registration"), x.handle, nodes);
+  }
+}
 
-// Local-only for now: these structs hold shared graphs and tensors by reference.
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::status)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::protocol::partition_registration)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::protocol::peer_table)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::protocol::run_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::protocol::step_result)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::protocol::tensor_transfer)
+/// Actor handles encode as CAF's node and actor ids; remote ones decode to proxies.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, peer_table& x) {
+  return f(caf::meta::type_name("peer_table"), x.devices);
+}
+
+/// Feeds carry their tensors' bytes (see inspect(tensor)).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_request& x) {
+  return f(caf::meta::type_name("run_request"), x.handle, x.step_id, x.feeds, x.fetches);
+}
+
+/// Encodes the status, the fetched tensors and the execution time.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_result& x) {
+  return f(caf::meta::type_name("step_result"), x.outcome, x.fetched, x.execution_ns);
+}
+
+/// Encodes the step, the rendezvous key and the tensor.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_transfer& x) {
+  return f(caf::meta::type_name("tensor_transfer"), x.step_id, x.key, x.value);
+}
+
+} // namespace actorflow::protocol
