@@ -2,6 +2,7 @@
 
 #include "actors/device_actor.hpp"
 #include "actors/protocols/device.hpp"
+#include "actors/protocols/task.hpp"
 #include "serialization/graph_io.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -267,6 +268,7 @@ void add_actorflow_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<tensor_transfer>("actorflow::tensor_transfer");
   cfg.add_message_type<step_plan>("actorflow::step_plan");
   cfg.add_message_type<step_outcome>("actorflow::step_outcome");
+  cfg.add_message_type<device_list>("actorflow::device_list");
   cfg.add_error_category(error_category, [](std::uint8_t code, caf::atom_value,
                                             const caf::message& context) {
     std::string result = "actorflow ";
