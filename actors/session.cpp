@@ -8,13 +8,18 @@
 #include "graph/partition.hpp"
 #include "graph/placement.hpp"
 
+#include "actors/protocols/task.hpp"
+#include "actors/protocols/wire.hpp"
+
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 
 namespace actorflow {
@@ -89,6 +94,8 @@ caf::actor_system& default_actor_system() {
   if (default_system == nullptr) {
     // Both live until exit: actors of sessions in static objects may outlive main's locals.
     auto* config = new caf::actor_system_config;
+    config->load<caf::io::middleman>();
+    add_actorflow_message_types(*config);
     // A shared queue with a condition variable: idle workers sleep until a message arrives.
     // Work stealing polls and naps instead, burning cores that kernels need and adding latency.
     config->set("scheduler.policy", caf::atom("sharing"));
@@ -120,22 +127,91 @@ struct session::impl {
     device_actor_options actor_options;
     actor_options.inter_op_pool = options.run_inline ? nullptr : inter_op;
     actor_options.trace = options.trace;
+    if (options.cluster) {
+      // Ids unique across sessions: tasks of a cluster serve several sessions at once.
+      std::random_device entropy;
+      id_base = (static_cast<std::int64_t>(entropy()) << 20) & 0x7fffffffffffffffLL;
+      next_handle = id_base;
+      next_step = id_base;
+      setup = connect_cluster();
+      return;
+    }
     std::vector<std::pair<device_name, std::unique_ptr<device>>> made;
     for (int i = 0; i < std::max(1, options.cpu_device_count); ++i)
       made.emplace_back(local_device("CPU", i), make_cpu_device(local_device("CPU", i), intra_op));
-    peer_table peers;
     for (auto& [name, dev] : made) {
       auto actor = spawn_device_actor(system, std::move(dev), actor_options);
       devices.emplace_back(name, actor);
-      peers.devices.emplace(name.to_string(), actor);
+      owned_devices.push_back(actor);
     }
-    for (auto& [name, actor] : devices)
-      caf::anon_send(actor, peers_atom::value, peers);
+    share_peer_table();
     coordinator = spawn_step_coordinator(system);
   }
 
-  ~impl() {
+  void share_peer_table() {
+    peer_table peers;
     for (auto& [name, actor] : devices)
+      peers.devices.emplace(name.to_string(), actor);
+    for (auto& [name, actor] : devices)
+      caf::anon_send(actor, peers_atom::value, peers);
+  }
+
+  /// Finds every task's service and its devices; errors name the task and its address.
+  status connect_cluster() {
+    auto& cluster = *options.cluster;
+    for (auto& job : cluster.jobs()) {
+      for (int task = 0; task < cluster.num_tasks(job); ++task) {
+        auto address = cluster.address(job, task);
+        if (!address)
+          return address.error();
+        auto where = "/job:" + job + "/replica:0/task:" + std::to_string(task) + " at " + *address;
+        auto colon = address->rfind(':');
+        auto host = address->substr(0, colon);
+        if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+          host = host.substr(1, host.size() - 2);
+        auto port = static_cast<std::uint16_t>(std::stoi(address->substr(colon + 1)));
+        auto service = system.middleman().remote_actor(host, port);
+        if (!service)
+          return make_error(errc::unavailable,
+                            "cannot reach task " + where + ": " + system.render(service.error()));
+        device_list listed;
+        AF_RETURN_IF_ERROR(ask(listed, *service, devices_atom::value)
+                             .with_context("task " + where));
+        for (auto& [name, actor] : listed.devices) {
+          auto parsed = device_name::parse(name);
+          if (!parsed || !parsed->fully_specified())
+            return make_error(errc::data_loss, "task " + where + " reported a bad device name '" +
+                                                 name + "'");
+          devices.emplace_back(*parsed, actor);
+        }
+      }
+    }
+    share_peer_table();
+    coordinator = spawn_step_coordinator(system);
+    return {};
+  }
+
+  device_name default_task_name() const {
+    if (!options.default_task.empty())
+      if (auto parsed = device_name::parse(options.default_task))
+        return *parsed;
+    if (!options.cluster)
+      return local_device("CPU", 0);
+    device_name d;
+    auto jobs = options.cluster->jobs();
+    d.job = options.cluster->has_job("worker") || jobs.empty() ? std::string{"worker"} : jobs.front();
+    d.replica = 0;
+    d.task = 0;
+    return d;
+  }
+
+  ~impl() {
+    // Devices of a cluster outlive the session: only our partitions go.
+    if (options.cluster)
+      for (auto& [signature, plan] : plans)
+        for (auto& d : plan.devices)
+          caf::anon_send(d.actor, deregister_atom::value, d.handle);
+    for (auto& actor : owned_devices)
       caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
     if (options.drive)
@@ -150,10 +226,19 @@ struct session::impl {
     if (options.drive)
       options.drive();
     status transport;
-    self->receive([&](T& value) { answer = std::move(value); },
-                  [&](caf::error& err) {
-                    transport = make_error(errc::unavailable, system.render(err));
-                  });
+    auto on_error = [&](caf::error& err) { transport = status_from_error(err); };
+    if (options.timeout_seconds > 0) {
+      auto bound = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::duration<double>(options.timeout_seconds));
+      self->receive([&](T& value) { answer = std::move(value); }, on_error,
+                    caf::after(bound) >> [&] {
+                      transport = make_error(errc::deadline_exceeded,
+                                             "no answer within " +
+                                               std::to_string(options.timeout_seconds) + " s");
+                    });
+    } else {
+      self->receive([&](T& value) { answer = std::move(value); }, on_error);
+    }
     return transport;
   }
 
@@ -211,7 +296,7 @@ struct session::impl {
       names.push_back(d.first);
     placement_options placement;
     placement.allow_soft_placement = options.allow_soft_placement;
-    placement.default_task = local_device("CPU", 0);
+    placement.default_task = default_task_name();
     std::vector<std::string> placed;
     AF_RETURN_IF_ERROR(place_nodes(
       g, needed, names,
@@ -260,6 +345,7 @@ struct session::impl {
 
   result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds,
                                   const std::vector<output>& targets, std::int64_t* execution_ns) {
+    AF_RETURN_IF_ERROR(setup);
     AF_RETURN_IF_ERROR(g.status());
     AF_RETURN_IF_ERROR(check_feeds(feeds));
     run_plan* plan = nullptr;
@@ -302,7 +388,12 @@ struct session::impl {
   graph& g;
   session_options options;
   std::vector<std::pair<device_name, caf::actor>> devices;
+  /// Device actors this session spawned (local sessions) and stops when it ends.
+  std::vector<caf::actor> owned_devices;
   caf::actor coordinator;
+  /// Why the session cannot run (a cluster task unreachable), or ok.
+  status setup;
+  std::int64_t id_base = 0;
   std::mutex mutex;
   std::map<std::string, run_plan> plans;
   std::vector<std::string> placement_log;

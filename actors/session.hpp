@@ -7,6 +7,7 @@
 ///   auto r = s.run({c});          // r->at(0).scalar_value<float>() == 12
 /// This header carries no CAF: embedders with their own actor system pass it in.
 
+#include "actors/cluster_spec.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
@@ -43,6 +44,17 @@ struct session_options {
   /// Number of CPU devices (TensorFlow's device_count {"CPU": n}): /cpu:0 .. /cpu:n-1, sharing
   /// the pools. More than one gives cross-device partitions inside one process.
   int cpu_device_count = 1;
+
+  /// Runs on a cluster instead of this process's devices: the session reaches every task's
+  /// service (actorflow-worker) at its address over CAF's network layer and uses its devices.
+  /// Tasks keep their variables across sessions, as TensorFlow servers do.
+  std::shared_ptr<const cluster_spec> cluster;
+  /// Where nodes whose request names neither job nor task go ("/job:worker/task:0"); empty
+  /// means task 0 of the job "worker", or of the first job when there is none.
+  std::string default_task;
+  /// Bound on reaching a task and on every answer from a task; a task that does not answer in
+  /// time fails the operation with an error naming it. 0 waits without bound (local sessions).
+  double timeout_seconds = 0;
 };
 
 using feed_list = std::vector<std::pair<output, tensor>>;
