@@ -1,0 +1,104 @@
+#include "actors/task_service.hpp"
+
+#include "actors/device_actor.hpp"
+#include "actors/protocols/device.hpp"
+#include "devices/device.hpp"
+#include "devices/pool_allocator.hpp"
+#include "devices/thread_pool.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+namespace actorflow {
+
+namespace {
+
+using namespace protocol;
+
+device_name task_device(const std::string& job, int task, const std::string& type, int id) {
+  device_name name;
+  name.job = job;
+  name.replica = 0;
+  name.task = task;
+  name.type = type;
+  name.id = id;
+  return name;
+}
+
+/// Everything a task owns. The pools outlive the device actors that use them: each device
+/// holds its intra-op pool and each actor's options hold the inter-op pool.
+struct task_state {
+  std::string job;
+  int task = 0;
+  std::shared_ptr<thread_pool> inter_op;
+  std::shared_ptr<thread_pool> intra_op;
+  /// Full name and actor of every device, in device order.
+  std::vector<std::pair<std::string, caf::actor>> devices;
+
+  device_list list_devices() const { return device_list{devices}; }
+
+  peer_table own_peers() const {
+    peer_table peers;
+    for (auto& [name, actor] : devices)
+      peers.devices.emplace(name, actor);
+    return peers;
+  }
+
+  static inline const char* name = "actorflow.task_service";
+};
+
+caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string job, int task,
+                           task_service_options options) {
+  auto& st = self->state;
+  st.job = job;
+  st.task = task;
+  install_host_pool_allocator();
+  auto threads = resolve_thread_count(options.threads);
+  st.intra_op = std::make_shared<thread_pool>("intra_op", threads - 1 > 0 ? threads - 1 : 0);
+  st.inter_op = std::make_shared<thread_pool>("inter_op", threads);
+  set_blas_threads(threads);
+
+  device_actor_options actor_options;
+  actor_options.inter_op_pool = st.inter_op;
+  actor_options.trace = options.trace;
+  for (int i = 0; i < std::max(1, options.cpu_device_count); ++i) {
+    auto name = task_device(job, task, "CPU", i);
+    auto actor = spawn_device_actor(self->system(), make_cpu_device(name, st.intra_op),
+                                    actor_options);
+    // Linked: a task that dies takes its devices along, and a device that dies takes the task.
+    self->link_to(actor);
+    st.devices.emplace_back(name.to_string(), actor);
+  }
+  auto peers = st.own_peers();
+  for (auto& [name, actor] : st.devices)
+    self->send(actor, peers_atom::value, peers);
+
+  return {
+    [self](devices_atom) { return self->state.list_devices(); },
+    [self](stop_atom) {
+      for (auto& [name, actor] : self->state.devices)
+        self->send_exit(actor, caf::exit_reason::user_shutdown);
+      self->quit();
+    },
+  };
+}
+
+} // namespace
+
+std::vector<std::string> task_device_names(const std::string& job, int task,
+                                           const task_service_options& options) {
+  std::vector<std::string> names;
+  for (int i = 0; i < std::max(1, options.cpu_device_count); ++i)
+    names.push_back(task_device(job, task, "CPU", i).to_string());
+  return names;
+}
+
+caf::actor spawn_task_service(caf::actor_system& sys, const std::string& job, int task,
+                              task_service_options options) {
+  return sys.spawn(task_service, job, task, std::move(options));
+}
+
+} // namespace actorflow

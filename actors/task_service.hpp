@@ -1,0 +1,42 @@
+#pragma once
+/// The task service: the actor that stands for one task (a ps or worker process) of a cluster.
+///   auto task = spawn_task_service(sys, "worker", 0, task_service_options{});
+///   self->request(task, timeout, protocol::devices_atom::value).receive([](device_list& l) {});
+///   caf::anon_send(task, protocol::stop_atom::value);          // stops its devices, then itself
+/// Protocol: actors/protocols/task.hpp. actorflow-worker publishes one through the middleman.
+
+#include "actors/protocols/task.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace actorflow {
+
+/// How a task sets up its devices.
+struct task_service_options {
+  /// Number of CPU devices (CPU:0 .. CPU:n-1); values below 1 mean 1.
+  int cpu_device_count = 1;
+  /// Size of the task's inter-op pool and of its intra-op parallelism (the intra-op pool has
+  /// one thread fewer: the calling thread helps); 0 means one per hardware thread.
+  int threads = 0;
+  /// Passed to every device actor (device_actor_options::trace); may be empty.
+  std::function<void(const std::string&)> trace;
+};
+
+/// Full names of the devices a task with these options owns, in the order devices_atom lists
+/// them: "/job:<job>/replica:0/task:<task>/device:CPU:<i>".
+std::vector<std::string> task_device_names(const std::string& job, int task,
+                                           const task_service_options& options);
+
+/// Spawns the service of task `task` of job `job`: it creates the task's devices and their
+/// device actors (on thread pools it owns), sends each device actor a peer_table of the task's
+/// own devices, answers (devices_atom) with a device_list and on (stop_atom) sends an exit to
+/// every device actor and quits. The device actors live as long as the task service (they are
+/// linked to it), shared by every client that uses them. Any thread may call this.
+caf::actor spawn_task_service(caf::actor_system& sys, const std::string& job, int task,
+                              task_service_options options);
+
+} // namespace actorflow

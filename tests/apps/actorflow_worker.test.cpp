@@ -1,0 +1,285 @@
+// Runs the real actorflow-worker binary on a free loopback port and talks to it over CAF's
+// middleman from this process, as a client in another process would.
+#include "actors/protocols/device.hpp"
+#include "actors/protocols/task.hpp"
+#include "actors/protocols/wire.hpp"
+#include "graph/graph.hpp"
+#include "graph/ops.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+#include <netinet/in.h>
+#include <optional>
+#include <poll.h>
+#include <spawn.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+extern char** environ;
+
+using namespace actorflow;
+using namespace actorflow::protocol;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// A port nobody listens on right now: bind 127.0.0.1:0, read the port, close the socket.
+std::uint16_t free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+/// The worker process this test started, with its stdout and stderr on pipes. The destructor
+/// SIGKILLs it (only it) if the test did not see it exit, so a failing test leaves nothing.
+class worker_process {
+public:
+  explicit worker_process(const std::vector<std::string>& args) {
+    int out[2], err[2];
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+    std::vector<std::string> all{ACTORFLOW_WORKER_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    auto spawned = ::posix_spawn(&pid_, all[0].c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    ::close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+    REQUIRE(spawned == 0);
+  }
+
+  ~worker_process() {
+    if (pid_ > 0 && !exit_code_) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    ::close(out_);
+    ::close(err_);
+  }
+
+  worker_process(const worker_process&) = delete;
+  worker_process& operator=(const worker_process&) = delete;
+
+  /// Reads stdout until a line containing `text` arrives, for at most `limit`; the line, or
+  /// nothing when the worker closed stdout or time ran out.
+  std::optional<std::string> wait_for_line(const std::string& text,
+                                           std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      for (auto end = stdout_.find('\n'); end != std::string::npos; end = stdout_.find('\n')) {
+        auto line = stdout_.substr(0, end);
+        stdout_.erase(0, end + 1);
+        if (line.find(text) != std::string::npos)
+          return line;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0)
+        return std::nullopt;
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+        continue;
+      char buffer[4096];
+      auto n = ::read(out_, buffer, sizeof buffer);
+      if (n <= 0)
+        return std::nullopt;
+      stdout_.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+
+  /// Waits at most `limit` for the worker to exit; its exit code, or -1 for a signal or when
+  /// it is still running.
+  int wait_exit(std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!exit_code_) {
+      int status = 0;
+      auto r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline)
+        return -1;
+      std::this_thread::sleep_for(20ms);
+    }
+    return *exit_code_;
+  }
+
+  /// Everything the worker wrote to stderr (call after it exited).
+  std::string stderr_text() {
+    std::string text;
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(err_, buffer, sizeof buffer)) > 0;)
+      text.append(buffer, static_cast<std::size_t>(n));
+    return text;
+  }
+
+  void signal(int sig) { ::kill(pid_, sig); }
+
+private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  std::string stdout_;
+  std::optional<int> exit_code_;
+};
+
+/// An actor system that can reach remote actors and knows actorflow's message types.
+struct client_system {
+  client_system() {
+    config.load<caf::io::middleman>();
+    add_actorflow_message_types(config);
+    config.set("scheduler.policy", caf::atom("sharing"));
+    system = std::make_unique<caf::actor_system>(config);
+  }
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+};
+
+/// The worker's exit code and stderr when run with `args` (it is expected to fail quickly).
+std::pair<int, std::string> run_failing_worker(const std::vector<std::string>& args) {
+  worker_process worker{args};
+  auto code = worker.wait_exit(20s);
+  return {code, worker.stderr_text()};
+}
+
+} // namespace
+
+TEST_CASE("a worker serves its devices over loopback, runs a partition and stops on SIGTERM",
+          "[apps][worker]") {
+  auto port = free_loopback_port();
+  auto address = "127.0.0.1:" + std::to_string(port);
+  worker_process worker{{"--cluster", "worker=" + address, "--job", "worker", "--task", "0",
+                         "--threads", "1"}};
+  auto ready = worker.wait_for_line("serving on", 20s);
+  REQUIRE(ready);
+  CHECK(*ready == "actorflow-worker: /job:worker/replica:0/task:0 serving on " + address);
+
+  {
+    client_system client;
+    auto& sys = *client.system;
+    auto task = sys.middleman().remote_actor("127.0.0.1", port);
+    REQUIRE(task);
+    caf::scoped_actor self{sys};
+
+    device_list devices;
+    std::string failure;
+    self->request(*task, 10s, devices_atom::value)
+      .receive([&](device_list& list) { devices = std::move(list); },
+               [&](caf::error& err) { failure = sys.render(err); });
+    REQUIRE(failure.empty());
+    REQUIRE(devices.devices.size() == 1);
+    const std::string cpu0 = "/job:worker/replica:0/task:0/device:CPU:0";
+    CHECK(devices.devices[0].first == cpu0);
+    auto device = devices.devices[0].second;
+    REQUIRE(device != nullptr);
+
+    auto g = std::make_shared<graph>();
+    auto product = ops::constant(*g, 3.f, "a") * ops::constant(*g, 4.f, "b");
+    for (std::size_t i = 0; i < g->size(); ++i)
+      g->at(static_cast<int>(i)).assigned_device = cpu0;
+    REQUIRE(g->status().ok());
+
+    status registered = make_error(errc::internal, "no answer");
+    self->request(device, 10s, register_atom::value, make_partition_registration(1, g))
+      .receive([&](status& s) { registered = std::move(s); },
+               [&](caf::error& err) { failure = sys.render(err); });
+    REQUIRE(failure.empty());
+    REQUIRE(registered.ok());
+
+    step_result result;
+    bool answered = false;
+    self->request(device, 10s, run_atom::value,
+                  make_run_request(1, 1, {}, {product.tensor_name()}))
+      .receive(
+        [&](step_result& r) {
+          result = std::move(r);
+          answered = true;
+        },
+        [&](caf::error& err) { failure = sys.render(err); });
+    REQUIRE(failure.empty());
+    REQUIRE(answered);
+    INFO(result.outcome.to_string());
+    REQUIRE(result.outcome.ok());
+    REQUIRE(result.fetched.size() == 1);
+    CHECK(result.fetched[0].scalar_value<float>() == 12.f);
+
+    // Stopped while this client is still connected, the worker still exits cleanly.
+    worker.signal(SIGTERM);
+    CHECK(worker.wait_exit(10s) == 0);
+  }
+}
+
+TEST_CASE("a worker given an invalid spec or a job not in it exits 2 naming the fault",
+          "[apps][worker]") {
+  auto [bad_port, bad_port_text] =
+    run_failing_worker({"--cluster", "worker=127.0.0.1:99999", "--job", "worker"});
+  CHECK(bad_port == 2);
+  CHECK(bad_port_text.find("'127.0.0.1:99999'") != std::string::npos);
+
+  auto [duplicate, duplicate_text] = run_failing_worker(
+    {"--cluster", "ps=127.0.0.1:2222;worker=127.0.0.1:2222", "--job", "ps"});
+  CHECK(duplicate == 2);
+  CHECK(duplicate_text.find("127.0.0.1:2222") != std::string::npos);
+
+  auto [unknown_job, unknown_job_text] =
+    run_failing_worker({"--cluster", "worker=127.0.0.1:2222", "--job", "ps"});
+  CHECK(unknown_job == 2);
+  CHECK(unknown_job_text.find("'ps'") != std::string::npos);
+
+  auto [unknown_task, unknown_task_text] =
+    run_failing_worker({"--cluster", "worker=127.0.0.1:2222", "--job", "worker", "--task", "1"});
+  CHECK(unknown_task == 2);
+  CHECK(unknown_task_text.find("task 1") != std::string::npos);
+
+  auto [bad_flag, bad_flag_text] = run_failing_worker({"--jobs", "worker"});
+  CHECK(bad_flag == 2);
+  CHECK(bad_flag_text.find("--jobs") != std::string::npos);
+}
+
+TEST_CASE("a worker whose port is taken exits 1 naming the address", "[apps][worker]") {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  auto taken = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  auto [code, text] = run_failing_worker({"--cluster", "worker=" + taken, "--job", "worker"});
+  ::close(fd);
+  CHECK(code == 1);
+  CHECK(text.find(taken) != std::string::npos);
+}
