@@ -1,0 +1,127 @@
+// SPEC's classic in-graph replication example on a real cluster: jobs "canshu" (2 tasks) and
+// "gongzuo" (2 tasks) as four actorflow-worker processes on loopback, and this process as the
+// client whose session places the graph over their devices.
+#include "actors/session.hpp"
+#include "graph/ops.hpp"
+#include "graph/optimizers.hpp"
+#include "support/child_process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <random>
+
+using namespace actorflow;
+using namespace std::chrono_literals;
+using actorflow::testing::child_process;
+using actorflow::testing::free_loopback_port;
+
+namespace {
+
+struct cluster_processes {
+  std::string spec_json;
+  std::vector<std::unique_ptr<child_process>> tasks;
+
+  cluster_processes(const std::vector<std::pair<std::string, int>>& jobs) {
+    std::string json = "{";
+    std::vector<std::pair<std::string, int>> members;
+    for (auto& [job, count] : jobs) {
+      json += (json.size() > 1 ? ", \"" : "\"") + job + "\": [";
+      for (int task = 0; task < count; ++task) {
+        json += (task > 0 ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(free_loopback_port()) + "\"";
+        members.emplace_back(job, task);
+      }
+      json += "]";
+    }
+    spec_json = json + "}";
+    for (auto& [job, task] : members)
+      tasks.push_back(std::make_unique<child_process>(
+        ACTORFLOW_WORKER_BINARY, std::vector<std::string>{"--cluster", spec_json, "--job", job, "--task",
+                                                          std::to_string(task), "--threads", "1"}));
+    for (auto& t : tasks)
+      REQUIRE(t->wait_for_line("serving on", 20000ms));
+  }
+
+  /// SIGTERM every task; each must exit 0 within the bound.
+  void stop() {
+    for (auto& t : tasks)
+      t->signal(SIGTERM);
+    for (auto& t : tasks)
+      CHECK(t->wait_exit(10000ms) == 0);
+  }
+};
+
+} // namespace
+
+TEST_CASE("the classic example trains on four worker processes: W goes to 0.1 and b to 0.3") {
+  cluster_processes cluster{{{"canshu", 2}, {"gongzuo", 2}}};
+  auto spec = cluster_spec::parse(cluster.spec_json);
+  REQUIRE(spec.ok());
+
+  std::mt19937_64 rng{1};
+  std::uniform_real_distribution<float> uniform{0.f, 1.f};
+  std::vector<float> x_data(100), y_data(100);
+  for (std::size_t i = 0; i < x_data.size(); ++i) {
+    x_data[i] = uniform(rng);
+    y_data[i] = x_data[i] * 0.1f + 0.3f;
+  }
+  graph g;
+  g.seed = 1;
+  actorflow::variable w, b;
+  {
+    auto d = g.device("/job:canshu/task:0");
+    w = ops::variable(g, ops::random_uniform(g, {1}, -1.0, 1.0), "Weights");
+  }
+  {
+    auto d = g.device("/job:canshu/task:1");
+    b = ops::variable(g, ops::zeros(g, {1}), "biases");
+  }
+  output loss, y;
+  {
+    auto d = g.device("/job:gongzuo/task:0");
+    y = w * ops::constant(g, x_data, {100}) + b;
+    loss = ops::reduce_mean(ops::square(y - ops::constant(g, y_data, {100})));
+  }
+  output train;
+  {
+    auto d = g.device("/job:gongzuo/task:1");
+    gradient_descent_optimizer sgd{0.5};
+    train = sgd.minimize(loss);
+  }
+  REQUIRE(g.status().ok());
+
+  session_options options;
+  options.cluster = std::make_shared<cluster_spec>(*spec);
+  options.timeout_seconds = 30;
+  {
+    session s{g, options};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+    for (int step = 0; step < 1000; ++step)
+      REQUIRE(s.run_targets({train}).ok());
+    auto values = s.run({w.read, b.read});
+    REQUIRE(values.ok());
+    CHECK(values->at(0).scalar_value<double>() == Approx(0.1).margin(1e-3));
+    CHECK(values->at(1).scalar_value<double>() == Approx(0.3).margin(1e-3));
+    CHECK(g.at(w.ref.node_id).assigned_device == "/job:canshu/replica:0/task:0/device:CPU:0");
+    CHECK(g.at(b.ref.node_id).assigned_device == "/job:canshu/replica:0/task:1/device:CPU:0");
+    // The model runs on gongzuo/0 (the loss's value itself is never needed by training).
+    CHECK(g.at(y.node_id).assigned_device == "/job:gongzuo/replica:0/task:0/device:CPU:0");
+  }
+  cluster.stop();
+}
+
+TEST_CASE("a session on a cluster with an unreachable task fails naming the task") {
+  auto port = free_loopback_port();
+  auto spec = cluster_spec::parse("worker=127.0.0.1:" + std::to_string(port));
+  REQUIRE(spec.ok());
+  graph g;
+  auto c = ops::constant(g, 1.f);
+  session_options options;
+  options.cluster = std::make_shared<cluster_spec>(*spec);
+  options.timeout_seconds = 5;
+  session s{g, options};
+  auto r = s.run({c});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("/job:worker/replica:0/task:0") != std::string::npos);
+  CHECK(r.error().message().find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+}
