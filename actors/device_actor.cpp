@@ -166,6 +166,9 @@ struct coordinator_step {
   std::size_t remaining = 0;
   std::vector<std::vector<tensor>> fetched;
   std::vector<caf::actor> devices;
+  std::vector<std::string> names;
+  /// Calls whose answer (or failure) was counted: a lost device may also fail its request.
+  std::vector<bool> answered;
   status first_error;
   bool aborting = false;
   std::int64_t execution_ns = 0;
@@ -173,6 +176,7 @@ struct coordinator_step {
 
 struct coordinator_state {
   std::unordered_map<std::int64_t, coordinator_step> steps;
+  std::unordered_set<caf::actor_addr> monitored;
   static inline const char* name = "actorflow.step_coordinator";
 };
 
@@ -182,6 +186,9 @@ void on_device_result(caf::stateful_actor<coordinator_state>* self, std::int64_t
   if (i == self->state.steps.end())
     return;
   auto& step = i->second;
+  if (index >= step.answered.size() || step.answered[index])
+    return;
+  step.answered[index] = true;
   if (!result.outcome.ok()) {
     // Keep the root cause: an "aborted" from a bystander never hides the real failure.
     if (step.first_error.ok() ||
@@ -205,7 +212,27 @@ void on_device_result(caf::stateful_actor<coordinator_state>* self, std::int64_t
   self->state.steps.erase(i);
 }
 
+std::string device_label(const coordinator_step& step, std::size_t index) {
+  return index < step.names.size() && !step.names[index].empty() ? step.names[index]
+                                                                  : "device " + std::to_string(index);
+}
+
 caf::behavior step_coordinator(caf::stateful_actor<coordinator_state>* self) {
+  self->set_down_handler([=](caf::down_msg& down) {
+    // A device went away: every step still waiting on it fails, naming it.
+    self->state.monitored.erase(down.source);
+    std::vector<std::pair<std::int64_t, std::size_t>> lost;
+    for (auto& [step_id, step] : self->state.steps)
+      for (std::size_t index = 0; index < step.devices.size(); ++index)
+        if (!step.answered[index] && step.devices[index].address() == down.source)
+          lost.emplace_back(step_id, index);
+    for (auto& [step_id, index] : lost) {
+      auto& step = self->state.steps[step_id];
+      auto message = device_label(step, index) + " is unreachable (" +
+                     self->system().render(down.reason) + ")";
+      on_device_result(self, step_id, index, step_result{make_error(errc::unavailable, message), {}, 0});
+    }
+  });
   return {
     [=](run_atom, const step_plan& plan) {
       auto promise = self->make_response_promise();
@@ -217,19 +244,33 @@ caf::behavior step_coordinator(caf::stateful_actor<coordinator_state>* self) {
       step.promise = promise;
       step.remaining = plan.calls.size();
       step.fetched.resize(plan.calls.size());
-      for (auto& call : plan.calls)
+      step.answered.assign(plan.calls.size(), false);
+      step.names = plan.device_names;
+      for (auto& call : plan.calls) {
         step.devices.push_back(call.first);
+        if (self->state.monitored.insert(call.first.address()).second)
+          self->monitor(call.first);
+      }
       auto step_id = plan.step_id;
+      auto timeout = plan.timeout_ms > 0 ? caf::duration{std::chrono::milliseconds(plan.timeout_ms)}
+                                         : caf::duration{caf::infinite};
       for (std::size_t index = 0; index < plan.calls.size(); ++index) {
-        self->request(plan.calls[index].first, caf::infinite, run_atom::value, plan.calls[index].second)
+        self->request(plan.calls[index].first, timeout, run_atom::value, plan.calls[index].second)
           .then(
             [=](step_result& result) { on_device_result(self, step_id, index, std::move(result)); },
             [=](caf::error& err) {
-              on_device_result(self, step_id, index,
-                               step_result{make_error(errc::unavailable,
-                                                      "a device of step " + std::to_string(step_id) +
-                                                        " did not answer: " + self->system().render(err)),
-                                           {}});
+              auto i = self->state.steps.find(step_id);
+              if (i == self->state.steps.end())
+                return;
+              auto label = device_label(i->second, index);
+              auto message =
+                err == caf::sec::request_timeout
+                  ? label + " did not answer step " + std::to_string(step_id) + " within " +
+                      std::to_string(plan.timeout_ms) + " ms (hung or unreachable)"
+                  : label + " did not answer step " + std::to_string(step_id) + ": " +
+                      self->system().render(err);
+              auto code = err == caf::sec::request_timeout ? errc::deadline_exceeded : errc::unavailable;
+              on_device_result(self, step_id, index, step_result{make_error(code, message), {}, 0});
             });
       }
     },

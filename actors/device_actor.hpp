@@ -31,6 +31,8 @@ caf::actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> de
 /// The actor that runs one step across devices: asks each device to run its partition, aborts
 /// the others as soon as one fails, and answers with every device's result.
 ///   (run_atom, step_plan) -> step_outcome
+/// Devices are monitored: a device whose process dies or whose connection drops fails every
+/// step waiting on it, with an error naming the device (and so its task).
 caf::actor spawn_step_coordinator(caf::actor_system& sys);
 
 namespace protocol {
@@ -39,6 +41,10 @@ namespace protocol {
 struct step_plan {
   std::int64_t step_id = 0;
   std::vector<std::pair<caf::actor, run_request>> calls;
+  /// Full device name of each call, for errors ("... /job:ps/replica:0/task:1/device:CPU:0").
+  std::vector<std::string> device_names;
+  /// A device that has not answered after this long fails the step; 0 waits without bound.
+  std::int64_t timeout_ms = 0;
 };
 
 /// The step's status (the root cause when several devices failed) and each call's fetches.
@@ -52,7 +58,7 @@ struct step_outcome {
 /// Wire encoding (for when a coordinator runs in another process); see protocols/wire.hpp.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
-  return f(caf::meta::type_name("step_plan"), x.step_id, x.calls);
+  return f(caf::meta::type_name("step_plan"), x.step_id, x.calls, x.device_names, x.timeout_ms);
 }
 
 /// Wire encoding of a step's outcome; see protocols/wire.hpp.

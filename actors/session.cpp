@@ -63,6 +63,7 @@ std::string tensor_name(const output& o) { return o.tensor_name(); }
 /// What one run signature needs on each device, made once.
 struct run_plan {
   struct per_device {
+    std::string name;
     caf::actor actor;
     std::int64_t handle = 0;
     /// (index into the caller's feeds, tensor name)
@@ -218,23 +219,37 @@ struct session::impl {
       options.drive();
   }
 
-  /// Sends `args` to `dest` and waits for the single answer, stored in `answer`.
+  /// Bound on answers: the option, or 10 s on a cluster (a hung task must not hang the client).
+  double effective_timeout() const {
+    if (options.timeout_seconds > 0)
+      return options.timeout_seconds;
+    return options.cluster ? 10.0 : 0.0;
+  }
+
+  /// Sends `args` to `dest` and waits for the single answer, at most effective_timeout().
   template <class T, class... Ts>
   status ask(T& answer, const caf::actor& dest, Ts&&... args) {
+    return ask_within(effective_timeout(), answer, dest, std::forward<Ts>(args)...);
+  }
+
+  /// Sends `args` to `dest` and waits for the single answer, stored in `answer`, at most
+  /// `timeout_seconds` (0: without bound).
+  template <class T, class... Ts>
+  status ask_within(double timeout_seconds, T& answer, const caf::actor& dest, Ts&&... args) {
     caf::scoped_actor self{system};
     self->send(dest, std::forward<Ts>(args)...);
     if (options.drive)
       options.drive();
     status transport;
     auto on_error = [&](caf::error& err) { transport = status_from_error(err); };
-    if (options.timeout_seconds > 0) {
+    if (timeout_seconds > 0) {
       auto bound = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::duration<double>(options.timeout_seconds));
+        std::chrono::duration<double>(timeout_seconds));
       self->receive([&](T& value) { answer = std::move(value); }, on_error,
                     caf::after(bound) >> [&] {
                       transport = make_error(errc::deadline_exceeded,
                                              "no answer within " +
-                                               std::to_string(options.timeout_seconds) + " s");
+                                               std::to_string(timeout_seconds) + " s");
                     });
     } else {
       self->receive([&](T& value) { answer = std::move(value); }, on_error);
@@ -320,11 +335,14 @@ struct session::impl {
       if (!actor)
         return make_error(errc::internal, "no device actor for " + device);
       entry.actor = *actor;
+      entry.name = device;
       entry.handle = ++next_handle;
       status registered;
+      auto where = "registering a partition on " + device;
       AF_RETURN_IF_ERROR(ask(registered, entry.actor, register_atom::value,
-                             make_partition_registration(entry.handle, part)));
-      AF_RETURN_IF_ERROR(registered);
+                             make_partition_registration(entry.handle, part))
+                           .with_context(where));
+      AF_RETURN_IF_ERROR(registered.with_context(where));
       for (std::size_t i = 0; i < feeds.size(); ++i)
         if (g.at(feeds[i].first.node_id).assigned_device == device)
           entry.feeds.emplace_back(i, tensor_name(feeds[i].first));
@@ -360,7 +378,9 @@ struct session::impl {
     }
     step_plan step;
     step.step_id = step_id;
+    step.timeout_ms = static_cast<std::int64_t>(effective_timeout() * 1000);
     for (auto& d : plan->devices) {
+      step.device_names.push_back(d.name);
       std::vector<std::pair<std::string, tensor>> device_feeds;
       for (auto& [index, name] : d.feeds)
         device_feeds.emplace_back(name, feeds[index].second);
@@ -371,7 +391,8 @@ struct session::impl {
                                                         std::move(device_fetches)));
     }
     step_outcome outcome;
-    AF_RETURN_IF_ERROR(ask(outcome, coordinator, run_atom::value, std::move(step)));
+    // The coordinator bounds each device's answer; waiting on it needs no bound of its own.
+    AF_RETURN_IF_ERROR(ask_within(0, outcome, coordinator, run_atom::value, std::move(step)));
     AF_RETURN_IF_ERROR(outcome.outcome);
     *execution_ns = outcome.execution_ns;
     std::vector<tensor> out(fetches.size());

@@ -53,7 +53,8 @@ struct session_options {
   /// means task 0 of the job "worker", or of the first job when there is none.
   std::string default_task;
   /// Bound on reaching a task and on every answer from a task; a task that does not answer in
-  /// time fails the operation with an error naming it. 0 waits without bound (local sessions).
+  /// time fails the operation with an error naming it. 0 means no bound for local devices and
+  /// 10 s on a cluster.
   double timeout_seconds = 0;
 };
 

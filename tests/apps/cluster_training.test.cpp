@@ -125,3 +125,76 @@ TEST_CASE("a session on a cluster with an unreachable task fails naming the task
   CHECK(r.error().message().find("/job:worker/replica:0/task:0") != std::string::npos);
   CHECK(r.error().message().find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
 }
+
+namespace {
+
+/// A variable on the ps task updated from the worker task every step.
+struct ps_counter_graph {
+  graph g;
+  actorflow::variable counter;
+  output step;
+  ps_counter_graph() {
+    {
+      auto d = g.device("/job:ps/task:0");
+      counter = ops::variable(g, 0.f, "counter");
+    }
+    output increment;
+    {
+      auto d = g.device("/job:worker/task:0");
+      increment = ops::constant(g, 1.f) * ops::constant(g, 2.f);
+    }
+    // The update is colocated with the variable on the ps task; its input crosses tasks.
+    step = ops::assign_add(counter, increment);
+  }
+};
+
+} // namespace
+
+TEST_CASE("a task killed mid-training fails the next step quickly, naming the task") {
+  cluster_processes cluster{{{"ps", 1}, {"worker", 1}}};
+  ps_counter_graph model;
+  session_options options;
+  options.cluster = std::make_shared<cluster_spec>(*cluster_spec::parse(cluster.spec_json));
+  options.timeout_seconds = 5;
+  session s{model.g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
+  for (int i = 0; i < 10; ++i) {
+    auto st = s.run_targets({model.step});
+    INFO(st.to_string());
+    REQUIRE(st.ok());
+  }
+  cluster.tasks[0]->signal(SIGKILL); // the ps task
+  CHECK(cluster.tasks[0]->wait_exit(5000ms) == -1);
+  auto started = std::chrono::steady_clock::now();
+  auto r = s.run({model.counter.read});
+  auto waited = std::chrono::steady_clock::now() - started;
+  REQUIRE_FALSE(r.ok());
+  INFO(r.error().to_string());
+  CHECK(r.error().message().find("/job:ps/replica:0/task:0") != std::string::npos);
+  CHECK(waited < 8s);
+  cluster.tasks[1]->signal(SIGTERM);
+  CHECK(cluster.tasks[1]->wait_exit(10000ms) == 0);
+}
+
+TEST_CASE("a hung task (SIGSTOP) fails the step within the bound, naming the task") {
+  cluster_processes cluster{{{"ps", 1}, {"worker", 1}}};
+  ps_counter_graph model;
+  session_options options;
+  options.cluster = std::make_shared<cluster_spec>(*cluster_spec::parse(cluster.spec_json));
+  options.timeout_seconds = 2;
+  session s{model.g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
+  REQUIRE(s.run_targets({model.step}).ok());
+  cluster.tasks[0]->signal(SIGSTOP);
+  auto started = std::chrono::steady_clock::now();
+  auto r = s.run_targets({model.step});
+  auto waited = std::chrono::steady_clock::now() - started;
+  REQUIRE_FALSE(r.ok());
+  INFO(r.to_string());
+  CHECK(r.code() == errc::deadline_exceeded);
+  CHECK(r.message().find("/job:ps/replica:0/task:0") != std::string::npos);
+  CHECK(waited < 5s);
+  // The stopped task is killed by its guard; the healthy one must still stop cleanly.
+  cluster.tasks[1]->signal(SIGTERM);
+  CHECK(cluster.tasks[1]->wait_exit(10000ms) == 0);
+}
