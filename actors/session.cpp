@@ -9,6 +9,7 @@
 #include "graph/placement.hpp"
 
 #include "actors/protocols/task.hpp"
+#include "actors/task_service.hpp"
 #include "actors/protocols/wire.hpp"
 
 #include <caf/all.hpp>
@@ -128,6 +129,10 @@ struct session::impl {
     device_actor_options actor_options;
     actor_options.inter_op_pool = options.run_inline ? nullptr : inter_op;
     actor_options.trace = options.trace;
+    if (!options.in_process_cluster.empty()) {
+      setup = start_in_process_cluster();
+      return;
+    }
     if (options.cluster) {
       // Ids unique across sessions: tasks of a cluster serve several sessions at once.
       std::random_device entropy;
@@ -192,15 +197,46 @@ struct session::impl {
     return {};
   }
 
+  /// Spawns every task of options.in_process_cluster and collects their devices.
+  status start_in_process_cluster() {
+    task_service_options task_options;
+    task_options.threads = options.inter_op_parallelism_threads;
+    task_options.trace = options.trace;
+    for (auto& [job, count] : options.in_process_cluster) {
+      for (int task = 0; task < count; ++task) {
+        auto service = spawn_task_service(system, job, task, task_options);
+        owned_tasks.push_back(service);
+        device_list listed;
+        AF_RETURN_IF_ERROR(ask(listed, service, devices_atom::value)
+                             .with_context("task /job:" + job + "/task:" + std::to_string(task)));
+        for (auto& [name, actor] : listed.devices) {
+          auto parsed = device_name::parse(name);
+          if (!parsed)
+            return parsed.error();
+          devices.emplace_back(*parsed, actor);
+        }
+      }
+    }
+    share_peer_table();
+    coordinator = spawn_step_coordinator(system);
+    return {};
+  }
+
   device_name default_task_name() const {
     if (!options.default_task.empty())
       if (auto parsed = device_name::parse(options.default_task))
         return *parsed;
-    if (!options.cluster)
+    std::vector<std::string> jobs;
+    if (options.cluster)
+      jobs = options.cluster->jobs();
+    else
+      for (auto& [job, count] : options.in_process_cluster)
+        jobs.push_back(job);
+    if (jobs.empty())
       return local_device("CPU", 0);
     device_name d;
-    auto jobs = options.cluster->jobs();
-    d.job = options.cluster->has_job("worker") || jobs.empty() ? std::string{"worker"} : jobs.front();
+    auto has_worker = std::find(jobs.begin(), jobs.end(), "worker") != jobs.end();
+    d.job = has_worker ? std::string{"worker"} : jobs.front();
     d.replica = 0;
     d.task = 0;
     return d;
@@ -214,6 +250,8 @@ struct session::impl {
           caf::anon_send(d.actor, deregister_atom::value, d.handle);
     for (auto& actor : owned_devices)
       caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    for (auto& task : owned_tasks)
+      caf::anon_send(task, stop_atom::value);
     caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
     if (options.drive)
       options.drive();
@@ -411,6 +449,8 @@ struct session::impl {
   std::vector<std::pair<device_name, caf::actor>> devices;
   /// Device actors this session spawned (local sessions) and stops when it ends.
   std::vector<caf::actor> owned_devices;
+  /// Task services of an in-process cluster, stopped when the session ends.
+  std::vector<caf::actor> owned_tasks;
   caf::actor coordinator;
   /// Why the session cannot run (a cluster task unreachable), or ok.
   status setup;

@@ -13,6 +13,7 @@
 #include "graph/tensor.hpp"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -49,6 +50,11 @@ struct session_options {
   /// service (actorflow-worker) at its address over CAF's network layer and uses its devices.
   /// Tasks keep their variables across sessions, as TensorFlow servers do.
   std::shared_ptr<const cluster_spec> cluster;
+  /// Runs an in-process cluster instead: these jobs with this many tasks each, e.g.
+  /// {{"ps", 1}, {"worker", 2}}. Every task gets its own devices and task service, and the
+  /// session drives them through the very protocol it uses for a real cluster, with local
+  /// messages. The tasks end with the session.
+  std::map<std::string, int> in_process_cluster;
   /// Where nodes whose request names neither job nor task go ("/job:worker/task:0"); empty
   /// means task 0 of the job "worker", or of the first job when there is none.
   std::string default_task;
