@@ -146,8 +146,12 @@ namespace {
 output assign_op(const char* op, const actorflow::variable& var, output value,
                  const std::string& name) {
   auto& g = graph_of(var.ref);
-  return make(g, op, name, {var.ref, value},
-              {{"variable", var.ref.name()}, {"colocate_with", var.ref.name()}});
+  auto assigned = make(g, op, name, {var.ref, value},
+                       {{"variable", var.ref.name()}, {"colocate_with", var.ref.name()}});
+  // Colocation beats enclosing device scopes (TF's colocate_with): an update written inside a
+  // worker's device block still runs where its variable lives.
+  g.at(assigned.node_id).requested_device = g.at(var.ref.node_id).requested_device;
+  return assigned;
 }
 
 } // namespace

@@ -50,3 +50,27 @@ TEST_CASE("an in-process cluster of one ps and two workers trains with variables
   auto names = s.device_names();
   CHECK(names.size() == 3);
 }
+
+TEST_CASE("an update written inside a worker's device block runs where its variable lives") {
+  graph g;
+  actorflow::variable counter;
+  {
+    auto d = g.device("/job:ps/task:0");
+    counter = ops::variable(g, 0.f, "counter");
+  }
+  output step;
+  {
+    auto d = g.device("/job:worker/task:1");
+    step = ops::assign_add(counter, ops::constant(g, 2.f));
+  }
+  session_options options;
+  options.in_process_cluster = {{"ps", 1}, {"worker", 2}};
+  session s{g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(s.run_targets({step}).ok());
+  auto r = s.run({counter.read});
+  REQUIRE(r.ok());
+  CHECK(r->at(0).scalar_value<float>() == 6.f);
+  CHECK(g.at(step.node_id).assigned_device == "/job:ps/replica:0/task:0/device:CPU:0");
+}

@@ -344,6 +344,10 @@ TEST_CASE("colocated nodes pinned to conflicting devices are an error without so
     auto dev = g.device("/gpu:0");
     bump = ops::assign_add(v, ops::constant(g, 1.f, "one"), "bump");
   }
+  // The device scope alone does not pin an update away from its variable (colocation wins, as
+  // in TensorFlow); an explicit conflicting request on the node does.
+  CHECK(g.at(bump.node_id).requested_device == "/device:CPU:0");
+  g.at(bump.node_id).requested_device = "/device:GPU:0";
   auto s = place_nodes(g, all_nodes(g), cpu_and_gpu(), fake_kernels, localhost(), nullptr);
   REQUIRE_FALSE(s.ok());
   CHECK_THAT(s.message(), Contains("bump"));

@@ -1,0 +1,147 @@
+// Distributed step rate of SPEC's classic example (examples/in_graph_linreg.cpp): Weights on
+// /job:canshu/task:0, biases on /job:canshu/task:1, the model and loss on /job:gongzuo/task:0,
+// the SGD update (0.5) on /job:gongzuo/task:1; steps/s of the training op
+//   (a) in one process: a session with cpu_device_count = 4 and the pins mapped to /cpu:0..3
+//       (the same four partitions, local messages), and
+//   (b) on four actorflow-worker processes on free loopback ports, this process the client,
+// beside PyTorch 1.13's torch.distributed.rpc doing the same parameter-server layout
+// (bench/torch_rpc_ps.py: 2 ps processes holding W and b, one trainer) in the same run.
+#include "bench_cluster.hpp"
+#include "bench_util.hpp"
+
+#include "actors/cluster_spec.hpp"
+#include "actors/session.hpp"
+#include "graph/ops.hpp"
+#include "graph/optimizers.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+
+#ifndef ACTORFLOW_BENCH_SOURCE_DIR
+#define ACTORFLOW_BENCH_SOURCE_DIR "bench"
+#endif
+
+using namespace actorflow;
+
+namespace {
+
+constexpr int warmup_steps = 30;
+constexpr int timed_steps = 1500;
+
+struct classic_graph {
+  graph g;
+  actorflow::variable w, b;
+  output train;
+  /// pins[i]: where the example's /job:canshu/task:0, /job:canshu/task:1, /job:gongzuo/task:0
+  /// and /job:gongzuo/task:1 go.
+  explicit classic_graph(const std::vector<std::string>& pins) {
+    std::mt19937_64 rng{1};
+    std::uniform_real_distribution<float> uniform{0.f, 1.f};
+    std::vector<float> x_data(100), y_data(100);
+    for (std::size_t i = 0; i < x_data.size(); ++i) {
+      x_data[i] = uniform(rng);
+      y_data[i] = x_data[i] * 0.1f + 0.3f;
+    }
+    g.seed = 1;
+    {
+      auto d = g.device(pins[0]);
+      w = ops::variable(g, ops::random_uniform(g, {1}, -1.0, 1.0), "Weights");
+    }
+    {
+      auto d = g.device(pins[1]);
+      b = ops::variable(g, ops::zeros(g, {1}), "biases");
+    }
+    output loss;
+    {
+      auto d = g.device(pins[2]);
+      auto y = w * ops::constant(g, x_data, {100}) + b;
+      loss = ops::reduce_mean(ops::square(y - ops::constant(g, y_data, {100})));
+    }
+    {
+      auto d = g.device(pins[3]);
+      gradient_descent_optimizer sgd{0.5};
+      train = sgd.minimize(loss);
+    }
+  }
+};
+
+/// Steps/s of the training op on a session with `options`; checks that W and b converged.
+result<double> step_rate(const std::vector<std::string>& pins, const session_options& options,
+                         const char* label) {
+  classic_graph m{pins};
+  AF_RETURN_IF_ERROR(m.g.status());
+  session s{m.g, options};
+  AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(m.g)}));
+  for (int i = 0; i < warmup_steps; ++i)
+    AF_RETURN_IF_ERROR(s.run_targets({m.train}));
+  status failure;
+  auto seconds = bench::time_seconds([&] {
+    for (int i = 0; i < timed_steps && failure.ok(); ++i)
+      failure = s.run_targets({m.train});
+  });
+  AF_RETURN_IF_ERROR(failure);
+  auto values = s.run({m.w.read, m.b.read});
+  if (!values)
+    return values.error();
+  double w = values->at(0).scalar_value<double>(), b = values->at(1).scalar_value<double>();
+  std::fprintf(stderr, "%s: %d steps in %.3f s; W = %.6f, b = %.6f\n", label, timed_steps, seconds,
+               w, b);
+  if (std::abs(w - 0.1) > 1e-3 || std::abs(b - 0.3) > 1e-3)
+    std::fprintf(stderr, "warning: %s did not converge to W = 0.1, b = 0.3\n", label);
+  return timed_steps / seconds;
+}
+
+} // namespace
+
+int main() {
+  // (a) one process, four CPU devices.
+  session_options local;
+  local.cpu_device_count = 4;
+  auto in_process = step_rate({"/cpu:0", "/cpu:1", "/cpu:2", "/cpu:3"}, local, "in-process");
+  if (!in_process) {
+    std::fprintf(stderr, "error: in-process: %s\n", in_process.error().to_string().c_str());
+    return 1;
+  }
+  bench::emit({"cluster_steps_per_s_in_process", *in_process, "steps/s", std::nullopt, std::nullopt,
+               "classic example, 4 CPU devices in one session"});
+
+  // (b) four worker processes on loopback.
+  result<double> four_processes = status{errc::internal, "no cluster"};
+  {
+    bench::cluster_processes cluster{{{"canshu", 2}, {"gongzuo", 2}}};
+    if (!cluster.ok)
+      return 1;
+    auto spec = cluster_spec::parse(cluster.spec_json);
+    if (!spec) {
+      std::fprintf(stderr, "error: %s\n", spec.error().to_string().c_str());
+      return 1;
+    }
+    session_options remote;
+    remote.cluster = std::make_shared<cluster_spec>(*spec);
+    remote.timeout_seconds = 30;
+    four_processes = step_rate({"/job:canshu/task:0", "/job:canshu/task:1", "/job:gongzuo/task:0",
+                                "/job:gongzuo/task:1"},
+                               remote, "4 processes");
+  }
+  if (!four_processes) {
+    std::fprintf(stderr, "error: 4 processes: %s\n", four_processes.error().to_string().c_str());
+    return 1;
+  }
+
+  auto torch = bench::python_json_number(
+    ACTORFLOW_BENCH_SOURCE_DIR, "torch_rpc_ps.py",
+    "--steps " + std::to_string(timed_steps) + " --warmup " + std::to_string(warmup_steps),
+    "steps_per_second");
+  bench::figure f{"cluster_steps_per_s_4_processes", *four_processes, "steps/s"};
+  f.note = "classic example, 4 actorflow-worker processes on loopback";
+  if (torch) {
+    f.baseline = *torch;
+    f.ratio = *four_processes / *torch;
+    f.note += "; baseline: torch.distributed.rpc, 2 ps + 1 trainer processes";
+  }
+  bench::emit(f);
+  return 0;
+}

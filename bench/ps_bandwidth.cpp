@@ -1,0 +1,193 @@
+// Parameter pull and push bandwidth between a worker and a ps over loopback: a 64 MiB float32
+// variable on /job:ps/task:0, two actorflow-worker processes (ps, worker) and this process the
+// client of a session over the cluster.
+//   pull: /job:worker/task:0 reads the variable (Identity on the worker) and reduces it to a
+//         scalar, so 64 MiB cross ps -> worker and only the scalar returns to the client.
+//   push: a 64 MiB Fill on the worker is assign_add'ed into the variable on the ps, so 64 MiB
+//         cross worker -> ps (the client fetches nothing).
+// MB/s = 64 MiB / seconds per step (1 MB = 1e6 bytes), beside raw TCP bandwidth on loopback
+// measured in the same run (one thread sends 64 MiB N times with large write() calls to another
+// reading on 127.0.0.1). Each step's time includes the Fill/Reduce/AssignAdd compute and the
+// step's control messages, so the figure is a lower bound on the transfer rate.
+#include "bench_cluster.hpp"
+#include "bench_util.hpp"
+
+#include "actors/cluster_spec.hpp"
+#include "actors/session.hpp"
+#include "graph/ops.hpp"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace actorflow;
+
+namespace {
+
+constexpr std::int64_t elements = 16 * 1024 * 1024; // 64 MiB of float32
+constexpr double bytes = 4.0 * elements;
+constexpr int warmup_steps = 2;
+constexpr int timed_steps = 15;
+constexpr int raw_rounds = 16;
+
+double mb_per_s(double seconds_per_transfer) { return bytes / seconds_per_transfer / 1e6; }
+
+/// Raw loopback TCP: MB/s of 64 MiB sent `raw_rounds` times, median of three runs; 0 on error.
+double raw_tcp_mbps() {
+  std::vector<double> runs;
+  for (int run = 0; run < 3; ++run) {
+    int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+        ::listen(listener, 1) != 0) {
+      std::perror("raw tcp: listen");
+      return 0;
+    }
+    const std::size_t total = static_cast<std::size_t>(bytes) * raw_rounds;
+    std::size_t received = 0;
+    std::thread receiver{[&] {
+      int fd = ::accept(listener, nullptr, nullptr);
+      if (fd < 0)
+        return;
+      std::vector<char> buffer(4 << 20);
+      for (ssize_t n; received < total && (n = ::read(fd, buffer.data(), buffer.size())) > 0;)
+        received += static_cast<std::size_t>(n);
+      ::close(fd);
+    }};
+    int sender = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(sender, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      std::perror("raw tcp: connect");
+      ::close(listener);
+      ::shutdown(sender, SHUT_RDWR);
+      receiver.detach();
+      return 0;
+    }
+    std::vector<char> payload(static_cast<std::size_t>(bytes), 1);
+    auto seconds = bench::time_seconds([&] {
+      for (int round = 0; round < raw_rounds; ++round)
+        for (std::size_t sent = 0; sent < payload.size();) {
+          auto n = ::write(sender, payload.data() + sent, payload.size() - sent);
+          if (n <= 0)
+            return;
+          sent += static_cast<std::size_t>(n);
+        }
+      receiver.join();
+    });
+    ::close(sender);
+    ::close(listener);
+    if (received != total) {
+      std::fprintf(stderr, "raw tcp: received %zu of %zu bytes\n", received, total);
+      return 0;
+    }
+    runs.push_back(mb_per_s(seconds / raw_rounds));
+  }
+  return bench::median(runs);
+}
+
+result<double> seconds_per_step(session& s, const std::vector<output>& fetches,
+                                const std::vector<output>& targets, const char* label) {
+  for (int i = 0; i < warmup_steps; ++i) {
+    auto r = s.run(fetches, {}, targets);
+    if (!r)
+      return r.error();
+  }
+  std::vector<double> times;
+  for (int i = 0; i < timed_steps; ++i) {
+    status failure;
+    times.push_back(bench::time_seconds([&] {
+      auto r = s.run(fetches, {}, targets);
+      if (!r)
+        failure = r.error();
+    }));
+    AF_RETURN_IF_ERROR(failure);
+  }
+  std::fprintf(stderr, "%s: median %.1f ms per step (min %.1f ms)\n", label,
+               1e3 * bench::median(times), 1e3 * *std::min_element(times.begin(), times.end()));
+  return bench::median(times);
+}
+
+} // namespace
+
+int main() {
+  double raw = raw_tcp_mbps();
+  std::fprintf(stderr, "raw loopback TCP: %.0f MB/s\n", raw);
+
+  bench::cluster_processes cluster{{{"ps", 1}, {"worker", 1}}};
+  if (!cluster.ok)
+    return 1;
+  auto spec = cluster_spec::parse(cluster.spec_json);
+  if (!spec) {
+    std::fprintf(stderr, "error: %s\n", spec.error().to_string().c_str());
+    return 1;
+  }
+  graph g;
+  actorflow::variable v;
+  {
+    auto d = g.device("/job:ps/task:0");
+    v = ops::variable(g, ops::zeros(g, {elements}), "params");
+  }
+  output pulled, update;
+  {
+    auto d = g.device("/job:worker/task:0");
+    pulled = ops::reduce_sum(ops::identity(v.read));
+    update = ops::fill(g, {elements}, ops::constant(g, 1.f));
+  }
+  // Colocated with the variable on the ps (outside the worker's device scope, which would
+  // conflict with the colocation); its 64 MiB input crosses worker -> ps.
+  auto pushed = ops::assign_add(v, update);
+  if (!g.status().ok()) {
+    std::fprintf(stderr, "error: %s\n", g.status().to_string().c_str());
+    return 1;
+  }
+  session_options options;
+  options.cluster = std::make_shared<cluster_spec>(*spec);
+  options.timeout_seconds = 60;
+  session s{g, options};
+  if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok()) {
+    std::fprintf(stderr, "error: init: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  auto pull = seconds_per_step(s, {pulled}, {}, "pull");
+  if (!pull) {
+    std::fprintf(stderr, "error: pull: %s\n", pull.error().to_string().c_str());
+    return 1;
+  }
+  auto push = seconds_per_step(s, {}, {pushed}, "push");
+  if (!push) {
+    std::fprintf(stderr, "error: push: %s\n", push.error().to_string().c_str());
+    return 1;
+  }
+  // Sanity: after the pushes every element is warmup + timed steps.
+  if (auto r = s.run({ops::reduce_sum(v.read)}); r) {
+    double expected = double(elements) * (warmup_steps + timed_steps);
+    double got = r->at(0).scalar_value<double>();
+    if (std::abs(got - expected) > 1e-3 * expected)
+      std::fprintf(stderr, "warning: the variable sums to %g, expected %g\n", got, expected);
+  }
+
+  auto emit = [&](const char* name, double seconds, const char* what) {
+    bench::figure f{name, mb_per_s(seconds), "MB/s"};
+    if (raw > 0) {
+      f.baseline = raw;
+      f.ratio = f.value / raw;
+    }
+    f.note = std::string("64 MiB float32 variable, ") + what + " over loopback; baseline: raw TCP";
+    bench::emit(f);
+  };
+  emit("ps_pull_MBps", *pull, "ps -> worker");
+  emit("ps_push_MBps", *push, "worker -> ps");
+  return 0;
+}
