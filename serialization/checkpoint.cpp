@@ -1,5 +1,7 @@
 #include "serialization/checkpoint.hpp"
 
+#include "serialization/file_io.hpp"
+
 #include "serialization/capnp_codec.hpp"
 #include "serialization/checkpoint.capnp.h"
 
@@ -23,6 +25,8 @@
 namespace actorflow {
 
 namespace {
+
+using namespace file_io;
 
 using namespace actorflow::serialization;
 
@@ -125,82 +129,6 @@ status check_payload_crc(const file_header& h, std::uint32_t computed) {
 
 // --- files ------------------------------------------------------------------------------------
 
-errc errno_code(int error) {
-  switch (error) {
-    case ENOENT:
-    case ENOTDIR: return errc::not_found;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-    case EISDIR:
-    case EEXIST: return errc::failed_precondition;
-    case ENOSPC:
-    case EDQUOT:
-    case ENOMEM:
-    case EMFILE:
-    case ENFILE:
-    case EFBIG: return errc::resource_exhausted;
-    case EIO: return errc::data_loss;
-    default: return errc::unavailable;
-  }
-}
-
-status errno_error(const std::string& what, int error) {
-  return make_error(errno_code(error), what + ": " + std::strerror(error));
-}
-
-/// Closes a file descriptor when it goes out of scope (unless closed before).
-class fd_guard {
-public:
-  explicit fd_guard(int fd) : fd_(fd) {}
-  ~fd_guard() {
-    if (fd_ >= 0)
-      ::close(fd_);
-  }
-  fd_guard(const fd_guard&) = delete;
-  fd_guard& operator=(const fd_guard&) = delete;
-  int get() const { return fd_; }
-  /// Closes now and reports the error close() gives (deferred write errors show up here).
-  int close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
-private:
-  int fd_;
-};
-
-status write_all(int fd, const std::uint8_t* data, std::size_t size, const std::string& name) {
-  while (size > 0) {
-    auto n = ::write(fd, data, std::min<std::size_t>(size, std::size_t{1} << 30));
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return errno_error("write to " + name + " failed", errno);
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return {};
-}
-
-status pwrite_all(int fd, const std::uint8_t* data, std::size_t size, off_t offset,
-                  const std::string& name) {
-  while (size > 0) {
-    auto n = ::pwrite(fd, data, size, offset);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return errno_error("write to " + name + " failed", errno);
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-    offset += n;
-  }
-  return {};
-}
-
 /// Reads up to `size` bytes; fewer only at the end of the file.
 result<std::size_t> read_up_to(int fd, std::uint8_t* data, std::size_t size) {
   std::size_t done = 0;
@@ -216,60 +144,6 @@ result<std::size_t> read_up_to(int fd, std::uint8_t* data, std::size_t size) {
     done += static_cast<std::size_t>(n);
   }
   return done;
-}
-
-std::string directory_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos)
-    return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-/// Makes a directory's entries (a rename, a new or deleted file) durable. File systems that
-/// cannot fsync a directory (EINVAL) are not an error.
-status sync_directory(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return errno_error("cannot open directory '" + dir + "' to fsync it", errno);
-  fd_guard guard{fd};
-  if (::fsync(fd) != 0 && errno != EINVAL)
-    return errno_error("fsync of directory '" + dir + "' failed", errno);
-  return {};
-}
-
-/// Creates a temporary file next to `path`, lets `write_contents(fd, quoted_temp_name)` fill
-/// it, fsyncs it, renames it over `path` and fsyncs the directory. On any error before the
-/// rename the temporary is removed.
-template <class F>
-status write_file_atomically(const std::string& path, F&& write_contents) {
-  // Rename is only atomic within one file system: the temporary lives next to the target.
-  std::string temp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST)
-      return errno_error("cannot create temporary file '" + temp + "'", errno);
-  }
-  if (fd < 0)
-    return make_error(errc::already_exists, "cannot create a temporary file next to it");
-  fd_guard file{fd};
-  auto fail = [&](status s) {
-    if (file.get() >= 0)
-      file.close();
-    ::unlink(temp.c_str());
-    return s;
-  };
-  status s = write_contents(file.get(), quoted_path(temp));
-  if (!s.ok())
-    return fail(s);
-  if (::fsync(file.get()) != 0)
-    return fail(errno_error("fsync of '" + temp + "' failed", errno));
-  if (file.close() != 0)
-    return fail(errno_error("close of '" + temp + "' failed", errno));
-  if (::rename(temp.c_str(), path.c_str()) != 0)
-    return fail(errno_error("rename of '" + temp + "' failed", errno));
-  return sync_directory(directory_of(path));
 }
 
 /// Opens a regular file for reading; directories, FIFOs and devices are refused.

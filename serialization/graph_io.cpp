@@ -1,5 +1,7 @@
 #include "serialization/graph_io.hpp"
 
+#include "serialization/file_io.hpp"
+
 #include "serialization/capnp_codec.hpp"
 
 #include <capnp/message.h>
@@ -20,6 +22,8 @@
 namespace actorflow {
 
 namespace {
+
+using namespace file_io;
 
 using namespace actorflow::serialization;
 
@@ -404,72 +408,6 @@ status decode_graph(schema::Graph::Reader in, graph& out) {
 
 // --- files ------------------------------------------------------------------------------------
 
-errc errno_code(int error) {
-  switch (error) {
-    case ENOENT:
-    case ENOTDIR: return errc::not_found;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-    case EISDIR: return errc::failed_precondition;
-    case ENOSPC:
-    case EDQUOT:
-    case ENOMEM:
-    case EMFILE:
-    case ENFILE:
-    case EFBIG: return errc::resource_exhausted;
-    case EIO: return errc::data_loss;
-    default: return errc::unavailable;
-  }
-}
-
-status errno_error(const std::string& what, int error) {
-  return make_error(errno_code(error), what + ": " + std::strerror(error));
-}
-
-/// Closes a file descriptor when it goes out of scope (unless released).
-class fd_guard {
-public:
-  explicit fd_guard(int fd) : fd_(fd) {}
-  ~fd_guard() {
-    if (fd_ >= 0)
-      ::close(fd_);
-  }
-  fd_guard(const fd_guard&) = delete;
-  fd_guard& operator=(const fd_guard&) = delete;
-  int get() const { return fd_; }
-  /// Closes now and reports the error close() gives (deferred write errors show up here).
-  int close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
-private:
-  int fd_;
-};
-
-status write_all(int fd, const std::uint8_t* data, std::size_t size, const std::string& name) {
-  while (size > 0) {
-    auto n = ::write(fd, data, std::min<std::size_t>(size, std::size_t{1} << 30));
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return errno_error("write to " + name + " failed", errno);
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return {};
-}
-
-std::string directory_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos)
-    return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 /// Writes a message's segments straight to a file, without flattening them into one buffer
 /// first. kj::OutputStream cannot return an error, so the first one is kept and later writes
 /// are skipped.
@@ -487,47 +425,6 @@ private:
   std::string name_;
   status error_;
 };
-
-/// Creates a temporary file next to `path`, lets `write_contents(fd, quoted_temp_name)` fill
-/// it, fsyncs it and renames it over `path`. On any error the temporary is removed.
-template <class F>
-status write_file_atomically(const std::string& path, F&& write_contents) {
-  // A unique temporary next to the target (rename is only atomic within one file system).
-  std::string temp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST)
-      return errno_error("cannot create temporary file '" + temp + "'", errno);
-  }
-  if (fd < 0)
-    return make_error(errc::already_exists, "cannot create a temporary file next to it");
-  fd_guard file{fd};
-  auto fail = [&](status s) {
-    if (file.get() >= 0)
-      file.close();
-    ::unlink(temp.c_str());
-    return s;
-  };
-  status s = write_contents(file.get(), "'" + temp + "'");
-  if (!s.ok())
-    return fail(s);
-  if (::fsync(file.get()) != 0)
-    return fail(errno_error("fsync of '" + temp + "' failed", errno));
-  if (file.close() != 0)
-    return fail(errno_error("close of '" + temp + "' failed", errno));
-  if (::rename(temp.c_str(), path.c_str()) != 0)
-    return fail(errno_error("rename of '" + temp + "' failed", errno));
-  // Make the rename itself durable. Some file systems cannot fsync a directory; the file is
-  // in place either way, so that is not an error.
-  int dir = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-  return {};
-}
 
 result<std::vector<std::uint8_t>> read_file(const std::string& path) {
   // O_NONBLOCK so that opening a FIFO without a writer does not wait; it has no effect on

@@ -1,0 +1,126 @@
+#include "serialization/file_io.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace actorflow::file_io {
+
+errc errno_code(int error) {
+  switch (error) {
+    case ENOENT:
+    case ENOTDIR: return errc::not_found;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case EISDIR:
+    case EEXIST: return errc::failed_precondition;
+    case ENOSPC:
+    case EDQUOT:
+    case ENOMEM:
+    case EMFILE:
+    case ENFILE:
+    case EFBIG: return errc::resource_exhausted;
+    case EIO: return errc::data_loss;
+    default: return errc::unavailable;
+  }
+}
+
+status errno_error(const std::string& what, int error) {
+  return make_error(errno_code(error), what + ": " + std::strerror(error));
+}
+
+fd_guard::~fd_guard() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+int fd_guard::close() {
+  int rc = ::close(fd_);
+  fd_ = -1;
+  return rc;
+}
+
+status write_all(int fd, const std::uint8_t* data, std::size_t size, const std::string& name) {
+  while (size > 0) {
+    auto n = ::write(fd, data, std::min<std::size_t>(size, std::size_t{1} << 30));
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return errno_error("write to " + name + " failed", errno);
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+status pwrite_all(int fd, const std::uint8_t* data, std::size_t size, off_t offset,
+                  const std::string& name) {
+  while (size > 0) {
+    auto n = ::pwrite(fd, data, size, offset);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return errno_error("write to " + name + " failed", errno);
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+    offset += n;
+  }
+  return {};
+}
+
+std::string directory_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+status sync_directory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return errno_error("cannot open directory '" + dir + "' to fsync it", errno);
+  fd_guard guard{fd};
+  if (::fsync(fd) != 0 && errno != EINVAL)
+    return errno_error("fsync of directory '" + dir + "' failed", errno);
+  return {};
+}
+
+status write_file_atomically(const std::string& path,
+                             const std::function<status(int fd, const std::string& name)>& write_contents) {
+  // Rename is only atomic within one file system: the temporary lives next to the target.
+  std::string temp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST)
+      return errno_error("cannot create temporary file '" + temp + "'", errno);
+  }
+  if (fd < 0)
+    return make_error(errc::already_exists, "cannot create a temporary file next to it");
+  fd_guard file{fd};
+  auto fail = [&](status s) {
+    if (file.get() >= 0)
+      file.close();
+    ::unlink(temp.c_str());
+    return s;
+  };
+  status s = write_contents(file.get(), "'" + temp + "'");
+  if (!s.ok())
+    return fail(s);
+  if (::fsync(file.get()) != 0)
+    return fail(errno_error("fsync of '" + temp + "' failed", errno));
+  if (file.close() != 0)
+    return fail(errno_error("close of '" + temp + "' failed", errno));
+  if (::rename(temp.c_str(), path.c_str()) != 0)
+    return fail(errno_error("rename of '" + temp + "' failed", errno));
+  return sync_directory(directory_of(path));
+}
+
+} // namespace actorflow::file_io
