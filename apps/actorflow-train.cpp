@@ -42,22 +42,12 @@ session_options make_session_options(const train_options& o) {
 // --- linreg ---------------------------------------------------------------------------------
 
 int run_linreg(const train_options& o) {
-  std::mt19937_64 rng{o.seed};
-  std::uniform_real_distribution<float> uniform{0.f, 1.f};
-  std::vector<float> x_data(100), y_data(100);
-  for (std::size_t i = 0; i < x_data.size(); ++i) {
-    x_data[i] = uniform(rng);
-    y_data[i] = x_data[i] * 0.1f + 0.3f;
-  }
   graph g;
-  g.seed = static_cast<std::int64_t>(o.seed);
-  auto w = ops::variable(g, ops::random_uniform(g, {1}, -1.0, 1.0), "Weights");
-  auto b = ops::variable(g, ops::zeros(g, {1}), "biases");
-  auto x = ops::constant(g, x_data, {100}, "x_data");
-  auto y = ops::constant(g, y_data, {100}, "y_data");
-  auto prediction = w * x + b;
-  auto loss = ops::reduce_mean(ops::square(prediction - y), {}, false, "loss");
-  auto train = train::make_optimizer(o.optimizer, o.learning_rate)->minimize(loss);
+  auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
+  auto m = train::build_linreg(g, *opt, o.seed);
+  auto& w = m.weights;
+  auto& b = m.biases;
+  auto& train = m.train;
   if (!g.status().ok())
     return fail(g.status());
   session s{g, make_session_options(o)};

@@ -8,6 +8,7 @@
 // (bench/torch_rpc_ps.py: 2 ps processes holding W and b, one trainer) in the same run.
 #include "bench_cluster.hpp"
 #include "bench_util.hpp"
+#include "train/models.hpp"
 
 #include "actors/cluster_spec.hpp"
 #include "actors/session.hpp"
@@ -17,7 +18,6 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <string>
 
 #ifndef ACTORFLOW_BENCH_SOURCE_DIR
@@ -38,33 +38,11 @@ struct classic_graph {
   /// pins[i]: where the example's /job:canshu/task:0, /job:canshu/task:1, /job:gongzuo/task:0
   /// and /job:gongzuo/task:1 go.
   explicit classic_graph(const std::vector<std::string>& pins) {
-    std::mt19937_64 rng{1};
-    std::uniform_real_distribution<float> uniform{0.f, 1.f};
-    std::vector<float> x_data(100), y_data(100);
-    for (std::size_t i = 0; i < x_data.size(); ++i) {
-      x_data[i] = uniform(rng);
-      y_data[i] = x_data[i] * 0.1f + 0.3f;
-    }
-    g.seed = 1;
-    {
-      auto d = g.device(pins[0]);
-      w = ops::variable(g, ops::random_uniform(g, {1}, -1.0, 1.0), "Weights");
-    }
-    {
-      auto d = g.device(pins[1]);
-      b = ops::variable(g, ops::zeros(g, {1}), "biases");
-    }
-    output loss;
-    {
-      auto d = g.device(pins[2]);
-      auto y = w * ops::constant(g, x_data, {100}) + b;
-      loss = ops::reduce_mean(ops::square(y - ops::constant(g, y_data, {100})));
-    }
-    {
-      auto d = g.device(pins[3]);
-      gradient_descent_optimizer sgd{0.5};
-      train = sgd.minimize(loss);
-    }
+    gradient_descent_optimizer sgd{0.5};
+    auto m = train::build_linreg(g, sgd, 1, {pins[0], pins[1], pins[2], pins[3]});
+    w = m.weights;
+    b = m.biases;
+    train = m.train;
   }
 };
 

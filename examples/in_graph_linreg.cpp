@@ -10,11 +10,11 @@
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
+#include "train/models.hpp"
 
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <random>
 #include <string>
 
 using namespace actorflow;
@@ -45,36 +45,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::mt19937_64 rng{1};
-  std::uniform_real_distribution<float> uniform{0.f, 1.f};
-  std::vector<float> x_data(100), y_data(100);
-  for (std::size_t i = 0; i < x_data.size(); ++i) {
-    x_data[i] = uniform(rng);
-    y_data[i] = x_data[i] * 0.1f + 0.3f;
-  }
   graph g;
-  g.seed = 1;
-  actorflow::variable w, b;
-  {
-    auto d = g.device("/job:canshu/task:0");
-    w = ops::variable(g, ops::random_uniform(g, {1}, -1.0, 1.0), "Weights");
-  }
-  {
-    auto d = g.device("/job:canshu/task:1");
-    b = ops::variable(g, ops::zeros(g, {1}), "biases");
-  }
-  output loss;
-  {
-    auto d = g.device("/job:gongzuo/task:0");
-    auto y = w * ops::constant(g, x_data, {100}) + b;
-    loss = ops::reduce_mean(ops::square(y - ops::constant(g, y_data, {100})));
-  }
-  output train;
-  {
-    auto d = g.device("/job:gongzuo/task:1");
-    gradient_descent_optimizer sgd{0.5};
-    train = sgd.minimize(loss);
-  }
+  gradient_descent_optimizer sgd{0.5};
+  auto m = train::build_linreg(g, sgd, 1, train::classic_in_graph_devices());
+  auto& w = m.weights;
+  auto& b = m.biases;
+  auto& train = m.train;
   if (!g.status().ok()) {
     std::cerr << "in_graph_linreg: " << g.status().message() << '\n';
     return 1;

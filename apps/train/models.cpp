@@ -3,6 +3,7 @@
 #include "graph/ops.hpp"
 
 #include <cmath>
+#include <random>
 
 namespace actorflow::train {
 
@@ -38,6 +39,42 @@ mlp_model build_mlp(graph& g, optimizer& opt) {
   m.correct = ops::reduce_sum(ops::cast(hits, dtype::float32), {}, false, "correct");
   m.train = opt.minimize(m.loss);
   return m;
+}
+
+linreg_model build_linreg(graph& g, optimizer& opt, std::uint64_t seed,
+                          const linreg_devices& devices) {
+  std::mt19937_64 rng{seed};
+  std::uniform_real_distribution<float> uniform{0.f, 1.f};
+  std::vector<float> x_data(100), y_data(100);
+  for (std::size_t i = 0; i < x_data.size(); ++i) {
+    x_data[i] = uniform(rng);
+    y_data[i] = x_data[i] * 0.1f + 0.3f;
+  }
+  g.seed = static_cast<std::int64_t>(seed);
+  linreg_model m;
+  {
+    auto d = g.device(devices.weights);
+    m.weights = ops::variable(g, ops::random_uniform(g, {1}, -1.0, 1.0), "Weights");
+  }
+  {
+    auto d = g.device(devices.biases);
+    m.biases = ops::variable(g, ops::zeros(g, {1}), "biases");
+  }
+  {
+    auto d = g.device(devices.model);
+    m.prediction = m.weights * ops::constant(g, x_data, {100}, "x_data") + m.biases;
+    m.loss = ops::reduce_mean(ops::square(m.prediction - ops::constant(g, y_data, {100}, "y_data")),
+                              {}, false, "loss");
+  }
+  {
+    auto d = g.device(devices.optimizer);
+    m.train = opt.minimize(m.loss);
+  }
+  return m;
+}
+
+linreg_devices classic_in_graph_devices() {
+  return {"/job:canshu/task:0", "/job:canshu/task:1", "/job:gongzuo/task:0", "/job:gongzuo/task:1"};
 }
 
 } // namespace actorflow::train

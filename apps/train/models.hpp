@@ -25,4 +25,23 @@ struct mlp_model {
 /// mean softmax cross-entropy; `correct` counts the batch's right answers.
 mlp_model build_mlp(graph& g, optimizer& opt);
 
+/// SPEC's classic linear regression: x = 100 uniform floats (seeded), y = 0.1 x + 0.3,
+/// Weights uniform in [-1, 1), biases zero, loss = mean((W x + b - y)^2), trained by `opt`.
+/// Each field of `devices` pins one part ("" leaves it unpinned); the in-graph example uses
+/// /job:canshu/task:0, /job:canshu/task:1, /job:gongzuo/task:0 and /job:gongzuo/task:1.
+struct linreg_devices {
+  std::string weights, biases, model, optimizer;
+};
+
+struct linreg_model {
+  variable weights, biases;
+  output prediction, loss, train;
+};
+
+linreg_model build_linreg(graph& g, optimizer& opt, std::uint64_t seed = 1,
+                          const linreg_devices& devices = {});
+
+/// The SPEC example's pins: jobs "canshu" (variables) and "gongzuo" (model, optimizer).
+linreg_devices classic_in_graph_devices();
+
 } // namespace actorflow::train
