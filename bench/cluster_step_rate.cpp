@@ -6,7 +6,7 @@
 //   (b) on four actorflow-worker processes on free loopback ports, this process the client,
 // beside PyTorch 1.13's torch.distributed.rpc doing the same parameter-server layout
 // (bench/torch_rpc_ps.py: 2 ps processes holding W and b, one trainer) in the same run.
-#include "bench_cluster.hpp"
+#include "support/processes.hpp"
 #include "bench_util.hpp"
 #include "train/models.hpp"
 
@@ -89,10 +89,10 @@ int main() {
   // (b) four worker processes on loopback.
   result<double> four_processes = status{errc::internal, "no cluster"};
   {
-    bench::cluster_processes cluster{{{"canshu", 2}, {"gongzuo", 2}}};
-    if (!cluster.ok)
+    actorflow::testing::cluster_processes cluster{ACTORFLOW_WORKER_BINARY, {{"canshu", 2}, {"gongzuo", 2}}};
+    if (!cluster.ready())
       return 1;
-    auto spec = cluster_spec::parse(cluster.spec_json);
+    auto spec = cluster_spec::parse(cluster.spec_json());
     if (!spec) {
       std::fprintf(stderr, "error: %s\n", spec.error().to_string().c_str());
       return 1;

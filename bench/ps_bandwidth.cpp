@@ -9,7 +9,7 @@
 // measured in the same run (one thread sends 64 MiB N times with large write() calls to another
 // reading on 127.0.0.1). Each step's time includes the Fill/Reduce/AssignAdd compute and the
 // step's control messages, so the figure is a lower bound on the transfer rate.
-#include "bench_cluster.hpp"
+#include "support/processes.hpp"
 #include "bench_util.hpp"
 
 #include "actors/cluster_spec.hpp"
@@ -125,10 +125,10 @@ int main() {
   double raw = raw_tcp_mbps();
   std::fprintf(stderr, "raw loopback TCP: %.0f MB/s\n", raw);
 
-  bench::cluster_processes cluster{{{"ps", 1}, {"worker", 1}}};
-  if (!cluster.ok)
+  actorflow::testing::cluster_processes cluster{ACTORFLOW_WORKER_BINARY, {{"ps", 1}, {"worker", 1}}};
+  if (!cluster.ready())
     return 1;
-  auto spec = cluster_spec::parse(cluster.spec_json);
+  auto spec = cluster_spec::parse(cluster.spec_json());
   if (!spec) {
     std::fprintf(stderr, "error: %s\n", spec.error().to_string().c_str());
     return 1;

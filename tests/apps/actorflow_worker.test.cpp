@@ -5,7 +5,7 @@
 #include "actors/protocols/wire.hpp"
 #include "graph/graph.hpp"
 #include "graph/ops.hpp"
-#include "support/child_process.hpp"
+#include "support/processes.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -38,7 +38,9 @@ using actorflow::testing::free_loopback_port;
 /// The worker binary as a child process of this test.
 struct worker_process : actorflow::testing::child_process {
   explicit worker_process(const std::vector<std::string>& args)
-    : child_process(ACTORFLOW_WORKER_BINARY, args) {}
+    : child_process(ACTORFLOW_WORKER_BINARY, args) {
+    REQUIRE(started());
+  }
 };
 
 namespace {
@@ -67,6 +69,7 @@ std::pair<int, std::string> run_failing_worker(const std::vector<std::string>& a
 TEST_CASE("a worker serves its devices over loopback, runs a partition and stops on SIGTERM",
           "[apps][worker]") {
   auto port = free_loopback_port();
+  REQUIRE(port != 0);
   auto address = "127.0.0.1:" + std::to_string(port);
   worker_process worker{{"--cluster", "worker=" + address, "--job", "worker", "--task", "0",
                          "--threads", "1"}};

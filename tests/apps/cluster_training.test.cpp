@@ -4,7 +4,7 @@
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
-#include "support/child_process.hpp"
+#include "support/processes.hpp"
 #include "train/models.hpp"
 
 #include <catch2/catch.hpp>
@@ -14,49 +14,23 @@
 
 using namespace actorflow;
 using namespace std::chrono_literals;
-using actorflow::testing::child_process;
+using actorflow::testing::cluster_processes;
 using actorflow::testing::free_loopback_port;
 
 namespace {
 
-struct cluster_processes {
-  std::string spec_json;
-  std::vector<std::unique_ptr<child_process>> tasks;
-
-  cluster_processes(const std::vector<std::pair<std::string, int>>& jobs) {
-    std::string json = "{";
-    std::vector<std::pair<std::string, int>> members;
-    for (auto& [job, count] : jobs) {
-      json += (json.size() > 1 ? ", \"" : "\"") + job + "\": [";
-      for (int task = 0; task < count; ++task) {
-        json += (task > 0 ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(free_loopback_port()) + "\"";
-        members.emplace_back(job, task);
-      }
-      json += "]";
-    }
-    spec_json = json + "}";
-    for (auto& [job, task] : members)
-      tasks.push_back(std::make_unique<child_process>(
-        ACTORFLOW_WORKER_BINARY, std::vector<std::string>{"--cluster", spec_json, "--job", job, "--task",
-                                                          std::to_string(task), "--threads", "1"}));
-    for (auto& t : tasks)
-      REQUIRE(t->wait_for_line("serving on", 20000ms));
-  }
-
-  /// SIGTERM every task; each must exit 0 within the bound.
-  void stop() {
-    for (auto& t : tasks)
-      t->signal(SIGTERM);
-    for (auto& t : tasks)
-      CHECK(t->wait_exit(10000ms) == 0);
-  }
-};
+/// Starts the workers of `jobs` and requires every one to be serving.
+std::unique_ptr<cluster_processes> start_cluster(const std::vector<std::pair<std::string, int>>& jobs) {
+  auto cluster = std::make_unique<cluster_processes>(ACTORFLOW_WORKER_BINARY, jobs);
+  REQUIRE(cluster->ready());
+  return cluster;
+}
 
 } // namespace
 
 TEST_CASE("the classic example trains on four worker processes: W goes to 0.1 and b to 0.3") {
-  cluster_processes cluster{{{"canshu", 2}, {"gongzuo", 2}}};
-  auto spec = cluster_spec::parse(cluster.spec_json);
+  auto cluster = start_cluster({{"canshu", 2}, {"gongzuo", 2}});
+  auto spec = cluster_spec::parse(cluster->spec_json());
   REQUIRE(spec.ok());
 
   graph g;
@@ -85,11 +59,12 @@ TEST_CASE("the classic example trains on four worker processes: W goes to 0.1 an
     // The model runs on gongzuo/0 (the loss's value itself is never needed by training).
     CHECK(g.at(y.node_id).assigned_device == "/job:gongzuo/replica:0/task:0/device:CPU:0");
   }
-  cluster.stop();
+  CHECK(cluster->stop());
 }
 
 TEST_CASE("a session on a cluster with an unreachable task fails naming the task") {
   auto port = free_loopback_port();
+  REQUIRE(port != 0);
   auto spec = cluster_spec::parse("worker=127.0.0.1:" + std::to_string(port));
   REQUIRE(spec.ok());
   graph g;
@@ -129,10 +104,10 @@ struct ps_counter_graph {
 } // namespace
 
 TEST_CASE("a task killed mid-training fails the next step quickly, naming the task") {
-  cluster_processes cluster{{{"ps", 1}, {"worker", 1}}};
+  auto cluster = start_cluster({{"ps", 1}, {"worker", 1}});
   ps_counter_graph model;
   session_options options;
-  options.cluster = std::make_shared<cluster_spec>(*cluster_spec::parse(cluster.spec_json));
+  options.cluster = std::make_shared<cluster_spec>(*cluster_spec::parse(cluster->spec_json()));
   options.timeout_seconds = 5;
   session s{model.g, options};
   REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
@@ -141,8 +116,8 @@ TEST_CASE("a task killed mid-training fails the next step quickly, naming the ta
     INFO(st.to_string());
     REQUIRE(st.ok());
   }
-  cluster.tasks[0]->signal(SIGKILL); // the ps task
-  CHECK(cluster.tasks[0]->wait_exit(5000ms) == -1);
+  cluster->task(0).signal(SIGKILL); // the ps task
+  CHECK(cluster->task(0).wait_exit(5000ms) == -1);
   auto started = std::chrono::steady_clock::now();
   auto r = s.run({model.counter.read});
   auto waited = std::chrono::steady_clock::now() - started;
@@ -150,20 +125,20 @@ TEST_CASE("a task killed mid-training fails the next step quickly, naming the ta
   INFO(r.error().to_string());
   CHECK(r.error().message().find("/job:ps/replica:0/task:0") != std::string::npos);
   CHECK(waited < 8s);
-  cluster.tasks[1]->signal(SIGTERM);
-  CHECK(cluster.tasks[1]->wait_exit(10000ms) == 0);
+  cluster->task(1).signal(SIGTERM);
+  CHECK(cluster->task(1).wait_exit(10000ms) == 0);
 }
 
 TEST_CASE("a hung task (SIGSTOP) fails the step within the bound, naming the task") {
-  cluster_processes cluster{{{"ps", 1}, {"worker", 1}}};
+  auto cluster = start_cluster({{"ps", 1}, {"worker", 1}});
   ps_counter_graph model;
   session_options options;
-  options.cluster = std::make_shared<cluster_spec>(*cluster_spec::parse(cluster.spec_json));
+  options.cluster = std::make_shared<cluster_spec>(*cluster_spec::parse(cluster->spec_json()));
   options.timeout_seconds = 2;
   session s{model.g, options};
   REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
   REQUIRE(s.run_targets({model.step}).ok());
-  cluster.tasks[0]->signal(SIGSTOP);
+  cluster->task(0).signal(SIGSTOP);
   auto started = std::chrono::steady_clock::now();
   auto r = s.run_targets({model.step});
   auto waited = std::chrono::steady_clock::now() - started;
@@ -173,6 +148,6 @@ TEST_CASE("a hung task (SIGSTOP) fails the step within the bound, naming the tas
   CHECK(r.message().find("/job:ps/replica:0/task:0") != std::string::npos);
   CHECK(waited < 5s);
   // The stopped task is killed by its guard; the healthy one must still stop cleanly.
-  cluster.tasks[1]->signal(SIGTERM);
-  CHECK(cluster.tasks[1]->wait_exit(10000ms) == 0);
+  cluster->task(1).signal(SIGTERM);
+  CHECK(cluster->task(1).wait_exit(10000ms) == 0);
 }

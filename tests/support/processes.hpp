@@ -1,0 +1,222 @@
+#pragma once
+/// Real processes for multi-process tests and benchmarks: free loopback ports, children that
+/// are stopped (only they) when their owner goes, and a cluster of actorflow-worker tasks.
+///   auto port = free_loopback_port();                     // 0 when none could be found
+///   child_process worker{worker_binary, {"--cluster", spec, "--job", "ps"}};
+///   if (!worker.wait_for_line("serving on", 20s)) ...;
+///   worker.signal(SIGTERM);  worker.wait_exit(10s) == 0;
+///   cluster_processes cluster{worker_binary, {{"ps", 1}, {"worker", 2}}};
+///   if (cluster.ready()) ... cluster_spec::parse(cluster.spec_json()) ...
+/// No test framework in here: Catch tests and benchmarks both use it and check the results.
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <memory>
+#include <netinet/in.h>
+#include <optional>
+#include <poll.h>
+#include <spawn.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+extern char** environ;
+
+namespace actorflow::testing {
+
+/// A port nobody listens on right now (bind 127.0.0.1:0, read it, close); 0 on failure.
+inline std::uint16_t free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return 0;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  std::uint16_t port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+    port = ntohs(address.sin_port);
+  ::close(fd);
+  return port;
+}
+
+/// A process this program started, with stdout on a pipe (read by wait_for_line) and stderr on
+/// a pipe too unless it should go to this process's stderr. If it has not been seen to exit, the
+/// destructor sends SIGTERM, waits up to 5 s, then SIGKILLs it, so nothing outlives its owner.
+class child_process {
+public:
+  child_process(const std::string& binary, const std::vector<std::string>& args,
+                bool capture_stderr = true) {
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (::pipe2(out, O_CLOEXEC) != 0 || (capture_stderr && ::pipe2(err, O_CLOEXEC) != 0))
+      return;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    if (capture_stderr)
+      posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+    std::vector<std::string> all{binary};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    if (::posix_spawn(&pid_, all[0].c_str(), &actions, nullptr, argv.data(), environ) != 0)
+      pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    out_ = out[0];
+    if (capture_stderr) {
+      ::close(err[1]);
+      err_ = err[0];
+    }
+  }
+
+  ~child_process() {
+    if (started() && !exit_code_) {
+      ::kill(pid_, SIGTERM);
+      if (wait_exit(std::chrono::milliseconds(5000)) == -1 && !exit_code_) {
+        ::kill(pid_, SIGKILL);
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+      }
+    }
+    if (out_ >= 0)
+      ::close(out_);
+    if (err_ >= 0)
+      ::close(err_);
+  }
+
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  bool started() const { return pid_ > 0; }
+
+  /// Reads stdout until a line containing `text` arrives, for at most `limit`; the line, or
+  /// nothing when the child closed stdout or time ran out.
+  std::optional<std::string> wait_for_line(const std::string& text,
+                                           std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      for (auto end = stdout_.find('\n'); end != std::string::npos; end = stdout_.find('\n')) {
+        auto line = stdout_.substr(0, end);
+        stdout_.erase(0, end + 1);
+        if (line.find(text) != std::string::npos)
+          return line;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || out_ < 0)
+        return std::nullopt;
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+        continue;
+      char buffer[4096];
+      auto n = ::read(out_, buffer, sizeof buffer);
+      if (n <= 0)
+        return std::nullopt;
+      stdout_.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+
+  /// Waits at most `limit` for the child to exit; its exit code, or -1 for a signal or when it
+  /// is still running.
+  int wait_exit(std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!exit_code_ && started()) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline)
+        return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return exit_code_.value_or(-1);
+  }
+
+  /// Everything the child wrote to stderr (call after it exited; empty when not captured).
+  std::string stderr_text() {
+    std::string text;
+    char buffer[4096];
+    for (ssize_t n; err_ >= 0 && (n = ::read(err_, buffer, sizeof buffer)) > 0;)
+      text.append(buffer, static_cast<std::size_t>(n));
+    return text;
+  }
+
+  void signal(int sig) {
+    if (started())
+      ::kill(pid_, sig);
+  }
+
+private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  std::string stdout_;
+  std::optional<int> exit_code_;
+};
+
+/// One actorflow-worker per task of `jobs` ({job, task count}) on free loopback ports, each
+/// with `--threads threads`; their stderr goes to this process's stderr.
+class cluster_processes {
+public:
+  cluster_processes(const std::string& worker_binary,
+                    const std::vector<std::pair<std::string, int>>& jobs, int threads = 1) {
+    std::string json = "{";
+    std::vector<std::pair<std::string, int>> members;
+    for (auto& [job, count] : jobs) {
+      json += (json.size() > 1 ? ", \"" : "\"") + job + "\": [";
+      for (int task = 0; task < count; ++task) {
+        auto port = free_loopback_port();
+        ready_ = ready_ && port != 0;
+        json += (task > 0 ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(port) + "\"";
+        members.emplace_back(job, task);
+      }
+      json += "]";
+    }
+    spec_json_ = json + "}";
+    if (!ready_)
+      return;
+    for (auto& [job, task] : members)
+      tasks_.push_back(std::make_unique<child_process>(
+        worker_binary,
+        std::vector<std::string>{"--cluster", spec_json_, "--job", job, "--task",
+                                 std::to_string(task), "--threads", std::to_string(threads)},
+        false));
+    for (auto& t : tasks_)
+      ready_ = ready_ && t->started() &&
+               t->wait_for_line("serving on", std::chrono::milliseconds(20000)).has_value();
+  }
+
+  /// Whether every task is serving.
+  bool ready() const { return ready_; }
+  const std::string& spec_json() const { return spec_json_; }
+  /// Tasks in the order of `jobs`, then task index.
+  child_process& task(std::size_t i) { return *tasks_[i]; }
+
+  /// SIGTERMs every task; true when each exited 0 within 10 s.
+  bool stop() {
+    for (auto& t : tasks_)
+      t->signal(SIGTERM);
+    bool clean = true;
+    for (auto& t : tasks_)
+      clean = t->wait_exit(std::chrono::milliseconds(10000)) == 0 && clean;
+    return clean;
+  }
+
+private:
+  std::string spec_json_;
+  std::vector<std::unique_ptr<child_process>> tasks_;
+  bool ready_ = true;
+};
+
+} // namespace actorflow::testing
