@@ -163,6 +163,19 @@ inline result<int> normalize_axis(std::int64_t axis, int rank, const char* what)
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+/// Which dimensions of a rank-`rank` tensor the reduction attr `axes` names (all of them when
+/// `axes` is empty); an error for an axis out of range.
+inline result<std::vector<bool>> reduced_dimensions(const std::vector<std::int64_t>& axes, int rank) {
+  std::vector<bool> reduced(static_cast<std::size_t>(rank), axes.empty());
+  for (auto axis : axes) {
+    auto a = normalize_axis(axis, rank, "Invalid reduction dimension");
+    if (!a)
+      return a.error();
+    reduced[static_cast<std::size_t>(*a)] = true;
+  }
+  return reduced;
+}
+
 // --- broadcasting --------------------------------------------------------------------------
 
 /// How to walk two broadcast operands in output order. Output dimensions of size 1 are dropped

@@ -83,15 +83,12 @@ public:
     const auto& shape = x.shape();
     auto rank = shape.rank();
 
-    std::vector<bool> reduced(static_cast<std::size_t>(rank), axes_.empty());
-    for (auto axis : axes_) {
-      auto a = normalize_axis(axis, rank, "Invalid reduction dimension");
-      if (!a) {
-        ctx.fail(a.error());
-        return;
-      }
-      reduced[static_cast<std::size_t>(*a)] = true;
+    auto reduced_or_error = reduced_dimensions(axes_, rank);
+    if (!reduced_or_error) {
+      ctx.fail(reduced_or_error.error());
+      return;
     }
+    auto& reduced = *reduced_or_error;
 
     std::vector<std::int64_t> out_dims;
     for (int i = 0; i < rank; ++i) {
