@@ -7,6 +7,7 @@
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
 #include "actors/task_service.hpp"
+#include "support/flags.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -61,62 +62,27 @@ int fail(const failure& f) {
   return f.exit_code;
 }
 
-std::optional<failure> parse_int(const std::string& flag, const std::string& text, int min,
-                                 int& out) {
-  std::size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || value < min ||
-      value > std::numeric_limits<int>::max())
-    return failure{2, flag + " needs an integer of at least " + std::to_string(min) + ", not '" +
-                        text + "'"};
-  out = static_cast<int>(value);
-  return std::nullopt;
-}
-
 std::optional<failure> parse_flags(int argc, char** argv, worker_options& o) {
-  using handler = std::function<std::optional<failure>(const std::string&)>;
-  std::map<std::string, handler> with_value{
-    {"--cluster", [&](auto& v) { o.cluster = v; return std::optional<failure>{}; }},
-    {"--job", [&](auto& v) { o.job = v; return std::optional<failure>{}; }},
+  int task = 0;
+  bool task_given = false;
+  apps::flag_set flags;
+  flags.values = {
+    {"--cluster", [&](const std::string& v) { o.cluster = v; return status{}; }},
+    {"--job", [&](const std::string& v) { o.job = v; return status{}; }},
     {"--task",
-     [&](auto& v) {
-       int task = 0;
-       auto bad = parse_int("--task", v, 0, task);
-       o.task = task;
-       return bad;
+     [&](const std::string& v) {
+       task_given = true;
+       return apps::parse_int_flag("--task", v, 0, task);
      }},
-    {"--threads", [&](auto& v) { return parse_int("--threads", v, 0, o.threads); }},
-    {"--cpu-devices", [&](auto& v) { return parse_int("--cpu-devices", v, 1, o.cpu_devices); }},
+    {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
+    {"--cpu-devices",
+     [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices); }},
   };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_inline_value = false;
-    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_inline_value = true;
-    }
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      continue;
-    }
-    auto h = with_value.find(arg);
-    if (h == with_value.end())
-      return failure{2, "unknown flag '" + arg + "' (see --help)"};
-    if (!has_inline_value) {
-      if (i + 1 >= argc)
-        return failure{2, arg + " needs a value"};
-      value = argv[++i];
-    }
-    if (auto bad = h->second(value))
-      return bad;
-  }
+  flags.switches = {{"--help", &o.help}, {"-h", &o.help}};
+  if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())
+    return failure{2, s.message()};
+  if (task_given)
+    o.task = task;
   return std::nullopt;
 }
 

@@ -1,6 +1,7 @@
 #include "train/options.hpp"
 
-#include <charconv>
+#include "support/flags.hpp"
+
 #include <functional>
 #include <map>
 #include <sstream>
@@ -11,18 +12,6 @@ namespace {
 
 status bad(const std::string& flag, const std::string& why) {
   return make_error(errc::invalid_argument, flag + ": " + why);
-}
-
-template <class Int>
-status parse_int(const std::string& flag, const std::string& text, Int min, Int& out) {
-  Int value{};
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size())
-    return bad(flag, "'" + text + "' is not a whole number");
-  if (value < min)
-    return bad(flag, "must be at least " + std::to_string(min) + ", got " + text);
-  out = value;
-  return {};
 }
 
 status parse_positive_double(const std::string& flag, const std::string& text, double& out) {
@@ -81,11 +70,11 @@ Trains a model with actorflow in one process.
 result<train_options> parse_train_options(int argc, const char* const* argv) {
   train_options o;
   bool learning_rate_set = false;
-  using handler = std::function<status(const std::string&)>;
-  std::map<std::string, handler> with_value{
+  apps::flag_set flags;
+  flags.values = {
     {"--model", [&](auto& v) { return one_of("--model", v, {"mlp", "linreg"}, o.model); }},
-    {"--epochs", [&](auto& v) { return parse_int("--epochs", v, 1, o.epochs); }},
-    {"--batch-size", [&](auto& v) { return parse_int("--batch-size", v, 1, o.batch_size); }},
+    {"--epochs", [&](auto& v) { return apps::parse_int_flag("--epochs", v, 1, o.epochs); }},
+    {"--batch-size", [&](auto& v) { return apps::parse_int_flag("--batch-size", v, 1, o.batch_size); }},
     {"--learning-rate",
      [&](auto& v) {
        learning_rate_set = true;
@@ -93,43 +82,18 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
      }},
     {"--optimizer",
      [&](auto& v) { return one_of("--optimizer", v, {"sgd", "momentum", "adam"}, o.optimizer); }},
-    {"--seed", [&](auto& v) { return parse_int<std::uint64_t>("--seed", v, 0, o.seed); }},
-    {"--threads", [&](auto& v) { return parse_int("--threads", v, 0, o.threads); }},
-    {"--steps", [&](auto& v) { return parse_int("--steps", v, 1, o.steps); }},
+    {"--seed", [&](auto& v) { return apps::parse_int_flag<std::uint64_t>("--seed", v, 0, o.seed); }},
+    {"--threads", [&](auto& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
+    {"--steps", [&](auto& v) { return apps::parse_int_flag("--steps", v, 1, o.steps); }},
     {"--data-dir", [&](auto& v) { o.data_dir = v; return status{}; }},
     {"--output-dir", [&](auto& v) { o.output_dir = v; return status{}; }},
     {"--checkpoint-dir", [&](auto& v) { o.checkpoint_dir = v; return status{}; }},
     {"--keep-checkpoints",
-     [&](auto& v) { return parse_int("--keep-checkpoints", v, 1, o.keep_checkpoints); }},
-    {"--log-every", [&](auto& v) { return parse_int("--log-every", v, 1, o.log_every); }},
+     [&](auto& v) { return apps::parse_int_flag("--keep-checkpoints", v, 1, o.keep_checkpoints); }},
+    {"--log-every", [&](auto& v) { return apps::parse_int_flag("--log-every", v, 1, o.log_every); }},
   };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_inline_value = false;
-    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_inline_value = true;
-    }
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      continue;
-    }
-    if (arg == "--resume") {
-      o.resume = true;
-      continue;
-    }
-    auto h = with_value.find(arg);
-    if (h == with_value.end())
-      return make_error(errc::invalid_argument, "unknown flag '" + arg + "' (see --help)");
-    if (!has_inline_value) {
-      if (i + 1 >= argc)
-        return bad(arg, "needs a value");
-      value = argv[++i];
-    }
-    AF_RETURN_IF_ERROR(h->second(value));
-  }
+  flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}};
+  AF_RETURN_IF_ERROR(apps::parse_flags(argc, argv, flags));
   if (o.model == "linreg" && !learning_rate_set)
     o.learning_rate = 0.5;
   if (o.resume && o.checkpoint_dir.empty())

@@ -1,0 +1,32 @@
+#include "support/flags.hpp"
+
+namespace actorflow::apps {
+
+status parse_flags(int argc, const char* const* argv, const flag_set& flags) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_inline_value = false;
+    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_inline_value = true;
+    }
+    if (auto s = flags.switches.find(arg); s != flags.switches.end() && !has_inline_value) {
+      *s->second = true;
+      continue;
+    }
+    auto v = flags.values.find(arg);
+    if (v == flags.values.end())
+      return make_error(errc::invalid_argument, "unknown flag '" + arg + "' (see --help)");
+    if (!has_inline_value) {
+      if (i + 1 >= argc)
+        return make_error(errc::invalid_argument, arg + " needs a value");
+      value = argv[++i];
+    }
+    AF_RETURN_IF_ERROR(v->second(value));
+  }
+  return {};
+}
+
+} // namespace actorflow::apps

@@ -1,0 +1,43 @@
+#pragma once
+/// Command-line flags for actorflow's apps: "--flag value" and "--flag=value".
+///   flag_set flags;
+///   flags.values["--epochs"] = [&](const std::string& v) { return parse_int_flag("--epochs", v, 1, epochs); };
+///   flags.switches["--resume"] = &resume;
+///   status s = parse_flags(argc, argv, flags);   // "unknown flag '--epoch' (see --help)"
+
+#include "graph/status.hpp"
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace actorflow::apps {
+
+/// Validates and stores a flag's value; an error names the flag.
+using value_flag = std::function<status(const std::string& value)>;
+
+struct flag_set {
+  std::map<std::string, value_flag> values;
+  /// Flags without a value, set to true when present.
+  std::map<std::string, bool*> switches;
+};
+
+/// Parses argv[1..argc); errors name the flag at fault (unknown, or missing its value).
+status parse_flags(int argc, const char* const* argv, const flag_set& flags);
+
+/// Parses a whole number of at least `min` into `out`; the error quotes the flag and the text.
+template <class Int>
+status parse_int_flag(const std::string& flag, const std::string& text, Int min, Int& out) {
+  Int value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty())
+    return make_error(errc::invalid_argument, flag + ": '" + text + "' is not a whole number");
+  if (value < min)
+    return make_error(errc::invalid_argument,
+                      flag + ": must be at least " + std::to_string(min) + ", got " + text);
+  out = value;
+  return {};
+}
+
+} // namespace actorflow::apps
