@@ -108,8 +108,16 @@ int graph::add_node(node_spec spec) {
     n->control_inputs.insert(n->control_inputs.end(), deps.begin(), deps.end());
   n->control_inputs.insert(n->control_inputs.end(), spec.control_inputs.begin(),
                            spec.control_inputs.end());
-  // Innermost device scope first; each outer scope fills only what is still unset (TF1).
-  for (auto i = device_stack_.rbegin(); i != device_stack_.rend(); ++i) {
+  if (!n->has_attr("colocate_with") && !colocation_stack_.empty())
+    n->attrs["colocate_with"] = at(colocation_stack_.back()).name;
+  auto colocated = -1;
+  if (auto* target = n->attr<std::string>("colocate_with"))
+    colocated = find(*target);
+  // Colocation beats device scopes: the node goes where its colocation target goes.
+  if (colocated >= 0)
+    n->requested_device = at(colocated).requested_device;
+  // Otherwise the innermost device scope first; each outer one fills only what is unset (TF1).
+  for (auto i = device_stack_.rbegin(); colocated < 0 && i != device_stack_.rend(); ++i) {
     n->requested_device = (*i)(*n);
     // Device functions may return any spelling; keep the canonical one.
     if (auto parsed = device_name::parse(n->requested_device))
@@ -232,6 +240,15 @@ scope_guard graph::device(const std::string& spec) {
 scope_guard graph::device(device_function fn) {
   device_stack_.push_back(std::move(fn));
   return scope_guard{[this] { device_stack_.pop_back(); }};
+}
+
+scope_guard graph::colocate_with(const output& target) {
+  if (!target.valid() || target.owner != this) {
+    record_error(make_error(errc::invalid_argument, "colocate_with: the target is not a node of this graph"));
+    return scope_guard{[] {}};
+  }
+  colocation_stack_.push_back(target.node_id);
+  return scope_guard{[this] { colocation_stack_.pop_back(); }};
 }
 
 scope_guard graph::control_dependencies(const std::vector<output>& deps) {

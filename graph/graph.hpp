@@ -185,6 +185,11 @@ public:
   /// Nodes created inside run only after all of `deps`.
   scope_guard control_dependencies(const std::vector<output>& deps);
 
+  /// Nodes created inside are colocated with `target`'s node (attr "colocate_with") and request
+  /// its device; enclosing device scopes and functions do not apply to them (TensorFlow's
+  /// colocate_with). A node given its own "colocate_with" attr follows that one instead.
+  scope_guard colocate_with(const output& target);
+
   /// Variables in creation order.
   const std::vector<variable>& global_variables() const { return variables_; }
   /// The variables optimizers train by default (not optimizer slots or step counters).
@@ -205,6 +210,7 @@ private:
   std::vector<std::string> name_scopes_;
   std::vector<device_function> device_stack_;
   std::vector<std::vector<int>> control_stack_;
+  std::vector<int> colocation_stack_;
   std::vector<variable> variables_;
   std::vector<variable> trainable_;
   actorflow::status status_;

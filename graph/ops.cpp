@@ -109,11 +109,6 @@ actorflow::variable variable_in_scope(graph& g, output initial_value, bool train
                                                      {"colocate_with", var_name}};
   v.initializer = make(g, "Assign", "Assign", {v.ref, initial_value}, colocated);
   v.read = make(g, "Identity", "read", {v.ref}, {{"colocate_with", var_name}});
-  // Colocation beats device scopes and functions (TF's colocate_with clears the device function
-  // stack): assign and read request what the variable requested, so that a function sending
-  // only VariableV2 to the CPU does not pin them elsewhere and make the group unplaceable.
-  for (auto id : {v.initializer.node_id, v.read.node_id})
-    g.at(id).requested_device = g.at(v.ref.node_id).requested_device;
   g.add_variable(v, trainable);
   return v;
 }
@@ -146,12 +141,10 @@ namespace {
 output assign_op(const char* op, const actorflow::variable& var, output value,
                  const std::string& name) {
   auto& g = graph_of(var.ref);
-  auto assigned = make(g, op, name, {var.ref, value},
-                       {{"variable", var.ref.name()}, {"colocate_with", var.ref.name()}});
-  // Colocation beats enclosing device scopes (TF's colocate_with): an update written inside a
-  // worker's device block still runs where its variable lives.
-  g.at(assigned.node_id).requested_device = g.at(var.ref.node_id).requested_device;
-  return assigned;
+  // colocate_with makes an update written inside a worker's device block run where its
+  // variable lives (graph::add_node).
+  return make(g, op, name, {var.ref, value},
+              {{"variable", var.ref.name()}, {"colocate_with", var.ref.name()}});
 }
 
 } // namespace

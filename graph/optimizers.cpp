@@ -2,8 +2,8 @@
 // "w/Adam_1") and Adam's "beta1_power" / "beta2_power" are created before the optimizer's name
 // scope; inside it each variable gets "<scope>/update_<var>/Apply...", and a NoOp named after
 // the scope groups every update. Everything a variable's update creates (its constants, its
-// Apply op, its slots and their initialisers) requests the variable's device and carries
-// colocate_with = the variable, so placement keeps the update next to the variable.
+// Apply op, its slots and their initialisers) is made inside graph::colocate_with(variable),
+// so it requests the variable's device and placement keeps the update next to the variable.
 #include "graph/optimizers.hpp"
 
 #include "graph/gradients.hpp"
@@ -14,21 +14,6 @@
 namespace actorflow {
 
 namespace {
-
-/// Makes every node created from `first_id` on request `var`'s device and be colocated with it
-/// (TF's colocate_with: device scopes and functions do not apply). Nodes that already name
-/// something to colocate with (a slot's Assign and read name the slot) keep it.
-void colocate_since(graph& g, int first_id, const variable& var) {
-  auto& var_node = var.ref.producer();
-  auto device = var_node.requested_device;
-  auto var_name = var_node.name;
-  for (auto id = first_id; id < static_cast<int>(g.size()); ++id) {
-    auto& n = g.at(id);
-    n.requested_device = device;
-    if (!n.has_attr("colocate_with"))
-      n.attrs["colocate_with"] = var_name;
-  }
-}
 
 /// The node for an update op on `var`: input 0 is the variable ref, `slots` the slot variables
 /// (refs as well) that follow it, then `inputs`.
@@ -80,10 +65,9 @@ usable_pairs(const std::vector<gradient_and_variable>& pairs) {
 /// A non-trainable scalar variable `name` of `type` starting at `value`, colocated with `with`.
 variable colocated_scalar_variable(graph& g, const std::string& name, dtype type, double value,
                                    const variable& with) {
-  auto first = static_cast<int>(g.size());
+  auto colocation = g.colocate_with(with.ref);
   auto initial = ops::scalar_like(g, type, value, name + "/initial_value");
   auto v = ops::variable(g, initial, name, /*trainable=*/false);
-  colocate_since(g, first, with);
   return v;
 }
 
@@ -128,7 +112,7 @@ output optimizer::minimize(output loss, std::vector<variable> vars) {
 variable optimizer::make_slot(const variable& var, const std::string& slot) {
   auto& g = *var.ref.owner;
   auto& var_node = var.ref.producer();
-  auto first = static_cast<int>(g.size());
+  auto colocation = g.colocate_with(var.ref);
   // Variables have fully defined shapes (VariableV2's attr), so the zeros need no shape op.
   auto& shape = var.ref.shape();
   if (!shape.fully_defined())
@@ -139,7 +123,6 @@ variable optimizer::make_slot(const variable& var, const std::string& slot) {
   auto slot_name = var_node.name + "/" + slot;
   auto zeros = ops::zeros(g, shape.dims(), var.ref.type(), slot_name + "/Initializer/zeros");
   auto v = ops::variable(g, zeros, slot_name, /*trainable=*/false);
-  colocate_since(g, first, var);
   return v;
 }
 
@@ -153,11 +136,10 @@ output gradient_descent_optimizer::apply_gradients(
   std::vector<output> updates;
   for (auto& [grad, var] : pairs) {
     auto update_scope = g.name_scope("update_" + var.name());
-    auto first = static_cast<int>(g.size());
+    auto colocation = g.colocate_with(var.ref);
     auto type = var.ref.type();
     auto alpha = ops::scalar_like(g, type, learning_rate_, "learning_rate");
     updates.push_back(apply_op(g, "ApplyGradientDescent", var, {}, {alpha, grad}));
-    colocate_since(g, first, var);
   }
   return group_named_after_scope(g, updates);
 }
@@ -176,13 +158,12 @@ output momentum_optimizer::apply_gradients(
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     auto& [grad, var] = pairs[i];
     auto update_scope = g.name_scope("update_" + var.name());
-    auto first = static_cast<int>(g.size());
+    auto colocation = g.colocate_with(var.ref);
     auto type = var.ref.type();
     auto lr = ops::scalar_like(g, type, learning_rate_, "learning_rate");
     auto momentum = ops::scalar_like(g, type, momentum_, "momentum");
     updates.push_back(apply_op(g, "ApplyMomentum", var, {accumulators[i]}, {lr, grad, momentum},
                                {{"use_nesterov", use_nesterov_}}));
-    colocate_since(g, first, var);
   }
   return group_named_after_scope(g, updates);
 }
@@ -212,7 +193,7 @@ output adam_optimizer::apply_gradients(
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     auto& [grad, var] = pairs[i];
     auto update_scope = g.name_scope("update_" + var.name());
-    auto first = static_cast<int>(g.size());
+    auto colocation = g.colocate_with(var.ref);
     auto var_type = var.ref.type();
     // The powers are read through their snapshots; the assigns below wait for every update.
     output b1p = beta1_power.read, b2p = beta2_power.read;
@@ -226,21 +207,19 @@ output adam_optimizer::apply_gradients(
     auto epsilon = ops::scalar_like(g, var_type, epsilon_, "epsilon");
     updates.push_back(apply_op(g, "ApplyAdam", var, {moments[i].first, moments[i].second},
                                {b1p, b2p, lr, beta1, beta2, epsilon, grad}));
-    colocate_since(g, first, var);
   }
   // TF1's _finish: advance the powers once every update has read them. Inside the control
   // dependencies a consumer of the variable ref reads the value when it runs.
   std::vector<output> finish = updates;
   {
     auto after_updates = g.control_dependencies(updates);
-    auto first = static_cast<int>(g.size());
+    auto colocation = g.colocate_with(beta1_power.ref);
     auto beta1 = ops::scalar_like(g, type, beta1_, "beta1");
     auto next_beta1 = ops::mul(beta1_power.ref, beta1, "mul");
     finish.push_back(ops::assign(beta1_power, next_beta1, "Assign"));
     auto beta2 = ops::scalar_like(g, type, beta2_, "beta2");
     auto next_beta2 = ops::mul(beta2_power.ref, beta2, "mul_1");
     finish.push_back(ops::assign(beta2_power, next_beta2, "Assign_1"));
-    colocate_since(g, first, beta1_power);
   }
   return group_named_after_scope(g, finish);
 }

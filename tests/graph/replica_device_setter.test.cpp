@@ -5,6 +5,7 @@
 #include "graph/device_name.hpp"
 #include "graph/graph.hpp"
 #include "graph/ops.hpp"
+#include "graph/optimizers.hpp"
 #include "graph/placement.hpp"
 
 #include <catch2/catch.hpp>
@@ -304,4 +305,41 @@ TEST_CASE("bad options are reported quoting the part at fault", "[graph][replica
     REQUIRE_FALSE(setter.ok());
     CHECK_THAT(setter.error().message(), Contains("worker_device") && Contains("'job:worker'"));
   }
+}
+
+TEST_CASE("optimizer slots stay with their variable and do not advance the ps round-robin") {
+  graph g;
+  auto setter = replica_device_setter(2);
+  REQUIRE(setter.ok());
+  auto scope = g.device(*setter);
+  auto v1 = ops::variable(g, 1.f, "v1");
+  auto loss = ops::square(v1.read);
+  momentum_optimizer{0.1, 0.9}.minimize(loss);
+  auto v2 = ops::variable(g, 2.f, "v2");
+  REQUIRE(g.status().ok());
+  CHECK(requested(g, "v1") == "/job:ps/task:0");
+  // The slot is colocated with v1 (TensorFlow's colocate_with): the setter never sees it.
+  CHECK(requested(g, "v1/Momentum") == "/job:ps/task:0");
+  CHECK(*g.at(g.find("v1/Momentum")).attr<std::string>("colocate_with") == "v1");
+  CHECK(requested(g, "v2") == "/job:ps/task:1");
+}
+
+TEST_CASE("a colocate_with scope beats enclosing device scopes and marks the nodes") {
+  graph g;
+  actorflow::variable v;
+  {
+    auto ps = g.device("/job:ps/task:1");
+    v = ops::variable(g, 1.f, "v");
+  }
+  auto worker = g.device("/job:worker/task:0");
+  output inside, outside;
+  {
+    auto with_v = g.colocate_with(v.ref);
+    inside = ops::constant(g, 2.f, "inside");
+  }
+  outside = ops::constant(g, 3.f, "outside");
+  CHECK(requested(g, "inside") == "/job:ps/task:1");
+  CHECK(*g.at(inside.node_id).attr<std::string>("colocate_with") == "v");
+  CHECK(requested(g, "outside") == "/job:worker/task:0");
+  CHECK_FALSE(g.at(outside.node_id).has_attr("colocate_with"));
 }
