@@ -89,10 +89,9 @@ TEST_CASE("bad flags, missing data and unwritable directories give one line and 
 }
 
 TEST_CASE("the MLP trains, reports throughput and accuracy, and writes its metrics and curve") {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
-    WARN("skipped: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
-    return;
-  }
+  // `make test` installs the data; its absence is a broken set-up, not a reason to pass.
+  INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
+  REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
   auto out = fresh_dir("mlp");
   auto r = run_train("--epochs 1 --threads 2 --output-dir " + out);
   REQUIRE(r.exit_code == 0);
@@ -110,10 +109,9 @@ TEST_CASE("the MLP trains, reports throughput and accuracy, and writes its metri
 }
 
 TEST_CASE("training resumed from a checkpoint ends exactly like an uninterrupted run") {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
-    WARN("skipped: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
-    return;
-  }
+  // `make test` installs the data; its absence is a broken set-up, not a reason to pass.
+  INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
+  REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
   auto whole = fresh_dir("whole");
   auto parts = fresh_dir("parts");
   auto common = std::string{" --threads 1 --batch-size 256 --optimizer momentum --learning-rate 0.05"};
