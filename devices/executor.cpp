@@ -187,10 +187,12 @@ void step_execution::release_inputs(int id) {
 
 void step_execution::run_from(int first) {
   std::vector<int> ready{first};
+  // Reused for every node this thread runs: no allocation per node.
+  std::vector<int> made_ready;
   while (!ready.empty()) {
     auto id = ready.back();
     ready.pop_back();
-    std::vector<int> made_ready;
+    made_ready.clear();
     if (process(id, made_ready)) {
       auto newly = made_ready.size();
       // Count the new nodes before any can run elsewhere, so the total never dips to zero early.
