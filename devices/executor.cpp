@@ -123,8 +123,7 @@ void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
     slots_[static_cast<std::size_t>(slot)] = std::move(value);
     fed_[static_cast<std::size_t>(id)] = true;
   }
-  fetch_names_ = std::move(fetches);
-  for (auto& name : fetch_names_) {
+  for (auto& name : fetches) {
     auto slot = plan_->slot_of(name);
     if (slot < 0) {
       done_(make_error(errc::not_found, "fetched tensor '" + name + "' is not in the partition on " +

@@ -134,7 +134,6 @@ private:
   std::unique_ptr<std::atomic<int>[]> readers_left_;
   std::vector<bool> fed_;
   std::vector<int> fetch_slots_;
-  std::vector<std::string> fetch_names_;
   done_callback done_;
   /// Nodes made ready (or running) and not yet finished.
   std::atomic<std::int64_t> outstanding_{0};
