@@ -74,37 +74,10 @@ bool is_host_char(char c) {
 /// (host names are case-insensitive) and the port as a number ("02222" is port 2222).
 result<std::string> check_address(const std::string& job, std::size_t index,
                                   const std::string& address) {
-  auto at = where(job, index);
-  if (address.empty())
-    return invalid(at + ": the address is empty (expected host:port)");
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos)
-    return invalid(at + ": address '" + address + "' has no port (expected host:port)");
-  auto host = address.substr(0, colon);
-  auto port = address.substr(colon + 1);
-  if (host.empty())
-    return invalid(at + ": address '" + address + "' has no host");
-  bool host_ok = true;
-  if (host.front() == '[') {
-    // An IPv6 literal, "[::1]:2222".
-    host_ok = host.size() > 2 && host.back() == ']';
-    for (std::size_t i = 1; host_ok && i + 1 < host.size(); ++i)
-      host_ok = std::isxdigit(static_cast<unsigned char>(host[i])) != 0 || host[i] == ':' ||
-                host[i] == '.' || host[i] == '%';
-  } else {
-    for (char c : host)
-      host_ok = host_ok && is_host_char(c);
-  }
-  if (!host_ok)
-    return invalid(at + ": address '" + address + "' has a bad host '" + host + "'");
-  bool digits = !port.empty() && port.size() <= 5;
-  for (char c : port)
-    digits = digits && c >= '0' && c <= '9';
-  auto number = digits ? std::atoi(port.c_str()) : 0;
-  if (number < 1 || number > 65535)
-    return invalid(at + ": address '" + address + "' has a bad port '" + port +
-                   "' (expected a number from 1 to 65535)");
-  return lower_case(host) + ":" + std::to_string(number);
+  auto parsed = parse_host_port(address);
+  if (!parsed)
+    return invalid(where(job, index) + ": " + parsed.error().message());
+  return lower_case(parsed->host) + ":" + std::to_string(parsed->port);
 }
 
 /// Short printable form of a JSON value for error messages.
@@ -418,6 +391,56 @@ result<device_function> replica_device_setter_for(const cluster_spec& cluster,
   }
   options.ps_tasks = cluster.num_tasks(ps_job);
   return replica_device_setter(std::move(options));
+}
+
+namespace {
+status bad_address(const std::string& message) { return make_error(errc::invalid_argument, message); }
+} // namespace
+
+result<host_port> parse_host_port(std::string_view text) {
+  std::string address{text};
+  if (address.empty())
+    return bad_address("the address is empty (expected host:port)");
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos)
+    return bad_address("address '" + address + "' has no port (expected host:port)");
+  auto host = address.substr(0, colon);
+  auto port = address.substr(colon + 1);
+  if (host.empty())
+    return bad_address("address '" + address + "' has no host");
+  bool host_ok = true;
+  if (host.front() == '[') {
+    // An IPv6 literal, "[::1]:2222".
+    host_ok = host.size() > 2 && host.back() == ']';
+    for (std::size_t i = 1; host_ok && i + 1 < host.size(); ++i)
+      host_ok = std::isxdigit(static_cast<unsigned char>(host[i])) != 0 || host[i] == ':' ||
+                host[i] == '.' || host[i] == '%';
+  } else {
+    for (char c : host)
+      host_ok = host_ok && is_host_char(c);
+  }
+  if (!host_ok)
+    return bad_address("address '" + address + "' has a bad host '" + host + "'");
+  bool digits = !port.empty() && port.size() <= 5;
+  for (char c : port)
+    digits = digits && c >= '0' && c <= '9';
+  auto number = digits ? std::atoi(port.c_str()) : 0;
+  if (number < 1 || number > 65535)
+    return bad_address("address '" + address + "' has a bad port '" + port +
+                   "' (expected a number from 1 to 65535)");
+  if (host.front() == '[')
+    host = host.substr(1, host.size() - 2);
+  return host_port{host, static_cast<std::uint16_t>(number)};
+}
+
+result<host_port> parse_target(std::string_view target) {
+  constexpr std::string_view scheme = "caf://";
+  if (target.substr(0, scheme.size()) != scheme)
+    return bad_address("target '" + std::string{target} + "' does not start with caf:// (expected caf://host:port)");
+  auto parsed = parse_host_port(target.substr(scheme.size()));
+  if (!parsed)
+    return bad_address("target '" + std::string{target} + "': " + parsed.error().message());
+  return parsed;
 }
 
 } // namespace actorflow

@@ -74,6 +74,19 @@ private:
   job_map jobs_;
 };
 
+/// An address split for connecting: the host (IPv6 literals without their brackets) and port.
+struct host_port {
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+/// Checks and splits "host:port" ("[::1]:2222" for IPv6); errors (invalid_argument) quote the
+/// address and say what is wrong with it.
+result<host_port> parse_host_port(std::string_view address);
+
+/// Splits a master target, "caf://host:port"; errors quote the target.
+result<host_port> parse_target(std::string_view target);
+
 /// A parsed TF_CONFIG: the cluster and which of its tasks this process is.
 struct tf_config {
   cluster_spec cluster;

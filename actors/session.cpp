@@ -1,27 +1,21 @@
 #include "actors/session.hpp"
 
-#include "actors/device_actor.hpp"
+#include "actors/master.hpp"
+#include "actors/protocols/master.hpp"
+#include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
+#include "actors/task_service.hpp"
 #include "devices/device.hpp"
 #include "devices/pool_allocator.hpp"
 #include "devices/thread_pool.hpp"
-#include "graph/partition.hpp"
-#include "graph/placement.hpp"
-
-#include "actors/protocols/task.hpp"
-#include "actors/task_service.hpp"
-#include "actors/protocols/wire.hpp"
+#include "serialization/graph_io.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include <algorithm>
 #include <chrono>
 #include <iostream>
-#include <map>
 #include <mutex>
-#include <random>
-#include <set>
 
 namespace actorflow {
 
@@ -48,32 +42,6 @@ shared_pools& process_pools(const session_options& options) {
   }
   return pools;
 }
-
-device_name local_device(const std::string& type, int id) {
-  device_name name;
-  name.job = "localhost";
-  name.replica = 0;
-  name.task = 0;
-  name.type = type;
-  name.id = id;
-  return name;
-}
-
-std::string tensor_name(const output& o) { return o.tensor_name(); }
-
-/// What one run signature needs on each device, made once.
-struct run_plan {
-  struct per_device {
-    std::string name;
-    caf::actor actor;
-    std::int64_t handle = 0;
-    /// (index into the caller's feeds, tensor name)
-    std::vector<std::pair<std::size_t, std::string>> feeds;
-    /// (index into the caller's fetches, tensor name)
-    std::vector<std::pair<std::size_t, std::string>> fetches;
-  };
-  std::vector<per_device> devices;
-};
 
 } // namespace
 
@@ -114,160 +82,96 @@ struct session::impl {
   impl(caf::actor_system& sys, graph& g, session_options opts)
     : system(sys), g(g), options(std::move(opts)) {
     install_host_pool_allocator();
-    std::shared_ptr<thread_pool> inter_op, intra_op;
+    if (!options.target.empty()) {
+      setup = connect_target();
+      return;
+    }
+    master_options master;
+    master.timeout_seconds = effective_timeout();
+    if (!options.in_process_cluster.empty()) {
+      task_service_options task_options;
+      task_options.threads = options.inter_op_parallelism_threads;
+      task_options.trace = options.trace;
+      task_options.run_inline = options.run_inline;
+      for (auto& [job, count] : options.in_process_cluster)
+        for (int task = 0; task < count; ++task)
+          owned_tasks.push_back(spawn_task_service(system, job, task, task_options));
+      master.task_services = owned_tasks;
+    } else if (options.cluster) {
+      master.cluster = options.cluster;
+    } else {
+      owned_tasks.push_back(spawn_task_service(system, "localhost", 0, local_task_options()));
+      master.task_services = owned_tasks;
+    }
+    master_actor = spawn_master(system, std::move(master));
+    owns_master = true;
+  }
+
+  /// One task, "/job:localhost/replica:0/task:0", on the process's pools or the session's own.
+  task_service_options local_task_options() const {
+    task_service_options task;
     if (options.use_per_session_threads) {
       auto intra = resolve_thread_count(options.intra_op_parallelism_threads);
-      intra_op = std::make_shared<thread_pool>("intra_op", intra - 1 > 0 ? intra - 1 : 0);
-      inter_op = std::make_shared<thread_pool>(
+      task.intra_op_pool = std::make_shared<thread_pool>("intra_op", intra - 1 > 0 ? intra - 1 : 0);
+      task.inter_op_pool = std::make_shared<thread_pool>(
         "inter_op", resolve_thread_count(options.inter_op_parallelism_threads));
       set_blas_threads(intra);
     } else {
       auto& pools = process_pools(options);
-      intra_op = pools.intra_op;
-      inter_op = pools.inter_op;
+      task.intra_op_pool = pools.intra_op;
+      task.inter_op_pool = pools.inter_op;
     }
-    device_actor_options actor_options;
-    actor_options.inter_op_pool = options.run_inline ? nullptr : inter_op;
-    actor_options.trace = options.trace;
-    if (!options.in_process_cluster.empty()) {
-      setup = start_in_process_cluster();
-      return;
-    }
-    if (options.cluster) {
-      // Ids unique across sessions: tasks of a cluster serve several sessions at once.
-      std::random_device entropy;
-      id_base = (static_cast<std::int64_t>(entropy()) << 20) & 0x7fffffffffffffffLL;
-      next_handle = id_base;
-      next_step = id_base;
-      setup = connect_cluster();
-      return;
-    }
-    std::vector<std::pair<device_name, std::unique_ptr<device>>> made;
-    for (int i = 0; i < std::max(1, options.cpu_device_count); ++i)
-      made.emplace_back(local_device("CPU", i), make_cpu_device(local_device("CPU", i), intra_op));
-    for (auto& [name, dev] : made) {
-      auto actor = spawn_device_actor(system, std::move(dev), actor_options);
-      devices.emplace_back(name, actor);
-      owned_devices.push_back(actor);
-    }
-    share_peer_table();
-    coordinator = spawn_step_coordinator(system);
+    task.cpu_device_count = options.cpu_device_count;
+    task.run_inline = options.run_inline;
+    task.trace = options.trace;
+    return task;
   }
 
-  void share_peer_table() {
-    peer_table peers;
-    for (auto& [name, actor] : devices)
-      peers.devices.emplace(name.to_string(), actor);
-    for (auto& [name, actor] : devices)
-      caf::anon_send(actor, peers_atom::value, peers);
-  }
-
-  /// Finds every task's service and its devices; errors name the task and its address.
-  status connect_cluster() {
-    auto& cluster = *options.cluster;
-    for (auto& job : cluster.jobs()) {
-      for (int task = 0; task < cluster.num_tasks(job); ++task) {
-        auto address = cluster.address(job, task);
-        if (!address)
-          return address.error();
-        auto where = "/job:" + job + "/replica:0/task:" + std::to_string(task) + " at " + *address;
-        auto colon = address->rfind(':');
-        auto host = address->substr(0, colon);
-        if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-          host = host.substr(1, host.size() - 2);
-        auto port = static_cast<std::uint16_t>(std::stoi(address->substr(colon + 1)));
-        auto service = system.middleman().remote_actor(host, port);
-        if (!service)
-          return make_error(errc::unavailable,
-                            "cannot reach task " + where + ": " + system.render(service.error()));
-        device_list listed;
-        AF_RETURN_IF_ERROR(ask(listed, *service, devices_atom::value)
-                             .with_context("task " + where));
-        for (auto& [name, actor] : listed.devices) {
-          auto parsed = device_name::parse(name);
-          if (!parsed || !parsed->fully_specified())
-            return make_error(errc::data_loss, "task " + where + " reported a bad device name '" +
-                                                 name + "'");
-          devices.emplace_back(*parsed, actor);
-        }
-      }
-    }
-    share_peer_table();
-    coordinator = spawn_step_coordinator(system);
+  /// Reaches the master at options.target; errors quote the target.
+  status connect_target() {
+    auto address = parse_target(options.target);
+    if (!address)
+      return address.error();
+    auto master = system.middleman().remote_actor(address->host, address->port);
+    if (!master)
+      return make_error(errc::unavailable, "cannot reach the master at " + options.target + ": " +
+                                             system.render(master.error()));
+    master_actor = *master;
     return {};
-  }
-
-  /// Spawns every task of options.in_process_cluster and collects their devices.
-  status start_in_process_cluster() {
-    task_service_options task_options;
-    task_options.threads = options.inter_op_parallelism_threads;
-    task_options.trace = options.trace;
-    for (auto& [job, count] : options.in_process_cluster) {
-      for (int task = 0; task < count; ++task) {
-        auto service = spawn_task_service(system, job, task, task_options);
-        owned_tasks.push_back(service);
-        device_list listed;
-        AF_RETURN_IF_ERROR(ask(listed, service, devices_atom::value)
-                             .with_context("task /job:" + job + "/task:" + std::to_string(task)));
-        for (auto& [name, actor] : listed.devices) {
-          auto parsed = device_name::parse(name);
-          if (!parsed)
-            return parsed.error();
-          devices.emplace_back(*parsed, actor);
-        }
-      }
-    }
-    share_peer_table();
-    coordinator = spawn_step_coordinator(system);
-    return {};
-  }
-
-  device_name default_task_name() const {
-    if (!options.default_task.empty())
-      if (auto parsed = device_name::parse(options.default_task))
-        return *parsed;
-    std::vector<std::string> jobs;
-    if (options.cluster)
-      jobs = options.cluster->jobs();
-    else
-      for (auto& [job, count] : options.in_process_cluster)
-        jobs.push_back(job);
-    if (jobs.empty())
-      return local_device("CPU", 0);
-    device_name d;
-    auto has_worker = std::find(jobs.begin(), jobs.end(), "worker") != jobs.end();
-    d.job = has_worker ? std::string{"worker"} : jobs.front();
-    d.replica = 0;
-    d.task = 0;
-    return d;
   }
 
   ~impl() {
-    // Devices of a cluster outlive the session: only our partitions go.
-    if (options.cluster)
-      for (auto& [signature, plan] : plans)
-        for (auto& d : plan.devices)
-          caf::anon_send(d.actor, deregister_atom::value, d.handle);
-    for (auto& actor : owned_devices)
-      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    if (handle != 0) {
+      // Frees the session's partitions on every task; waits (bounded) when the master is
+      // remote, so that the message leaves before this process may exit.
+      if (owns_master) {
+        caf::anon_send(master_actor, close_atom::value, handle);
+      } else {
+        status closed;
+        static_cast<void>(ask_within(effective_timeout(), closed, master_actor,
+                                     close_atom::value, handle));
+      }
+    }
+    if (owns_master)
+      caf::anon_send_exit(master_actor, caf::exit_reason::user_shutdown);
     for (auto& task : owned_tasks)
       caf::anon_send(task, stop_atom::value);
-    caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
     if (options.drive)
       options.drive();
   }
 
-  /// Bound on answers: the option, or 10 s on a cluster (a hung task must not hang the client).
+  /// Bound on answers: the option, or 10 s with a cluster (a hung task must not hang the client).
   double effective_timeout() const {
     if (options.timeout_seconds > 0)
       return options.timeout_seconds;
-    return options.cluster ? 10.0 : 0.0;
+    return options.cluster || !options.target.empty() ? 10.0 : 0.0;
   }
 
-  /// Sends `args` to `dest` and waits for the single answer, at most effective_timeout().
-  template <class T, class... Ts>
-  status ask(T& answer, const caf::actor& dest, Ts&&... args) {
-    return ask_within(effective_timeout(), answer, dest, std::forward<Ts>(args)...);
+  /// How long the client waits for its master: unbounded for a master in this process (it
+  /// bounds every task's answer itself); for a remote one, its three bounded phases (reaching
+  /// tasks, registering partitions, the step) plus a margin, so a dead master cannot hang us.
+  double master_timeout() const {
+    return owns_master ? 0.0 : 3 * effective_timeout() + 1.0;
   }
 
   /// Sends `args` to `dest` and waits for the single answer, stored in `answer`, at most
@@ -295,6 +199,53 @@ struct session::impl {
     return transport;
   }
 
+  /// A copy of the client's graph for the master, which records placements in its own.
+  result<graph_def> snapshot() const {
+    auto bytes = serialize_graph(g);
+    if (!bytes)
+      return bytes.error();
+    auto copy = std::make_shared<graph>();
+    AF_RETURN_IF_ERROR(deserialize_graph(bytes->data(), bytes->size(), *copy));
+    return graph_def{std::move(copy)};
+  }
+
+  std::string master_name() const {
+    return options.target.empty() ? std::string{"the master"} : "the master at " + options.target;
+  }
+
+  /// Opens the session on the master the first time, and sends the graph again when it has
+  /// grown since (TensorFlow's ExtendSession).
+  status sync_graph() {
+    AF_RETURN_IF_ERROR(setup);
+    if (handle != 0 && g.size() == sent_nodes)
+      return {};
+    auto def = snapshot();
+    if (!def)
+      return def.error();
+    if (handle == 0) {
+      session_config config;
+      config.allow_soft_placement = options.allow_soft_placement;
+      config.log_device_placement = options.log_device_placement;
+      config.default_task = options.default_task;
+      config.timeout_ms = static_cast<std::int64_t>(effective_timeout() * 1000);
+      session_created created;
+      AF_RETURN_IF_ERROR(ask_within(master_timeout(), created, master_actor, create_atom::value,
+                                    config, std::move(*def))
+                           .with_context("opening a session on " + master_name()));
+      AF_RETURN_IF_ERROR(created.outcome);
+      handle = created.handle;
+      devices = std::move(created.devices);
+    } else {
+      status extended;
+      AF_RETURN_IF_ERROR(ask_within(master_timeout(), extended, master_actor, extend_atom::value,
+                                    handle, std::move(*def))
+                           .with_context("sending the grown graph to " + master_name()));
+      AF_RETURN_IF_ERROR(extended);
+    }
+    sent_nodes = g.size();
+    return {};
+  }
+
   status check_feeds(const feed_list& feeds) {
     for (auto& [target, value] : feeds) {
       if (!target.valid() || target.owner != &g)
@@ -314,152 +265,75 @@ struct session::impl {
     return {};
   }
 
-  result<run_plan*> plan_for(const std::vector<output>& fetches, const feed_list& feeds,
-                             const std::vector<output>& targets) {
-    std::string signature;
-    for (auto& f : fetches)
-      signature += f.tensor_name() + ",";
-    signature += "|";
-    for (auto& f : feeds)
-      signature += f.first.tensor_name() + ",";
-    signature += "|";
-    for (auto& t : targets)
-      signature += t.name() + ",";
-    if (auto i = plans.find(signature); i != plans.end())
-      return &i->second;
-
-    std::vector<int> roots;
-    for (auto& f : fetches) {
-      if (!f.valid() || f.owner != &g)
-        return make_error(errc::invalid_argument, "a fetch names no tensor of this graph");
-      roots.push_back(f.node_id);
-    }
-    for (auto& t : targets) {
-      if (!t.valid() || t.owner != &g)
-        return make_error(errc::invalid_argument, "a target names no node of this graph");
-      roots.push_back(t.node_id);
-    }
-    std::set<int> fed;
-    for (auto& f : feeds)
-      fed.insert(f.first.node_id);
-    auto needed = prune(g, roots, fed);
-
-    std::vector<device_name> names;
-    for (auto& d : devices)
-      names.push_back(d.first);
-    placement_options placement;
-    placement.allow_soft_placement = options.allow_soft_placement;
-    placement.default_task = default_task_name();
-    std::vector<std::string> placed;
-    AF_RETURN_IF_ERROR(place_nodes(
-      g, needed, names,
-      [](const std::string& op, const std::string& type, dtype t) {
-        return kernel_registry::global().has(op, type, t);
-      },
-      placement, &placed));
-    for (auto& line : placed) {
+  /// Records placements the master made: the log, and each node's assigned_device in the
+  /// client's graph (as a local session always did).
+  void note_placements(const std::vector<std::string>& lines) {
+    for (auto& line : lines) {
       if (options.log_device_placement)
         std::cerr << line << '\n';
       placement_log.push_back(line);
+      auto colon = line.find(": ");
+      if (colon == std::string::npos)
+        continue;
+      auto id = g.find(line.substr(0, colon));
+      if (id >= 0)
+        g.at(id).assigned_device = line.substr(colon + 2);
     }
-
-    auto parts = partition_graph(g, needed, fed);
-    if (!parts)
-      return parts.error();
-    run_plan plan;
-    for (auto& [device, part] : *parts) {
-      run_plan::per_device entry;
-      auto actor = actor_for(device);
-      if (!actor)
-        return make_error(errc::internal, "no device actor for " + device);
-      entry.actor = *actor;
-      entry.name = device;
-      entry.handle = ++next_handle;
-      status registered;
-      auto where = "registering a partition on " + device;
-      AF_RETURN_IF_ERROR(ask(registered, entry.actor, register_atom::value,
-                             make_partition_registration(entry.handle, part))
-                           .with_context(where));
-      AF_RETURN_IF_ERROR(registered.with_context(where));
-      for (std::size_t i = 0; i < feeds.size(); ++i)
-        if (g.at(feeds[i].first.node_id).assigned_device == device)
-          entry.feeds.emplace_back(i, tensor_name(feeds[i].first));
-      for (std::size_t i = 0; i < fetches.size(); ++i)
-        if (g.at(fetches[i].node_id).assigned_device == device)
-          entry.fetches.emplace_back(i, tensor_name(fetches[i]));
-      plan.devices.push_back(std::move(entry));
-    }
-    return &(plans[signature] = std::move(plan));
-  }
-
-  std::optional<caf::actor> actor_for(const std::string& device) {
-    for (auto& [name, actor] : devices)
-      if (name.to_string() == device)
-        return actor;
-    return std::nullopt;
   }
 
   result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds,
                                   const std::vector<output>& targets, std::int64_t* execution_ns) {
-    AF_RETURN_IF_ERROR(setup);
     AF_RETURN_IF_ERROR(g.status());
     AF_RETURN_IF_ERROR(check_feeds(feeds));
-    run_plan* plan = nullptr;
-    std::int64_t step_id = 0;
+    master_run_request request;
+    for (auto& f : fetches) {
+      if (!f.valid() || f.owner != &g)
+        return make_error(errc::invalid_argument, "a fetch names no tensor of this graph");
+      request.fetches.push_back(f.tensor_name());
+    }
+    for (auto& t : targets) {
+      if (!t.valid() || t.owner != &g)
+        return make_error(errc::invalid_argument, "a target names no node of this graph");
+      request.targets.push_back(t.name());
+    }
+    for (auto& [target, value] : feeds)
+      request.feeds.emplace_back(target.tensor_name(), value);
+    master_run_result answer;
     {
       std::lock_guard<std::mutex> guard{mutex};
-      auto made = plan_for(fetches, feeds, targets);
-      if (!made)
-        return made.error();
-      plan = *made;
-      step_id = ++next_step;
+      AF_RETURN_IF_ERROR(sync_graph());
+      request.handle = handle;
     }
-    step_plan step;
-    step.step_id = step_id;
-    step.timeout_ms = static_cast<std::int64_t>(effective_timeout() * 1000);
-    for (auto& d : plan->devices) {
-      step.device_names.push_back(d.name);
-      std::vector<std::pair<std::string, tensor>> device_feeds;
-      for (auto& [index, name] : d.feeds)
-        device_feeds.emplace_back(name, feeds[index].second);
-      std::vector<std::string> device_fetches;
-      for (auto& f : d.fetches)
-        device_fetches.push_back(f.second);
-      step.calls.emplace_back(d.actor, make_run_request(d.handle, step_id, std::move(device_feeds),
-                                                        std::move(device_fetches)));
+    AF_RETURN_IF_ERROR(ask_within(master_timeout(), answer, master_actor, run_atom::value,
+                                  std::move(request))
+                         .with_context("running a step on " + master_name()));
+    {
+      std::lock_guard<std::mutex> guard{mutex};
+      note_placements(answer.placed);
     }
-    step_outcome outcome;
-    // The coordinator bounds each device's answer; waiting on it needs no bound of its own.
-    AF_RETURN_IF_ERROR(ask_within(0, outcome, coordinator, run_atom::value, std::move(step)));
-    AF_RETURN_IF_ERROR(outcome.outcome);
-    *execution_ns = outcome.execution_ns;
-    std::vector<tensor> out(fetches.size());
-    for (std::size_t k = 0; k < plan->devices.size(); ++k) {
-      auto& d = plan->devices[k];
-      auto& fetched = outcome.fetched[k];
-      for (std::size_t j = 0; j < d.fetches.size() && j < fetched.size(); ++j)
-        out[d.fetches[j].first] = fetched[j];
-    }
-    return out;
+    AF_RETURN_IF_ERROR(answer.outcome);
+    *execution_ns = answer.execution_ns;
+    return std::move(answer.fetched);
   }
 
   caf::actor_system& system;
   graph& g;
   session_options options;
-  std::vector<std::pair<device_name, caf::actor>> devices;
-  /// Device actors this session spawned (local sessions) and stops when it ends.
-  std::vector<caf::actor> owned_devices;
-  /// Task services of an in-process cluster, stopped when the session ends.
-  std::vector<caf::actor> owned_tasks;
-  caf::actor coordinator;
-  /// Why the session cannot run (a cluster task unreachable), or ok.
+  /// Why the session cannot run (a bad or unreachable target), or ok.
   status setup;
-  std::int64_t id_base = 0;
+  caf::actor master_actor;
+  /// The master is this session's own (local devices, an in-process cluster, or this process
+  /// acting as master of a cluster) rather than a remote one reached through `target`.
+  bool owns_master = false;
+  /// Task services this session spawned (local devices, in-process clusters), stopped at its end.
+  std::vector<caf::actor> owned_tasks;
   std::mutex mutex;
-  std::map<std::string, run_plan> plans;
+  /// The session's handle on the master; 0 until the first run opens it.
+  std::int64_t handle = 0;
+  /// Nodes of the client's graph the master has.
+  std::size_t sent_nodes = 0;
+  std::vector<std::string> devices;
   std::vector<std::string> placement_log;
-  std::int64_t next_handle = 0;
-  std::int64_t next_step = 0;
 };
 
 session::session(graph& g, session_options options)
@@ -492,10 +366,11 @@ status session::run_targets(const std::vector<output>& targets, const feed_list&
 const std::vector<std::string>& session::placement_log() const { return impl_->placement_log; }
 
 std::vector<std::string> session::device_names() const {
-  std::vector<std::string> out;
-  for (auto& d : impl_->devices)
-    out.push_back(d.first.to_string());
-  return out;
+  std::lock_guard<std::mutex> guard{impl_->mutex};
+  // Opens the session on its master if no step has yet: the master knows the devices.
+  if (impl_->handle == 0 && !impl_->sync_graph().ok())
+    return {};
+  return impl_->devices;
 }
 
 } // namespace actorflow

@@ -1,6 +1,8 @@
 #pragma once
-/// Running graphs: a session places a graph on the process's devices, partitions it by device,
-/// hands each partition to that device's actor and runs steps.
+/// Running graphs: a session hands its graph to a master (actors/master.hpp), which places it
+/// on the devices of this process or of a cluster, partitions it by device, registers each
+/// partition with that device's actor and runs steps. Local sessions spawn their own master
+/// and one task; `target` opens the session on a remote master instead.
 ///   graph g;  auto a = ops::variable(g, 3.f, "a");  auto c = a * ops::constant(g, 4.f);
 ///   session s{g};
 ///   s.run({}, {}, {ops::global_variables_initializer(g)});
@@ -46,13 +48,17 @@ struct session_options {
   /// the pools. More than one gives cross-device partitions inside one process.
   int cpu_device_count = 1;
 
-  /// Runs on a cluster instead of this process's devices: the session reaches every task's
-  /// service (actorflow-worker) at its address over CAF's network layer and uses its devices.
+  /// A master to open the session on, "caf://host:port" (actorflow-master, or a worker started
+  /// with --master): it places and runs the graph on its cluster. The client only sends its
+  /// graph, feeds and fetches.
+  std::string target;
+  /// Runs on a cluster instead of this process's devices: this process acts as the master and
+  /// reaches every task's service (actorflow-worker) at its address over CAF's network layer.
   /// Tasks keep their variables across sessions, as TensorFlow servers do.
   std::shared_ptr<const cluster_spec> cluster;
   /// Runs an in-process cluster instead: these jobs with this many tasks each, e.g.
   /// {{"ps", 1}, {"worker", 2}}. Every task gets its own devices and task service, and the
-  /// session drives them through the very protocol it uses for a real cluster, with local
+  /// session drives them through the master and task protocol a real cluster uses, with local
   /// messages. The tasks end with the session.
   std::map<std::string, int> in_process_cluster;
   /// Where nodes whose request names neither job nor task go ("/job:worker/task:0"); empty
@@ -60,7 +66,7 @@ struct session_options {
   std::string default_task;
   /// Bound on reaching a task and on every answer from a task; a task that does not answer in
   /// time fails the operation with an error naming it. 0 means no bound for local devices and
-  /// 10 s on a cluster.
+  /// 10 s on a cluster (target or cluster).
   double timeout_seconds = 0;
 };
 

@@ -1,6 +1,8 @@
 #include "actors/task_service.hpp"
 
 #include "actors/device_actor.hpp"
+#include "actors/master.hpp"
+#include "actors/protocols/master.hpp"
 #include "actors/protocols/device.hpp"
 #include "devices/device.hpp"
 #include "devices/pool_allocator.hpp"
@@ -37,6 +39,19 @@ struct task_state {
   std::shared_ptr<thread_pool> intra_op;
   /// Full name and actor of every device, in device order.
   std::vector<std::pair<std::string, caf::actor>> devices;
+  /// The master this task serves as (--master), or null.
+  caf::actor master;
+
+  std::string task_name() const {
+    return "/job:" + job + "/replica:0/task:" + std::to_string(task);
+  }
+
+  status not_a_master() const {
+    return make_error(errc::unimplemented,
+                      "task " + task_name() +
+                        " is not a master: start it with --master, or open sessions on "
+                        "actorflow-master");
+  }
 
   device_list list_devices() const { return device_list{devices}; }
 
@@ -50,19 +65,32 @@ struct task_state {
   static inline const char* name = "actorflow.task_service";
 };
 
+/// Hands a master message to the task's master, which answers the sender directly.
+template <class... Ts>
+caf::response_promise forward_to_master(caf::stateful_actor<task_state>* self, Ts&&... xs) {
+  auto rp = self->make_response_promise();
+  rp.delegate(self->state.master, std::forward<Ts>(xs)...);
+  return rp;
+}
+
 caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string job, int task,
                            task_service_options options) {
   auto& st = self->state;
   st.job = job;
   st.task = task;
   install_host_pool_allocator();
-  auto threads = resolve_thread_count(options.threads);
-  st.intra_op = std::make_shared<thread_pool>("intra_op", threads - 1 > 0 ? threads - 1 : 0);
-  st.inter_op = std::make_shared<thread_pool>("inter_op", threads);
-  set_blas_threads(threads);
+  if (options.inter_op_pool && options.intra_op_pool) {
+    st.inter_op = options.inter_op_pool;
+    st.intra_op = options.intra_op_pool;
+  } else {
+    auto threads = resolve_thread_count(options.threads);
+    st.intra_op = std::make_shared<thread_pool>("intra_op", threads - 1 > 0 ? threads - 1 : 0);
+    st.inter_op = std::make_shared<thread_pool>("inter_op", threads);
+    set_blas_threads(threads);
+  }
 
   device_actor_options actor_options;
-  actor_options.inter_op_pool = st.inter_op;
+  actor_options.inter_op_pool = options.run_inline ? nullptr : st.inter_op;
   actor_options.trace = options.trace;
   for (int i = 0; i < std::max(1, options.cpu_device_count); ++i) {
     auto name = task_device(job, task, "CPU", i);
@@ -75,13 +103,42 @@ caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string jo
   auto peers = st.own_peers();
   for (auto& [name, actor] : st.devices)
     self->send(actor, peers_atom::value, peers);
+  if (options.serve_master) {
+    master_options master;
+    master.task_services.push_back(caf::actor_cast<caf::actor>(self));
+    master.cluster = options.cluster;
+    st.master = spawn_master(self->system(), master);
+    self->link_to(st.master);
+  }
 
   return {
     [self](devices_atom) { return self->state.list_devices(); },
     [self](stop_atom) {
       for (auto& [name, actor] : self->state.devices)
         self->send_exit(actor, caf::exit_reason::user_shutdown);
+      if (self->state.master)
+        self->send_exit(self->state.master, caf::exit_reason::user_shutdown);
       self->quit();
+    },
+    [self](create_atom a, session_config& config, graph_def& def) -> caf::result<session_created> {
+      if (!self->state.master)
+        return session_created{self->state.not_a_master(), 0, {}};
+      return forward_to_master(self, a, std::move(config), std::move(def));
+    },
+    [self](extend_atom a, std::int64_t handle, graph_def& def) -> caf::result<status> {
+      if (!self->state.master)
+        return self->state.not_a_master();
+      return forward_to_master(self, a, handle, std::move(def));
+    },
+    [self](run_atom a, master_run_request& req) -> caf::result<master_run_result> {
+      if (!self->state.master)
+        return master_run_result{self->state.not_a_master(), {}, 0, {}};
+      return forward_to_master(self, a, std::move(req));
+    },
+    [self](close_atom a, std::int64_t handle) -> caf::result<status> {
+      if (!self->state.master)
+        return self->state.not_a_master();
+      return forward_to_master(self, a, handle);
     },
   };
 }

@@ -5,15 +5,19 @@
 ///   caf::anon_send(task, protocol::stop_atom::value);          // stops its devices, then itself
 /// Protocol: actors/protocols/task.hpp. actorflow-worker publishes one through the middleman.
 
+#include "actors/cluster_spec.hpp"
 #include "actors/protocols/task.hpp"
 
 #include <caf/actor_system.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace actorflow {
+
+class thread_pool;
 
 /// How a task sets up its devices.
 struct task_service_options {
@@ -24,6 +28,16 @@ struct task_service_options {
   int threads = 0;
   /// Passed to every device actor (device_actor_options::trace); may be empty.
   std::function<void(const std::string&)> trace;
+  /// Pools to use instead of the task's own (a local session shares the process's pools);
+  /// both or neither.
+  std::shared_ptr<thread_pool> inter_op_pool;
+  std::shared_ptr<thread_pool> intra_op_pool;
+  /// Deterministic tests: every node runs inside its device actor (no inter-op pool).
+  bool run_inline = false;
+  /// Serve as the cluster's master too (actorflow-worker --master): master messages sent to
+  /// the task service go to a master it spawns, which reaches the other tasks of `cluster`.
+  bool serve_master = false;
+  std::shared_ptr<const cluster_spec> cluster;
 };
 
 /// Full names of the devices a task with these options owns, in the order devices_atom lists
@@ -34,7 +48,8 @@ std::vector<std::string> task_device_names(const std::string& job, int task,
 /// Spawns the service of task `task` of job `job`: it creates the task's devices and their
 /// device actors (on thread pools it owns), sends each device actor a peer_table of the task's
 /// own devices, answers (devices_atom) with a device_list and on (stop_atom) sends an exit to
-/// every device actor and quits. The device actors live as long as the task service (they are
+/// every device actor and quits. Master messages (actors/protocols/master.hpp) go to its master
+/// when it serves one, and are refused with an error naming the task otherwise. The device actors live as long as the task service (they are
 /// linked to it), shared by every client that uses them. Any thread may call this.
 caf::actor spawn_task_service(caf::actor_system& sys, const std::string& job, int task,
                               task_service_options options);

@@ -269,6 +269,7 @@ void add_actorflow_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<step_plan>("actorflow::step_plan");
   cfg.add_message_type<step_outcome>("actorflow::step_outcome");
   cfg.add_message_type<device_list>("actorflow::device_list");
+  add_master_message_types(cfg);
   cfg.add_error_category(error_category, [](std::uint8_t code, caf::atom_value,
                                             const caf::message& context) {
     std::string result = "actorflow ";

@@ -50,6 +50,9 @@ inline constexpr std::size_t max_tensor_rank = 254;
 /// actorflow's own default_actor_system() does.
 void add_actorflow_message_types(caf::actor_system_config& cfg);
 
+/// The master protocol's share of add_actorflow_message_types (defined in actors/master.cpp).
+void add_master_message_types(caf::actor_system_config& cfg);
+
 /// An error in the "actorflow" category carrying `code` and `message`.
 caf::error make_wire_error(errc code, std::string message);
 

@@ -1,0 +1,125 @@
+#pragma once
+/// The master's protocol: clients open sessions on a master, which places their graph over the
+/// cluster's devices, registers one partition per device with the task that owns it and runs
+/// steps (TensorFlow's MasterService).
+///   auto master = sys.middleman().remote_actor("127.0.0.1", port);   // actorflow-master
+///   self->request(*master, timeout, create_atom::value, config, graph_def{copy})
+///     .receive([](session_created& s) { ... s.handle ... }, ...);
+///
+/// Messages a master (and a task service started with --master, which delegates them) handles:
+///   (create_atom, session_config, graph_def)          -> session_created
+///   (extend_atom, int64 handle, graph_def)            -> status   the client's graph grew
+///   (run_atom, master_run_request)                    -> master_run_result
+///   (close_atom, int64 handle)                        -> status   frees the session's
+///                                                                  partitions on every device
+/// Feeds and fetches name tensors ("node:0"), targets name nodes: names are what both sides of
+/// the wire agree on. Failures travel inside the answers as statuses naming node and task.
+
+#include "actors/protocols/device.hpp"
+#include "graph/graph.hpp"
+#include "graph/status.hpp"
+#include "graph/tensor.hpp"
+
+#include <caf/atom.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/save_callback.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace actorflow::protocol {
+
+using create_atom = caf::atom_constant<caf::atom("create")>;
+using extend_atom = caf::atom_constant<caf::atom("extend")>;
+using close_atom = caf::atom_constant<caf::atom("close")>;
+
+/// What a session asks of placement and of the master (a slice of TensorFlow's ConfigProto).
+struct session_config {
+  bool allow_soft_placement = false;
+  bool log_device_placement = false;
+  /// Where nodes naming neither job nor task go ("/job:worker/task:0"); empty: the master's
+  /// rule (task 0 of job "worker", else of the first job).
+  std::string default_task;
+  /// Bound on every answer from a task during a step; 0 waits without bound.
+  std::int64_t timeout_ms = 0;
+};
+
+/// A client's graph. The master owns it and records placements in it; it is a copy, never the
+/// client's own graph, and travels as Cap'n Proto bytes between processes.
+struct graph_def {
+  std::shared_ptr<graph> definition;
+};
+
+struct session_created {
+  status outcome;
+  std::int64_t handle = 0;
+  /// Full names of every device the session may use.
+  std::vector<std::string> devices;
+};
+
+struct master_run_request {
+  std::int64_t handle = 0;
+  std::vector<std::pair<std::string, tensor>> feeds;
+  std::vector<std::string> fetches;
+  std::vector<std::string> targets;
+};
+
+struct master_run_result {
+  status outcome;
+  /// In the order of the request's fetches.
+  std::vector<tensor> fetched;
+  /// The longest any device spent executing its partition.
+  std::int64_t execution_ns = 0;
+  /// Nodes placed by this run, as "name: /job:.../device:CPU:0" lines.
+  std::vector<std::string> placed;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_config& x) {
+  return f(caf::meta::type_name("session_config"), x.allow_soft_placement,
+           x.log_device_placement, x.default_task, x.timeout_ms);
+}
+
+/// Encoded with the partition codec (wire::save/load of a graph), whose loads are checked.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, graph_def& x) {
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    return f(caf::meta::type_name("graph_def"), caf::meta::save_callback([&] {
+               return wire::save(f, std::shared_ptr<const graph>{x.definition});
+             }));
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    return f(caf::meta::type_name("graph_def"), caf::meta::load_callback([&] {
+               std::shared_ptr<const graph> loaded;
+               auto err = wire::load(f, loaded);
+               // wire::load made this graph (make_shared<graph>); it is ours to modify.
+               x.definition = std::const_pointer_cast<graph>(loaded);
+               return err;
+             }));
+  } else {
+    auto nodes = x.definition ? std::to_string(x.definition->size()) + " nodes" : "no graph";
+    return f(caf::meta::type_name("graph_def"), nodes);
+  }
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_created& x) {
+  return f(caf::meta::type_name("session_created"), x.outcome, x.handle, x.devices);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, master_run_request& x) {
+  return f(caf::meta::type_name("master_run_request"), x.handle, x.feeds, x.fetches, x.targets);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, master_run_result& x) {
+  return f(caf::meta::type_name("master_run_result"), x.outcome, x.fetched, x.execution_ns,
+           x.placed);
+}
+
+} // namespace actorflow::protocol
