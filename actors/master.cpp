@@ -439,6 +439,8 @@ caf::behavior master(master_actor* self, master_options options) {
   }
 
   return {
+    // Not a normal exit: linked actors (the step coordinator) ignore those and would linger.
+    [self](stop_atom) { self->quit(caf::exit_reason::user_shutdown); },
     [self](create_atom, session_config& config, graph_def& def) -> caf::result<session_created> {
       auto rp = self->make_response_promise<session_created>();
       if (!def.definition) {

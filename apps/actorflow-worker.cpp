@@ -2,23 +2,17 @@
 // publishes its task service (actors/protocols/task.hpp) through CAF's middleman on the task's
 // address in the cluster spec, prints "actorflow-worker: /job:J/replica:0/task:N serving on
 // HOST:PORT" once it listens, and runs until SIGINT or SIGTERM, then stops cleanly (exit 0).
+// With --master the task also serves as the cluster's master (actors/master.hpp).
 // Exit codes: 2 for bad flags or an unusable spec, 1 for runtime failures (port in use, ...).
 #include "actors/cluster_spec.hpp"
-#include "actors/protocols/task.hpp"
-#include "actors/protocols/wire.hpp"
 #include "actors/task_service.hpp"
 #include "support/flags.hpp"
+#include "support/server.hpp"
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include <caf/actor.hpp>
 
-#include <chrono>
-#include <csignal>
-#include <cstdio>
-#include <functional>
 #include <iostream>
-#include <limits>
-#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -39,6 +33,8 @@ Stops cleanly on SIGINT or SIGTERM.
   --threads N        threads of the task's inter-op and intra-op pools; 0 = one per core
                      (default 0)
   --cpu-devices N    number of CPU devices (default 1)
+  --master           also serve as the cluster's master: clients open sessions on this task
+                     with --target caf://HOST:PORT (its address)
   --help             this text
 )";
 
@@ -48,6 +44,7 @@ struct worker_options {
   std::optional<int> task;
   int threads = 0;
   int cpu_devices = 1;
+  bool master = false;
   bool help = false;
 };
 
@@ -78,7 +75,7 @@ std::optional<failure> parse_flags(int argc, char** argv, worker_options& o) {
     {"--cpu-devices",
      [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices); }},
   };
-  flags.switches = {{"--help", &o.help}, {"-h", &o.help}};
+  flags.switches = {{"--master", &o.master}, {"--help", &o.help}, {"-h", &o.help}};
   if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())
     return failure{2, s.message()};
   if (task_given)
@@ -129,63 +126,16 @@ std::optional<failure> resolve_task(const worker_options& o, task_identity& id) 
                         "' is not in the cluster spec (it has " +
                         std::to_string(id.cluster.num_tasks(id.job)) + " tasks)"};
   id.address = *address;
-  // cluster_spec validated "host:port" with a port from 1 to 65535.
-  auto colon = id.address.rfind(':');
-  id.host = id.address.substr(0, colon);
-  id.port = static_cast<std::uint16_t>(std::stoi(id.address.substr(colon + 1)));
+  auto split = parse_host_port(id.address);
+  if (!split)
+    return failure{2, split.error().message()};
+  id.host = split->host;
+  id.port = split->port;
   return std::nullopt;
 }
 
 std::string task_prefix(const task_identity& id) {
   return "/job:" + id.job + "/replica:0/task:" + std::to_string(id.task);
-}
-
-/// Stops the task service and waits (bounded) until it and its devices have gone.
-void stop_task(caf::actor_system& sys, const caf::actor& task) {
-  caf::scoped_actor self{sys};
-  self->monitor(task);
-  self->send(task, protocol::stop_atom::value);
-  self->receive([](const caf::down_msg&) {},
-                caf::after(std::chrono::seconds(10)) >> [] {
-                  std::cerr << "actorflow-worker: the task service did not stop within 10 s; "
-                               "killing it"
-                            << std::endl;
-                });
-  self->send_exit(task, caf::exit_reason::kill);
-}
-
-int serve(const task_identity& id, const worker_options& o, const sigset_t& stop_signals) {
-  caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  add_actorflow_message_types(cfg);
-  // A shared queue: idle scheduler threads sleep instead of polling (see actors/session.cpp).
-  cfg.set("scheduler.policy", caf::atom("sharing"));
-  caf::actor_system sys{cfg};
-
-  task_service_options options;
-  options.cpu_device_count = o.cpu_devices;
-  options.threads = o.threads;
-  auto task = spawn_task_service(sys, id.job, id.task, options);
-
-  auto published = sys.middleman().publish(task, id.port, id.host.c_str(), true);
-  if (!published) {
-    stop_task(sys, task);
-    return fail({1, "cannot listen on " + id.address + " for " + task_prefix(id) + ": " +
-                      sys.render(published.error())});
-  }
-  std::cout << "actorflow-worker: " << task_prefix(id) << " serving on " << id.host << ':'
-            << *published << std::endl;
-
-  // SIGINT and SIGTERM are blocked in every thread (the mask was set before any thread
-  // started), so they stay pending until this thread takes one.
-  int received = 0;
-  while (sigwait(&stop_signals, &received) != 0) {
-  }
-  std::cerr << "actorflow-worker: " << task_prefix(id) << " stopping on signal " << received
-            << std::endl;
-  sys.middleman().unpublish(task, *published);
-  stop_task(sys, task);
-  return 0;
 }
 
 } // namespace
@@ -202,13 +152,16 @@ int main(int argc, char** argv) {
   if (auto bad = resolve_task(o, id))
     return fail(*bad);
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  if (pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr) != 0)
+  // Before any thread starts: the signals stay pending until serve_until_signal takes one.
+  auto stop_signals = apps::block_stop_signals();
+  if (!stop_signals)
     return fail({1, "cannot block SIGINT and SIGTERM"});
-  // A peer that goes away must not kill us with SIGPIPE; CAF sees the EPIPE.
-  std::signal(SIGPIPE, SIG_IGN);
-  return serve(id, o, stop_signals);
+  task_service_options options;
+  options.cpu_device_count = o.cpu_devices;
+  options.threads = o.threads;
+  options.serve_master = o.master;
+  options.cluster = std::make_shared<const cluster_spec>(id.cluster);
+  return apps::serve_until_signal(
+    "actorflow-worker", task_prefix(id), id.host, id.port, *stop_signals,
+    [&](caf::actor_system& sys) { return spawn_task_service(sys, id.job, id.task, options); });
 }

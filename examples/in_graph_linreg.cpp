@@ -4,12 +4,13 @@
 // with one actorflow-worker per task already running. Weights live on /job:canshu/task:0,
 // biases on /job:canshu/task:1, the model and loss on /job:gongzuo/task:0 and the optimizer on
 // /job:gongzuo/task:1. Prints "step W b" every 20 steps like actorflow-train --model linreg.
-// For now this client is its own master: it places and partitions the graph and talks to the
-// tasks' device actors directly (a separate master service comes later).
+// With --target caf://HOST:PORT the session runs on that master (a worker started with
+// --master, or actorflow-master); without, this client is the cluster's master itself.
 #include "actors/cluster_spec.hpp"
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
+#include "support/flags.hpp"
 #include "train/models.hpp"
 
 #include <cstdio>
@@ -20,20 +21,18 @@
 using namespace actorflow;
 
 int main(int argc, char** argv) {
-  std::string cluster_text;
+  std::string cluster_text, target;
   int steps = 1000;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--cluster" && i + 1 < argc)
-      cluster_text = argv[++i];
-    else if (arg == "--steps" && i + 1 < argc)
-      steps = std::atoi(argv[++i]);
-    else if (arg == "--target" && i + 1 < argc)
-      ++i; // accepted for compatibility with TensorFlow's examples; the client is the master
-    else {
-      std::cerr << "usage: in_graph_linreg --cluster SPEC [--steps N]\n";
-      return 2;
-    }
+  apps::flag_set flags;
+  flags.values = {
+    {"--cluster", [&](const std::string& v) { cluster_text = v; return status{}; }},
+    {"--target", [&](const std::string& v) { target = v; return status{}; }},
+    {"--steps", [&](const std::string& v) { return apps::parse_int_flag("--steps", v, 1, steps); }},
+  };
+  if (auto bad = apps::parse_flags(argc, argv, flags); !bad.ok()) {
+    std::cerr << "in_graph_linreg: " << bad.message()
+              << "\nusage: in_graph_linreg [--target caf://HOST:PORT] --cluster SPEC [--steps N]\n";
+    return 2;
   }
   if (cluster_text.empty()) {
     std::cerr << "in_graph_linreg: --cluster is required\n";
@@ -56,7 +55,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   session_options options;
-  options.cluster = std::make_shared<cluster_spec>(*spec);
+  if (!target.empty())
+    options.target = target;
+  else
+    options.cluster = std::make_shared<cluster_spec>(*spec);
   session s{g, options};
   if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok()) {
     std::cerr << "in_graph_linreg: " << st.message() << '\n';

@@ -1,0 +1,106 @@
+// actorflow-master: the master service clients open sessions on (actors/master.hpp), published
+// through CAF's middleman. With --cluster it places sessions over that cluster's tasks (reached
+// lazily, so workers may start after it); without, it is a one-task local server (job
+// "localhost") that runs sessions on its own devices, like TensorFlow's create_local_server().
+// Prints "actorflow-master: ... serving on HOST:PORT" once it listens; SIGINT or SIGTERM stop it
+// cleanly (exit 0). Exit codes: 2 for bad flags or an unusable spec, 1 when it cannot listen.
+#include "actors/cluster_spec.hpp"
+#include "actors/master.hpp"
+#include "actors/task_service.hpp"
+#include "support/flags.hpp"
+#include "support/server.hpp"
+
+#include <caf/actor.hpp>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+using namespace actorflow;
+
+namespace {
+
+constexpr const char* usage_text = R"(usage: actorflow-master --port P [--cluster SPEC] [options]
+Serves the master that clients open sessions on (--target caf://HOST:P). Stops cleanly on
+SIGINT or SIGTERM.
+
+  --port P           port to listen on (required)
+  --host H           address to listen on (default: every interface)
+  --cluster SPEC     the cluster whose tasks (actorflow-worker) run the sessions: a JSON file,
+                     JSON text or the inline form ps=host:port;worker=host:port,host:port.
+                     Without it, this process is a one-task local server: job "localhost",
+                     running sessions on its own CPU devices
+  --threads N        local server only: threads of its pools; 0 = one per core (default 0)
+  --cpu-devices N    local server only: number of CPU devices (default 1)
+  --help             this text
+)";
+
+struct master_flags {
+  std::optional<std::string> cluster;
+  std::string host;
+  int port = 0;
+  int threads = 0;
+  int cpu_devices = 1;
+  bool help = false;
+};
+
+int fail(const std::string& message, int code = 2) {
+  std::cerr << "actorflow-master: " << message << std::endl;
+  return code;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  master_flags o;
+  apps::flag_set flags;
+  flags.values = {
+    {"--cluster", [&](const std::string& v) { o.cluster = v; return status{}; }},
+    {"--host", [&](const std::string& v) { o.host = v; return status{}; }},
+    {"--port", [&](const std::string& v) { return apps::parse_int_flag("--port", v, 1, o.port); }},
+    {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
+    {"--cpu-devices",
+     [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices); }},
+  };
+  flags.switches = {{"--help", &o.help}, {"-h", &o.help}};
+  if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())
+    return fail(s.message());
+  if (o.help) {
+    std::cout << usage_text;
+    return 0;
+  }
+  if (o.port == 0)
+    return fail("--port is required (see --help)");
+  if (o.port > 65535)
+    return fail("--port: must be at most 65535, got " + std::to_string(o.port));
+  std::shared_ptr<const cluster_spec> cluster;
+  if (o.cluster) {
+    auto spec = cluster_spec::parse(*o.cluster);
+    if (!spec)
+      return fail("invalid --cluster: " + spec.error().message());
+    cluster = std::make_shared<const cluster_spec>(std::move(*spec));
+  }
+
+  auto stop_signals = apps::block_stop_signals();
+  if (!stop_signals)
+    return fail("cannot block SIGINT and SIGTERM", 1);
+  auto port = static_cast<std::uint16_t>(o.port);
+  if (cluster) {
+    return apps::serve_until_signal("actorflow-master", "the master", o.host, port,
+                                    *stop_signals, [&](caf::actor_system& sys) {
+                                      master_options options;
+                                      options.cluster = cluster;
+                                      return spawn_master(sys, options);
+                                    });
+  }
+  return apps::serve_until_signal(
+    "actorflow-master", "a local server (/job:localhost/replica:0/task:0)", o.host, port,
+    *stop_signals, [&](caf::actor_system& sys) {
+      task_service_options options;
+      options.threads = o.threads;
+      options.cpu_device_count = o.cpu_devices;
+      options.serve_master = true;
+      return spawn_task_service(sys, "localhost", 0, options);
+    });
+}
