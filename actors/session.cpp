@@ -89,10 +89,13 @@ struct session::impl {
     master_options master;
     master.timeout_seconds = effective_timeout();
     if (!options.in_process_cluster.empty()) {
-      task_service_options task_options;
-      task_options.threads = options.inter_op_parallelism_threads;
-      task_options.trace = options.trace;
-      task_options.run_inline = options.run_inline;
+      // The tasks share this process's pools, as the devices of a local session do.
+      auto task_options = local_task_options();
+      task_options.cpu_device_count = 1;
+      // Tasks run their partitions side by side (one tower per worker), which is where the
+      // parallelism comes from: concurrent GEMMs each asking OpenBLAS for every core
+      // oversubscribe them (measured: 2 threads ran data-parallel MLP steps 1.7x slower than 1).
+      set_blas_threads(1);
       for (auto& [job, count] : options.in_process_cluster)
         for (int task = 0; task < count; ++task)
           owned_tasks.push_back(spawn_task_service(system, job, task, task_options));
@@ -107,7 +110,7 @@ struct session::impl {
     owns_master = true;
   }
 
-  /// One task, "/job:localhost/replica:0/task:0", on the process's pools or the session's own.
+  /// How this session's own tasks run: on the process's pools or the session's own.
   task_service_options local_task_options() const {
     task_service_options task;
     if (options.use_per_session_threads) {

@@ -1,10 +1,14 @@
 // actorflow-train: the main job. Trains the classic linear regression or a 784-256-128-10 ReLU
 // MLP on Fashion-MNIST with actorflow sessions, shows progress, writes metrics.csv and
-// curve.svg, and ends with "examples/s: N" and "test accuracy: X" (mlp).
+// curve.svg, and ends with "examples/s: N" and "test accuracy: X" (mlp). By default it trains
+// on an in-process cluster (1 ps + 2 workers, data parallel); --target/--cluster train on a
+// real cluster and --local in this process alone.
+#include "actors/cluster_spec.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
+#include "graph/replica_device_setter.hpp"
 #include "serialization/checkpoint.hpp"
 #include "serialization/idx_reader.hpp"
 #include "train/metrics.hpp"
@@ -16,6 +20,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include <unistd.h>
@@ -32,25 +37,82 @@ int fail(const status& s) {
   return 1;
 }
 
-session_options make_session_options(const train_options& o) {
-  session_options s;
-  s.inter_op_parallelism_threads = o.threads;
-  s.intra_op_parallelism_threads = o.threads;
-  return s;
+/// Where the job runs: the session's options, and the ps and worker tasks unless it is local.
+struct training_target {
+  session_options options;
+  std::optional<train::replica_layout> layout;
+  std::string description;
+};
+
+result<training_target> resolve_target(const train_options& o) {
+  training_target t;
+  t.options.inter_op_parallelism_threads = o.threads;
+  t.options.intra_op_parallelism_threads = o.threads;
+  if (o.local) {
+    t.description = "this process (local devices)";
+    return t;
+  }
+  train::replica_layout layout;
+  layout.ps_job = o.ps_job;
+  layout.worker_job = o.worker_job;
+  if (o.ps_job == o.worker_job)
+    return make_error(errc::invalid_argument,
+                      "--ps-job and --worker-job are both '" + o.ps_job + "'");
+  if (!o.cluster.empty()) {
+    auto spec = cluster_spec::parse(o.cluster);
+    if (!spec)
+      return make_error(errc::invalid_argument, "--cluster: " + spec.error().message());
+    for (auto& [flag, job] : {std::pair{"--ps-job", o.ps_job}, std::pair{"--worker-job", o.worker_job}})
+      if (!spec->has_job(job))
+        return make_error(errc::invalid_argument, std::string{"--cluster has no job '"} + job +
+                                                    "' (name it with " + flag + ")");
+    layout.ps_tasks = spec->num_tasks(o.ps_job);
+    layout.worker_tasks = spec->num_tasks(o.worker_job);
+    if (!o.target.empty()) {
+      t.options.target = o.target;
+      t.description = "the cluster of the master at " + o.target;
+    } else {
+      t.options.cluster = std::make_shared<const cluster_spec>(std::move(*spec));
+      t.description = "the cluster " + o.cluster + " (this process is its master)";
+    }
+  } else {
+    layout.ps_tasks = o.ps_tasks;
+    layout.worker_tasks = o.worker_tasks;
+    t.options.in_process_cluster = {{o.ps_job, o.ps_tasks}, {o.worker_job, o.worker_tasks}};
+    t.description = "an in-process cluster of " + std::to_string(o.ps_tasks) + " " + o.ps_job +
+                    " and " + std::to_string(o.worker_tasks) + " " + o.worker_job + " tasks";
+  }
+  t.options.default_task = "/job:" + o.worker_job + "/task:0";
+  t.layout = layout;
+  return t;
 }
 
 // --- linreg ---------------------------------------------------------------------------------
 
-int run_linreg(const train_options& o) {
+int run_linreg(const train_options& o, const training_target& where) {
   graph g;
   auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
+  std::optional<scope_guard> on_cluster;
+  if (where.layout) {
+    // Weights and biases on the parameter servers, the model and its updates' inputs on the
+    // first worker.
+    replica_device_setter_options placement;
+    placement.ps_tasks = where.layout->ps_tasks;
+    placement.ps_device = "/job:" + where.layout->ps_job;
+    placement.worker_device = "/job:" + where.layout->worker_job + "/task:0";
+    auto setter = replica_device_setter(placement);
+    if (!setter)
+      return fail(setter.error());
+    on_cluster.emplace(g.device(*setter));
+  }
   auto m = train::build_linreg(g, *opt, o.seed);
+  on_cluster.reset();
   auto& w = m.weights;
   auto& b = m.biases;
   auto& train = m.train;
   if (!g.status().ok())
     return fail(g.status());
-  session s{g, make_session_options(o)};
+  session s{g, where.options};
   if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok())
     return fail(st);
   for (int step = 0; step < o.steps; ++step) {
@@ -109,7 +171,40 @@ private:
   clock_type::time_point last_redraw_{};
 };
 
-result<double> evaluate(session& s, const train::mlp_model& m, const dataset& test) {
+/// The model actorflow-train runs: data parallel over worker towers on a cluster, or build_mlp
+/// as a single tower when local.
+result<train::data_parallel_mlp> build_model(graph& g, optimizer& opt, const training_target& where) {
+  if (where.layout)
+    return train::build_data_parallel_mlp(g, opt, *where.layout);
+  auto single = train::build_mlp(g, opt);
+  train::data_parallel_mlp m;
+  m.towers.push_back({single.images, single.labels, single.loss, single.correct});
+  m.loss = single.loss;
+  m.correct = single.correct;
+  m.train = single.train;
+  m.weights = single.weights;
+  return m;
+}
+
+/// Splits a batch over the towers, as evenly as rows allow (the first get one more).
+feed_list tower_feeds(const train::data_parallel_mlp& m, const tensor& images, const tensor& labels) {
+  if (m.towers.size() == 1)
+    return {{m.towers[0].images, images}, {m.towers[0].labels, labels}};
+  feed_list feeds;
+  auto rows = images.shape().dim(0);
+  auto towers = static_cast<std::int64_t>(m.towers.size());
+  std::int64_t begin = 0;
+  for (std::int64_t t = 0; t < towers; ++t) {
+    auto end = begin + rows / towers + (t < rows % towers ? 1 : 0);
+    feeds.emplace_back(m.towers[t].images, train::slice_rows(images, begin, end));
+    feeds.emplace_back(m.towers[t].labels, train::slice_rows(labels, begin, end));
+    begin = end;
+  }
+  return feeds;
+}
+
+/// Test accuracy, from the first tower alone: evaluation needs no gradients to average.
+result<double> evaluate(session& s, const train::data_parallel_mlp& m, const dataset& test) {
   batch_options in_order;
   in_order.batch_size = 1000;
   in_order.shuffle = false;
@@ -119,7 +214,8 @@ result<double> evaluate(session& s, const train::mlp_model& m, const dataset& te
   double correct = 0;
   for (std::int64_t i = 0; i < batches->batches_per_epoch(); ++i) {
     auto& b = batches->next();
-    auto r = s.run({m.correct}, {{m.images, b.images}, {m.labels, b.one_hot}});
+    auto& tower = m.towers[0];
+    auto r = s.run({tower.correct}, {{tower.images, b.images}, {tower.labels, b.one_hot}});
     if (!r)
       return r.error();
     correct += r->at(0).scalar_value<double>();
@@ -127,7 +223,7 @@ result<double> evaluate(session& s, const train::mlp_model& m, const dataset& te
   return correct / static_cast<double>(test.size());
 }
 
-int run_mlp(const train_options& o) {
+int run_mlp(const train_options& o, const training_target& where) {
   if (auto st = train::ensure_writable_directory(o.output_dir); !st.ok())
     return fail(st);
   if (!o.checkpoint_dir.empty())
@@ -142,13 +238,17 @@ int run_mlp(const train_options& o) {
 
   graph g;
   g.seed = static_cast<std::int64_t>(o.seed);
-  auto m = train::build_mlp(g, *train::make_optimizer(o.optimizer, o.learning_rate));
+  auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
+  auto built = build_model(g, *opt, where);
+  if (!built)
+    return fail(built.error());
+  auto& m = *built;
   saver checkpoints_saver{g};
   if (!g.status().ok())
     return fail(g.status());
   if (!checkpoints_saver.status().ok())
     return fail(checkpoints_saver.status());
-  session s{g, make_session_options(o)};
+  session s{g, where.options};
   if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok())
     return fail(st);
 
@@ -186,6 +286,7 @@ int run_mlp(const train_options& o) {
   for (std::int64_t skipped = 0; skipped < step; ++skipped)
     batches->next();
   progress_printer progress{o.log_every};
+  progress.line("training on " + where.description);
   double train_seconds = 0;
   std::int64_t trained_examples = 0;
   auto window_start = clock_type::now();
@@ -196,7 +297,7 @@ int run_mlp(const train_options& o) {
   while (step < total_steps) {
     auto& batch = batches->next();
     auto started = clock_type::now();
-    auto r = s.run({m.loss, m.correct}, {{m.images, batch.images}, {m.labels, batch.one_hot}}, {m.train});
+    auto r = s.run({m.loss, m.correct}, tower_feeds(m, batch.images, batch.one_hot), {m.train});
     if (!r)
       return fail(r.error());
     auto finished = clock_type::now();
@@ -259,5 +360,10 @@ int main(int argc, char** argv) {
   }
   if (o.threads > 0)
     set_default_scheduler_threads(o.threads);
-  return o.model == "linreg" ? run_linreg(o) : run_mlp(o);
+  auto where = resolve_target(o);
+  if (!where) {
+    std::cerr << "actorflow-train: " << where.error().message() << '\n';
+    return 2;
+  }
+  return o.model == "linreg" ? run_linreg(o, *where) : run_mlp(o, *where);
 }

@@ -1,8 +1,10 @@
 #include "train/models.hpp"
 
 #include "graph/ops.hpp"
+#include "graph/replica_device_setter.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace actorflow::train {
@@ -15,30 +17,112 @@ std::unique_ptr<optimizer> make_optimizer(const std::string& name, double learni
   return std::make_unique<gradient_descent_optimizer>(learning_rate);
 }
 
+namespace {
+
+/// The MLP's weights and biases, layer by layer, in name scopes hidden1, hidden2, logits.
+std::vector<variable> make_mlp_variables(graph& g) {
+  std::vector<variable> vars;
+  auto layer = [&](std::int64_t fan_in, std::int64_t fan_out, const std::string& name) {
+    auto scope = g.name_scope(name);
+    auto limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+    vars.push_back(ops::variable(g, ops::random_uniform(g, {fan_in, fan_out}, -limit, limit), "weights"));
+    vars.push_back(ops::variable(g, ops::zeros(g, {fan_out}), "biases"));
+  };
+  layer(784, 256, "hidden1");
+  layer(256, 128, "hidden2");
+  layer(128, 10, "logits");
+  return vars;
+}
+
+output mlp_logits(const std::vector<variable>& vars, output images) {
+  auto h1 = ops::relu(ops::matmul(images, vars[0]) + vars[1]);
+  auto h2 = ops::relu(ops::matmul(h1, vars[2]) + vars[3]);
+  return ops::matmul(h2, vars[4]) + vars[5];
+}
+
+output mean_loss(output logits, output labels) {
+  return ops::reduce_mean(ops::softmax_cross_entropy_with_logits(logits, labels), {}, false, "loss");
+}
+
+output count_correct(output logits, output labels) {
+  auto hits = ops::equal(ops::argmax(logits, 1), ops::argmax(labels, 1));
+  return ops::reduce_sum(ops::cast(hits, dtype::float32), {}, false, "correct");
+}
+
+} // namespace
+
 mlp_model build_mlp(graph& g, optimizer& opt) {
   mlp_model m;
   m.images = ops::placeholder(g, dtype::float32, {-1, 784}, "images");
   m.labels = ops::placeholder(g, dtype::float32, {-1, 10}, "labels");
-  auto layer = [&](output in, std::int64_t fan_in, std::int64_t fan_out, const std::string& name,
-                   bool relu) {
-    auto scope = g.name_scope(name);
-    auto limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
-    auto w = ops::variable(g, ops::random_uniform(g, {fan_in, fan_out}, -limit, limit), "weights");
-    auto b = ops::variable(g, ops::zeros(g, {fan_out}), "biases");
-    m.weights.push_back(w);
-    m.weights.push_back(b);
-    auto z = ops::matmul(in, w) + b;
-    return relu ? ops::relu(z) : z;
-  };
-  auto h1 = layer(m.images, 784, 256, "hidden1", true);
-  auto h2 = layer(h1, 256, 128, "hidden2", true);
-  m.logits = layer(h2, 128, 10, "logits", false);
-  m.loss = ops::reduce_mean(ops::softmax_cross_entropy_with_logits(m.logits, m.labels), {}, false,
-                            "loss");
-  auto hits = ops::equal(ops::argmax(m.logits, 1), ops::argmax(m.labels, 1));
-  m.correct = ops::reduce_sum(ops::cast(hits, dtype::float32), {}, false, "correct");
+  m.weights = make_mlp_variables(g);
+  m.logits = mlp_logits(m.weights, m.images);
+  m.loss = mean_loss(m.logits, m.labels);
+  m.correct = count_correct(m.logits, m.labels);
   m.train = opt.minimize(m.loss);
   return m;
+}
+
+result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
+                                                  const replica_layout& layout) {
+  data_parallel_mlp m;
+  auto worker = [&](int task) { return "/job:" + layout.worker_job + "/task:" + std::to_string(task); };
+  {
+    replica_device_setter_options placement;
+    placement.ps_tasks = layout.ps_tasks;
+    placement.ps_device = "/job:" + layout.ps_job;
+    placement.worker_device = worker(0);
+    auto setter = replica_device_setter(placement);
+    if (!setter)
+      return setter.error();
+    auto on_ps = g.device(*setter);
+    m.weights = make_mlp_variables(g);
+  }
+  std::vector<std::vector<gradient_and_variable>> tower_gradients;
+  for (int task = 0; task < layout.worker_tasks; ++task) {
+    auto on_worker = g.device(worker(task));
+    auto scope = g.name_scope("tower_" + std::to_string(task));
+    mlp_tower t;
+    t.images = ops::placeholder(g, dtype::float32, {-1, 784}, "images");
+    t.labels = ops::placeholder(g, dtype::float32, {-1, 10}, "labels");
+    auto logits = mlp_logits(m.weights, t.images);
+    t.loss = mean_loss(logits, t.labels);
+    t.correct = count_correct(logits, t.labels);
+    tower_gradients.push_back(opt.compute_gradients(t.loss, m.weights));
+    m.towers.push_back(t);
+  }
+  auto share = 1.0 / static_cast<double>(layout.worker_tasks);
+  std::vector<gradient_and_variable> averaged;
+  for (std::size_t k = 0; k < m.weights.size(); ++k) {
+    // Each tower's gradient crosses to the ps once; the average is made there, beside the
+    // variable the optimizer updates.
+    auto beside_variable = g.colocate_with(m.weights[k].ref);
+    auto sum = tower_gradients[0][k].first;
+    for (std::size_t t = 1; t < tower_gradients.size(); ++t)
+      sum = sum + tower_gradients[t][k].first;
+    averaged.emplace_back(sum * ops::scalar_like(g, sum.type(), share), m.weights[k]);
+  }
+  m.train = opt.apply_gradients(averaged);
+  auto on_chief = g.device(worker(0));
+  auto loss = m.towers[0].loss;
+  auto correct = m.towers[0].correct;
+  for (std::size_t t = 1; t < m.towers.size(); ++t) {
+    loss = loss + m.towers[t].loss;
+    correct = correct + m.towers[t].correct;
+  }
+  m.loss = loss * ops::scalar_like(g, loss.type(), share);
+  m.correct = correct;
+  return m;
+}
+
+tensor slice_rows(const tensor& batch, std::int64_t begin, std::int64_t end) {
+  auto dims = batch.shape().dims();
+  auto row_bytes = batch.bytes() / static_cast<std::size_t>(dims[0]);
+  dims[0] = end - begin;
+  tensor out{batch.type(), tensor_shape{dims}};
+  std::memcpy(out.raw_data(), static_cast<const char*>(batch.raw_data()) + begin * row_bytes,
+              static_cast<std::size_t>(end - begin) * row_bytes);
+  return out;
 }
 
 linreg_model build_linreg(graph& g, optimizer& opt, std::uint64_t seed,

@@ -6,6 +6,7 @@
 
 #include "graph/graph.hpp"
 #include "graph/optimizers.hpp"
+#include "graph/status.hpp"
 
 #include <memory>
 #include <string>
@@ -24,6 +25,39 @@ struct mlp_model {
 /// 784-256-128-10 ReLU network, Glorot-uniform weights (seeded by the graph seed), zero biases,
 /// mean softmax cross-entropy; `correct` counts the batch's right answers.
 mlp_model build_mlp(graph& g, optimizer& opt);
+
+/// Where the data-parallel MLP runs: its variables on the ps tasks (round robin, by
+/// replica_device_setter), one tower per worker task.
+struct replica_layout {
+  std::string ps_job = "ps";
+  int ps_tasks = 1;
+  std::string worker_job = "worker";
+  int worker_tasks = 2;
+};
+
+/// One worker's copy of the model, fed its share of each batch.
+struct mlp_tower {
+  output images, labels, loss, correct;
+};
+
+struct data_parallel_mlp {
+  std::vector<mlp_tower> towers;
+  /// The mean of the towers' losses, and the sum of their right answers.
+  output loss, correct;
+  /// Applies the towers' averaged gradients on the parameter servers.
+  output train;
+  std::vector<variable> weights;
+};
+
+/// The MLP of build_mlp trained in-graph data parallel (TensorFlow's in-graph replication):
+/// each tower computes gradients on its worker for its share of the batch; each gradient is
+/// averaged next to its variable on the ps, where the optimizer applies it. With equal shares
+/// the update equals build_mlp's on the whole batch. Errors: a layout the setter refuses.
+result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
+                                                  const replica_layout& layout);
+
+/// Rows [begin, end) of `batch` (a copy): a tower's share of a batch.
+tensor slice_rows(const tensor& batch, std::int64_t begin, std::int64_t end);
 
 /// SPEC's classic linear regression: x = 100 uniform floats (seeded), y = 0.1 x + 0.3,
 /// Weights uniform in [-1, 1), biases zero, loss = mean((W x + b - y)^2), trained by `opt`.

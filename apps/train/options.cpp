@@ -63,6 +63,15 @@ Trains a model with actorflow in one process.
   --keep-checkpoints N   how many checkpoints to keep (default 3)
   --resume               continue from the latest checkpoint in --checkpoint-dir
   --log-every N          metrics row every N steps (default 50)
+  --target caf://H:P     train on the cluster whose master listens there (actorflow-master,
+                         or a worker started with --master); needs --cluster
+  --cluster SPEC         the cluster (JSON file, JSON text or ps=h:p;worker=h:p,h:p); without
+                         --target this process is its master
+  --ps-job NAME          the cluster's parameter-server job (default ps)
+  --worker-job NAME      the cluster's worker job (default worker)
+  --ps-tasks N           in-process cluster (no --cluster): parameter servers (default 1)
+  --worker-tasks N       in-process cluster (no --cluster): workers, one tower each (default 2)
+  --local                train in this process on one device, without ps or worker tasks
   --help                 this text
 )";
 }
@@ -91,13 +100,23 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--keep-checkpoints",
      [&](auto& v) { return apps::parse_int_flag("--keep-checkpoints", v, 1, o.keep_checkpoints); }},
     {"--log-every", [&](auto& v) { return apps::parse_int_flag("--log-every", v, 1, o.log_every); }},
+    {"--target", [&](auto& v) { o.target = v; return status{}; }},
+    {"--cluster", [&](auto& v) { o.cluster = v; return status{}; }},
+    {"--ps-job", [&](auto& v) { o.ps_job = v; return status{}; }},
+    {"--worker-job", [&](auto& v) { o.worker_job = v; return status{}; }},
+    {"--ps-tasks", [&](auto& v) { return apps::parse_int_flag("--ps-tasks", v, 1, o.ps_tasks); }},
+    {"--worker-tasks", [&](auto& v) { return apps::parse_int_flag("--worker-tasks", v, 1, o.worker_tasks); }},
   };
-  flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}};
+  flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local}};
   AF_RETURN_IF_ERROR(apps::parse_flags(argc, argv, flags));
   if (o.model == "linreg" && !learning_rate_set)
     o.learning_rate = 0.5;
   if (o.resume && o.checkpoint_dir.empty())
     return bad("--resume", "needs --checkpoint-dir");
+  if (!o.target.empty() && o.cluster.empty())
+    return bad("--target", "needs --cluster (the graph places its variables and towers by it)");
+  if (o.local && (!o.target.empty() || !o.cluster.empty()))
+    return bad("--local", "cannot be combined with --target or --cluster");
   return o;
 }
 
