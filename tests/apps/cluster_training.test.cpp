@@ -5,12 +5,16 @@
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
 #include "support/processes.hpp"
+#include "support/temp_dir.hpp"
 #include "train/models.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <memory>
 #include <random>
+#include <string>
 
 using namespace actorflow;
 using namespace std::chrono_literals;
@@ -149,5 +153,120 @@ TEST_CASE("a hung task (SIGSTOP) fails the step within the bound, naming the tas
   CHECK(waited < 5s);
   // The stopped task is killed by its guard; the healthy one must still stop cleanly.
   cluster->task(1).signal(SIGTERM);
+  CHECK(cluster->task(1).wait_exit(10000ms) == 0);
+}
+
+namespace {
+
+using actorflow::testing::child_process;
+
+/// The last line of `text` that contains `needle`, or "".
+std::string last_line_with(const std::string& text, const std::string& needle) {
+  std::string found;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find('\n', start);
+    if (end == std::string::npos)
+      end = text.size();
+    auto line = text.substr(start, end - start);
+    if (line.find(needle) != std::string::npos)
+      found = line;
+    start = end + 1;
+  }
+  return found;
+}
+
+/// Reads the child's stdout until it closes or `limit` passes; every line.
+std::string read_all_lines(child_process& child, std::chrono::milliseconds limit) {
+  std::string all;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto line = child.wait_for_line("", left);
+    if (!line)
+      break;
+    all += *line + "\n";
+  }
+  return all;
+}
+
+} // namespace
+
+TEST_CASE("the classic example runs on a master: a worker started with --master, or actorflow-master") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"canshu", 2}, {"gongzuo", 2}}, 1,
+    [](const std::string& job, int task) {
+      return job == "gongzuo" && task == 0 ? std::vector<std::string>{"--master"}
+                                           : std::vector<std::string>{};
+    });
+  REQUIRE(cluster->ready());
+  auto master_port = free_loopback_port();
+  REQUIRE(master_port != 0);
+  child_process master{ACTORFLOW_MASTER_BINARY,
+                       {"--port", std::to_string(master_port), "--host", "127.0.0.1", "--cluster",
+                        cluster->spec_json()}};
+  REQUIRE(master.wait_for_line("serving on", 20000ms).has_value());
+
+  for (auto target : {"caf://" + cluster->address(2), "caf://127.0.0.1:" + std::to_string(master_port)}) {
+    INFO("target " << target);
+    child_process client{ACTORFLOW_EXAMPLE_BINARY,
+                         {"--target", target, "--cluster", cluster->spec_json(), "--steps", "1000"}};
+    auto output = read_all_lines(client, 60000ms);
+    CHECK(client.wait_exit(10000ms) == 0);
+    INFO(client.stderr_text());
+    CHECK(last_line_with(output, "999 ") == "999 0.100000 0.300000");
+  }
+  master.signal(SIGTERM);
+  CHECK(master.wait_exit(10000ms) == 0);
+  CHECK(cluster->stop());
+}
+
+TEST_CASE("actorflow-train --target trains the data-parallel MLP on ps and worker processes") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}}, 1,
+    [](const std::string& job, int task) {
+      return job == "worker" && task == 0 ? std::vector<std::string>{"--master"}
+                                          : std::vector<std::string>{};
+    });
+  REQUIRE(cluster->ready());
+  actorflow::test::temp_dir out;
+  child_process train{ACTORFLOW_TRAIN_BINARY,
+                      {"--target", "caf://" + cluster->address(1), "--cluster", cluster->spec_json(),
+                       "--epochs", "1", "--threads", "1", "--output-dir", out.path()}};
+  auto output = read_all_lines(train, 240000ms);
+  REQUIRE(train.wait_exit(10000ms) == 0);
+  INFO(output);
+  CHECK(last_line_with(output, "training on").find("caf://" + cluster->address(1)) != std::string::npos);
+  auto accuracy_line = last_line_with(output, "test accuracy: ");
+  REQUIRE_FALSE(accuracy_line.empty());
+  CHECK(std::stod(accuracy_line.substr(accuracy_line.find(": ") + 2)) > 0.75);
+  CHECK(cluster->stop());
+}
+
+TEST_CASE("a worker killed while actorflow-train runs on it ends training with an error naming it") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}}, 1,
+    [](const std::string& job, int task) {
+      return job == "worker" && task == 0 ? std::vector<std::string>{"--master"}
+                                          : std::vector<std::string>{};
+    });
+  REQUIRE(cluster->ready());
+  actorflow::test::temp_dir out;
+  child_process train{ACTORFLOW_TRAIN_BINARY,
+                      {"--target", "caf://" + cluster->address(1), "--cluster", cluster->spec_json(),
+                       "--epochs", "5", "--threads", "1", "--log-every", "10", "--output-dir", out.path()}};
+  REQUIRE(train.wait_for_line("step 20 ", 60000ms).has_value());
+  cluster->task(2).signal(SIGKILL); // /job:worker/task:1
+  auto killed = std::chrono::steady_clock::now();
+  auto code = train.wait_exit(30000ms);
+  auto waited = std::chrono::steady_clock::now() - killed;
+  auto errors = train.stderr_text();
+  INFO(errors);
+  CHECK(code == 1);
+  CHECK(errors.find("/job:worker/replica:0/task:1") != std::string::npos);
+  CHECK(waited < 15s);
+  cluster->task(0).signal(SIGTERM);
+  cluster->task(1).signal(SIGTERM);
+  CHECK(cluster->task(0).wait_exit(10000ms) == 0);
   CHECK(cluster->task(1).wait_exit(10000ms) == 0);
 }

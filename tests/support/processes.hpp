@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <memory>
 #include <netinet/in.h>
+#include <functional>
 #include <optional>
 #include <poll.h>
 #include <spawn.h>
@@ -166,11 +167,15 @@ private:
 };
 
 /// One actorflow-worker per task of `jobs` ({job, task count}) on free loopback ports, each
-/// with `--threads threads`; their stderr goes to this process's stderr.
+/// with `--threads threads` and whatever `extra_args(job, task)` adds (e.g. --master); their
+/// stderr goes to this process's stderr.
 class cluster_processes {
 public:
+  using task_args = std::function<std::vector<std::string>(const std::string& job, int task)>;
+
   cluster_processes(const std::string& worker_binary,
-                    const std::vector<std::pair<std::string, int>>& jobs, int threads = 1) {
+                    const std::vector<std::pair<std::string, int>>& jobs, int threads = 1,
+                    const task_args& extra_args = {}) {
     std::string json = "{";
     std::vector<std::pair<std::string, int>> members;
     for (auto& [job, count] : jobs) {
@@ -179,6 +184,7 @@ public:
         auto port = free_loopback_port();
         ready_ = ready_ && port != 0;
         json += (task > 0 ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(port) + "\"";
+        addresses_.push_back("127.0.0.1:" + std::to_string(port));
         members.emplace_back(job, task);
       }
       json += "]";
@@ -186,12 +192,14 @@ public:
     spec_json_ = json + "}";
     if (!ready_)
       return;
-    for (auto& [job, task] : members)
-      tasks_.push_back(std::make_unique<child_process>(
-        worker_binary,
-        std::vector<std::string>{"--cluster", spec_json_, "--job", job, "--task",
-                                 std::to_string(task), "--threads", std::to_string(threads)},
-        false));
+    for (auto& [job, task] : members) {
+      std::vector<std::string> args{"--cluster", spec_json_, "--job", job, "--task",
+                                    std::to_string(task), "--threads", std::to_string(threads)};
+      if (extra_args)
+        for (auto& extra : extra_args(job, task))
+          args.push_back(extra);
+      tasks_.push_back(std::make_unique<child_process>(worker_binary, args, false));
+    }
     for (auto& t : tasks_)
       ready_ = ready_ && t->started() &&
                t->wait_for_line("serving on", std::chrono::milliseconds(20000)).has_value();
@@ -202,6 +210,8 @@ public:
   const std::string& spec_json() const { return spec_json_; }
   /// Tasks in the order of `jobs`, then task index.
   child_process& task(std::size_t i) { return *tasks_[i]; }
+  /// Task i's "host:port".
+  std::string address(std::size_t i) const { return addresses_[i]; }
 
   /// SIGTERMs every task; true when each exited 0 within 10 s.
   bool stop() {
@@ -215,6 +225,7 @@ public:
 
 private:
   std::string spec_json_;
+  std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<child_process>> tasks_;
   bool ready_ = true;
 };
