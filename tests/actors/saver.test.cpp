@@ -2,12 +2,14 @@
 
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
+#include "graph/replica_device_setter.hpp"
 #include "serialization/checkpoint.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -220,4 +222,38 @@ TEST_CASE("a saver refuses a variable listed twice") {
   auto status = twice.restore(s, "/nonexistent");
   REQUIRE_FALSE(status.ok());
   CHECK(contains(status.message(), "listed twice"));
+}
+
+TEST_CASE("a cluster-wide checkpoint pulls variables from every ps task and pushes them back") {
+  temp_dir dir;
+  graph g;
+  // Round robin over two ps tasks: weights on ps 0, counter on ps 1, global_step on ps 0.
+  auto setter = replica_device_setter(2);
+  REQUIRE(setter.ok());
+  std::optional<model> m;
+  {
+    auto d = g.device(*setter);
+    m.emplace(g);
+  }
+  auto init = ops::global_variables_initializer(g);
+  saver save{g};
+  checkpoint_manager manager{dir.path(), 1};
+  session_options cluster;
+  cluster.in_process_cluster = {{"ps", 2}, {"worker", 1}};
+  values saved;
+  {
+    session s{g, cluster};
+    REQUIRE(s.run_targets({init}).ok());
+    train_steps(s, *m, 3);
+    saved = read_values(s, *m);
+    REQUIRE(save.save(s, manager, 3).ok());
+    CHECK(g.at(m->weights.ref.node_id).assigned_device == "/job:ps/replica:0/task:0/device:CPU:0");
+    CHECK(g.at(m->counter.ref.node_id).assigned_device == "/job:ps/replica:0/task:1/device:CPU:0");
+  }
+  // A new cluster, whose variables hold nothing until the restore pushes the saved values.
+  session fresh{g, cluster};
+  REQUIRE(save.restore(fresh, *manager.latest()).ok());
+  CHECK(read_values(fresh, *m) == saved);
+  train_steps(fresh, *m, 1);
+  CHECK(read_values(fresh, *m).global_step == 4);
 }
