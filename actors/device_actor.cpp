@@ -29,6 +29,8 @@ struct device_state {
     std::make_shared<const std::map<std::string, caf::actor>>();
   std::unordered_map<std::int64_t, std::shared_ptr<const executor_plan>> plans;
   std::unordered_map<std::int64_t, device_step> steps;
+  /// Tensors arriving in chunks from other processes, until their last chunk.
+  tensor_assembler assembler{max_tensor_bytes()};
   /// Steps that ended recently: late tensors for them are dropped instead of piling up.
   std::unordered_set<std::int64_t> ended;
   std::deque<std::int64_t> ended_order;
@@ -38,7 +40,19 @@ struct device_state {
       options.trace(dev->name().local_name() + " " + line);
   }
 
+  /// Fails `step_id` on this device with `reason`; a step that has not started here yet fails
+  /// as soon as it does (its rendezvous refuses every receive). Drops its partial tensors.
+  void fail_step(std::int64_t step_id, const status& reason) {
+    assembler.drop_step(step_id);
+    auto& step = steps[step_id];
+    if (step.execution)
+      step.execution->abort(reason);
+    else
+      step.meeting_point->abort(reason);
+  }
+
   void mark_ended(std::int64_t step) {
+    assembler.drop_step(step);
     ended.insert(step);
     ended_order.push_back(step);
     if (ended_order.size() > 4096) {
@@ -105,7 +119,15 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
                          make_error(errc::not_found, "no device actor for '" + receiver_of(key) + "'"));
           return;
         }
-        caf::anon_send(receiver->second, tensor_atom::value, tensor_transfer{step_id, key, value});
+        const auto& to = receiver->second;
+        // Only a tensor leaving the process is encoded, and over the cap it must be chunked;
+        // in the process it stays shared by reference.
+        if (to.node() != me.node() && value.bytes() > wire_chunk_bytes()) {
+          for (auto& chunk : make_tensor_chunks(step_id, key, value, wire_chunk_bytes()))
+            caf::anon_send(to, tensor_atom::value, std::move(chunk));
+          return;
+        }
+        caf::anon_send(to, tensor_atom::value, tensor_transfer{step_id, key, value});
       };
       hooks.recv = [meeting_point](const std::string& key, rendezvous::callback deliver) {
         meeting_point->recv(key, std::move(deliver));
@@ -144,9 +166,29 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
       auto meeting_point = st.steps[transfer.step_id].meeting_point;
       meeting_point->deliver(transfer.key, std::move(transfer.value));
     },
+    [=](tensor_atom, const tensor_chunk& chunk) {
+      auto& st = self->state;
+      st.trace("chunk " + chunk.key.substr(chunk.key.rfind(';') + 1) + " step " +
+               std::to_string(chunk.step_id) + " at " + std::to_string(chunk.offset));
+      if (st.ended.count(chunk.step_id) > 0)
+        return;
+      auto& step = st.steps[chunk.step_id];
+      if (step.meeting_point->aborted())
+        return;
+      auto done = st.assembler.add(chunk.step_id, chunk.key, chunk.type, chunk.shape,
+                                   chunk.total_bytes, chunk.offset, chunk.data, chunk.size);
+      if (!done) {
+        st.fail_step(chunk.step_id, done.error().with_context("on " + st.dev->full_name() +
+                                                              ", refused a tensor chunk"));
+        return;
+      }
+      if (done->is_initialized())
+        step.meeting_point->deliver(chunk.key, std::move(*done));
+    },
     [=](abort_atom, std::int64_t step_id, const status& reason) {
       auto& st = self->state;
       st.trace("abort step " + std::to_string(step_id));
+      st.assembler.drop_step(step_id);
       auto i = st.steps.find(step_id);
       if (i == st.steps.end())
         return;

@@ -12,6 +12,9 @@
 #include <caf/message.hpp>
 #include <caf/serializer.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -51,7 +54,110 @@ caf::error check_block(caf::deserializer& source, std::uint64_t claimed, std::si
   return caf::none;
 }
 
+/// Reads a dtype code, refusing unknown ones.
+caf::error load_dtype(caf::deserializer& source, dtype& type) {
+  std::uint8_t raw = 0;
+  if (auto err = source(raw))
+    return err;
+  if (raw > static_cast<std::uint8_t>(dtype::boolean))
+    return make_wire_error(errc::data_loss, "tensor with unknown dtype " + std::to_string(raw));
+  type = static_cast<dtype>(raw);
+  return caf::none;
+}
+
+/// Reads uint32 rank and the dimensions of a tensor of `type`; `bytes` becomes the byte count
+/// the shape needs. Refuses a rank over max_tensor_rank, negative dimensions and shapes whose
+/// byte count does not fit in 64 bits.
+caf::error load_dims(caf::deserializer& source, dtype type, tensor_shape& shape,
+                     std::uint64_t& bytes) {
+  std::uint32_t rank = 0;
+  if (auto err = source(rank))
+    return err;
+  if (rank > max_tensor_rank)
+    return make_wire_error(errc::data_loss, "tensor of rank " + std::to_string(rank) +
+                                              " exceeds the limit of " +
+                                              std::to_string(max_tensor_rank));
+  std::vector<std::int64_t> dims(rank);
+  std::uint64_t elements = 1;
+  bool overflow = false;
+  for (auto& dim : dims) {
+    if (auto err = source(dim))
+      return err;
+    if (dim < 0)
+      return make_wire_error(errc::data_loss,
+                             "tensor with negative dimension " + std::to_string(dim));
+    auto d = static_cast<std::uint64_t>(dim);
+    if (d != 0 && elements > std::numeric_limits<std::uint64_t>::max() / d)
+      overflow = true;
+    else
+      elements *= d;
+  }
+  tensor_shape result{std::move(dims)};
+  auto element_size = size_of(type);
+  if (overflow || elements > std::numeric_limits<std::uint64_t>::max() / element_size)
+    return make_wire_error(errc::data_loss, "tensor of shape " + result.to_string() +
+                                              " has more elements than fit in 64 bits");
+  bytes = elements * element_size;
+  shape = std::move(result);
+  return caf::none;
+}
+
+/// Refuses boolean bytes other than 0 and 1; `first_index` names the first byte's element.
+caf::error check_booleans(const void* data, std::uint64_t size, std::uint64_t first_index) {
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  for (std::uint64_t i = 0; i < size; ++i)
+    if (bytes[i] > 1)
+      return make_wire_error(errc::data_loss, "boolean tensor with byte value " +
+                                                std::to_string(bytes[i]) + " at element " +
+                                                std::to_string(first_index + i));
+  return caf::none;
+}
+
+/// A positive byte count from the environment variable `name`; `fallback` when it is unset,
+/// empty, not a number or 0.
+std::size_t size_from_environment(const char* name, std::size_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0')
+    return fallback;
+  char* end = nullptr;
+  auto value = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || value == 0)
+    return fallback;
+  return static_cast<std::size_t>(value);
+}
+
+std::size_t clamp_chunk_bytes(std::size_t bytes) {
+  return std::clamp<std::size_t>(bytes, 1, max_tensor_message_bytes);
+}
+
+std::atomic<std::size_t> chunk_bytes_override{0};
+std::atomic<std::size_t> max_tensor_bytes_override{0};
+
 } // namespace
+
+std::size_t wire_chunk_bytes() {
+  if (auto bytes = chunk_bytes_override.load(std::memory_order_relaxed))
+    return bytes;
+  static const std::size_t from_environment = clamp_chunk_bytes(
+    size_from_environment("ACTORFLOW_WIRE_CHUNK_BYTES", max_tensor_message_bytes));
+  return from_environment;
+}
+
+void set_wire_chunk_bytes(std::size_t bytes) {
+  chunk_bytes_override.store(bytes == 0 ? 0 : clamp_chunk_bytes(bytes), std::memory_order_relaxed);
+}
+
+std::size_t max_tensor_bytes() {
+  if (auto bytes = max_tensor_bytes_override.load(std::memory_order_relaxed))
+    return bytes;
+  static const std::size_t from_environment =
+    size_from_environment("ACTORFLOW_WIRE_MAX_TENSOR_BYTES", default_max_tensor_bytes);
+  return from_environment;
+}
+
+void set_max_tensor_bytes(std::size_t bytes) {
+  max_tensor_bytes_override.store(bytes, std::memory_order_relaxed);
+}
 
 caf::error make_wire_error(errc code, std::string message) {
   return caf::error{static_cast<std::uint8_t>(code), error_category,
@@ -115,7 +221,7 @@ caf::error save(caf::serializer& sink, const tensor& x) {
                            std::string{"tensor "} + to_string(x.type()) + x.shape().to_string() + " of " + std::to_string(byte_count) +
                              " bytes exceeds the per-message limit of " +
                              std::to_string(max_tensor_message_bytes) +
-                             " bytes (chunked transfers are not implemented yet)");
+                             " bytes (only transfers between device actors are chunked)");
   if (auto err = sink(byte_count))
     return err;
   if (byte_count == 0)
@@ -124,49 +230,25 @@ caf::error save(caf::serializer& sink, const tensor& x) {
 }
 
 caf::error load(caf::deserializer& source, tensor& x) {
-  std::uint8_t type_raw = 0;
-  bool initialized = false;
-  if (auto err = source(type_raw, initialized))
+  dtype type = dtype::float32;
+  if (auto err = load_dtype(source, type))
     return err;
-  if (type_raw > static_cast<std::uint8_t>(dtype::boolean))
-    return make_wire_error(errc::data_loss,
-                           "tensor with unknown dtype " + std::to_string(type_raw));
-  auto type = static_cast<dtype>(type_raw);
+  bool initialized = false;
+  if (auto err = source(initialized))
+    return err;
   if (!initialized) {
     x = tensor{};
     return caf::none;
   }
   bool rank_known = false;
-  std::uint32_t rank = 0;
-  if (auto err = source(rank_known, rank))
+  if (auto err = source(rank_known))
     return err;
   if (!rank_known)
     return make_wire_error(errc::data_loss, "tensor with data but a shape of unknown rank");
-  if (rank > max_tensor_rank)
-    return make_wire_error(errc::data_loss, "tensor of rank " + std::to_string(rank) +
-                                              " exceeds the limit of " +
-                                              std::to_string(max_tensor_rank));
-  std::vector<std::int64_t> dims(rank);
-  std::uint64_t elements = 1;
-  bool overflow = false;
-  for (auto& dim : dims) {
-    if (auto err = source(dim))
-      return err;
-    if (dim < 0)
-      return make_wire_error(errc::data_loss,
-                             "tensor with negative dimension " + std::to_string(dim));
-    auto d = static_cast<std::uint64_t>(dim);
-    if (d != 0 && elements > std::numeric_limits<std::uint64_t>::max() / d)
-      overflow = true;
-    else
-      elements *= d;
-  }
-  tensor_shape shape{std::move(dims)};
-  auto element_size = size_of(type);
-  if (overflow || elements > std::numeric_limits<std::uint64_t>::max() / element_size)
-    return make_wire_error(errc::data_loss, "tensor of shape " + shape.to_string() +
-                                              " has more elements than fit in 64 bits");
-  std::uint64_t expected = elements * element_size;
+  tensor_shape shape;
+  std::uint64_t expected = 0;
+  if (auto err = load_dims(source, type, shape, expected))
+    return err;
   std::uint64_t byte_count = 0;
   if (auto err = source(byte_count))
     return err;
@@ -184,18 +266,103 @@ caf::error load(caf::deserializer& source, tensor& x) {
       if (auto err = source.apply_raw(static_cast<std::size_t>(byte_count), result.raw_data()))
         return err;
     }
-    if (type == dtype::boolean) {
-      const auto* bytes = static_cast<const std::uint8_t*>(result.raw_data());
-      for (std::uint64_t i = 0; i < byte_count; ++i)
-        if (bytes[i] > 1)
-          return make_wire_error(errc::data_loss, "boolean tensor with byte value " +
-                                                    std::to_string(bytes[i]) + " at element " +
-                                                    std::to_string(i));
-    }
+    if (type == dtype::boolean)
+      if (auto err = check_booleans(result.raw_data(), byte_count, 0))
+        return err;
     x = std::move(result);
   } catch (const std::bad_alloc&) {
     return make_wire_error(errc::resource_exhausted,
                            "out of memory allocating a tensor of " + std::to_string(byte_count) +
+                             " bytes");
+  }
+  return caf::none;
+}
+
+caf::error save(caf::serializer& sink, const protocol::tensor_chunk& x) {
+  auto what = [&] {
+    return "tensor chunk of '" + x.key + "' (bytes " + std::to_string(x.offset) + " to " +
+           std::to_string(x.offset + x.size) + " of " + std::to_string(x.total_bytes) + ")";
+  };
+  // A sender's own mistakes, caught before anything is written.
+  if (x.size == 0 || x.data == nullptr || x.offset > x.total_bytes ||
+      x.size > x.total_bytes - x.offset)
+    return make_wire_error(errc::internal, "malformed " + what());
+  if (x.size > max_tensor_message_bytes)
+    return make_wire_error(errc::resource_exhausted,
+                           what() + " exceeds the per-message limit of " +
+                             std::to_string(max_tensor_message_bytes) + " bytes");
+  auto step_id = x.step_id;
+  auto key = x.key;
+  auto type = static_cast<std::uint8_t>(x.type);
+  auto rank = static_cast<std::uint32_t>(x.shape.dims().size());
+  if (auto err = sink(step_id, key, type, rank))
+    return err;
+  for (auto dim : x.shape.dims())
+    if (auto err = sink(dim))
+      return err;
+  auto total = x.total_bytes;
+  auto offset = x.offset;
+  auto size = x.size;
+  if (auto err = sink(total, offset, size))
+    return err;
+  return sink.apply_raw(static_cast<std::size_t>(size), const_cast<void*>(x.data));
+}
+
+caf::error load(caf::deserializer& source, protocol::tensor_chunk& x) {
+  std::int64_t step_id = 0;
+  std::string key;
+  if (auto err = source(step_id, key))
+    return err;
+  dtype type = dtype::float32;
+  if (auto err = load_dtype(source, type))
+    return err;
+  tensor_shape shape;
+  std::uint64_t expected = 0;
+  if (auto err = load_dims(source, type, shape, expected))
+    return err;
+  std::uint64_t total = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  if (auto err = source(total, offset, size))
+    return err;
+  auto what = "tensor chunk of '" + key + "' (" + to_string(type) + shape.to_string() + ")";
+  if (total != expected)
+    return make_wire_error(errc::data_loss, what + " declares " + std::to_string(total) +
+                                              " bytes but its shape needs " +
+                                              std::to_string(expected));
+  if (total > max_tensor_bytes())
+    return make_wire_error(errc::resource_exhausted,
+                           what + " declares a tensor of " + std::to_string(total) +
+                             " bytes, over the limit of " + std::to_string(max_tensor_bytes()) +
+                             " bytes for one tensor");
+  if (size == 0)
+    return make_wire_error(errc::data_loss, what + " carries no bytes");
+  if (offset > total || size > total - offset)
+    return make_wire_error(errc::data_loss,
+                           what + " with bytes " + std::to_string(offset) + " to " +
+                             std::to_string(offset) + "+" + std::to_string(size) +
+                             " does not fit the tensor's " + std::to_string(total) + " bytes");
+  if (auto err = check_block(source, size, max_tensor_message_bytes, what))
+    return err;
+  try {
+    auto storage = std::make_shared<buffer>(default_host_allocator(), static_cast<std::size_t>(size));
+    if (auto err = source.apply_raw(static_cast<std::size_t>(size), storage->data()))
+      return err;
+    if (type == dtype::boolean)
+      if (auto err = check_booleans(storage->data(), size, offset))
+        return err;
+    x.step_id = step_id;
+    x.key = std::move(key);
+    x.type = type;
+    x.shape = std::move(shape);
+    x.total_bytes = total;
+    x.offset = offset;
+    x.size = size;
+    x.data = storage->data();
+    x.storage = std::move(storage);
+  } catch (const std::bad_alloc&) {
+    return make_wire_error(errc::resource_exhausted,
+                           "out of memory allocating a tensor chunk of " + std::to_string(size) +
                              " bytes");
   }
   return caf::none;
@@ -257,6 +424,33 @@ caf::error load(caf::deserializer& source, std::shared_ptr<const graph>& x) {
 
 } // namespace wire
 
+namespace protocol {
+
+std::vector<tensor_chunk> make_tensor_chunks(std::int64_t step_id, const std::string& key,
+                                             const tensor& value, std::size_t chunk_bytes) {
+  std::vector<tensor_chunk> chunks;
+  const std::uint64_t total = value.is_initialized() ? value.bytes() : 0;
+  const std::uint64_t step = std::max<std::size_t>(chunk_bytes, 1);
+  const auto* base = static_cast<const char*>(value.raw_data());
+  chunks.reserve(static_cast<std::size_t>((total + step - 1) / step));
+  for (std::uint64_t offset = 0; offset < total; offset += step) {
+    tensor_chunk chunk;
+    chunk.step_id = step_id;
+    chunk.key = key;
+    chunk.type = value.type();
+    chunk.shape = value.shape();
+    chunk.total_bytes = total;
+    chunk.offset = offset;
+    chunk.size = std::min(step, total - offset);
+    chunk.storage = value.buffer_ref();
+    chunk.data = base + offset;
+    chunks.push_back(std::move(chunk));
+  }
+  return chunks;
+}
+
+} // namespace protocol
+
 void add_actorflow_message_types(caf::actor_system_config& cfg) {
   using namespace protocol;
   cfg.add_message_type<status>("actorflow::status");
@@ -266,6 +460,7 @@ void add_actorflow_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<run_request>("actorflow::run_request");
   cfg.add_message_type<step_result>("actorflow::step_result");
   cfg.add_message_type<tensor_transfer>("actorflow::tensor_transfer");
+  cfg.add_message_type<tensor_chunk>("actorflow::tensor_chunk");
   cfg.add_message_type<step_plan>("actorflow::step_plan");
   cfg.add_message_type<step_outcome>("actorflow::step_outcome");
   cfg.add_message_type<device_list>("actorflow::device_list");

@@ -9,6 +9,8 @@
 // measured in the same run (one thread sends 64 MiB N times with large write() calls to another
 // reading on 127.0.0.1). Each step's time includes the Fill/Reduce/AssignAdd compute and the
 // step's control messages, so the figure is a lower bound on the transfer rate.
+// Extra figures: the same computations run entirely on the ps (no tensor crosses processes;
+// ms per step), and a transfer-only estimate: 64 MiB / (step - compute-only step).
 #include "support/processes.hpp"
 #include "bench_util.hpp"
 
@@ -148,6 +150,15 @@ int main() {
   // Colocated with the variable on the ps (outside the worker's device scope, which would
   // conflict with the colocation); its 64 MiB input crosses worker -> ps.
   auto pushed = ops::assign_add(v, update);
+  // The same work without the transfer: everything on the ps. The local push adds zeros so the
+  // sanity check below still counts only the real pushes.
+  output pulled_locally, update_locally;
+  {
+    auto d = g.device("/job:ps/task:0");
+    pulled_locally = ops::reduce_sum(ops::identity(v.read));
+    update_locally = ops::fill(g, {elements}, ops::constant(g, 0.f));
+  }
+  auto pushed_locally = ops::assign_add(v, update_locally);
   if (!g.status().ok()) {
     std::fprintf(stderr, "error: %s\n", g.status().to_string().c_str());
     return 1;
@@ -170,6 +181,13 @@ int main() {
     std::fprintf(stderr, "error: push: %s\n", push.error().to_string().c_str());
     return 1;
   }
+  auto pull_compute = seconds_per_step(s, {pulled_locally}, {}, "pull compute only (on the ps)");
+  auto push_compute = seconds_per_step(s, {}, {pushed_locally}, "push compute only (on the ps)");
+  if (!pull_compute || !push_compute) {
+    std::fprintf(stderr, "error: compute-only steps: %s\n",
+                 (!pull_compute ? pull_compute.error() : push_compute.error()).to_string().c_str());
+    return 1;
+  }
   // Sanity: after the pushes every element is warmup + timed steps.
   if (auto r = s.run({ops::reduce_sum(v.read)}); r) {
     double expected = double(elements) * (warmup_steps + timed_steps);
@@ -189,5 +207,17 @@ int main() {
   };
   emit("ps_pull_MBps", *pull, "ps -> worker");
   emit("ps_push_MBps", *push, "worker -> ps");
+  auto emit_compute = [&](const char* name, double seconds, const char* what) {
+    bench::emit({name, 1e3 * seconds, "ms", std::nullopt, std::nullopt,
+                 std::string("the ") + what + " step's compute alone, all on the ps (no transfer)"});
+  };
+  emit_compute("ps_pull_compute_only_ms", *pull_compute, "pull");
+  emit_compute("ps_push_compute_only_ms", *push_compute, "push");
+  // Transfer-only estimate: what the step costs beyond its compute (an estimate: on two
+  // processes the compute of one side may overlap the other's work).
+  emit("ps_pull_transfer_estimate_MBps", std::max(1e-9, *pull - *pull_compute),
+       "ps -> worker, step time minus compute-only time");
+  emit("ps_push_transfer_estimate_MBps", std::max(1e-9, *push - *push_compute),
+       "worker -> ps, step time minus compute-only time");
   return 0;
 }

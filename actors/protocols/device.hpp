@@ -13,6 +13,8 @@
 ///   (peers_atom, peer_table)                       -> (nothing)
 ///   (run_atom, run_request)                        -> step_result   (when the step ends)
 ///   (tensor_atom, tensor_transfer)                 -> (nothing)     from another device
+///   (tensor_atom, tensor_chunk)                    -> (nothing)     a piece of a large tensor
+///                                                                   from another process
 ///   (abort_atom, int64 step_id, status)            -> (nothing)
 
 #include "actors/protocols/wire.hpp"
@@ -120,6 +122,44 @@ struct tensor_transfer {
   std::string key;
   tensor value;
 };
+
+/// One piece of a tensor crossing to a device actor in another process for one step, used
+/// when the tensor has more than wire_chunk_bytes() bytes (actors/protocols/wire.hpp). The
+/// receiving device actor copies the pieces, in any order, into one tensor allocated when the
+/// first arrives and hands it to the step's rendezvous once every byte has arrived. Made by
+/// make_tensor_chunks.
+struct tensor_chunk {
+  std::int64_t step_id = 0;
+  /// The rendezvous key, as in tensor_transfer.
+  std::string key;
+  /// The whole tensor: dtype, shape and byte count (dtype size times elements).
+  dtype type = dtype::float32;
+  tensor_shape shape;
+  std::uint64_t total_bytes = 0;
+  /// This piece: `size` bytes starting `offset` bytes into the tensor's bytes.
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  /// Owns the memory `data` points into: on the sender the tensor's own buffer (a chunk
+  /// copies nothing until CAF encodes it), on the receiver a buffer of the chunk's own.
+  std::shared_ptr<const buffer> storage;
+  /// The piece's first byte; valid as long as `storage` lives.
+  const void* data = nullptr;
+};
+
+/// Splits `value` into chunks of at most `chunk_bytes` (at least 1) bytes, in offset order,
+/// each sharing value's buffer (nothing is copied). A tensor without bytes gives no chunks.
+std::vector<tensor_chunk> make_tensor_chunks(std::int64_t step_id, const std::string& key,
+                                             const tensor& value, std::size_t chunk_bytes);
+
+/// Encodes the chunk's header and bytes with the checked codecs of wire.hpp.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_chunk& x) {
+  return inspect_with_codec(f, x, "tensor_chunk", [&] {
+    return x.key + " " + to_string(x.type) + x.shape.to_string() + " bytes [" +
+           std::to_string(x.offset) + ", " + std::to_string(x.offset + x.size) + ") of " +
+           std::to_string(x.total_bytes);
+  });
+}
 
 /// The partition travels as serialize_graph's bytes and is decoded into a new graph.
 template <class Inspector>

@@ -17,7 +17,17 @@
 ///   status:  uint8 code, string message
 ///   tensor:  uint8 dtype, bool initialized; if initialized: bool rank_known, uint32 rank,
 ///            int64 dims..., uint64 byte count, the raw bytes as one block
+///            (byte count <= max_tensor_message_bytes)
+///   tensor chunk (protocol::tensor_chunk, one piece of a tensor too large for one message):
+///            int64 step id, string key, uint8 dtype, uint32 rank, int64 dims..., uint64 total
+///            byte count (must equal dtype size * elements and be <= max_tensor_bytes()),
+///            uint64 offset, uint64 byte count (>= 1, <= max_tensor_message_bytes, offset +
+///            byte count <= total), the chunk's raw bytes as one block
 ///   graph:   bool present; if present: uint64 byte count, serialize_graph's Cap'n Proto bytes
+///
+/// Tensors larger than wire_chunk_bytes() travel between device actors in different processes
+/// as several tensor chunks, which the receiving device actor reassembles into one tensor
+/// (allocated once) before its _Recv sees it; in-process sends are never split or copied.
 
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
@@ -33,16 +43,44 @@
 
 namespace actorflow {
 
-/// The largest tensor (in data bytes) one message may carry. A peer claiming more is refused
-/// before anything is allocated; larger tensors will be sent in chunks (not yet implemented,
-/// so today they fail to encode with a clear error).
+namespace protocol {
+struct tensor_chunk;
+} // namespace protocol
+
+/// The largest tensor (in data bytes) one message may carry, and the largest tensor chunk. A
+/// peer claiming more is refused before anything is allocated; device actors send larger
+/// tensors in chunks (see wire_chunk_bytes()), any other message carrying one fails to encode
+/// with a clear error.
 inline constexpr std::size_t max_tensor_message_bytes = std::size_t{256} << 20;
+
+/// The default of max_tensor_bytes(): the largest tensor a process accepts in chunks.
+inline constexpr std::size_t default_max_tensor_bytes = std::size_t{8} << 30;
 
 /// The largest encoded partition graph one message may carry.
 inline constexpr std::size_t max_graph_message_bytes = std::size_t{256} << 20;
 
 /// The most dimensions a tensor on the wire may have (TensorFlow's limit).
 inline constexpr std::size_t max_tensor_rank = 254;
+
+/// Device actors split a tensor of more than this many bytes into chunks of at most this many
+/// when they send it to a device actor in another process. max_tensor_message_bytes unless the
+/// environment variable ACTORFLOW_WIRE_CHUNK_BYTES (read on the first call) or
+/// set_wire_chunk_bytes() says otherwise; always between 1 and max_tensor_message_bytes.
+/// Thread-safe.
+std::size_t wire_chunk_bytes();
+
+/// Overrides wire_chunk_bytes() for this process (clamped to 1 .. max_tensor_message_bytes);
+/// 0 goes back to the default. For tests and benchmarks; thread-safe.
+void set_wire_chunk_bytes(std::size_t bytes);
+
+/// The largest tensor (in data bytes) this process accepts in chunks: a chunk declaring a
+/// larger total is refused before anything is allocated. default_max_tensor_bytes unless the
+/// environment variable ACTORFLOW_WIRE_MAX_TENSOR_BYTES (read on the first call) or
+/// set_max_tensor_bytes() says otherwise. Thread-safe.
+std::size_t max_tensor_bytes();
+
+/// Overrides max_tensor_bytes() for this process; 0 goes back to the default. Thread-safe.
+void set_max_tensor_bytes(std::size_t bytes);
 
 /// Registers every actorflow message type (statuses, tensors, the device protocol's structs,
 /// step plans and outcomes) and the "actorflow" error category with `cfg`. Call it once on
@@ -72,6 +110,12 @@ caf::error load(caf::deserializer& source, tensor& x);
 caf::error save(caf::serializer& sink, const std::shared_ptr<const graph>& x);
 /// Decodes into a new graph, which deserialize_graph validates.
 caf::error load(caf::deserializer& source, std::shared_ptr<const graph>& x);
+/// Writes the chunk's header and its bytes (read through x.data, never copied first).
+caf::error save(caf::serializer& sink, const protocol::tensor_chunk& x);
+/// Checks the header (dtype, shape, total against the shape and max_tensor_bytes(), the
+/// chunk's range against the total, its size against max_tensor_message_bytes and the bytes
+/// left) before allocating the chunk's own buffer from the default host allocator.
+caf::error load(caf::deserializer& source, protocol::tensor_chunk& x);
 
 } // namespace wire
 } // namespace actorflow
