@@ -11,6 +11,10 @@
 //                                     repeated back to x's run-time shape; with attr
 //                                     divide_by_count, divided by the number of reduced elements
 //   ReshapeLike(dy, x)                dy with x's run-time shape
+//   SplitToShapesOf(dy, x0, ..., xn-1) the gradient of ConcatV2 (same attr axis): output i is
+//                                     the slice of dy along axis that xi's run-time shape covers,
+//                                     starting where x0 .. x(i-1) end (TensorFlow's ConcatOffset +
+//                                     Slice, in one op)
 //   OnesLike(x), ZerosLike(x)         x's shape and dtype, filled
 #include "graph/op_registry.hpp"
 
@@ -65,6 +69,42 @@ status elementwise_pair(shape_context& c) {
   return {};
 }
 
+/// SplitToShapesOf: output i has dy's dtype and xi's shape, with the dimensions other than axis
+/// that xi leaves unknown taken from dy.
+status split_to_shapes_of(shape_context& c) {
+  if (c.input_types.size() < 2)
+    return error("SplitToShapesOf needs the gradient and at least one shape input");
+  auto* axis_value = c.n.attr<std::int64_t>("axis");
+  if (axis_value == nullptr)
+    return error("missing attribute 'axis'");
+  auto axis_attr = *axis_value;
+  auto& dy = c.input_shapes[0];
+  for (std::size_t i = 1; i < c.input_shapes.size(); ++i) {
+    auto shape = c.input_shapes[i];
+    if (shape.rank_known() && dy.rank_known()) {
+      auto rank = shape.rank();
+      if (dy.rank() != rank)
+        return error("SplitToShapesOf: a gradient of shape " + dy.to_string() +
+                     " cannot be split into shape " + shape.to_string());
+      if (axis_attr < -rank || axis_attr >= rank)
+        return error("SplitToShapesOf axis " + std::to_string(axis_attr) +
+                     " is out of range for shape " + shape.to_string());
+      auto axis = axis_attr < 0 ? axis_attr + rank : axis_attr;
+      for (int d = 0; d < rank; ++d) {
+        if (d == axis || dy.dim(d) < 0)
+          continue;
+        if (shape.dim(d) < 0)
+          shape.set_dim(d, dy.dim(d));
+        else if (shape.dim(d) != dy.dim(d))
+          return error("SplitToShapesOf: a gradient of shape " + dy.to_string() +
+                       " cannot be split into shape " + c.input_shapes[i].to_string());
+      }
+    }
+    c.set_output(static_cast<int>(i - 1), c.input_types[0], shape);
+  }
+  return {};
+}
+
 } // namespace
 
 void register_gradient_ops(op_registry& r) {
@@ -101,6 +141,7 @@ void register_gradient_ops(op_registry& r) {
                    " have different element counts");
     return like_input(c, 0, 1);
   });
+  add("SplitToShapesOf", -1, split_to_shapes_of);
   add("OnesLike", 1, [](shape_context& c) { return like_input(c, 0, 0); });
   add("ZerosLike", 1, [](shape_context& c) { return like_input(c, 0, 0); });
 }

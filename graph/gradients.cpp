@@ -231,6 +231,19 @@ status reshape_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   return {};
 }
 
+status concat_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  // Each input gets its slice of dy; the offsets come from the inputs' run-time shapes, so
+  // unknown dimensions are fine.
+  std::vector<output> inputs{dy[0]};
+  for (std::size_t i = 0; i < op.inputs.size(); ++i)
+    inputs.push_back(input_of(g, op, static_cast<int>(i)));
+  auto split = make(g, "SplitToShapesOf", std::move(inputs),
+                    {{"axis", op.attr_or<std::int64_t>("axis", 0)}});
+  for (std::size_t i = 0; i < op.inputs.size(); ++i)
+    dx[i] = g.output_of(split.node_id, static_cast<int>(i));
+  return {};
+}
+
 status softmax_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   // dx = (dy - sum(dy * y, -1, keep_dims)) * y
   auto y = output_of(g, op);
@@ -306,6 +319,17 @@ status reshape_like_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   return {};
 }
 
+status split_to_shapes_of_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  // Splitting undone is concatenating; a slice nothing flows into contributes zeros. The shape
+  // inputs get no gradient.
+  std::vector<output> slices;
+  for (std::size_t i = 0; i + 1 < op.inputs.size(); ++i)
+    slices.push_back(dy[i].valid() ? dy[i]
+                                   : make(g, "ZerosLike", {output_of(g, op, static_cast<int>(i))}));
+  dx[0] = ops::concat(slices, op.attr_or<std::int64_t>("axis", 0), "concat");
+  return {};
+}
+
 status relu_grad_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   dx[0] = make(g, "ReluGrad", {dy[0], input_of(g, op, 1)});
   return {};
@@ -349,6 +373,7 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("Mean", mean_grad);
   r.add("Max", max_grad);
   r.add("Reshape", reshape_grad);
+  r.add("ConcatV2", concat_grad);
   r.add("Softmax", softmax_grad);
   r.add("SoftmaxCrossEntropyWithLogits", xent_grad);
   r.add("Cast", cast_grad);
@@ -357,6 +382,7 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("SumToShapeOf", sum_to_shape_of_grad);
   r.add("BroadcastToShapeOf", broadcast_to_shape_of_grad);
   r.add("ReshapeLike", reshape_like_grad);
+  r.add("SplitToShapesOf", split_to_shapes_of_grad);
   r.add("ReluGrad", relu_grad_grad);
   r.add("SigmoidGrad", sigmoid_grad_grad);
   r.add("TanhGrad", tanh_grad_grad);

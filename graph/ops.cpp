@@ -1,5 +1,7 @@
 #include "graph/ops.hpp"
 
+#include <algorithm>
+
 namespace actorflow::ops {
 
 namespace {
@@ -201,6 +203,16 @@ output argmax(output x, std::int64_t axis, const std::string& name) {
 
 output reshape(output x, std::vector<std::int64_t> shape, const std::string& name) {
   return make(graph_of(x), "Reshape", name, {x}, {{"shape", std::move(shape)}});
+}
+
+output concat(const std::vector<output>& values, std::int64_t axis, const std::string& name) {
+  auto valid = std::find_if(values.begin(), values.end(), [](auto& v) { return v.valid(); });
+  if (valid == values.end())
+    return output{};
+  if (values.size() == 1)
+    return identity(values.front(), name);
+  // add_node records an error for any invalid value among the others.
+  return make(graph_of(*valid), "ConcatV2", name, values, {{"axis", axis}});
 }
 
 output softmax_cross_entropy_with_logits(output logits, output labels, const std::string& name) {

@@ -97,6 +97,16 @@ output argmax(output x, std::int64_t axis, const std::string& name = "ArgMax");
 /// "Reshape": attr shape (one dimension may be -1).
 output reshape(output x, std::vector<std::int64_t> shape, const std::string& name = "Reshape");
 
+/// "ConcatV2": inputs x0 .. x{N-1} (N >= 1, one dtype), attr axis (int64; negative counts from
+/// the end). TensorFlow's ConcatV2 takes the axis as a last int32 input; here it is an attribute,
+/// like Sum's axes and Reshape's shape, so that shape inference and the kernel know it without
+/// a value. The inputs have one rank (at least 1) and equal dimensions except along axis, where
+/// the result has their sum; unknown dimensions are allowed. Like tf.concat, a single value
+/// gives an Identity instead. `values` must not be empty: an empty list has no graph to record
+/// the error in, and the result is an invalid output.
+output concat(const std::vector<output>& values, std::int64_t axis,
+              const std::string& name = "concat");
+
 // --- activations and losses ------------------------------------------------------------------
 
 /// "Softmax" over the last axis.

@@ -161,6 +161,65 @@ status reshape(shape_context& c) {
   return {};
 }
 
+/// ConcatV2: one rank, equal dimensions except along axis (unknown ones merge), and the sum of
+/// the inputs' extents along axis (unknown if any is).
+status concat(shape_context& c) {
+  if (c.input_types.empty())
+    return error("ConcatV2 needs at least one input");
+  AF_RETURN_IF_ERROR(same_type_inputs(c));
+  AF_RETURN_IF_ERROR(require_attr(c.n, "axis"));
+  auto axis_attr = attr_or_default<std::int64_t>(c.n, "axis", 0);
+  // The first input of known rank is what the others are compared with.
+  const tensor_shape* first = nullptr;
+  for (auto& s : c.input_shapes)
+    if (s.rank_known()) {
+      first = &s;
+      break;
+    }
+  if (first == nullptr) {
+    c.set_output(0, c.input_types[0], tensor_shape::unknown());
+    return {};
+  }
+  auto rank = first->rank();
+  if (rank == 0)
+    return error("ConcatV2 cannot concatenate scalars");
+  if (axis_attr < -rank || axis_attr >= rank)
+    return error("ConcatV2 axis " + std::to_string(axis_attr) + " is out of range for inputs of rank " +
+                 std::to_string(rank));
+  auto axis = static_cast<int>(axis_attr < 0 ? axis_attr + rank : axis_attr);
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank), -1);
+  // Which input each known dimension came from, to name both shapes when another differs.
+  std::vector<std::size_t> source(static_cast<std::size_t>(rank), 0);
+  std::int64_t extent = 0;
+  for (std::size_t i = 0; i < c.input_shapes.size(); ++i) {
+    auto& s = c.input_shapes[i];
+    if (!s.rank_known()) {
+      extent = -1;
+      continue;
+    }
+    if (s.rank() != rank)
+      return error("ConcatV2 inputs must have one rank, got shapes " + first->to_string() + " and " +
+                   s.to_string());
+    for (int d = 0; d < rank; ++d) {
+      auto k = static_cast<std::size_t>(d);
+      auto dim = s.dim(d);
+      if (d == axis) {
+        extent = extent < 0 || dim < 0 ? -1 : extent + dim;
+      } else if (dims[k] < 0) {
+        dims[k] = dim;
+        source[k] = i;
+      } else if (dim >= 0 && dim != dims[k]) {
+        return error("ConcatV2 along axis " + std::to_string(axis) + ": shapes " +
+                     c.input_shapes[source[k]].to_string() + " and " + s.to_string() +
+                     " differ in dimension " + std::to_string(d));
+      }
+    }
+  }
+  dims[static_cast<std::size_t>(axis)] = extent;
+  c.set_output(0, c.input_types[0], tensor_shape{dims});
+  return {};
+}
+
 status xent(shape_context& c) {
   AF_RETURN_IF_ERROR(same_type_inputs(c));
   if (!is_floating(c.input_types[0]))
@@ -249,6 +308,7 @@ void register_standard_ops(op_registry& r) {
     add(name, 1, reduction);
   add("ArgMax", 1, argmax);
   add("Reshape", 1, reshape);
+  add("ConcatV2", -1, concat);
   add("SoftmaxCrossEntropyWithLogits", 2, xent);
   add("Fill", 1, [](shape_context& c) {
     AF_RETURN_IF_ERROR(require_attr(c.n, "shape"));

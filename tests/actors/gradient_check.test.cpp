@@ -367,6 +367,64 @@ TEST_CASE("Reshape, Fill and Cast gradients match finite differences", "[actors]
                   coarse);
 }
 
+TEST_CASE("ConcatV2 gradients match finite differences over every axis and unknown dimensions",
+          "[actors][gradients]") {
+  std::uint64_t seed = base_seed + 1000;
+  std::mt19937_64 e{seed};
+  INFO("seed " << seed);
+  std::uint64_t n = 0;
+  struct concat_case {
+    std::vector<tensor_shape> parts;
+    std::int64_t axis;
+  };
+  std::vector<concat_case> cases{
+    {{shape({2, 3}), shape({1, 3}), shape({3, 3})}, 0},
+    {{shape({2, 2}), shape({2, 3})}, 1},
+    {{shape({2, 2}), shape({2, 3})}, -1},
+    {{shape({2, 1, 2}), shape({2, 3, 2})}, 1},
+    {{shape({4}), shape({2})}, 0},
+  };
+  for (auto& c : cases) {
+    std::vector<test_input> inputs;
+    std::string label = "concat along " + std::to_string(c.axis) + " of";
+    for (auto& s : c.parts) {
+      inputs.push_back(fixed(uniform(e, s, -1, 1)));
+      label += " " + s.to_string();
+    }
+    auto axis = c.axis;
+    // Squares make each slice's gradient depend on its own input's values.
+    check_gradients(label, seed + n++, inputs, [axis](graph&, const std::vector<output>& x) {
+      std::vector<output> squares;
+      for (auto& xi : x)
+        squares.push_back(ops::square(xi));
+      return ops::concat(squares, axis);
+    });
+  }
+  // Unknown dimensions: the slices come from the inputs' run-time shapes.
+  check_gradients("concat of batches of unknown size along axis 0", seed + n++,
+                  {partial(uniform(e, shape({2, 3}), -1, 1), shape({-1, 3})),
+                   partial(uniform(e, shape({3, 3}), -1, 1), shape({-1, 3}))},
+                  [](graph&, const std::vector<output>& x) {
+                    return ops::concat({ops::exp(x[0]), ops::square(x[1])}, 0);
+                  });
+  check_gradients("concat along axis 1 of unknown rank and unknown batch", seed + n++,
+                  {partial(uniform(e, shape({3, 2}), -1, 1), tensor_shape::unknown()),
+                   partial(uniform(e, shape({3, 4}), -1, 1), shape({-1, 4}))},
+                  [](graph&, const std::vector<output>& x) {
+                    return ops::concat({ops::tanh(x[0]), x[1] * x[1]}, 1);
+                  });
+  // Second order: differentiating SplitToShapesOf concatenates, with zeros for a slice that no
+  // gradient reaches (the constant's).
+  auto start = uniform(e, shape({2, 3}), -1, 1);
+  auto constant = uniform(e, shape({1, 3}), -1, 1);
+  check_gradients("second order through concat and a constant slice", seed + n++, {fixed(start)},
+                  [constant](graph& g, const std::vector<output>& x) {
+                    auto c = ops::constant(g, constant, "c");
+                    auto joined = ops::concat({ops::tanh(x[0]), c}, 0);
+                    return gradients(ops::reduce_sum(joined * joined * joined), {x[0]})[0];
+                  });
+}
+
 TEST_CASE("SoftmaxCrossEntropyWithLogits gradients match for logits and labels",
           "[actors][gradients]") {
   std::uint64_t seed = base_seed + 500;

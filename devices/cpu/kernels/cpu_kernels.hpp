@@ -21,6 +21,7 @@ void register_matmul_kernels(kernel_registry& registry);     // MatMul
 void register_reduction_kernels(kernel_registry& registry);  // Sum, Mean, Max
 void register_argmax_kernels(kernel_registry& registry);     // ArgMax
 void register_reshape_kernels(kernel_registry& registry);    // Reshape
+void register_concat_kernels(kernel_registry& registry);     // ConcatV2, SplitToShapesOf
 void register_softmax_kernels(kernel_registry& registry);    // Softmax
 void register_softmax_cross_entropy_kernels(kernel_registry& registry); // SoftmaxCrossEntropyWithLogits
 void register_fill_kernels(kernel_registry& registry);       // Fill

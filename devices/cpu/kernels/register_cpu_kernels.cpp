@@ -19,6 +19,7 @@ void register_cpu_kernels(kernel_registry& registry) {
   register_reduction_kernels(registry);
   register_argmax_kernels(registry);
   register_reshape_kernels(registry);
+  register_concat_kernels(registry);
   register_softmax_kernels(registry);
   register_softmax_cross_entropy_kernels(registry);
   register_fill_kernels(registry);
