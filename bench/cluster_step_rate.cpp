@@ -1,9 +1,10 @@
 // Distributed step rate of SPEC's classic example (examples/in_graph_linreg.cpp): Weights on
 // /job:canshu/task:0, biases on /job:canshu/task:1, the model and loss on /job:gongzuo/task:0,
 // the SGD update (0.5) on /job:gongzuo/task:1; steps/s of the training op
-//   (a) in one process: a session with cpu_device_count = 4 and the pins mapped to /cpu:0..3
-//       (the same four partitions, local messages), and
-//   (b) on four actorflow-worker processes on free loopback ports, this process the client,
+//   (a) in one process: an in-process cluster with the same jobs and tasks (the same four
+//       partitions through the same master and task actors, local messages), and
+//   (b) on four actorflow-worker processes on free loopback ports, this process the client:
+//       once as its own master, once on the master of /job:gongzuo/task:0 (started --master),
 // beside PyTorch 1.13's torch.distributed.rpc doing the same parameter-server layout
 // (bench/torch_rpc_ps.py: 2 ps processes holding W and b, one trainer) in the same run.
 #include "support/processes.hpp"
@@ -75,21 +76,29 @@ result<double> step_rate(const std::vector<std::string>& pins, const session_opt
 } // namespace
 
 int main() {
-  // (a) one process, four CPU devices.
+  const std::vector<std::string> pins{"/job:canshu/task:0", "/job:canshu/task:1",
+                                      "/job:gongzuo/task:0", "/job:gongzuo/task:1"};
+  // (a) one process: an in-process cluster of the same four tasks.
   session_options local;
-  local.cpu_device_count = 4;
-  auto in_process = step_rate({"/cpu:0", "/cpu:1", "/cpu:2", "/cpu:3"}, local, "in-process");
+  local.in_process_cluster = {{"canshu", 2}, {"gongzuo", 2}};
+  auto in_process = step_rate(pins, local, "in-process");
   if (!in_process) {
     std::fprintf(stderr, "error: in-process: %s\n", in_process.error().to_string().c_str());
     return 1;
   }
   bench::emit({"cluster_steps_per_s_in_process", *in_process, "steps/s", std::nullopt, std::nullopt,
-               "classic example, 4 CPU devices in one session"});
+               "classic example, in-process cluster of the same 4 tasks"});
 
-  // (b) four worker processes on loopback.
+  // (b) four worker processes on loopback; /job:gongzuo/task:0 also serves as master.
   result<double> four_processes = status{errc::internal, "no cluster"};
+  result<double> on_remote_master = status{errc::internal, "no cluster"};
   {
-    actorflow::testing::cluster_processes cluster{ACTORFLOW_WORKER_BINARY, {{"canshu", 2}, {"gongzuo", 2}}};
+    actorflow::testing::cluster_processes cluster{
+      ACTORFLOW_WORKER_BINARY, {{"canshu", 2}, {"gongzuo", 2}}, 1,
+      [](const std::string& job, int task) {
+        return job == "gongzuo" && task == 0 ? std::vector<std::string>{"--master"}
+                                             : std::vector<std::string>{};
+      }};
     if (!cluster.ready())
       return 1;
     auto spec = cluster_spec::parse(cluster.spec_json());
@@ -100,14 +109,17 @@ int main() {
     session_options remote;
     remote.cluster = std::make_shared<cluster_spec>(*spec);
     remote.timeout_seconds = 30;
-    four_processes = step_rate({"/job:canshu/task:0", "/job:canshu/task:1", "/job:gongzuo/task:0",
-                                "/job:gongzuo/task:1"},
-                               remote, "4 processes");
+    four_processes = step_rate(pins, remote, "4 processes, client as master");
+    session_options target;
+    target.target = "caf://" + cluster.address(2);
+    target.timeout_seconds = 30;
+    on_remote_master = step_rate(pins, target, "4 processes, master on gongzuo:0");
   }
-  if (!four_processes) {
-    std::fprintf(stderr, "error: 4 processes: %s\n", four_processes.error().to_string().c_str());
-    return 1;
-  }
+  for (auto* r : {&four_processes, &on_remote_master})
+    if (!*r) {
+      std::fprintf(stderr, "error: 4 processes: %s\n", r->error().to_string().c_str());
+      return 1;
+    }
 
   auto torch = bench::python_json_number(
     ACTORFLOW_BENCH_SOURCE_DIR, "torch_rpc_ps.py",
@@ -121,5 +133,12 @@ int main() {
     f.note += "; baseline: torch.distributed.rpc, 2 ps + 1 trainer processes";
   }
   bench::emit(f);
+  bench::figure g{"cluster_steps_per_s_4_processes_remote_master", *on_remote_master, "steps/s"};
+  g.note = "classic example, 4 actorflow-worker processes, session on the master of gongzuo:0";
+  if (torch) {
+    g.baseline = *torch;
+    g.ratio = *on_remote_master / *torch;
+  }
+  bench::emit(g);
   return 0;
 }
