@@ -47,6 +47,10 @@ int serve_until_signal(const std::string& app, const std::string& what, const st
   add_actorflow_message_types(cfg);
   // A shared queue: idle scheduler threads sleep instead of polling (see actors/session.cpp).
   cfg.set("scheduler.policy", caf::atom("sharing"));
+  // Actors here only dispatch (kernels run on the task's own pools), so one scheduler thread
+  // is enough and keeps message hops from contending for the cores the kernels use: the
+  // classic example's step rate on 4 processes rose from 899-936 to 1058-1064 steps/s.
+  cfg.set("scheduler.max-threads", std::size_t{1});
   caf::actor_system sys{cfg};
 
   auto served = spawn(sys);
