@@ -3,6 +3,7 @@
 #include "graph/op_registry.hpp"
 
 #include <new>
+#include <set>
 #include <stdexcept>
 
 namespace actorflow {
@@ -33,6 +34,10 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
     auto& n = g.at(static_cast<int>(i));
     auto& it = plan->items_[i];
     auto* def = op_registry::global().find(n.op);
+    // Work that small inputs do not bound: a shape input can ask for any amount of output.
+    static const std::set<std::string> unbounded_ops{
+      "Fill", "RandomUniform", "RandomStandardNormal", "TruncatedNormal", "MatMul"};
+    it.may_inline = unbounded_ops.count(n.op) == 0;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
       auto is_ref = def != nullptr && def->is_variable_ref_input(static_cast<int>(k));
       it.variable_ref_inputs.push_back(is_ref);
@@ -162,20 +167,39 @@ void step_execution::abort(status reason) {
 }
 
 void step_execution::dispatch(std::vector<int>& ready, bool on_pool) {
+  std::vector<int> local;
   if (hooks_.schedule) {
-    // On a pool thread keep the first node here; elsewhere hand everything to the pool.
-    std::size_t keep = on_pool ? 1 : 0;
-    while (ready.size() > keep) {
-      auto id = ready.back();
-      ready.pop_back();
-      hooks_.schedule([self = shared_from_this(), id] { self->run_from(id); });
+    // On a pool thread keep the first node here; on an actor's thread keep only inexpensive
+    // ones (a pool handoff costs more than they do) and hand the rest to the pool.
+    for (std::size_t k = 0; k < ready.size(); ++k) {
+      auto id = ready[k];
+      if (on_pool ? local.empty() : inexpensive(id))
+        local.push_back(id);
+      else
+        hooks_.schedule([self = shared_from_this(), id] { self->run_from(id, true); });
     }
+  } else {
+    local = std::move(ready); // inline mode: everything runs here, in order
   }
-  // Inline mode (or the one node kept): run them in order on this thread.
-  auto local = std::move(ready);
   ready.clear();
   for (auto id : local)
-    run_from(id);
+    run_from(id, on_pool);
+}
+
+bool step_execution::inexpensive(int id) {
+  auto& it = plan_->items()[static_cast<std::size_t>(id)];
+  if (!it.may_inline)
+    return false;
+  std::size_t bytes = 0;
+  for (std::size_t k = 0; k < it.input_slots.size() && bytes <= inline_input_bytes; ++k) {
+    if (auto& variable = it.input_variables[k]) {
+      std::lock_guard<std::mutex> guard{variable->mutex};
+      bytes += variable->value.bytes();
+    } else {
+      bytes += slots_[static_cast<std::size_t>(it.input_slots[k])].bytes();
+    }
+  }
+  return bytes <= inline_input_bytes;
 }
 
 void step_execution::release_inputs(int id) {
@@ -184,7 +208,7 @@ void step_execution::release_inputs(int id) {
       slots_[static_cast<std::size_t>(slot)] = tensor{};
 }
 
-void step_execution::run_from(int first) {
+void step_execution::run_from(int first, bool on_pool) {
   std::vector<int> ready{first};
   // Reused for every node this thread runs: no allocation per node.
   std::vector<int> made_ready;
@@ -197,12 +221,17 @@ void step_execution::run_from(int first) {
       // Count the new nodes before any can run elsewhere, so the total never dips to zero early.
       outstanding_.fetch_add(static_cast<std::int64_t>(newly), std::memory_order_acq_rel);
       if (hooks_.schedule) {
-        // Keep one for this thread, hand the others to the pool.
-        while (made_ready.size() > 1) {
-          auto other = made_ready.back();
-          made_ready.pop_back();
-          hooks_.schedule([self = shared_from_this(), other] { self->run_from(other); });
+        // On a pool thread keep one for this thread and hand the others to the pool; on an
+        // actor's thread keep the inexpensive ones.
+        std::size_t kept = 0;
+        for (std::size_t k = 0; k < made_ready.size(); ++k) {
+          auto other = made_ready[k];
+          if (on_pool ? kept == 0 : inexpensive(other))
+            made_ready[kept++] = other;
+          else
+            hooks_.schedule([self = shared_from_this(), other] { self->run_from(other, true); });
         }
+        made_ready.resize(kept);
       }
       ready.insert(ready.end(), made_ready.rbegin(), made_ready.rend());
       finish_one();

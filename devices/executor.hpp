@@ -6,7 +6,9 @@
 ///   step->start(feeds, fetches, [](status s, std::vector<tensor> fetched) { ... });
 /// Ready nodes run on the thread that made them ready; when several become ready at once, all
 /// but one go to hooks.schedule (the inter-op pool) when it is set, otherwise they run in turn
-/// on the current thread (the deterministic mode that actor tests use).
+/// on the current thread (the deterministic mode that actor tests use). On an actor's thread
+/// only inexpensive nodes (inputs of at most inline_input_bytes, TensorFlow's "inexpensive
+/// kernels run inline") run there; the rest go to the pool, so the actor stays responsive.
 
 #include "devices/device.hpp"
 #include "devices/kernel.hpp"
@@ -48,6 +50,10 @@ public:
     std::vector<bool> variable_ref_inputs;
     /// Rendezvous key of a _Send / _Recv.
     std::string key;
+    /// Whether the node may run on the thread that made it ready (an actor's) when its inputs
+    /// are small: false for ops whose work is not bounded by their inputs' size (Fill, the
+    /// random ops, MatMul's outer products).
+    bool may_inline = true;
   };
 
   /// Makes the kernels of every node of `partition` for `dev`; an error names the node and
@@ -93,6 +99,9 @@ struct step_hooks {
 /// One step of one plan. Keep it alive (shared_ptr) until `done` was called.
 class step_execution : public std::enable_shared_from_this<step_execution> {
 public:
+  /// Nodes whose inputs total at most this many bytes run inline on an actor's thread.
+  static constexpr std::size_t inline_input_bytes = 16 * 1024;
+
   using done_callback = std::function<void(status, std::vector<tensor>)>;
 
   step_execution(std::shared_ptr<const executor_plan> plan, std::int64_t step_id, step_hooks hooks);
@@ -111,7 +120,10 @@ public:
   std::int64_t execution_ns() const { return execution_ns_; }
 
 private:
-  void run_from(int first);
+  /// Runs `first` and what it makes ready; `on_pool` says whether this is a pool thread.
+  void run_from(int first, bool on_pool);
+  /// Whether node `id`, now ready, is cheap enough to run on an actor's thread.
+  bool inexpensive(int id);
   /// Runs one node; appends nodes it made ready to `ready`. Returns false when the node
   /// completes later (async kernel or receive).
   bool process(int id, std::vector<int>& ready);
