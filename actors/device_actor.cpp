@@ -6,7 +6,10 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <deque>
+#include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -16,10 +19,35 @@ namespace {
 
 using namespace protocol;
 
+/// Local only: a bulk send of the step finished (its outcome is in the step's bulk_tracker).
+using bulk_sent_atom = caf::atom_constant<caf::atom("bulksent")>;
+
+/// A step's tensors in flight on the bulk channel: the step's result waits for them, so a
+/// failed transfer fails the step on the sending device, naming the receiver.
+struct bulk_tracker {
+  std::atomic<int> outstanding{0};
+  std::mutex mutex;
+  status failure;
+
+  void fail(const status& reason) {
+    std::lock_guard<std::mutex> lock{mutex};
+    if (failure.ok())
+      failure = reason;
+  }
+
+  status first_failure() {
+    std::lock_guard<std::mutex> lock{mutex};
+    return failure;
+  }
+};
+
 struct device_step {
   std::shared_ptr<step_execution> execution;
   std::shared_ptr<rendezvous> meeting_point = std::make_shared<rendezvous>();
   caf::response_promise promise;
+  std::shared_ptr<bulk_tracker> bulk = std::make_shared<bulk_tracker>();
+  /// The step's result while bulk sends are still in flight.
+  std::optional<step_result> finished;
 };
 
 struct device_state {
@@ -27,6 +55,8 @@ struct device_state {
   device_actor_options options;
   std::shared_ptr<const std::map<std::string, caf::actor>> peers =
     std::make_shared<const std::map<std::string, caf::actor>>();
+  std::shared_ptr<const std::map<std::string, std::string>> bulk_addresses =
+    std::make_shared<const std::map<std::string, std::string>>();
   std::unordered_map<std::int64_t, std::shared_ptr<const executor_plan>> plans;
   std::unordered_map<std::int64_t, device_step> steps;
   /// Tensors arriving in chunks from other processes, until their last chunk.
@@ -67,8 +97,25 @@ struct device_state {
 std::string receiver_of(const std::string& key) {
   // key = "<send device>;<recv device>;<tensor>"
   auto first = key.find(';');
+  if (first == std::string::npos)
+    return {};
   auto second = key.find(';', first + 1);
+  if (second == std::string::npos)
+    return {};
   return key.substr(first + 1, second - first - 1);
+}
+
+/// Answers the step's run request with `result`, unless a failed bulk send says otherwise.
+void answer_step(caf::stateful_actor<device_state>* self,
+                 std::unordered_map<std::int64_t, device_step>::iterator i, step_result result) {
+  auto& st = self->state;
+  auto bulk_failure = i->second.bulk->first_failure();
+  if (!bulk_failure.ok() && (result.outcome.ok() || result.outcome.code() == errc::aborted))
+    result.outcome = bulk_failure;
+  auto step_id = i->first;
+  i->second.promise.deliver(std::move(result));
+  st.steps.erase(i);
+  st.mark_ended(step_id);
 }
 
 caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_ptr<device> dev,
@@ -92,6 +139,8 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
     },
     [=](peers_atom, const peer_table& table) {
       self->state.peers = std::make_shared<const std::map<std::string, caf::actor>>(table.devices);
+      self->state.bulk_addresses =
+        std::make_shared<const std::map<std::string, std::string>>(table.bulk_addresses);
     },
     [=](run_atom, const run_request& request) {
       auto& st = self->state;
@@ -109,10 +158,14 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
       step.promise = promise;
       auto meeting_point = step.meeting_point;
       auto peers = st.peers;
+      auto bulk_addresses = st.bulk_addresses;
+      auto bulk = st.options.bulk;
+      auto tracker = step.bulk;
       auto step_id = request.step_id;
       auto me = caf::actor_cast<caf::actor>(self);
       step_hooks hooks;
-      hooks.send = [peers, step_id, me](const std::string& key, const tensor& value) {
+      hooks.send = [peers, bulk_addresses, bulk, tracker, step_id, me](const std::string& key,
+                                                                       const tensor& value) {
         auto receiver = peers->find(receiver_of(key));
         if (receiver == peers->end()) {
           caf::anon_send(me, abort_atom::value, step_id,
@@ -120,6 +173,29 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
           return;
         }
         const auto& to = receiver->second;
+        // A large tensor for another process whose task has a bulk endpoint skips CAF: one
+        // kernel copy out of this buffer, one into the receiver's (actors/bulk_channel.hpp).
+        if (bulk && to.node() != me.node() && value.bytes() >= bulk_min_bytes()) {
+          auto address = bulk_addresses->find(receiver->first);
+          if (address != bulk_addresses->end() && !address->second.empty()) {
+            ++tracker->outstanding;
+            auto where = receiver->first + " (bulk endpoint " + address->second + ")";
+            auto tensor_name = key.substr(key.rfind(';') + 1);
+            bulk->send(address->second, step_id, key, value,
+                       [me, step_id, tracker, where, tensor_name](const status& s) {
+                         if (!s.ok()) {
+                           auto failure = make_error(errc::unavailable,
+                                                     "sending '" + tensor_name + "' to " + where +
+                                                       " failed: " + s.message());
+                           tracker->fail(failure);
+                           caf::anon_send(me, abort_atom::value, step_id, failure);
+                         }
+                         --tracker->outstanding;
+                         caf::anon_send(me, bulk_sent_atom::value, step_id);
+                       });
+            return;
+          }
+        }
         // Only a tensor leaving the process is encoded, and over the cap it must be chunked;
         // in the process it stays shared by reference.
         if (to.node() != me.node() && value.bytes() > wire_chunk_bytes()) {
@@ -152,9 +228,19 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
         return;
       if (i->second.execution)
         result.execution_ns = i->second.execution->execution_ns();
-      i->second.promise.deliver(std::move(result));
-      st.steps.erase(i);
-      st.mark_ended(step_id);
+      if (i->second.bulk->outstanding.load() > 0) {
+        i->second.finished = std::move(result); // answered by the last bulk_sent
+        return;
+      }
+      answer_step(self, i, std::move(result));
+    },
+    [=](bulk_sent_atom, std::int64_t step_id) {
+      auto& st = self->state;
+      auto i = st.steps.find(step_id);
+      if (i == st.steps.end() || !i->second.finished || i->second.bulk->outstanding.load() > 0)
+        return;
+      auto result = std::move(*i->second.finished);
+      answer_step(self, i, std::move(result));
     },
     [=](tensor_atom, tensor_transfer& transfer) {
       auto& st = self->state;
@@ -327,5 +413,17 @@ caf::actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> de
 }
 
 caf::actor spawn_step_coordinator(caf::actor_system& sys) { return sys.spawn(step_coordinator); }
+
+bulk_endpoint::deliver_function deliver_to_device_actors(std::map<std::string, caf::actor> devices) {
+  return [devices = std::move(devices)](std::int64_t step_id, std::string key,
+                                        tensor value) -> status {
+    auto receiver = devices.find(receiver_of(key));
+    if (receiver == devices.end())
+      return make_error(errc::not_found, "no device '" + receiver_of(key) + "' in this task");
+    caf::anon_send(receiver->second, protocol::tensor_atom::value,
+                   protocol::tensor_transfer{step_id, std::move(key), std::move(value)});
+    return {};
+  };
+}
 
 } // namespace actorflow

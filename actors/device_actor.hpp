@@ -4,6 +4,7 @@
 /// It keeps the registered plans, the running steps and their rendezvous. Steps run on the
 /// inter-op pool when one is given, otherwise inline in the actor (deterministic tests).
 
+#include "actors/bulk_channel.hpp"
 #include "actors/protocols/device.hpp"
 #include "devices/device.hpp"
 
@@ -23,10 +24,19 @@ struct device_actor_options {
   /// Called with a short line for every message handled ("CPU:0 run step 1"); tests use it to
   /// check message order.
   std::function<void(const std::string&)> trace;
+  /// Sends large tensors to device actors of other processes whose task has a bulk endpoint
+  /// (peer_table::bulk_addresses, at least bulk_min_bytes()); null sends everything through
+  /// CAF. Shared by the task's device actors; its owner closes it before the actor system ends.
+  std::shared_ptr<bulk_sender> bulk;
 };
 
 caf::actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> dev,
                               device_actor_options options);
+
+/// What a task's bulk endpoint does with a received tensor: sends it, as a local
+/// (tensor_atom, tensor_transfer), to the device actor its key names as receiver; a key naming
+/// none of `devices` (full name -> actor) is refused with not_found. Thread-safe.
+bulk_endpoint::deliver_function deliver_to_device_actors(std::map<std::string, caf::actor> devices);
 
 /// The actor that runs one step across devices: asks each device to run its partition, aborts
 /// the others as soon as one fails, and answers with every device's result.

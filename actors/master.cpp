@@ -97,10 +97,14 @@ struct master_session {
 struct master_state {
   master_options options;
   std::vector<std::pair<device_name, caf::actor>> devices;
+  /// Bulk endpoint "host:port" by full device name, for devices whose task listed one.
+  std::map<std::string, std::string> bulk_addresses;
   enum class discovery { not_started, running, done } phase = discovery::not_started;
   std::vector<completion> waiting_for_devices;
   caf::actor coordinator;
   std::map<std::int64_t, master_session> sessions;
+  /// Sessions by the actor that stands for their client (session_config::owner).
+  std::multimap<caf::actor_addr, std::int64_t> owned_by;
   std::int64_t next_session = 0;
   std::int64_t next_handle = 0;
   std::int64_t next_step = 0;
@@ -120,6 +124,8 @@ void add_devices(master_actor* self, const std::string& where, device_list& list
       return;
     }
     self->state.devices.emplace_back(*parsed, actor);
+    if (!listed.bulk_address.empty())
+      self->state.bulk_addresses[parsed->to_string()] = listed.bulk_address;
   }
   done.report({});
 }
@@ -175,11 +181,14 @@ void finish_discovery(master_actor* self, const status& outcome) {
     peer_table peers;
     for (auto& [name, actor] : st.devices)
       peers.devices.emplace(name.to_string(), actor);
+    // And where large tensors for it may go outside CAF (actors/bulk_channel.hpp).
+    peers.bulk_addresses = st.bulk_addresses;
     for (auto& [name, actor] : st.devices)
       self->send(actor, peers_atom::value, peers);
     st.phase = master_state::discovery::done;
   } else {
     st.devices.clear();
+    st.bulk_addresses.clear();
     st.phase = master_state::discovery::not_started; // the next session tries again
   }
   auto waiting = std::move(st.waiting_for_devices);
@@ -417,6 +426,31 @@ void run_step(master_actor* self, const run_plan& plan, master_run_request& req,
       });
 }
 
+/// Forgets session `handle` and frees its partitions on every device; `done` gets the outcome
+/// once every device answered (ok for a session that is not open).
+void close_session(master_actor* self, std::int64_t handle, completion done) {
+  auto i = self->state.sessions.find(handle);
+  if (i == self->state.sessions.end()) {
+    done({});
+    return;
+  }
+  auto session = std::move(i->second);
+  self->state.sessions.erase(i);
+  std::size_t partitions = 0;
+  for (auto& [signature, plan] : session.plans)
+    partitions += plan->partitions.size();
+  auto freed_all = std::make_shared<countdown>(partitions, std::move(done));
+  for (auto& [signature, plan] : session.plans) {
+    for (auto& p : plan->partitions) {
+      auto where = "freeing a partition on " + p.device;
+      self->request(p.actor, bound(self->state.options.timeout_seconds), deregister_atom::value,
+                    p.handle)
+        .then([=](status& freed) { freed_all->report(freed.with_context(where)); },
+              [=](caf::error& err) { freed_all->report(status_from_error(err).with_context(where)); });
+    }
+  }
+}
+
 master_run_result failed_run(status s) {
   master_run_result out;
   out.outcome = std::move(s);
@@ -438,6 +472,16 @@ caf::behavior master(master_actor* self, master_options options) {
     st.next_session = id_base;
   }
 
+  self->set_down_handler([self](const caf::down_msg& down) {
+    auto [first, last] = self->state.owned_by.equal_range(down.source);
+    std::vector<std::int64_t> orphans;
+    for (auto i = first; i != last; ++i)
+      orphans.push_back(i->second);
+    self->state.owned_by.erase(first, last);
+    for (auto handle : orphans)
+      close_session(self, handle, [](const status&) {});
+  });
+
   return {
     // Not a normal exit: linked actors (the step coordinator) ignore those and would linger.
     [self](stop_atom) { self->quit(caf::exit_reason::user_shutdown); },
@@ -455,6 +499,12 @@ caf::behavior master(master_actor* self, master_options options) {
           auto& st = self->state;
           out.handle = ++st.next_session;
           st.sessions[out.handle] = master_session{def.definition, config, {}};
+          if (config.owner) {
+            // A client that goes away without closing (its process died, its connection
+            // dropped) must not leave its partitions on the tasks.
+            self->monitor(config.owner);
+            st.owned_by.emplace(config.owner.address(), out.handle);
+          }
           for (auto& [name, actor] : st.devices)
             out.devices.push_back(name.to_string());
         }
@@ -514,28 +564,12 @@ caf::behavior master(master_actor* self, master_options options) {
       return rp;
     },
     [self](close_atom, std::int64_t handle) -> caf::result<status> {
-      auto i = self->state.sessions.find(handle);
-      if (i == self->state.sessions.end())
-        return status{};
-      auto session = std::move(i->second);
-      self->state.sessions.erase(i);
-      std::size_t partitions = 0;
-      for (auto& [signature, plan] : session.plans)
-        partitions += plan->partitions.size();
       auto rp = self->make_response_promise<status>();
-      auto done = std::make_shared<countdown>(partitions, [rp](const status& s) mutable {
-        rp.deliver(s);
-      });
-      for (auto& [signature, plan] : session.plans) {
-        for (auto& p : plan->partitions) {
-          auto where = "freeing a partition on " + p.device;
-          self->request(p.actor, bound(self->state.options.timeout_seconds),
-                        deregister_atom::value, p.handle)
-            .then([=](status& freed) { done->report(freed.with_context(where)); },
-                  [=](caf::error& err) { done->report(status_from_error(err).with_context(where)); });
-        }
-      }
+      close_session(self, handle, [rp](const status& s) mutable { rp.deliver(s); });
       return rp;
+    },
+    [self](sessions_atom) {
+      return static_cast<std::int64_t>(self->state.sessions.size());
     },
   };
 }

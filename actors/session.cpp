@@ -155,6 +155,8 @@ struct session::impl {
                                      close_atom::value, handle));
       }
     }
+    if (owner)
+      caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
     if (owns_master)
       caf::anon_send_exit(master_actor, caf::exit_reason::user_shutdown);
     for (auto& task : owned_tasks)
@@ -231,6 +233,10 @@ struct session::impl {
       config.log_device_placement = options.log_device_placement;
       config.default_task = options.default_task;
       config.timeout_ms = static_cast<std::int64_t>(effective_timeout() * 1000);
+      // Lives as long as this session: if this process dies without closing the session, the
+      // master sees it go down and frees the session's partitions.
+      owner = system.spawn([]() -> caf::behavior { return {[](stop_atom) {}}; });
+      config.owner = owner;
       session_created created;
       AF_RETURN_IF_ERROR(ask_within(master_timeout(), created, master_actor, create_atom::value,
                                     config, std::move(*def))
@@ -331,6 +337,8 @@ struct session::impl {
   /// Task services this session spawned (local devices, in-process clusters), stopped at its end.
   std::vector<caf::actor> owned_tasks;
   std::mutex mutex;
+  /// Stands for this session on the master (session_config::owner).
+  caf::actor owner;
   /// The session's handle on the master; 0 until the first run opens it.
   std::int64_t handle = 0;
   /// Nodes of the client's graph the master has.

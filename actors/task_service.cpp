@@ -1,5 +1,6 @@
 #include "actors/task_service.hpp"
 
+#include "actors/bulk_channel.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/master.hpp"
 #include "actors/protocols/master.hpp"
@@ -11,6 +12,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <iostream>
 #include <memory>
 #include <utility>
 
@@ -41,6 +43,15 @@ struct task_state {
   std::vector<std::pair<std::string, caf::actor>> devices;
   /// The master this task serves as (--master), or null.
   caf::actor master;
+  /// Large tensors out (shared with the device actors) and in (null without bulk_host).
+  /// Both are shut down with the task: the state dies when the task service terminates.
+  std::shared_ptr<bulk_sender> bulk_out = std::make_shared<bulk_sender>();
+  std::unique_ptr<bulk_endpoint> bulk_in;
+
+  ~task_state() {
+    bulk_in.reset();
+    bulk_out->close();
+  }
 
   std::string task_name() const {
     return "/job:" + job + "/replica:0/task:" + std::to_string(task);
@@ -53,7 +64,9 @@ struct task_state {
                         "actorflow-master");
   }
 
-  device_list list_devices() const { return device_list{devices}; }
+  device_list list_devices() const {
+    return device_list{devices, bulk_in ? bulk_in->address() : std::string{}};
+  }
 
   peer_table own_peers() const {
     peer_table peers;
@@ -92,6 +105,7 @@ caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string jo
   device_actor_options actor_options;
   actor_options.inter_op_pool = options.run_inline ? nullptr : st.inter_op;
   actor_options.trace = options.trace;
+  actor_options.bulk = st.bulk_out;
   for (int i = 0; i < std::max(1, options.cpu_device_count); ++i) {
     auto name = task_device(job, task, "CPU", i);
     auto actor = spawn_device_actor(self->system(), make_cpu_device(name, st.intra_op),
@@ -103,6 +117,14 @@ caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string jo
   auto peers = st.own_peers();
   for (auto& [name, actor] : st.devices)
     self->send(actor, peers_atom::value, peers);
+  if (!options.bulk_host.empty()) {
+    auto endpoint = bulk_endpoint::listen(options.bulk_host, deliver_to_device_actors(peers.devices));
+    if (endpoint)
+      st.bulk_in = std::move(*endpoint);
+    else // Not fatal: large tensors for this task then come through CAF.
+      std::cerr << "actorflow: task " << st.task_name() << ": " << endpoint.error().message()
+                << "; large tensors will travel through CAF\n";
+  }
   if (options.serve_master) {
     master_options master;
     master.task_services.push_back(caf::actor_cast<caf::actor>(self));
@@ -114,6 +136,8 @@ caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string jo
   return {
     [self](devices_atom) { return self->state.list_devices(); },
     [self](stop_atom) {
+      self->state.bulk_in.reset();
+      self->state.bulk_out->close();
       for (auto& [name, actor] : self->state.devices)
         self->send_exit(actor, caf::exit_reason::user_shutdown);
       if (self->state.master)
@@ -139,6 +163,11 @@ caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string jo
       if (!self->state.master)
         return self->state.not_a_master();
       return forward_to_master(self, a, handle);
+    },
+    [self](sessions_atom a) -> caf::result<std::int64_t> {
+      if (!self->state.master)
+        return make_wire_error(errc::unimplemented, self->state.not_a_master().message());
+      return forward_to_master(self, a);
     },
   };
 }

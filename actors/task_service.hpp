@@ -38,6 +38,11 @@ struct task_service_options {
   /// the task service go to a master it spawns, which reaches the other tasks of `cluster`.
   bool serve_master = false;
   std::shared_ptr<const cluster_spec> cluster;
+  /// Host (name or address) for the task's bulk tensor endpoint (actors/bulk_channel.hpp),
+  /// which listens on a port the system picks and is listed in device_list::bulk_address.
+  /// Empty (in-process clusters, local sessions): no endpoint, large tensors for this task's
+  /// devices come through CAF. actorflow-worker passes the host of its cluster address.
+  std::string bulk_host;
 };
 
 /// Full names of the devices a task with these options owns, in the order devices_atom lists

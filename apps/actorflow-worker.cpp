@@ -161,6 +161,9 @@ int main(int argc, char** argv) {
   options.threads = o.threads;
   options.serve_master = o.master;
   options.cluster = std::make_shared<const cluster_spec>(id.cluster);
+  // Large tensors for this task's devices come over a TCP connection of their own, on the
+  // same host as the task's address (actors/bulk_channel.hpp).
+  options.bulk_host = id.host;
   return apps::serve_until_signal(
     "actorflow-worker", task_prefix(id), id.host, id.port, *stop_signals,
     [&](caf::actor_system& sys) { return spawn_task_service(sys, id.job, id.task, options); });

@@ -11,9 +11,12 @@
 // step's control messages, so the figure is a lower bound on the transfer rate.
 // Extra figures: the same computations run entirely on the ps (no tensor crosses processes;
 // ms per step), and a transfer-only estimate: 64 MiB / (step - compute-only step).
+// The 64 MiB cross on the bulk channel (actors/bulk_channel.hpp); to measure CAF's path instead,
+// run with ACTORFLOW_BULK_MIN_BYTES=1000000000000 (the worker processes inherit it).
 #include "support/processes.hpp"
 #include "bench_util.hpp"
 
+#include "actors/bulk_channel.hpp"
 #include "actors/cluster_spec.hpp"
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
@@ -126,6 +129,8 @@ result<double> seconds_per_step(session& s, const std::vector<output>& fetches,
 int main() {
   double raw = raw_tcp_mbps();
   std::fprintf(stderr, "raw loopback TCP: %.0f MB/s\n", raw);
+  std::fprintf(stderr, "tensors of at least %zu bytes cross on the bulk channel\n",
+               bulk_min_bytes());
 
   actorflow::testing::cluster_processes cluster{ACTORFLOW_WORKER_BINARY, {{"ps", 1}, {"worker", 1}}};
   if (!cluster.ready())

@@ -12,7 +12,9 @@
 ///   (deregister_atom, int64 handle)                -> status
 ///   (peers_atom, peer_table)                       -> (nothing)
 ///   (run_atom, run_request)                        -> step_result   (when the step ends)
-///   (tensor_atom, tensor_transfer)                 -> (nothing)     from another device
+///   (tensor_atom, tensor_transfer)                 -> (nothing)     from another device (or
+///                                                                   from the task's bulk
+///                                                                   endpoint, locally)
 ///   (tensor_atom, tensor_chunk)                    -> (nothing)     a piece of a large tensor
 ///                                                                   from another process
 ///   (abort_atom, int64 step_id, status)            -> (nothing)
@@ -92,6 +94,9 @@ inline partition_registration make_partition_registration(std::int64_t handle,
 /// Device actors by full device name, for _Send nodes to address their receivers.
 struct peer_table {
   std::map<std::string, caf::actor> devices;
+  /// Bulk endpoint "host:port" by full device name, for devices whose task has one: large
+  /// tensors for them leave the process over the bulk channel (actors/bulk_channel.hpp).
+  std::map<std::string, std::string> bulk_addresses;
 };
 
 /// One step of one registered partition.
@@ -179,7 +184,7 @@ typename Inspector::result_type inspect(Inspector& f, partition_registration& x)
 /// Actor handles encode as CAF's node and actor ids; remote ones decode to proxies.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peer_table& x) {
-  return f(caf::meta::type_name("peer_table"), x.devices);
+  return f(caf::meta::type_name("peer_table"), x.devices, x.bulk_addresses);
 }
 
 /// Feeds carry their tensors' bytes (see inspect(tensor)).

@@ -12,6 +12,8 @@
 ///   (run_atom, master_run_request)                    -> master_run_result
 ///   (close_atom, int64 handle)                        -> status   frees the session's
 ///                                                                  partitions on every device
+///   (sessions_atom)                                   -> int64    sessions open now
+/// A session whose owner actor (session_config::owner) goes down is closed as if asked to.
 /// Feeds and fetches name tensors ("node:0"), targets name nodes: names are what both sides of
 /// the wire agree on. Failures travel inside the answers as statuses naming node and task.
 
@@ -20,6 +22,7 @@
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
 
+#include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/save_callback.hpp>
@@ -37,6 +40,7 @@ namespace actorflow::protocol {
 using create_atom = caf::atom_constant<caf::atom("create")>;
 using extend_atom = caf::atom_constant<caf::atom("extend")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
+using sessions_atom = caf::atom_constant<caf::atom("sessions")>;
 
 /// What a session asks of placement and of the master (a slice of TensorFlow's ConfigProto).
 struct session_config {
@@ -47,6 +51,9 @@ struct session_config {
   std::string default_task;
   /// Bound on every answer from a task during a step; 0 waits without bound.
   std::int64_t timeout_ms = 0;
+  /// An actor that lives as long as the client's session: the master monitors it and closes
+  /// the session when it goes down (the client process died or its connection dropped).
+  caf::actor owner;
 };
 
 /// A client's graph. The master owns it and records placements in it; it is a copy, never the
@@ -82,7 +89,7 @@ struct master_run_result {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_config& x) {
   return f(caf::meta::type_name("session_config"), x.allow_soft_placement,
-           x.log_device_placement, x.default_task, x.timeout_ms);
+           x.log_device_placement, x.default_task, x.timeout_ms, x.owner);
 }
 
 /// Encoded with the partition codec (wire::save/load of a graph), whose loads are checked.

@@ -24,11 +24,14 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;
 /// A task's devices: full names ("/job:ps/replica:0/task:0/device:CPU:0") and their actors.
 struct device_list {
   std::vector<std::pair<std::string, caf::actor>> devices;
+  /// "host:port" of the task's bulk tensor endpoint (actors/bulk_channel.hpp), where large
+  /// tensors for these devices may be sent; empty when the task has none.
+  std::string bulk_address;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_list& x) {
-  return f(caf::meta::type_name("actorflow::device_list"), x.devices);
+  return f(caf::meta::type_name("actorflow::device_list"), x.devices, x.bulk_address);
 }
 
 } // namespace actorflow::protocol

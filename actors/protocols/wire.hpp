@@ -28,6 +28,8 @@
 /// Tensors larger than wire_chunk_bytes() travel between device actors in different processes
 /// as several tensor chunks, which the receiving device actor reassembles into one tensor
 /// (allocated once) before its _Recv sees it; in-process sends are never split or copied.
+/// Tensors of at least bulk_min_bytes() for a device whose task has a bulk endpoint skip these
+/// encodings altogether: they go over the bulk channel (actors/bulk_channel.hpp, its own frame).
 
 #include "graph/graph.hpp"
 #include "graph/status.hpp"

@@ -1,6 +1,7 @@
 // SPEC's classic in-graph replication example on a real cluster: jobs "canshu" (2 tasks) and
 // "gongzuo" (2 tasks) as four actorflow-worker processes on loopback, and this process as the
 // client whose session places the graph over their devices.
+#include "actors/protocols/master.hpp"
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
@@ -8,6 +9,8 @@
 #include "support/temp_dir.hpp"
 #include "train/models.hpp"
 
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -15,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 
 using namespace actorflow;
 using namespace std::chrono_literals;
@@ -143,6 +147,7 @@ TEST_CASE("a hung task (SIGSTOP) fails the step within the bound, naming the tas
   REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
   REQUIRE(s.run_targets({model.step}).ok());
   cluster->task(0).signal(SIGSTOP);
+  REQUIRE(cluster->task(0).wait_stopped(5000ms));
   auto started = std::chrono::steady_clock::now();
   auto r = s.run_targets({model.step});
   auto waited = std::chrono::steady_clock::now() - started;
@@ -269,4 +274,50 @@ TEST_CASE("a worker killed while actorflow-train runs on it ends training with a
   cluster->task(1).signal(SIGTERM);
   CHECK(cluster->task(0).wait_exit(10000ms) == 0);
   CHECK(cluster->task(1).wait_exit(10000ms) == 0);
+}
+
+namespace {
+
+/// Sessions open on the master at `address` ("host:port"), asked from this process; -1 when
+/// it does not answer.
+std::int64_t open_sessions(const std::string& address) {
+  auto split = parse_host_port(address);
+  REQUIRE(split.ok());
+  auto& sys = default_actor_system();
+  auto master = sys.middleman().remote_actor(split->host, split->port);
+  REQUIRE(static_cast<bool>(master));
+  caf::scoped_actor self{sys};
+  std::int64_t count = -1;
+  self->request(*master, std::chrono::seconds(10), protocol::sessions_atom::value)
+    .receive([&](std::int64_t n) { count = n; }, [](caf::error&) {});
+  return count;
+}
+
+} // namespace
+
+TEST_CASE("a client killed mid-training leaves no session or partitions on the master") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"canshu", 2}, {"gongzuo", 2}}, 1,
+    [](const std::string& job, int task) {
+      return job == "gongzuo" && task == 0 ? std::vector<std::string>{"--master"}
+                                           : std::vector<std::string>{};
+    });
+  REQUIRE(cluster->ready());
+  auto master = cluster->address(2);
+  CHECK(open_sessions(master) == 0);
+  child_process client{ACTORFLOW_EXAMPLE_BINARY, {"--target", "caf://" + master, "--cluster",
+                                                  cluster->spec_json(), "--steps", "100000000"}};
+  REQUIRE(client.wait_for_line("20 ", 30000ms).has_value());
+  CHECK(open_sessions(master) == 1);
+  client.signal(SIGKILL);
+  CHECK(client.wait_exit(5000ms) == -1);
+  // The master notices the client's connection drop and closes its session.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::int64_t left = open_sessions(master);
+  while (left != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+    left = open_sessions(master);
+  }
+  CHECK(left == 0);
+  CHECK(cluster->stop());
 }

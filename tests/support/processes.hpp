@@ -15,7 +15,9 @@
 #include <fcntl.h>
 #include <memory>
 #include <netinet/in.h>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <poll.h>
 #include <spawn.h>
@@ -156,6 +158,24 @@ public:
   void signal(int sig) {
     if (started())
       ::kill(pid_, sig);
+  }
+
+  /// Waits at most `limit` until the kernel reports the child stopped (state T in
+  /// /proc/PID/stat): a SIGSTOP takes effect a moment after kill() returns.
+  bool wait_stopped(std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (started()) {
+      std::ifstream stat{"/proc/" + std::to_string(pid_) + "/stat"};
+      std::string text{std::istreambuf_iterator<char>{stat}, std::istreambuf_iterator<char>{}};
+      auto after_name = text.rfind(')');
+      if (after_name != std::string::npos && after_name + 2 < text.size() &&
+          (text[after_name + 2] == 'T' || text[after_name + 2] == 't'))
+        return true;
+      if (std::chrono::steady_clock::now() > deadline)
+        return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
   }
 
 private:

@@ -1,0 +1,189 @@
+#pragma once
+/// The bulk tensor channel: large tensors between device actors of different processes travel
+/// over a plain TCP connection beside CAF (as TensorFlow keeps gRPC for control and moves tensor
+/// bytes over a separate transport), written straight from the tensor's buffer and read
+/// straight into a freshly allocated tensor: one kernel copy on each side.
+///   auto endpoint = bulk_endpoint::listen("127.0.0.1", deliver);   // a task's receiving side
+///   auto sender = std::make_shared<bulk_sender>();                  // a task's sending side
+///   sender->send((*endpoint)->address(), step, key, value, [](const status& s) { ... });
+///
+/// A frame is a fixed header of bulk_fixed_header_bytes, then the key, the dimensions and the
+/// tensor's raw bytes (little-endian host order, like the CAF encodings in wire.hpp):
+///   uint32 magic "AFBK", uint16 version, uint8 dtype, uint8 reserved (0), int64 step id,
+///   uint32 key length (<= max_bulk_key_bytes), uint32 rank (<= max_tensor_rank),
+///   uint64 byte count (== dtype size * elements, <= max_tensor_bytes()),
+///   key bytes, int64 dims..., the tensor's bytes.
+/// The receiving side treats every byte as hostile: it checks the whole header before it
+/// allocates the tensor, and closes a connection (one line on stderr) on the first bad frame.
+/// No CAF here: device_actor.hpp connects the channel to device actors.
+
+#include "graph/status.hpp"
+#include "graph/tensor.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace actorflow {
+
+/// Device actors send a tensor of at least this many bytes to a device actor in another process
+/// over the bulk channel when the receiver's task has a bulk endpoint. 1 MiB unless the
+/// environment variable ACTORFLOW_BULK_MIN_BYTES (read on the first call) or
+/// set_bulk_min_bytes() says otherwise. Thread-safe.
+std::size_t bulk_min_bytes();
+
+/// Overrides bulk_min_bytes() for this process; 0 goes back to the default. For tests and
+/// benchmarks (a huge value turns the channel off); thread-safe.
+void set_bulk_min_bytes(std::size_t bytes);
+
+inline constexpr std::size_t default_bulk_min_bytes = std::size_t{1} << 20;
+inline constexpr std::uint32_t bulk_frame_magic = 0x4b424641; // "AFBK" in little-endian order
+inline constexpr std::uint16_t bulk_frame_version = 1;
+inline constexpr std::size_t bulk_fixed_header_bytes = 32;
+/// The longest rendezvous key a frame may carry.
+inline constexpr std::size_t max_bulk_key_bytes = 4096;
+
+/// A frame's header, decoded and checked.
+struct bulk_frame_header {
+  std::int64_t step_id = 0;
+  /// The rendezvous key "<send device>;<recv device>;<tensor>".
+  std::string key;
+  dtype type = dtype::float32;
+  tensor_shape shape;
+  /// dtype size times elements; the raw bytes that follow the header.
+  std::uint64_t byte_count = 0;
+};
+
+/// The header bytes of a frame carrying `value` (which must be initialized); its raw bytes
+/// follow on the wire. Fails (invalid_argument) for a key over max_bulk_key_bytes or a rank over
+/// max_tensor_rank.
+result<std::vector<std::uint8_t>> encode_bulk_frame_header(std::int64_t step_id,
+                                                           const std::string& key,
+                                                           const tensor& value);
+
+/// The whole header's size, from its first bulk_fixed_header_bytes bytes (`size` at least
+/// that): checks magic, version, dtype, key length and rank. data_loss on any mismatch.
+result<std::size_t> bulk_frame_header_size(const void* data, std::size_t size);
+
+/// Decodes a whole header from `size` bytes: everything bulk_frame_header_size checks, then
+/// the dimensions (none negative, no overflow), byte count == dtype size * elements, and byte
+/// count <= max_tensor_bytes() (resource_exhausted). data_loss for truncated or malformed
+/// input. Allocates at most the key and the dimensions, both capped.
+result<bulk_frame_header> decode_bulk_frame_header(const void* data, std::size_t size);
+
+/// The receiving side of one task: a listener on (host, port 0), an acceptor thread and one
+/// reader thread per accepted connection (at most max_connections; more are refused). Each
+/// complete frame becomes a tensor (allocated once from the default host allocator, read
+/// straight into) handed to `deliver` on the reader thread. The destructor closes every socket
+/// and joins every thread; it returns once readers finish delivering.
+class bulk_endpoint {
+public:
+  /// Called on a reader thread with each received tensor; a non-ok status (an unknown
+  /// receiver) closes that connection. Must be thread-safe and must not block for long.
+  using deliver_function =
+    std::function<status(std::int64_t step_id, std::string key, tensor value)>;
+
+  static constexpr std::size_t max_connections = 64;
+
+  /// Listens on `host` (a name or address) at a port the system picks.
+  static result<std::unique_ptr<bulk_endpoint>> listen(const std::string& host,
+                                                       deliver_function deliver);
+
+  ~bulk_endpoint();
+  bulk_endpoint(const bulk_endpoint&) = delete;
+  bulk_endpoint& operator=(const bulk_endpoint&) = delete;
+
+  /// "host:port", what peers pass to bulk_sender::send.
+  const std::string& address() const { return address_; }
+
+  /// Tensors received and delivered so far.
+  std::uint64_t tensors_received() const { return received_.load(); }
+
+private:
+  struct connection {
+    int fd = -1;
+    std::thread reader;
+    std::atomic<bool> finished{false};
+  };
+
+  bulk_endpoint(int listen_fd, std::string address, deliver_function deliver);
+  void accept_loop();
+  void read_loop(connection& c);
+  status read_frame(int fd, bool& clean_end);
+  void log(const std::string& line) const;
+
+  int listen_fd_ = -1;
+  std::string address_;
+  deliver_function deliver_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> received_{0};
+  std::mutex mutex_;
+  std::list<std::unique_ptr<connection>> connections_;
+  std::thread acceptor_;
+};
+
+/// The sending side of one task: one persistent connection, one writer thread and one queue per
+/// destination endpoint, made on first use, so send() never blocks the caller. Thread-safe.
+/// close() (also run by the destructor) shuts every connection, fails what is still queued and
+/// joins the writers.
+class bulk_sender {
+public:
+  /// Called exactly once per send, on a writer thread (or inside send() once closed): ok once
+  /// the frame is written to the socket, otherwise the error (connection refused, write
+  /// failure, closed).
+  using completion = std::function<void(const status&)>;
+
+  bulk_sender() = default;
+  ~bulk_sender();
+  bulk_sender(const bulk_sender&) = delete;
+  bulk_sender& operator=(const bulk_sender&) = delete;
+
+  /// Queues a frame of (step_id, key, value) for the endpoint at `address` ("host:port").
+  /// Holds `value` (sharing its buffer, copying nothing) until it is written.
+  void send(const std::string& address, std::int64_t step_id, std::string key, tensor value,
+            completion done);
+
+  /// Stops every writer; later sends fail at once. Idempotent.
+  void close();
+
+  /// Frames written so far.
+  std::uint64_t tensors_sent() const { return sent_.load(); }
+
+private:
+  struct item {
+    std::int64_t step_id = 0;
+    std::string key;
+    tensor value;
+    completion done;
+  };
+  struct destination {
+    std::string address;
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<item> queue;
+    bool closing = false;
+    /// The connection, or -1; shut down (not closed) by close() to wake a blocked writer.
+    int fd = -1;
+    std::thread writer;
+  };
+
+  void write_loop(destination& d);
+  status write_item(destination& d, const item& it);
+
+  std::mutex mutex_;
+  bool closed_ = false;
+  std::map<std::string, std::unique_ptr<destination>> destinations_;
+  std::atomic<std::uint64_t> sent_{0};
+};
+
+} // namespace actorflow

@@ -1,0 +1,436 @@
+// The bulk tensor channel (actors/bulk_channel.hpp): its frame codec (round trip and hostile
+// headers), an endpoint refusing hostile bytes on a real socket, and device actors of two actor
+// systems connected over loopback moving a large tensor over the channel and a small one
+// through CAF, and failing the step, naming the peer, when the peer's endpoint is gone.
+#include "actors/bulk_channel.hpp"
+#include "actors/device_actor.hpp"
+#include "actors/protocols/device.hpp"
+#include "actors/protocols/wire.hpp"
+#include "devices/thread_pool.hpp"
+#include "graph/ops.hpp"
+#include "graph/partition.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <random>
+
+using namespace actorflow;
+using namespace actorflow::protocol;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string sender_device = "/job:a/replica:0/task:0/device:CPU:0";
+const std::string receiver_device = "/job:b/replica:0/task:0/device:CPU:0";
+const std::string test_key = sender_device + ";" + receiver_device + ";x:0";
+
+tensor random_tensor(std::int64_t elements, std::uint32_t seed) {
+  tensor t{dtype::float32, tensor_shape{elements}};
+  std::mt19937 rng{seed};
+  auto* words = static_cast<std::uint32_t*>(t.raw_data());
+  for (std::int64_t i = 0; i < elements; ++i)
+    words[i] = rng();
+  return t;
+}
+
+bool same_bytes(const tensor& a, const tensor& b) {
+  return a.is_initialized() && b.is_initialized() && a.type() == b.type() &&
+         a.shape() == b.shape() && a.bytes() == b.bytes() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
+}
+
+/// Restores the process's limits when a test ends.
+struct scoped_limits {
+  scoped_limits(std::size_t bulk_min, std::size_t max_bytes = 0) {
+    set_bulk_min_bytes(bulk_min);
+    set_max_tensor_bytes(max_bytes);
+  }
+  ~scoped_limits() {
+    set_bulk_min_bytes(0);
+    set_max_tensor_bytes(0);
+  }
+};
+
+/// A valid header for a float32 [2,3] tensor, to be corrupted field by field.
+std::vector<std::uint8_t> valid_header() {
+  tensor t{dtype::float32, {2, 3}};
+  auto header = encode_bulk_frame_header(7, test_key, t);
+  REQUIRE(header.ok());
+  return *header;
+}
+
+template <class T>
+void poke(std::vector<std::uint8_t>& bytes, std::size_t offset, T value) {
+  std::memcpy(bytes.data() + offset, &value, sizeof value);
+}
+
+/// Counts the bytes requested from the default host allocator while it is installed.
+class counting_allocator : public allocator {
+public:
+  explicit counting_allocator(allocator* inner) : inner_(inner) {}
+  void* allocate(std::size_t bytes) override {
+    auto seen = largest_.load();
+    while (bytes > seen && !largest_.compare_exchange_weak(seen, bytes)) {
+    }
+    return inner_->allocate(bytes);
+  }
+  void deallocate(void* ptr, std::size_t bytes) override { inner_->deallocate(ptr, bytes); }
+  const char* name() const override { return "counting"; }
+  std::size_t largest() const { return largest_; }
+
+private:
+  allocator* inner_;
+  std::atomic<std::size_t> largest_{0};
+};
+
+/// Installs a counting_allocator as the default host allocator while it lives (also when a
+/// REQUIRE ends the test early).
+struct scoped_counting_allocator {
+  allocator* previous = default_host_allocator();
+  counting_allocator counting{previous};
+  scoped_counting_allocator() { set_default_host_allocator(&counting); }
+  ~scoped_counting_allocator() { set_default_host_allocator(previous); }
+};
+
+/// A graph whose constant `value` lives on the sender and whose Identity of it, fetched, on the
+/// receiver; its partitions by device.
+struct crossing_graph {
+  graph g;
+  output fetched;
+  std::map<std::string, std::shared_ptr<graph>> parts;
+
+  explicit crossing_graph(const tensor& value) {
+    auto x = ops::constant(g, value, "x");
+    fetched = ops::identity(x, "y");
+    REQUIRE(g.status().ok());
+    g.at(x.node_id).assigned_device = sender_device;
+    g.at(fetched.node_id).assigned_device = receiver_device;
+    auto needed = prune(g, {fetched.node_id}, {});
+    auto split = partition_graph(g, needed, {});
+    REQUIRE(split.ok());
+    parts = std::move(*split);
+    REQUIRE(parts.size() == 2);
+  }
+};
+
+std::unique_ptr<device> cpu_device(const std::string& name) {
+  return make_cpu_device(device_name::parse(name).value(), std::make_shared<thread_pool>("intra", 0));
+}
+
+std::unique_ptr<caf::actor_system> networked_system(caf::actor_system_config& cfg) {
+  cfg.load<caf::io::middleman>();
+  add_actorflow_message_types(cfg);
+  return std::make_unique<caf::actor_system>(cfg);
+}
+
+/// A sender device actor and a receiver device actor in two actor systems connected over
+/// loopback, the receiver's task with a bulk endpoint. Members die in reverse order: the
+/// channel's threads stop before the actor systems.
+struct two_processes {
+  std::mutex trace_mutex;
+  std::vector<std::string> trace;
+  caf::actor_system_config sender_cfg;
+  caf::actor_system_config receiver_cfg;
+  std::unique_ptr<caf::actor_system> sender_sys = networked_system(sender_cfg);
+  std::unique_ptr<caf::actor_system> receiver_sys = networked_system(receiver_cfg);
+  caf::actor receiver;
+  caf::actor sender;
+  caf::actor remote_receiver;
+  std::shared_ptr<bulk_sender> bulk = std::make_shared<bulk_sender>();
+  std::unique_ptr<bulk_endpoint> endpoint;
+
+  two_processes() {
+    device_actor_options receiver_options;
+    receiver_options.trace = [this](const std::string& line) {
+      std::lock_guard<std::mutex> guard{trace_mutex};
+      trace.push_back(line);
+    };
+    receiver = spawn_device_actor(*receiver_sys, cpu_device(receiver_device), receiver_options);
+    device_actor_options sender_options;
+    sender_options.bulk = bulk;
+    sender = spawn_device_actor(*sender_sys, cpu_device(sender_device), sender_options);
+    auto listening = bulk_endpoint::listen("127.0.0.1", deliver_to_device_actors({{receiver_device, receiver}}));
+    REQUIRE(listening.ok());
+    endpoint = std::move(*listening);
+    auto port = receiver_sys->middleman().publish(receiver, 0, "127.0.0.1");
+    REQUIRE(port);
+    auto remote = sender_sys->middleman().remote_actor("127.0.0.1", *port);
+    REQUIRE(remote);
+    remote_receiver = *remote;
+    REQUIRE(remote_receiver.node() != sender.node());
+  }
+
+  ~two_processes() {
+    bulk->close();
+    endpoint.reset();
+    for (auto& a : {sender, receiver})
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+
+  void tell_peers(const std::string& bulk_address) {
+    peer_table peers;
+    peers.devices[sender_device] = sender;
+    peers.devices[receiver_device] = remote_receiver;
+    peers.bulk_addresses[receiver_device] = bulk_address;
+    caf::anon_send(sender, peers_atom::value, peers);
+  }
+
+  void register_partitions(std::int64_t handle, const crossing_graph& cg) {
+    for (auto& [sys, dev, name] :
+         {std::tuple{sender_sys.get(), sender, sender_device},
+          std::tuple{receiver_sys.get(), receiver, receiver_device}}) {
+      caf::scoped_actor self{*sys};
+      status registered = make_error(errc::internal, "no answer");
+      self->request(dev, 30s, register_atom::value, make_partition_registration(handle, cg.parts.at(name)))
+        .receive([&](status& s) { registered = s; }, [&](caf::error& err) {
+          registered = status_from_error(err);
+        });
+      INFO(registered.to_string());
+      REQUIRE(registered.ok());
+    }
+  }
+
+  /// Runs `step` of `handle` on both devices; the receiver fetches `fetched`.
+  std::pair<step_result, step_result> run(std::int64_t handle, std::int64_t step,
+                                          const std::string& fetched) {
+    caf::scoped_actor on_sender{*sender_sys};
+    caf::scoped_actor on_receiver{*receiver_sys};
+    auto failed = [](caf::error& err) { return step_result{status_from_error(err), {}, 0}; };
+    auto sent = on_sender->request(sender, 30s, run_atom::value, make_run_request(handle, step, {}, {}));
+    step_result received;
+    on_receiver
+      ->request(receiver, 30s, run_atom::value, make_run_request(handle, step, {}, {fetched}))
+      .receive([&](step_result& r) { received = std::move(r); },
+               [&](caf::error& err) { received = failed(err); });
+    step_result sender_result;
+    sent.receive([&](step_result& r) { sender_result = std::move(r); },
+                 [&](caf::error& err) { sender_result = failed(err); });
+    return {std::move(sender_result), std::move(received)};
+  }
+};
+
+} // namespace
+
+TEST_CASE("a bulk frame header round-trips its step, key, dtype, shape and byte count",
+          "[actors][bulk]") {
+  tensor t{dtype::int64, {4, 0, 3}};
+  auto header = encode_bulk_frame_header(-42, test_key, t);
+  REQUIRE(header.ok());
+  auto size = bulk_frame_header_size(header->data(), bulk_fixed_header_bytes);
+  REQUIRE(size.ok());
+  CHECK(*size == header->size());
+  auto decoded = decode_bulk_frame_header(header->data(), header->size());
+  REQUIRE(decoded.ok());
+  CHECK(decoded->step_id == -42);
+  CHECK(decoded->key == test_key);
+  CHECK(decoded->type == dtype::int64);
+  CHECK(decoded->shape == tensor_shape{4, 0, 3});
+  CHECK(decoded->byte_count == 0);
+
+  auto big = random_tensor(1000, 1);
+  auto big_header = encode_bulk_frame_header(3, test_key, big);
+  REQUIRE(big_header.ok());
+  auto big_decoded = decode_bulk_frame_header(big_header->data(), big_header->size());
+  REQUIRE(big_decoded.ok());
+  CHECK(big_decoded->byte_count == 4000);
+  CHECK(big_decoded->shape == tensor_shape{1000});
+}
+
+TEST_CASE("hostile bulk frame headers are refused before anything is allocated",
+          "[actors][bulk]") {
+  auto header = valid_header();
+  scoped_counting_allocator allocations;
+  auto refused = [](const std::vector<std::uint8_t>& bytes, errc code, const std::string& words) {
+    auto decoded = decode_bulk_frame_header(bytes.data(), bytes.size());
+    REQUIRE_FALSE(decoded.ok());
+    INFO(decoded.error().to_string());
+    CHECK(decoded.error().code() == code);
+    CHECK(decoded.error().message().find(words) != std::string::npos);
+  };
+  REQUIRE(decode_bulk_frame_header(header.data(), header.size()).ok());
+
+  SECTION("a truncated fixed header") {
+    refused({header.begin(), header.begin() + 10}, errc::data_loss, "truncated");
+    CHECK_FALSE(bulk_frame_header_size(header.data(), 31).ok());
+  }
+  SECTION("a header cut inside its key or dimensions") {
+    refused({header.begin(), header.end() - 1}, errc::data_loss, "truncated");
+    refused({header.begin(), header.begin() + 40}, errc::data_loss, "truncated");
+  }
+  SECTION("a bad magic number or version") {
+    auto bad = header;
+    bad[0] ^= 0xff;
+    refused(bad, errc::data_loss, "magic");
+    bad = header;
+    poke<std::uint16_t>(bad, 4, 99);
+    refused(bad, errc::data_loss, "version");
+  }
+  SECTION("an unknown dtype") {
+    auto bad = header;
+    bad[6] = 200;
+    refused(bad, errc::data_loss, "dtype");
+  }
+  SECTION("a huge key length") {
+    auto bad = header;
+    poke<std::uint32_t>(bad, 16, 0xffffffffu);
+    refused(bad, errc::data_loss, "key");
+    CHECK_FALSE(bulk_frame_header_size(bad.data(), bad.size()).ok());
+  }
+  SECTION("a rank over the limit") {
+    auto bad = header;
+    poke<std::uint32_t>(bad, 20, 100000);
+    refused(bad, errc::data_loss, "rank");
+  }
+  SECTION("a byte count over the process's tensor limit") {
+    auto bad = header;
+    poke<std::uint64_t>(bad, 24, std::uint64_t{1} << 62);
+    refused(bad, errc::resource_exhausted, "limit");
+    scoped_limits limits{0, 16};
+    refused(header, errc::resource_exhausted, "limit"); // 24 bytes against a limit of 16
+  }
+  SECTION("a byte count that disagrees with dtype and shape") {
+    auto bad = header;
+    poke<std::uint64_t>(bad, 24, 25);
+    refused(bad, errc::data_loss, "needs 24 bytes");
+    bad = header;
+    poke<std::int64_t>(bad, bad.size() - 8, 1000); // dims [2,1000]
+    refused(bad, errc::data_loss, "needs 8000 bytes");
+  }
+  SECTION("a negative or overflowing dimension") {
+    auto bad = header;
+    poke<std::int64_t>(bad, bad.size() - 8, -3);
+    refused(bad, errc::data_loss, "negative");
+    bad = header;
+    poke<std::int64_t>(bad, bad.size() - 16, std::int64_t{1} << 40);
+    poke<std::int64_t>(bad, bad.size() - 8, std::int64_t{1} << 40);
+    refused(bad, errc::data_loss, "64 bits");
+  }
+  CHECK(allocations.counting.largest() == 0);
+}
+
+TEST_CASE("a bulk endpoint closes a connection that sends a hostile frame, allocating nothing large",
+          "[actors][bulk]") {
+  scoped_counting_allocator allocations;
+  std::atomic<int> delivered{0};
+  auto endpoint = bulk_endpoint::listen("127.0.0.1", [&](std::int64_t, std::string, tensor) {
+    ++delivered;
+    return status{};
+  });
+  REQUIRE(endpoint.ok());
+  auto port = static_cast<std::uint16_t>(std::stoi((*endpoint)->address().substr(10)));
+  auto send_and_expect_close = [&](std::vector<std::uint8_t> bytes) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+    // The endpoint hangs up: the read sees the end (or a reset) within the bound.
+    pollfd p{fd, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 10000) == 1);
+    char byte;
+    CHECK(::recv(fd, &byte, 1, 0) <= 0);
+    ::close(fd);
+  };
+  auto header = valid_header();
+  auto bad_magic = header;
+  bad_magic[1] ^= 0xff;
+  send_and_expect_close(bad_magic);
+  auto over_cap = header;
+  poke<std::uint64_t>(over_cap, 24, std::uint64_t{1} << 62);
+  send_and_expect_close(over_cap);
+  auto well_formed = encode_bulk_frame_header(1, "a;b;x:0", tensor{dtype::float32, {2}});
+  REQUIRE(well_formed.ok());
+  auto frame = *well_formed;
+  frame.resize(frame.size() + 8, 0);
+  // This one is well formed: delivered, then the next, with a bad magic, closes.
+  frame.insert(frame.end(), bad_magic.begin(), bad_magic.end());
+  send_and_expect_close(frame);
+  CHECK(delivered == 1);
+  endpoint->reset();
+  CHECK(allocations.counting.largest() < 4096);
+}
+
+TEST_CASE("a large tensor crosses to a device actor in another actor system over the bulk channel "
+          "bit for bit, and a small one through CAF",
+          "[actors][bulk]") {
+  scoped_limits limits{std::size_t{1} << 20};
+  two_processes p;
+  // 3 MiB and 12 bytes of float32, and a small one below the threshold.
+  auto large = random_tensor((std::int64_t{3} << 20) / 4 + 3, 5);
+  auto small = random_tensor(1000, 6);
+  crossing_graph large_graph{large};
+  crossing_graph small_graph{small};
+  p.register_partitions(1, large_graph);
+  p.register_partitions(2, small_graph);
+  p.tell_peers(p.endpoint->address());
+
+  for (std::int64_t step = 1; step <= 2; ++step) {
+    INFO("step " << step);
+    auto [sent, received] = p.run(1, step, large_graph.fetched.tensor_name());
+    INFO(sent.outcome.to_string() << " / " << received.outcome.to_string());
+    REQUIRE(sent.outcome.ok());
+    REQUIRE(received.outcome.ok());
+    REQUIRE(received.fetched.size() == 1);
+    CHECK(same_bytes(received.fetched[0], large));
+    CHECK(p.endpoint->tensors_received() == static_cast<std::uint64_t>(step));
+    CHECK(p.bulk->tensors_sent() == static_cast<std::uint64_t>(step));
+  }
+  auto [sent, received] = p.run(2, 3, small_graph.fetched.tensor_name());
+  INFO(sent.outcome.to_string() << " / " << received.outcome.to_string());
+  REQUIRE(sent.outcome.ok());
+  REQUIRE(received.outcome.ok());
+  REQUIRE(received.fetched.size() == 1);
+  CHECK(same_bytes(received.fetched[0], small));
+  // The small tensor came through CAF: the channel's counters did not move.
+  CHECK(p.endpoint->tensors_received() == 2);
+  CHECK(p.bulk->tensors_sent() == 2);
+  std::lock_guard<std::mutex> guard{p.trace_mutex};
+  auto tensor_lines = std::count_if(p.trace.begin(), p.trace.end(), [](const std::string& line) {
+    return line.find(" tensor ") != std::string::npos;
+  });
+  CHECK(tensor_lines == 3);
+}
+
+TEST_CASE("a device actor fails the step, naming the receiver and its endpoint, when the "
+          "receiver's bulk endpoint is gone",
+          "[actors][bulk]") {
+  scoped_limits limits{std::size_t{1} << 20};
+  two_processes p;
+  auto large = random_tensor(std::int64_t{1} << 19, 8); // 2 MiB
+  crossing_graph cg{large};
+  p.register_partitions(1, cg);
+  auto gone = p.endpoint->address();
+  p.endpoint.reset();
+  p.tell_peers(gone);
+  caf::scoped_actor on_sender{*p.sender_sys};
+  step_result result;
+  on_sender->request(p.sender, 30s, run_atom::value, make_run_request(1, 1, {}, {}))
+    .receive([&](step_result& r) { result = std::move(r); },
+             [&](caf::error& err) { result.outcome = status_from_error(err); });
+  INFO(result.outcome.to_string());
+  REQUIRE_FALSE(result.outcome.ok());
+  CHECK(result.outcome.code() == errc::unavailable);
+  CHECK(result.outcome.message().find(receiver_device) != std::string::npos);
+  CHECK(result.outcome.message().find(gone) != std::string::npos);
+  CHECK(p.bulk->tensors_sent() == 0);
+}
