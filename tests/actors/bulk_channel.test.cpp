@@ -9,6 +9,7 @@
 #include "devices/thread_pool.hpp"
 #include "graph/ops.hpp"
 #include "graph/partition.hpp"
+#include "support/transfer_test_util.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -32,29 +33,13 @@
 #include <random>
 
 using namespace actorflow;
+using namespace actorflow::test;
 using namespace actorflow::protocol;
 using namespace std::chrono_literals;
 
 namespace {
 
-const std::string sender_device = "/job:a/replica:0/task:0/device:CPU:0";
-const std::string receiver_device = "/job:b/replica:0/task:0/device:CPU:0";
 const std::string test_key = sender_device + ";" + receiver_device + ";x:0";
-
-tensor random_tensor(std::int64_t elements, std::uint32_t seed) {
-  tensor t{dtype::float32, tensor_shape{elements}};
-  std::mt19937 rng{seed};
-  auto* words = static_cast<std::uint32_t*>(t.raw_data());
-  for (std::int64_t i = 0; i < elements; ++i)
-    words[i] = rng();
-  return t;
-}
-
-bool same_bytes(const tensor& a, const tensor& b) {
-  return a.is_initialized() && b.is_initialized() && a.type() == b.type() &&
-         a.shape() == b.shape() && a.bytes() == b.bytes() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
-}
 
 /// Restores the process's limits when a test ends.
 struct scoped_limits {
@@ -80,55 +65,6 @@ template <class T>
 void poke(std::vector<std::uint8_t>& bytes, std::size_t offset, T value) {
   std::memcpy(bytes.data() + offset, &value, sizeof value);
 }
-
-/// Counts the bytes requested from the default host allocator while it is installed.
-class counting_allocator : public allocator {
-public:
-  explicit counting_allocator(allocator* inner) : inner_(inner) {}
-  void* allocate(std::size_t bytes) override {
-    auto seen = largest_.load();
-    while (bytes > seen && !largest_.compare_exchange_weak(seen, bytes)) {
-    }
-    return inner_->allocate(bytes);
-  }
-  void deallocate(void* ptr, std::size_t bytes) override { inner_->deallocate(ptr, bytes); }
-  const char* name() const override { return "counting"; }
-  std::size_t largest() const { return largest_; }
-
-private:
-  allocator* inner_;
-  std::atomic<std::size_t> largest_{0};
-};
-
-/// Installs a counting_allocator as the default host allocator while it lives (also when a
-/// REQUIRE ends the test early).
-struct scoped_counting_allocator {
-  allocator* previous = default_host_allocator();
-  counting_allocator counting{previous};
-  scoped_counting_allocator() { set_default_host_allocator(&counting); }
-  ~scoped_counting_allocator() { set_default_host_allocator(previous); }
-};
-
-/// A graph whose constant `value` lives on the sender and whose Identity of it, fetched, on the
-/// receiver; its partitions by device.
-struct crossing_graph {
-  graph g;
-  output fetched;
-  std::map<std::string, std::shared_ptr<graph>> parts;
-
-  explicit crossing_graph(const tensor& value) {
-    auto x = ops::constant(g, value, "x");
-    fetched = ops::identity(x, "y");
-    REQUIRE(g.status().ok());
-    g.at(x.node_id).assigned_device = sender_device;
-    g.at(fetched.node_id).assigned_device = receiver_device;
-    auto needed = prune(g, {fetched.node_id}, {});
-    auto split = partition_graph(g, needed, {});
-    REQUIRE(split.ok());
-    parts = std::move(*split);
-    REQUIRE(parts.size() == 2);
-  }
-};
 
 std::unique_ptr<device> cpu_device(const std::string& name) {
   return make_cpu_device(device_name::parse(name).value(), std::make_shared<thread_pool>("intra", 0));
@@ -322,7 +258,7 @@ TEST_CASE("hostile bulk frame headers are refused before anything is allocated",
     poke<std::int64_t>(bad, bad.size() - 8, std::int64_t{1} << 40);
     refused(bad, errc::data_loss, "64 bits");
   }
-  CHECK(allocations.counting.largest() == 0);
+  CHECK(allocations.largest() == 0);
 }
 
 TEST_CASE("a bulk endpoint closes a connection that sends a hostile frame, allocating nothing large",
@@ -367,7 +303,7 @@ TEST_CASE("a bulk endpoint closes a connection that sends a hostile frame, alloc
   send_and_expect_close(frame);
   CHECK(delivered == 1);
   endpoint->reset();
-  CHECK(allocations.counting.largest() < 4096);
+  CHECK(allocations.largest() < 4096);
 }
 
 TEST_CASE("a large tensor crosses to a device actor in another actor system over the bulk channel "

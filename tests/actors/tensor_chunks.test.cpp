@@ -8,6 +8,7 @@
 #include "devices/thread_pool.hpp"
 #include "graph/ops.hpp"
 #include "graph/partition.hpp"
+#include "support/transfer_test_util.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -35,6 +36,7 @@
 #include <vector>
 
 using namespace actorflow;
+using namespace actorflow::test;
 using namespace actorflow::protocol;
 using namespace std::chrono_literals;
 
@@ -88,21 +90,6 @@ caf::error decode(caf::actor_system& sys, const std::vector<char>& bytes, tensor
 }
 
 /// A float32 tensor of `elements` random bit patterns (NaN payloads included).
-tensor random_tensor(std::int64_t elements, std::uint32_t seed) {
-  tensor t{dtype::float32, tensor_shape{elements}};
-  std::mt19937 rng{seed};
-  auto* words = static_cast<std::uint32_t*>(t.raw_data());
-  for (std::int64_t i = 0; i < elements; ++i)
-    words[i] = rng();
-  return t;
-}
-
-bool same_bytes(const tensor& a, const tensor& b) {
-  return a.is_initialized() && b.is_initialized() && a.type() == b.type() &&
-         a.shape() == b.shape() && a.bytes() == b.bytes() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
-}
-
 /// A chunk header written field by field, as a hostile peer could, followed by `carried`
 /// bytes of value 1.
 std::vector<char> chunk_bytes(caf::actor_system& sys, std::uint8_t type,
@@ -121,70 +108,8 @@ std::vector<char> chunk_bytes(caf::actor_system& sys, std::uint8_t type,
   return bytes;
 }
 
-/// Counts the bytes requested from the default host allocator while it is installed.
-class counting_allocator : public allocator {
-public:
-  explicit counting_allocator(allocator* inner) : inner_(inner) {}
-  void* allocate(std::size_t bytes) override {
-    largest_ = std::max(largest_.load(), bytes);
-    return inner_->allocate(bytes);
-  }
-  void deallocate(void* ptr, std::size_t bytes) override { inner_->deallocate(ptr, bytes); }
-  const char* name() const override { return "counting"; }
-  std::size_t largest() const { return largest_; }
-
-private:
-  allocator* inner_;
-  std::atomic<std::size_t> largest_{0};
-};
-
-class scoped_counting_allocator {
-public:
-  scoped_counting_allocator() : previous_(default_host_allocator()), counting_(previous_) {
-    set_default_host_allocator(&counting_);
-  }
-  ~scoped_counting_allocator() { set_default_host_allocator(previous_); }
-  std::size_t largest() const { return counting_.largest(); }
-
-private:
-  allocator* previous_;
-  counting_allocator counting_;
-};
-
 std::string message_of(const caf::error& err) { return status_from_error(err).message(); }
 
-const std::string sender_device = "/job:a/replica:0/task:0/device:CPU:0";
-const std::string receiver_device = "/job:b/replica:0/task:0/device:CPU:0";
-
-/// A graph whose constant `value` lives on the sender and whose Identity of it, fetched, on the
-/// receiver; its partitions by device.
-struct crossing_graph {
-  graph g;
-  output fetched;
-  std::map<std::string, std::shared_ptr<graph>> parts;
-
-  explicit crossing_graph(const tensor& value) {
-    auto x = ops::constant(g, value, "x");
-    fetched = ops::identity(x, "y");
-    REQUIRE(g.status().ok());
-    g.at(x.node_id).assigned_device = sender_device;
-    g.at(fetched.node_id).assigned_device = receiver_device;
-    auto needed = prune(g, {fetched.node_id}, {});
-    auto split = partition_graph(g, needed, {});
-    REQUIRE(split.ok());
-    parts = std::move(*split);
-    REQUIRE(parts.size() == 2);
-  }
-
-  std::string key() const {
-    for (std::size_t i = 0; i < parts.at(receiver_device)->size(); ++i) {
-      auto& n = parts.at(receiver_device)->at(static_cast<int>(i));
-      if (n.op == "_Recv")
-        return n.attr_or<std::string>("key", "");
-    }
-    return "";
-  }
-};
 
 std::unique_ptr<device> cpu_device(const std::string& name) {
   return make_cpu_device(device_name::parse(name).value(), std::make_shared<thread_pool>("intra", 0));

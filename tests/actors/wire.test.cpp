@@ -4,6 +4,7 @@
 #include "actors/protocols/device.hpp"
 #include "serialization/graph_io_support.hpp"
 #include "support/deterministic_system.hpp"
+#include "support/transfer_test_util.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -31,6 +32,8 @@
 
 using namespace actorflow;
 using namespace actorflow::protocol;
+using actorflow::test::same_bytes;
+using actorflow::test::scoped_counting_allocator;
 
 namespace {
 
@@ -95,12 +98,6 @@ T round_trip(caf::actor_system& sys, const T& x) {
   return out;
 }
 
-bool same_bytes(const tensor& a, const tensor& b) {
-  return a.is_initialized() == b.is_initialized() && a.type() == b.type() &&
-         a.shape() == b.shape() && a.bytes() == b.bytes() &&
-         (a.bytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0);
-}
-
 /// Decodes every strict prefix of `bytes` as a T and requires each to fail cleanly.
 template <class T>
 void require_every_truncation_refused(caf::actor_system& sys, const std::vector<char>& bytes) {
@@ -113,37 +110,6 @@ void require_every_truncation_refused(caf::actor_system& sys, const std::vector<
     REQUIRE(err);
   }
 }
-
-/// Counts the bytes requested from the default host allocator while it is installed.
-class counting_allocator : public allocator {
-public:
-  explicit counting_allocator(allocator* inner) : inner_(inner) {}
-  void* allocate(std::size_t bytes) override {
-    largest_ = std::max(largest_.load(), bytes);
-    return inner_->allocate(bytes);
-  }
-  void deallocate(void* ptr, std::size_t bytes) override { inner_->deallocate(ptr, bytes); }
-  const char* name() const override { return "counting"; }
-  std::size_t largest() const { return largest_; }
-
-private:
-  allocator* inner_;
-  std::atomic<std::size_t> largest_{0};
-};
-
-/// Installs a counting_allocator as the default host allocator for its lifetime.
-class scoped_counting_allocator {
-public:
-  scoped_counting_allocator() : previous_(default_host_allocator()), counting_(previous_) {
-    set_default_host_allocator(&counting_);
-  }
-  ~scoped_counting_allocator() { set_default_host_allocator(previous_); }
-  std::size_t largest() const { return counting_.largest(); }
-
-private:
-  allocator* previous_;
-  counting_allocator counting_;
-};
 
 /// Bytes of a tensor header written field by field, as a hostile peer could.
 std::vector<char> tensor_header(caf::actor_system& sys, std::uint8_t type,

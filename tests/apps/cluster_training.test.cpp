@@ -27,9 +27,15 @@ using actorflow::testing::free_loopback_port;
 
 namespace {
 
-/// Starts the workers of `jobs` and requires every one to be serving.
-std::unique_ptr<cluster_processes> start_cluster(const std::vector<std::pair<std::string, int>>& jobs) {
-  auto cluster = std::make_unique<cluster_processes>(ACTORFLOW_WORKER_BINARY, jobs);
+/// Starts the workers of `jobs` and requires every one to be serving; task 0 of `master_job`
+/// (when given) also serves as master (--master).
+std::unique_ptr<cluster_processes> start_cluster(const std::vector<std::pair<std::string, int>>& jobs,
+                                                 const std::string& master_job = "") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, jobs, 1, [master_job](const std::string& job, int task) {
+      return job == master_job && task == 0 ? std::vector<std::string>{"--master"}
+                                            : std::vector<std::string>{};
+    });
   REQUIRE(cluster->ready());
   return cluster;
 }
@@ -198,13 +204,7 @@ std::string read_all_lines(child_process& child, std::chrono::milliseconds limit
 } // namespace
 
 TEST_CASE("the classic example runs on a master: a worker started with --master, or actorflow-master") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"canshu", 2}, {"gongzuo", 2}}, 1,
-    [](const std::string& job, int task) {
-      return job == "gongzuo" && task == 0 ? std::vector<std::string>{"--master"}
-                                           : std::vector<std::string>{};
-    });
-  REQUIRE(cluster->ready());
+  auto cluster = start_cluster({{"canshu", 2}, {"gongzuo", 2}}, "gongzuo");
   auto master_port = free_loopback_port();
   REQUIRE(master_port != 0);
   child_process master{ACTORFLOW_MASTER_BINARY,
@@ -227,13 +227,7 @@ TEST_CASE("the classic example runs on a master: a worker started with --master,
 }
 
 TEST_CASE("actorflow-train --target trains the data-parallel MLP on ps and worker processes") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}}, 1,
-    [](const std::string& job, int task) {
-      return job == "worker" && task == 0 ? std::vector<std::string>{"--master"}
-                                          : std::vector<std::string>{};
-    });
-  REQUIRE(cluster->ready());
+  auto cluster = start_cluster({{"ps", 1}, {"worker", 2}}, "worker");
   actorflow::test::temp_dir out;
   child_process train{ACTORFLOW_TRAIN_BINARY,
                       {"--target", "caf://" + cluster->address(1), "--cluster", cluster->spec_json(),
@@ -249,13 +243,7 @@ TEST_CASE("actorflow-train --target trains the data-parallel MLP on ps and worke
 }
 
 TEST_CASE("a worker killed while actorflow-train runs on it ends training with an error naming it") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}}, 1,
-    [](const std::string& job, int task) {
-      return job == "worker" && task == 0 ? std::vector<std::string>{"--master"}
-                                          : std::vector<std::string>{};
-    });
-  REQUIRE(cluster->ready());
+  auto cluster = start_cluster({{"ps", 1}, {"worker", 2}}, "worker");
   actorflow::test::temp_dir out;
   child_process train{ACTORFLOW_TRAIN_BINARY,
                       {"--target", "caf://" + cluster->address(1), "--cluster", cluster->spec_json(),
@@ -296,13 +284,7 @@ std::int64_t open_sessions(const std::string& address) {
 } // namespace
 
 TEST_CASE("a client killed mid-training leaves no session or partitions on the master") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"canshu", 2}, {"gongzuo", 2}}, 1,
-    [](const std::string& job, int task) {
-      return job == "gongzuo" && task == 0 ? std::vector<std::string>{"--master"}
-                                           : std::vector<std::string>{};
-    });
-  REQUIRE(cluster->ready());
+  auto cluster = start_cluster({{"canshu", 2}, {"gongzuo", 2}}, "gongzuo");
   auto master = cluster->address(2);
   CHECK(open_sessions(master) == 0);
   child_process client{ACTORFLOW_EXAMPLE_BINARY, {"--target", "caf://" + master, "--cluster",
