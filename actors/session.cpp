@@ -69,6 +69,9 @@ caf::actor_system& default_actor_system() {
     // A shared queue with a condition variable: idle workers sleep until a message arrives.
     // Work stealing polls and naps instead, burning cores that kernels need and adding latency.
     config->set("scheduler.policy", caf::atom("sharing"));
+    // Deserialize on the I/O thread: one thread handoff less per message from another process
+    // (see apps/support/server.cpp).
+    config->set("middleman.workers", std::size_t{0});
     // Embedders who build their own actor_system call this on their config too.
     add_actorflow_message_types(*config);
     if (default_scheduler_threads > 0)
