@@ -52,6 +52,12 @@ result<training_target> resolve_target(const train_options& o) {
     t.description = "this process (local devices)";
     return t;
   }
+  if (!o.target.empty() && o.cluster.empty()) {
+    // No cluster to lay out towers by: one model, placed by the master.
+    t.options.target = o.target;
+    t.description = "the master at " + o.target + " (one model on its default device)";
+    return t;
+  }
   train::replica_layout layout;
   layout.ps_job = o.ps_job;
   layout.worker_job = o.worker_job;

@@ -64,7 +64,8 @@ Trains a model with actorflow in one process.
   --resume               continue from the latest checkpoint in --checkpoint-dir
   --log-every N          metrics row every N steps (default 50)
   --target caf://H:P     train on the cluster whose master listens there (actorflow-master,
-                         or a worker started with --master); needs --cluster
+                         or a worker started with --master); with --cluster, data parallel
+                         over its ps and worker jobs, without, on the master's default device
   --cluster SPEC         the cluster (JSON file, JSON text or ps=h:p;worker=h:p,h:p); without
                          --target this process is its master
   --ps-job NAME          the cluster's parameter-server job (default ps)
@@ -113,8 +114,6 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     o.learning_rate = 0.5;
   if (o.resume && o.checkpoint_dir.empty())
     return bad("--resume", "needs --checkpoint-dir");
-  if (!o.target.empty() && o.cluster.empty())
-    return bad("--target", "needs --cluster (the graph places its variables and towers by it)");
   if (o.local && (!o.target.empty() || !o.cluster.empty()))
     return bad("--local", "cannot be combined with --target or --cluster");
   return o;

@@ -31,9 +31,10 @@ struct train_options {
   int steps = 1000;
   /// Write a metrics row (and a plain progress line when not on a terminal) every N steps.
   int log_every = 50;
-  /// Where to train. A master "caf://host:port" (needs `cluster` for the graph's devices);
-  /// else with `cluster` alone this process is the cluster's master; else an in-process
-  /// cluster of ps_tasks + worker_tasks tasks; `local` trains on this process's devices only.
+  /// Where to train. A master "caf://host:port" (with `cluster`, data parallel over its ps and
+  /// worker jobs; without, one model on the master's default device); else with `cluster`
+  /// alone this process is the cluster's master; else an in-process cluster of ps_tasks +
+  /// worker_tasks tasks; `local` trains on this process's devices only.
   std::string target;
   std::string cluster;
   std::string ps_job = "ps";

@@ -303,3 +303,21 @@ TEST_CASE("a client killed mid-training leaves no session or partitions on the m
   CHECK(left == 0);
   CHECK(cluster->stop());
 }
+
+TEST_CASE("actorflow-master without a cluster is a one-task local server that trains linreg") {
+  auto port = free_loopback_port();
+  REQUIRE(port != 0);
+  child_process server{ACTORFLOW_MASTER_BINARY, {"--port", std::to_string(port), "--host", "127.0.0.1",
+                                                 "--threads", "1", "--cpu-devices", "2"}};
+  auto serving = server.wait_for_line("serving on", 20000ms);
+  REQUIRE(serving.has_value());
+  CHECK(serving->find("/job:localhost/replica:0/task:0") != std::string::npos);
+  child_process train{ACTORFLOW_TRAIN_BINARY,
+                      {"--model", "linreg", "--target", "caf://127.0.0.1:" + std::to_string(port)}};
+  auto output = read_all_lines(train, 60000ms);
+  CHECK(train.wait_exit(10000ms) == 0);
+  INFO(train.stderr_text());
+  CHECK(last_line_with(output, "999 ") == "999 0.100000 0.300000");
+  server.signal(SIGTERM);
+  CHECK(server.wait_exit(10000ms) == 0);
+}
