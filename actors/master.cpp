@@ -183,8 +183,11 @@ void finish_discovery(master_actor* self, const status& outcome) {
       peers.devices.emplace(name.to_string(), actor);
     // And where large tensors for it may go outside CAF (actors/bulk_channel.hpp).
     peers.bulk_addresses = st.bulk_addresses;
-    for (auto& [name, actor] : st.devices)
+    for (auto& [name, actor] : st.devices) {
       self->send(actor, peers_atom::value, peers);
+      // A task that goes away (killed, restarted) makes the next session look again.
+      self->monitor(actor);
+    }
     st.phase = master_state::discovery::done;
   } else {
     st.devices.clear();
@@ -473,6 +476,16 @@ caf::behavior master(master_actor* self, master_options options) {
   }
 
   self->set_down_handler([self](const caf::down_msg& down) {
+    auto& st = self->state;
+    auto device = std::find_if(st.devices.begin(), st.devices.end(),
+                               [&](auto& d) { return d.second.address() == down.source; });
+    if (device != st.devices.end() && st.phase == master_state::discovery::done) {
+      // Steps on that task fail (the coordinator names it); new sessions find the cluster
+      // as it is now, e.g. with the task restarted at its address.
+      st.devices.clear();
+      st.bulk_addresses.clear();
+      st.phase = master_state::discovery::not_started;
+    }
     auto [first, last] = self->state.owned_by.equal_range(down.source);
     std::vector<std::int64_t> orphans;
     for (auto i = first; i != last; ++i)

@@ -321,3 +321,35 @@ TEST_CASE("actorflow-master without a cluster is a one-task local server that tr
   server.signal(SIGTERM);
   CHECK(server.wait_exit(10000ms) == 0);
 }
+
+TEST_CASE("a task restarted at its address serves the master's next session") {
+  auto cluster = start_cluster({{"ps", 1}, {"worker", 1}}, "worker");
+  session_options options;
+  options.target = "caf://" + cluster->address(1);
+  options.timeout_seconds = 5;
+  {
+    ps_counter_graph model;
+    session s{model.g, options};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
+    REQUIRE(s.run_targets({model.step}).ok());
+  }
+  cluster->task(0).signal(SIGKILL);
+  CHECK(cluster->task(0).wait_exit(5000ms) == -1);
+  child_process restarted{ACTORFLOW_WORKER_BINARY, {"--cluster", cluster->spec_json(), "--job", "ps",
+                                                    "--task", "0", "--threads", "1"}};
+  REQUIRE(restarted.wait_for_line("serving on", 20000ms).has_value());
+  // The master saw the ps go; a new session reaches the new process (with fresh variables).
+  ps_counter_graph model;
+  session s{model.g, options};
+  auto init = s.run_targets({ops::global_variables_initializer(model.g)});
+  INFO(init.to_string());
+  REQUIRE(init.ok());
+  REQUIRE(s.run_targets({model.step}).ok());
+  auto value = s.run({model.counter.read});
+  REQUIRE(value.ok());
+  CHECK(value->at(0).scalar_value<float>() > 0.f);
+  restarted.signal(SIGTERM);
+  CHECK(restarted.wait_exit(10000ms) == 0);
+  cluster->task(1).signal(SIGTERM);
+  CHECK(cluster->task(1).wait_exit(10000ms) == 0);
+}
