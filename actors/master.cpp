@@ -253,7 +253,7 @@ void with_devices(master_actor* self, completion then) {
       finish_discovery(self, s);
   });
   for (std::size_t i = 0; i < services.size(); ++i)
-    ask_devices(self, services[i], "service " + std::to_string(i), done);
+    ask_devices(self, services[i], "known to the master (service " + std::to_string(i) + ")", done);
 }
 
 device_name default_task_of(const master_state& st, const session_config& config) {
@@ -298,8 +298,9 @@ void finish_registration(run_plan& plan, const status& outcome) {
 
 /// The plan for `req`'s signature: placed, partitioned and sent for registration the first
 /// time. `placed` receives the placement lines this call produced.
-result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s, const master_run_request& req,
-                           std::vector<std::string>& placed) {
+result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s,
+                                           const master_run_request& req,
+                                           std::vector<std::string>& placed) {
   auto signature = signature_of(req);
   if (auto i = s.plans.find(signature); i != s.plans.end())
     return i->second;
