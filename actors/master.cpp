@@ -296,6 +296,31 @@ void finish_registration(run_plan& plan, const status& outcome) {
     w(outcome);
 }
 
+/// Adds what running target `id` means to `roots`: the node itself, or for a NoOp (a group
+/// such as an optimizer's train op) what it waits for, recursively. A NoOp does nothing, so
+/// running its inputs is running it; skipping it spares a partition on its device and a
+/// message hop at the end of every step (TensorFlow's dependency optimizer removes such NoOps
+/// too).
+void add_target(const graph& g, int id, std::vector<int>& roots) {
+  std::vector<int> pending{id};
+  std::set<int> seen;
+  while (!pending.empty()) {
+    auto next = pending.back();
+    pending.pop_back();
+    if (!seen.insert(next).second)
+      continue;
+    auto& n = g.at(next);
+    if (n.op != "NoOp") {
+      roots.push_back(next);
+      continue;
+    }
+    for (auto& input : n.inputs)
+      pending.push_back(input.node_id);
+    for (auto c : n.control_inputs)
+      pending.push_back(c);
+  }
+}
+
 /// The plan for `req`'s signature: placed, partitioned and sent for registration the first
 /// time. `placed` receives the placement lines this call produced.
 result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s,
@@ -318,7 +343,7 @@ result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s
     auto id = g.find(name);
     if (id < 0)
       return make_error(errc::invalid_argument, "target '" + name + "' names no node of the graph");
-    roots.push_back(id);
+    add_target(g, id, roots);
   }
   std::set<int> fed;
   std::vector<output> feeds;

@@ -164,3 +164,31 @@ TEST_CASE("a bad or unreachable target is an error quoting it") {
     CHECK(r.error().message().find(target) != std::string::npos);
   }
 }
+
+TEST_CASE("a NoOp target runs what it groups, without a partition of its own") {
+  testing::deterministic_system sys;
+  graph g;
+  actorflow::variable counter;
+  output update, train;
+  {
+    auto d = g.device("/cpu:0");
+    counter = ops::variable(g, 0.f, "counter");
+    update = ops::assign_add(counter, ops::constant(g, 1.f), "update");
+  }
+  {
+    // The optimizer's train op is such a group; nested groups expand too.
+    auto d = g.device("/cpu:1");
+    train = ops::group(g, {ops::group(g, {update}, "inner")}, "train");
+  }
+  session_options base;
+  base.cpu_device_count = 2;
+  session s{sys.system(), g, sys.session_options(base)};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  sys.clear_trace();
+  REQUIRE(s.run_targets({train}).ok());
+  REQUIRE(s.run_targets({train}).ok());
+  CHECK(lines_starting(sys.trace(), "/device:CPU:1").empty());
+  auto r = s.run({counter.read});
+  REQUIRE(r.ok());
+  CHECK(r->at(0).scalar_value<float>() == 2.f);
+}

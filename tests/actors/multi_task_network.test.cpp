@@ -249,38 +249,31 @@ TEST_CASE("a training step across a ps and a worker process runs the same messag
   // first (devices are sorted by name), but the worker's devices share its node and see their
   // messages before the ps reads them off the network.
   std::vector<std::string> expected{
-    // Init step: one partition per task; the worker's group waits on the ps's assigns.
-    "worker /device:CPU:0 register 2",
+    // Init step: the initializer is a NoOp grouping the assigns, so only the ps runs (the
+    // master runs a NoOp target's inputs instead of the NoOp).
     "ps /device:CPU:0 register 1",
-    "worker /device:CPU:0 run step 1",
     "ps /device:CPU:0 run step 1",
     "ps /device:CPU:0 finished step 1",
-    "worker /device:CPU:0 tensor ^W/Assign step 1",
-    "worker /device:CPU:0 tensor ^b/Assign step 1",
-    "worker /device:CPU:0 finished step 1",
     // Training step: W and b go to the worker, their gradients come back to the ps, which
-    // applies them and tells the worker's train op that the updates are done.
-    "worker /device:CPU:0 register 4",
-    "ps /device:CPU:0 register 3",
+    // applies them; the train op (a NoOp) needs no partition and no message of its own.
+    "worker /device:CPU:0 register 3",
+    "ps /device:CPU:0 register 2",
     "worker /device:CPU:0 run step 2",
     "ps /device:CPU:0 run step 2",
     "worker /device:CPU:0 tensor W/read:0 step 2",
     "worker /device:CPU:0 tensor b/read:0 step 2",
+    "worker /device:CPU:0 finished step 2",
     "ps /device:CPU:0 tensor gradients/prediction_grad/SumToShapeOf:0 step 2",
     "ps /device:CPU:0 tensor gradients/Wx_grad/SumToShapeOf:0 step 2",
     "ps /device:CPU:0 finished step 2",
-    "worker /device:CPU:0 tensor ^GradientDescent/update_b/ApplyGradientDescent step 2",
-    "worker /device:CPU:0 tensor ^GradientDescent/update_W/ApplyGradientDescent step 2",
-    "worker /device:CPU:0 finished step 2",
     // Reading W and b needs the ps alone.
-    "ps /device:CPU:0 register 5",
+    "ps /device:CPU:0 register 4",
     "ps /device:CPU:0 run step 3",
     "ps /device:CPU:0 finished step 3",
     // Closing frees every partition, plan by plan (in the master's signature order).
-    "worker /device:CPU:0 deregister 4",
-    "worker /device:CPU:0 deregister 2",
-    "ps /device:CPU:0 deregister 5",
-    "ps /device:CPU:0 deregister 3",
+    "worker /device:CPU:0 deregister 3",
+    "ps /device:CPU:0 deregister 4",
+    "ps /device:CPU:0 deregister 2",
     "ps /device:CPU:0 deregister 1",
   };
   CHECK(first.seen.both == expected);
