@@ -7,7 +7,6 @@
 #include "actors/task_service.hpp"
 #include "devices/device.hpp"
 #include "devices/pool_allocator.hpp"
-#include "devices/thread_pool.hpp"
 #include "serialization/graph_io.hpp"
 
 #include <caf/all.hpp>
@@ -24,22 +23,13 @@ namespace {
 using namespace protocol;
 
 /// Process-wide pools, made by the first session that needs them (TensorFlow does the same).
-struct shared_pools {
-  std::shared_ptr<thread_pool> inter_op;
-  std::shared_ptr<thread_pool> intra_op;
-};
-
-shared_pools& process_pools(const session_options& options) {
+const compute_pools& process_pools(const session_options& options) {
   static std::mutex mutex;
-  static shared_pools pools;
+  static compute_pools pools;
   std::lock_guard<std::mutex> guard{mutex};
-  if (!pools.intra_op) {
-    auto intra = resolve_thread_count(options.intra_op_parallelism_threads);
-    pools.intra_op = std::make_shared<thread_pool>("intra_op", intra - 1 > 0 ? intra - 1 : 0);
-    pools.inter_op = std::make_shared<thread_pool>(
-      "inter_op", resolve_thread_count(options.inter_op_parallelism_threads));
-    set_blas_threads(intra);
-  }
+  if (!pools.intra_op)
+    pools = make_compute_pools(options.inter_op_parallelism_threads,
+                               options.intra_op_parallelism_threads);
   return pools;
 }
 
@@ -116,17 +106,10 @@ struct session::impl {
   /// How this session's own tasks run: on the process's pools or the session's own.
   task_service_options local_task_options() const {
     task_service_options task;
-    if (options.use_per_session_threads) {
-      auto intra = resolve_thread_count(options.intra_op_parallelism_threads);
-      task.intra_op_pool = std::make_shared<thread_pool>("intra_op", intra - 1 > 0 ? intra - 1 : 0);
-      task.inter_op_pool = std::make_shared<thread_pool>(
-        "inter_op", resolve_thread_count(options.inter_op_parallelism_threads));
-      set_blas_threads(intra);
-    } else {
-      auto& pools = process_pools(options);
-      task.intra_op_pool = pools.intra_op;
-      task.inter_op_pool = pools.inter_op;
-    }
+    task.pools = options.use_per_session_threads
+                   ? make_compute_pools(options.inter_op_parallelism_threads,
+                                        options.intra_op_parallelism_threads)
+                   : process_pools(options);
     task.cpu_device_count = options.cpu_device_count;
     task.run_inline = options.run_inline;
     task.trace = options.trace;

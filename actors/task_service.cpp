@@ -92,15 +92,11 @@ caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string jo
   st.job = job;
   st.task = task;
   install_host_pool_allocator();
-  if (options.inter_op_pool && options.intra_op_pool) {
-    st.inter_op = options.inter_op_pool;
-    st.intra_op = options.intra_op_pool;
-  } else {
-    auto threads = resolve_thread_count(options.threads);
-    st.intra_op = std::make_shared<thread_pool>("intra_op", threads - 1 > 0 ? threads - 1 : 0);
-    st.inter_op = std::make_shared<thread_pool>("inter_op", threads);
-    set_blas_threads(threads);
-  }
+  auto pools = options.pools.inter_op && options.pools.intra_op
+                 ? options.pools
+                 : make_compute_pools(options.threads, options.threads);
+  st.inter_op = pools.inter_op;
+  st.intra_op = pools.intra_op;
 
   device_actor_options actor_options;
   actor_options.inter_op_pool = options.run_inline ? nullptr : st.inter_op;

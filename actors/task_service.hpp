@@ -7,6 +7,7 @@
 
 #include "actors/cluster_spec.hpp"
 #include "actors/protocols/task.hpp"
+#include "devices/device.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -16,8 +17,6 @@
 #include <vector>
 
 namespace actorflow {
-
-class thread_pool;
 
 /// How a task sets up its devices.
 struct task_service_options {
@@ -30,8 +29,7 @@ struct task_service_options {
   std::function<void(const std::string&)> trace;
   /// Pools to use instead of the task's own (a local session shares the process's pools);
   /// both or neither.
-  std::shared_ptr<thread_pool> inter_op_pool;
-  std::shared_ptr<thread_pool> intra_op_pool;
+  compute_pools pools;
   /// Deterministic tests: every node runs inside its device actor (no inter-op pool).
   bool run_inline = false;
   /// Serve as the cluster's master too (actorflow-worker --master): master messages sent to

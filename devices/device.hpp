@@ -65,4 +65,15 @@ int gpu_count();
 /// the intra-op pool for cores.
 void set_blas_threads(int n);
 
+/// The pools a task's devices compute on: ready nodes on `inter_op`, multithreaded kernels on
+/// `intra_op` (whose caller helps, so it has one thread fewer).
+struct compute_pools {
+  std::shared_ptr<thread_pool> inter_op;
+  std::shared_ptr<thread_pool> intra_op;
+};
+
+/// Pools of `inter_threads` and `intra_threads` (0: one per core); sets the BLAS to
+/// `intra_threads` to match.
+compute_pools make_compute_pools(int inter_threads, int intra_threads);
+
 } // namespace actorflow
