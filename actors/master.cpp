@@ -75,8 +75,9 @@ struct partition_entry {
   std::int64_t handle = 0;
   /// (index into the request's feeds, tensor name)
   std::vector<std::pair<std::size_t, std::string>> feeds;
-  /// (index into the request's fetches, tensor name)
-  std::vector<std::pair<std::size_t, std::string>> fetches;
+  /// The tensors this device returns, and where each goes among the request's fetches.
+  std::vector<std::string> fetch_names;
+  std::vector<std::size_t> fetch_slots;
 };
 
 /// A run signature's partitions; usable once every registration has been acknowledged.
@@ -296,31 +297,6 @@ void finish_registration(run_plan& plan, const status& outcome) {
     w(outcome);
 }
 
-/// Adds what running target `id` means to `roots`: the node itself, or for a NoOp (a group
-/// such as an optimizer's train op) what it waits for, recursively. A NoOp does nothing, so
-/// running its inputs is running it; skipping it spares a partition on its device and a
-/// message hop at the end of every step (TensorFlow's dependency optimizer removes such NoOps
-/// too).
-void add_target(const graph& g, int id, std::vector<int>& roots) {
-  std::vector<int> pending{id};
-  std::set<int> seen;
-  while (!pending.empty()) {
-    auto next = pending.back();
-    pending.pop_back();
-    if (!seen.insert(next).second)
-      continue;
-    auto& n = g.at(next);
-    if (n.op != "NoOp") {
-      roots.push_back(next);
-      continue;
-    }
-    for (auto& input : n.inputs)
-      pending.push_back(input.node_id);
-    for (auto c : n.control_inputs)
-      pending.push_back(c);
-  }
-}
-
 /// The plan for `req`'s signature: placed, partitioned and sent for registration the first
 /// time. `placed` receives the placement lines this call produced.
 result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s,
@@ -343,7 +319,7 @@ result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s
     auto id = g.find(name);
     if (id < 0)
       return make_error(errc::invalid_argument, "target '" + name + "' names no node of the graph");
-    add_target(g, id, roots);
+    add_target_roots(g, id, roots);
   }
   std::set<int> fed;
   std::vector<output> feeds;
@@ -388,7 +364,10 @@ result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s
         entry.feeds.emplace_back(i, req.feeds[i].first);
     for (std::size_t i = 0; i < fetches.size(); ++i)
       if (g.at(fetches[i].node_id).assigned_device == device)
-        entry.fetches.emplace_back(i, req.fetches[i]);
+      {
+        entry.fetch_names.push_back(req.fetches[i]);
+        entry.fetch_slots.push_back(i);
+      }
     plan->partitions.push_back(std::move(entry));
   }
   s.plans[signature] = plan;
@@ -408,28 +387,19 @@ result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s
 }
 
 /// Runs one step of a registered plan and delivers the fetches in request order.
-void run_step(master_actor* self, const run_plan& plan, master_run_request& req,
+void run_step(master_actor* self, std::shared_ptr<const run_plan> plan, master_run_request& req,
               const session_config& config, std::vector<std::string> placed,
               caf::response_promise rp) {
   step_plan step;
   step.step_id = ++self->state.next_step;
   step.timeout_ms = config.timeout_ms;
-  std::vector<std::vector<std::size_t>> fetch_slots;
-  for (auto& p : plan.partitions) {
+  for (auto& p : plan->partitions) {
     step.device_names.push_back(p.device);
     std::vector<std::pair<std::string, tensor>> device_feeds;
     for (auto& [index, name] : p.feeds)
       device_feeds.emplace_back(name, req.feeds[index].second);
-    std::vector<std::string> device_fetches;
-    std::vector<std::size_t> slots;
-    for (auto& [index, name] : p.fetches) {
-      device_fetches.push_back(name);
-      slots.push_back(index);
-    }
-    fetch_slots.push_back(std::move(slots));
     step.calls.emplace_back(p.actor, make_run_request(p.handle, step.step_id,
-                                                      std::move(device_feeds),
-                                                      std::move(device_fetches)));
+                                                      std::move(device_feeds), p.fetch_names));
   }
   auto fetch_count = req.fetches.size();
   // The coordinator bounds every device's answer; waiting on it needs no bound of its own.
@@ -442,9 +412,12 @@ void run_step(master_actor* self, const run_plan& plan, master_run_request& req,
         out.execution_ns = outcome.execution_ns;
         if (out.outcome.ok()) {
           out.fetched.resize(fetch_count);
-          for (std::size_t k = 0; k < fetch_slots.size() && k < outcome.fetched.size(); ++k)
-            for (std::size_t j = 0; j < fetch_slots[k].size() && j < outcome.fetched[k].size(); ++j)
-              out.fetched[fetch_slots[k][j]] = std::move(outcome.fetched[k][j]);
+          auto& parts = plan->partitions;
+          for (std::size_t k = 0; k < parts.size() && k < outcome.fetched.size(); ++k) {
+            auto& slots = parts[k].fetch_slots;
+            for (std::size_t j = 0; j < slots.size() && j < outcome.fetched[k].size(); ++j)
+              out.fetched[slots[j]] = std::move(outcome.fetched[k][j]);
+          }
         }
         rp.deliver(std::move(out));
       },
@@ -594,7 +567,7 @@ caf::behavior master(master_actor* self, master_options options) {
           rp.deliver(failed_run(registered));
           return;
         }
-        run_step(self, *plan, req, config, std::move(placed), rp);
+        run_step(self, plan, req, config, std::move(placed), rp);
       };
       if ((*plan)->registering)
         (*plan)->waiting.push_back(std::move(start));

@@ -6,6 +6,26 @@
 
 namespace actorflow {
 
+void add_target_roots(const graph& g, int target, std::vector<int>& roots) {
+  std::vector<int> pending{target};
+  std::set<int> seen;
+  while (!pending.empty()) {
+    auto next = pending.back();
+    pending.pop_back();
+    if (!seen.insert(next).second)
+      continue;
+    auto& n = g.at(next);
+    if (n.op != "NoOp") {
+      roots.push_back(next);
+      continue;
+    }
+    for (auto& input : n.inputs)
+      pending.push_back(input.node_id);
+    for (auto c : n.control_inputs)
+      pending.push_back(c);
+  }
+}
+
 std::vector<int> prune(const graph& g, const std::vector<int>& roots, const std::set<int>& fed) {
   std::vector<bool> needed(g.size(), false);
   std::vector<int> stack(roots.begin(), roots.end());

@@ -19,6 +19,13 @@ namespace actorflow {
 /// The inputs of nodes in `fed` are not followed (a fed node's value comes from the feed).
 std::vector<int> prune(const graph& g, const std::vector<int>& roots, const std::set<int>& fed);
 
+/// Appends to `roots` what running target `target` needs: the node itself, or for a NoOp (a
+/// group such as an optimizer's train op or the initializer) what it waits for, recursively. A
+/// NoOp does nothing, so running its inputs is running it; leaving it out spares a partition on
+/// its device and a message hop at the end of every step (TensorFlow's dependency optimizer
+/// removes such NoOps too).
+void add_target_roots(const graph& g, int target, std::vector<int>& roots);
+
 /// The rendezvous key of a tensor crossing devices, without the step id:
 /// "<send device>;<recv device>;<tensor name>".
 std::string rendezvous_key(const std::string& send_device, const std::string& recv_device,

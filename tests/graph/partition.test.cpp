@@ -85,6 +85,27 @@ TEST_CASE("prune does not follow the inputs of fed nodes", "[graph][prune]") {
   CHECK(names_of(g, needed) == std::vector<std::string>{"one", "y", "z"});
 }
 
+TEST_CASE("a NoOp target stands for what it groups, through nested groups", "[graph][prune]") {
+  graph g;
+  auto a = ops::variable(g, 1.f, "a");
+  auto b = ops::variable(g, 2.f, "b");
+  auto update_a = ops::assign_add(a, ops::constant(g, 1.f), "update_a");
+  auto update_b = ops::assign_add(b, ops::constant(g, 1.f), "update_b");
+  auto inner = ops::group(g, {update_b}, "inner");
+  auto train = ops::group(g, {update_a, inner, update_a}, "train");
+  std::vector<int> roots;
+  add_target_roots(g, train.node_id, roots);
+  CHECK(names_of(g, roots) == std::vector<std::string>{"update_a", "update_b"});
+  // A node that is not a NoOp is its own root.
+  std::vector<int> plain;
+  add_target_roots(g, update_a.node_id, plain);
+  CHECK(plain == std::vector<int>{update_a.node_id});
+  // Neither NoOp survives pruning from those roots.
+  auto needed = names_of(g, prune(g, roots, {}));
+  CHECK(std::find(needed.begin(), needed.end(), "train") == needed.end());
+  CHECK(std::find(needed.begin(), needed.end(), "inner") == needed.end());
+}
+
 TEST_CASE("prune follows control inputs", "[graph][prune]") {
   graph g;
   auto v = ops::variable(g, 1.f, "v");
