@@ -7,6 +7,7 @@
 #include "actors/task_service.hpp"
 #include "graph/ops.hpp"
 #include "support/deterministic_system.hpp"
+#include "support/processes.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -155,7 +156,10 @@ TEST_CASE("a task that is not a master refuses sessions, naming itself") {
 TEST_CASE("a bad or unreachable target is an error quoting it") {
   graph g;
   auto c = ops::constant(g, 1.f);
-  for (std::string target : {"127.0.0.1:2222", "caf://127.0.0.1", "caf://127.0.0.1:99999"}) {
+  // The last one is well formed, but nothing listens there.
+  auto nobody = "caf://127.0.0.1:" + std::to_string(testing::free_loopback_port());
+  for (std::string target : {std::string{"127.0.0.1:2222"}, std::string{"caf://127.0.0.1"},
+                             std::string{"caf://127.0.0.1:99999"}, nobody}) {
     session_options options;
     options.target = target;
     session s{g, options};
