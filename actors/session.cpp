@@ -82,13 +82,13 @@ struct session::impl {
     master_options master;
     master.timeout_seconds = effective_timeout();
     if (!options.in_process_cluster.empty()) {
-      // The tasks share this process's pools, as the devices of a local session do.
-      auto task_options = local_task_options();
-      task_options.cpu_device_count = 1;
-      // Tasks run their partitions side by side (one tower per worker), which is where the
-      // parallelism comes from: concurrent GEMMs each asking OpenBLAS for every core
+      // The tasks share pools of their own whose kernels (and the BLAS) are single-threaded:
+      // the tasks run their partitions side by side (one tower per worker), which is where the
+      // parallelism comes from, and concurrent GEMMs each asking OpenBLAS for every core
       // oversubscribe them (measured: 2 threads ran data-parallel MLP steps 1.7x slower than 1).
-      set_blas_threads(1);
+      auto task_options =
+        own_task_options(make_compute_pools(options.inter_op_parallelism_threads, 1));
+      task_options.cpu_device_count = 1;
       for (auto& [job, count] : options.in_process_cluster)
         for (int task = 0; task < count; ++task)
           owned_tasks.push_back(spawn_task_service(system, job, task, task_options));
@@ -96,20 +96,21 @@ struct session::impl {
     } else if (options.cluster) {
       master.cluster = options.cluster;
     } else {
-      owned_tasks.push_back(spawn_task_service(system, "localhost", 0, local_task_options()));
+      auto pools = options.use_per_session_threads
+                     ? make_compute_pools(options.inter_op_parallelism_threads,
+                                          options.intra_op_parallelism_threads)
+                     : process_pools(options);
+      owned_tasks.push_back(spawn_task_service(system, "localhost", 0, own_task_options(pools)));
       master.task_services = owned_tasks;
     }
     master_actor = spawn_master(system, std::move(master));
     owns_master = true;
   }
 
-  /// How this session's own tasks run: on the process's pools or the session's own.
-  task_service_options local_task_options() const {
+  /// How this session's own tasks run, on `pools`.
+  task_service_options own_task_options(compute_pools pools) const {
     task_service_options task;
-    task.pools = options.use_per_session_threads
-                   ? make_compute_pools(options.inter_op_parallelism_threads,
-                                        options.intra_op_parallelism_threads)
-                   : process_pools(options);
+    task.pools = std::move(pools);
     task.cpu_device_count = options.cpu_device_count;
     task.run_inline = options.run_inline;
     task.trace = options.trace;
