@@ -7,6 +7,7 @@
 #include "actors/task_service.hpp"
 #include "devices/device.hpp"
 #include "devices/pool_allocator.hpp"
+#include "devices/thread_pool.hpp"
 #include "serialization/graph_io.hpp"
 
 #include <caf/all.hpp>
@@ -23,13 +24,19 @@ namespace {
 using namespace protocol;
 
 /// Process-wide pools, made by the first session that needs them (TensorFlow does the same).
+/// The BLAS's thread count is process-wide: a session on these pools sets it back to match
+/// them, since an in-process cluster may have set it to 1 since.
 const compute_pools& process_pools(const session_options& options) {
   static std::mutex mutex;
   static compute_pools pools;
+  static int intra_threads = 0;
   std::lock_guard<std::mutex> guard{mutex};
-  if (!pools.intra_op)
-    pools = make_compute_pools(options.inter_op_parallelism_threads,
-                               options.intra_op_parallelism_threads);
+  if (!pools.intra_op) {
+    intra_threads = resolve_thread_count(options.intra_op_parallelism_threads);
+    pools = make_compute_pools(options.inter_op_parallelism_threads, intra_threads);
+  } else {
+    set_blas_threads(intra_threads);
+  }
   return pools;
 }
 
