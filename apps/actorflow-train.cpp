@@ -202,8 +202,9 @@ feed_list tower_feeds(const train::data_parallel_mlp& m, const tensor& images, c
   std::int64_t begin = 0;
   for (std::int64_t t = 0; t < towers; ++t) {
     auto end = begin + rows / towers + (t < rows % towers ? 1 : 0);
-    feeds.emplace_back(m.towers[t].images, train::slice_rows(images, begin, end));
-    feeds.emplace_back(m.towers[t].labels, train::slice_rows(labels, begin, end));
+    // Rows of a batch the tower placeholders accept: a slice cannot fail here.
+    feeds.emplace_back(m.towers[t].images, *images.sliced(0, begin, end - begin));
+    feeds.emplace_back(m.towers[t].labels, *labels.sliced(0, begin, end - begin));
     begin = end;
   }
   return feeds;

@@ -7,7 +7,6 @@
 #include "graph/ops.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 namespace actorflow {
@@ -15,31 +14,6 @@ namespace actorflow {
 namespace {
 
 status error(const std::string& message) { return make_error(errc::invalid_argument, message); }
-
-/// Rows [offset, offset + extent) of `value` along `axis`, copied into a new tensor.
-tensor slice_along(const tensor& value, int axis, std::int64_t offset, std::int64_t extent) {
-  auto dims = value.shape().dims();
-  auto axis_dim = dims[static_cast<std::size_t>(axis)];
-  dims[static_cast<std::size_t>(axis)] = extent;
-  tensor out{value.type(), tensor_shape{dims}};
-  std::int64_t outer = 1;
-  std::size_t inner = size_of(value.type());
-  for (int d = 0; d < value.shape().rank(); ++d) {
-    if (d < axis)
-      outer *= dims[static_cast<std::size_t>(d)];
-    else if (d > axis)
-      inner *= static_cast<std::size_t>(dims[static_cast<std::size_t>(d)]);
-  }
-  auto block = static_cast<std::size_t>(extent) * inner;
-  if (block == 0)
-    return out;
-  auto* src = static_cast<const char*>(value.raw_data());
-  auto* dst = static_cast<char*>(out.raw_data());
-  for (std::int64_t row = 0; row < outer; ++row)
-    std::memcpy(dst + static_cast<std::size_t>(row) * block,
-                src + (static_cast<std::size_t>(row * axis_dim + offset)) * inner, block);
-  return out;
-}
 
 /// The axis a partition list splits (0 when it splits none); an error naming what is wrong.
 result<int> split_axis(const std::vector<std::int64_t>& parts, const tensor_shape& shape) {
@@ -108,7 +82,12 @@ shard_initializer constant_initializer(tensor value) {
       if (shard.shape.dim(d) != shard.full_shape.dim(d))
         axis = d;
     auto offset = shard.offset[static_cast<std::size_t>(axis)];
-    return ops::constant(g, slice_along(value, axis, offset, shard.shape.dim(axis)), "Const");
+    auto slice = value.sliced(axis, offset, shard.shape.dim(axis));
+    if (!slice) {
+      g.record_error(slice.error());
+      return output{};
+    }
+    return ops::constant(g, *slice, "Const");
   };
 }
 

@@ -103,6 +103,39 @@ tensor tensor::clone(allocator* alloc) const {
   return copy;
 }
 
+result<tensor> tensor::sliced(int axis, std::int64_t offset, std::int64_t extent) const {
+  if (axis < 0 || axis >= shape_.rank())
+    return make_error(errc::invalid_argument, "cannot slice axis " + std::to_string(axis) +
+                                                " of a tensor of shape " + shape_.to_string());
+  auto dims = shape_.dims();
+  auto axis_dim = dims[static_cast<std::size_t>(axis)];
+  if (offset < 0 || extent < 0 || offset > axis_dim - extent)
+    return make_error(errc::out_of_range,
+                      "cannot slice [" + std::to_string(offset) + ", " +
+                        std::to_string(offset + extent) + ") of axis " + std::to_string(axis) +
+                        " of a tensor of shape " + shape_.to_string());
+  dims[static_cast<std::size_t>(axis)] = extent;
+  tensor out{type_, tensor_shape{dims}};
+  // The slice is `outer` blocks of `extent * inner` contiguous bytes each.
+  std::int64_t outer = 1;
+  std::size_t inner = size_of(type_);
+  for (int d = 0; d < shape_.rank(); ++d) {
+    if (d < axis)
+      outer *= dims[static_cast<std::size_t>(d)];
+    else if (d > axis)
+      inner *= static_cast<std::size_t>(dims[static_cast<std::size_t>(d)]);
+  }
+  auto block = static_cast<std::size_t>(extent) * inner;
+  if (block == 0)
+    return out;
+  auto* src = static_cast<const char*>(raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (std::int64_t row = 0; row < outer; ++row)
+    std::memcpy(dst + static_cast<std::size_t>(row) * block,
+                src + static_cast<std::size_t>(row * axis_dim + offset) * inner, block);
+  return out;
+}
+
 std::string tensor::debug_string(std::size_t max_elements) const {
   std::ostringstream out;
   out << to_string(type_) << shape_.to_string();

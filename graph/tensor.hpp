@@ -115,6 +115,9 @@ public:
   result<tensor> reshaped(tensor_shape shape) const;
   /// A deep copy into a fresh buffer.
   tensor clone(allocator* alloc = nullptr) const;
+  /// A copy of indices [offset, offset + extent) along `axis` (e.g. a batch's rows); an error
+  /// names the axis or range that does not fit the shape.
+  result<tensor> sliced(int axis, std::int64_t offset, std::int64_t extent) const;
   /// Shares the buffer with `other`.
   bool shares_buffer_with(const tensor& other) const { return buf_ && buf_ == other.buf_; }
   const std::shared_ptr<buffer>& buffer_ref() const { return buf_; }

@@ -4,7 +4,6 @@
 #include "graph/replica_device_setter.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <random>
 
 namespace actorflow::train {
@@ -113,16 +112,6 @@ result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
   m.loss = loss * ops::scalar_like(g, loss.type(), share);
   m.correct = correct;
   return m;
-}
-
-tensor slice_rows(const tensor& batch, std::int64_t begin, std::int64_t end) {
-  auto dims = batch.shape().dims();
-  auto row_bytes = batch.bytes() / static_cast<std::size_t>(dims[0]);
-  dims[0] = end - begin;
-  tensor out{batch.type(), tensor_shape{dims}};
-  std::memcpy(out.raw_data(), static_cast<const char*>(batch.raw_data()) + begin * row_bytes,
-              static_cast<std::size_t>(end - begin) * row_bytes);
-  return out;
 }
 
 linreg_model build_linreg(graph& g, optimizer& opt, std::uint64_t seed,

@@ -56,8 +56,6 @@ struct data_parallel_mlp {
 result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
                                                   const replica_layout& layout);
 
-/// Rows [begin, end) of `batch` (a copy): a tower's share of a batch.
-tensor slice_rows(const tensor& batch, std::int64_t begin, std::int64_t end);
 
 /// SPEC's classic linear regression: x = 100 uniform floats (seeded), y = 0.1 x + 0.3,
 /// Weights uniform in [-1, 1), biases zero, loss = mean((W x + b - y)^2), trained by `opt`.

@@ -31,13 +31,6 @@ std::pair<tensor, tensor> random_batch(std::int64_t rows, unsigned seed) {
 
 } // namespace
 
-TEST_CASE("slice_rows copies a tower's share of a batch") {
-  auto batch = tensor::from_vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8}, tensor_shape{{3, 3}});
-  auto middle = train::slice_rows(batch, 1, 3);
-  CHECK(middle.shape() == tensor_shape{{2, 3}});
-  CHECK(middle.to_vector<float>() == std::vector<float>{3, 4, 5, 6, 7, 8});
-}
-
 TEST_CASE("two towers with averaged gradients make the same update as one model on the whole batch") {
   auto [images, labels] = random_batch(16, 7);
 
@@ -59,10 +52,10 @@ TEST_CASE("two towers with averaged gradients make the same update as one model 
   REQUIRE(s.run_targets({ops::global_variables_initializer(parallel)}).ok());
   auto before = s.run(dp_weights);
   REQUIRE(before.ok());
-  feed_list shares{{dp->towers[0].images, train::slice_rows(images, 0, 8)},
-                   {dp->towers[0].labels, train::slice_rows(labels, 0, 8)},
-                   {dp->towers[1].images, train::slice_rows(images, 8, 16)},
-                   {dp->towers[1].labels, train::slice_rows(labels, 8, 16)}};
+  feed_list shares{{dp->towers[0].images, *images.sliced(0, 0, 8)},
+                   {dp->towers[0].labels, *labels.sliced(0, 0, 8)},
+                   {dp->towers[1].images, *images.sliced(0, 8, 8)},
+                   {dp->towers[1].labels, *labels.sliced(0, 8, 8)}};
   auto dp_loss = s.run({dp->loss}, shares, {dp->train});
   REQUIRE(dp_loss.ok());
   auto after = s.run(dp_weights);
