@@ -21,6 +21,14 @@ using namespace protocol;
 
 /// Local only: a bulk send of the step finished (its outcome is in the step's bulk_tracker).
 using bulk_sent_atom = caf::atom_constant<caf::atom("bulksent")>;
+/// Local only: the executor finished a step on this device.
+using finished_atom = caf::atom_constant<caf::atom("finished")>;
+
+/// What a device actor handles: the public protocol plus the messages it sends itself from
+/// the pools' threads. Handed out as protocol::device_actor, which hides the latter.
+using device_actor_impl =
+  device_actor::extend<caf::reacts_to<finished_atom, std::int64_t, step_result>,
+                       caf::reacts_to<bulk_sent_atom, std::int64_t>>;
 
 /// A step's tensors in flight on the bulk channel: the step's result waits for them, so a
 /// failed transfer fails the step on the sending device, naming the receiver.
@@ -44,7 +52,7 @@ struct bulk_tracker {
 struct device_step {
   std::shared_ptr<step_execution> execution;
   std::shared_ptr<rendezvous> meeting_point = std::make_shared<rendezvous>();
-  caf::response_promise promise;
+  caf::typed_response_promise<step_result> promise;
   std::shared_ptr<bulk_tracker> bulk = std::make_shared<bulk_tracker>();
   /// The step's result while bulk sends are still in flight.
   std::optional<step_result> finished;
@@ -53,8 +61,8 @@ struct device_step {
 struct device_state {
   std::shared_ptr<device> dev;
   device_actor_options options;
-  std::shared_ptr<const std::map<std::string, caf::actor>> peers =
-    std::make_shared<const std::map<std::string, caf::actor>>();
+  std::shared_ptr<const std::map<std::string, device_actor>> peers =
+    std::make_shared<const std::map<std::string, device_actor>>();
   std::shared_ptr<const std::map<std::string, std::string>> bulk_addresses =
     std::make_shared<const std::map<std::string, std::string>>();
   std::unordered_map<std::int64_t, std::shared_ptr<const executor_plan>> plans;
@@ -106,7 +114,9 @@ std::string receiver_of(const std::string& key) {
 }
 
 /// Answers the step's run request with `result`, unless a failed bulk send says otherwise.
-void answer_step(caf::stateful_actor<device_state>* self,
+using device_self = device_actor_impl::stateful_pointer<device_state>;
+
+void answer_step(device_self self,
                  std::unordered_map<std::int64_t, device_step>::iterator i, step_result result) {
   auto& st = self->state;
   auto bulk_failure = i->second.bulk->first_failure();
@@ -118,8 +128,8 @@ void answer_step(caf::stateful_actor<device_state>* self,
   st.mark_ended(step_id);
 }
 
-caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_ptr<device> dev,
-                           device_actor_options options) {
+device_actor_impl::behavior_type device_behavior(device_self self, std::shared_ptr<device> dev,
+                                                 device_actor_options options) {
   self->state.dev = std::move(dev);
   self->state.options = std::move(options);
   return {
@@ -138,22 +148,21 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
       return {};
     },
     [=](peers_atom, const peer_table& table) {
-      self->state.peers = std::make_shared<const std::map<std::string, caf::actor>>(table.devices);
+      self->state.peers = std::make_shared<const std::map<std::string, device_actor>>(table.devices);
       self->state.bulk_addresses =
         std::make_shared<const std::map<std::string, std::string>>(table.bulk_addresses);
     },
-    [=](run_atom, const run_request& request) {
+    [=](run_atom, const run_request& request) -> caf::result<step_result> {
       auto& st = self->state;
       st.trace("run step " + std::to_string(request.step_id));
-      auto promise = self->make_response_promise();
       auto plan = st.plans.find(request.handle);
-      if (plan == st.plans.end()) {
-        promise.deliver(step_result{make_error(errc::not_found,
-                                               "partition " + std::to_string(request.handle) +
-                                                 " is not registered on " + st.dev->full_name()),
-                                    {}});
-        return;
-      }
+      if (plan == st.plans.end())
+        return step_result{make_error(errc::not_found, "partition " +
+                                                         std::to_string(request.handle) +
+                                                         " is not registered on " +
+                                                         st.dev->full_name()),
+                           {}};
+      auto promise = self->make_response_promise<step_result>();
       auto& step = st.steps[request.step_id];
       step.promise = promise;
       auto meeting_point = step.meeting_point;
@@ -162,7 +171,7 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
       auto bulk = st.options.bulk;
       auto tracker = step.bulk;
       auto step_id = request.step_id;
-      auto me = caf::actor_cast<caf::actor>(self);
+      auto me = caf::actor_cast<device_actor_impl>(self);
       step_hooks hooks;
       hooks.send = [peers, bulk_addresses, bulk, tracker, step_id, me](const std::string& key,
                                                                        const tensor& value) {
@@ -203,7 +212,7 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
             caf::anon_send(to, tensor_atom::value, std::move(chunk));
           return;
         }
-        caf::anon_send(to, tensor_atom::value, tensor_transfer{step_id, key, value});
+        caf::anon_send(to, tensor_atom::value, make_tensor_transfer(step_id, key, value));
       };
       hooks.recv = [meeting_point](const std::string& key, rendezvous::callback deliver) {
         meeting_point->recv(key, std::move(deliver));
@@ -218,6 +227,7 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
                          caf::anon_send(me, finished_atom::value, step_id,
                                         step_result{std::move(outcome), std::move(fetched)});
                        });
+      return promise;
     },
     [=](finished_atom, std::int64_t step_id, step_result& result) {
       auto& st = self->state;
@@ -290,10 +300,10 @@ caf::behavior device_actor(caf::stateful_actor<device_state>* self, std::shared_
 }
 
 struct coordinator_step {
-  caf::response_promise promise;
+  caf::typed_response_promise<step_outcome> promise;
   std::size_t remaining = 0;
   std::vector<std::vector<tensor>> fetched;
-  std::vector<caf::actor> devices;
+  std::vector<device_actor> devices;
   std::vector<std::string> names;
   /// Calls whose answer (or failure) was counted: a lost device may also fail its request.
   std::vector<bool> answered;
@@ -308,7 +318,9 @@ struct coordinator_state {
   static inline const char* name = "actorflow.step_coordinator";
 };
 
-void on_device_result(caf::stateful_actor<coordinator_state>* self, std::int64_t step_id,
+using coordinator_self = step_coordinator_actor::stateful_pointer<coordinator_state>;
+
+void on_device_result(coordinator_self self, std::int64_t step_id,
                       std::size_t index, step_result result) {
   auto i = self->state.steps.find(step_id);
   if (i == self->state.steps.end())
@@ -345,7 +357,7 @@ std::string device_label(const coordinator_step& step, std::size_t index) {
                                                                   : "device " + std::to_string(index);
 }
 
-caf::behavior step_coordinator(caf::stateful_actor<coordinator_state>* self) {
+step_coordinator_actor::behavior_type step_coordinator(coordinator_self self) {
   self->set_down_handler([=](caf::down_msg& down) {
     // A device went away: every step still waiting on it fails, naming it.
     self->state.monitored.erase(down.source);
@@ -362,12 +374,10 @@ caf::behavior step_coordinator(caf::stateful_actor<coordinator_state>* self) {
     }
   });
   return {
-    [=](run_atom, const step_plan& plan) {
-      auto promise = self->make_response_promise();
-      if (plan.calls.empty()) {
-        promise.deliver(step_outcome{});
-        return;
-      }
+    [=](run_atom, const step_plan& plan) -> caf::result<step_outcome> {
+      if (plan.calls.empty())
+        return step_outcome{};
+      auto promise = self->make_response_promise<step_outcome>();
       auto& step = self->state.steps[plan.step_id];
       step.promise = promise;
       step.remaining = plan.calls.size();
@@ -401,27 +411,31 @@ caf::behavior step_coordinator(caf::stateful_actor<coordinator_state>* self) {
               on_device_result(self, step_id, index, step_result{make_error(code, message), {}, 0});
             });
       }
+      return promise;
     },
   };
 }
 
 } // namespace
 
-caf::actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> dev,
-                              device_actor_options options) {
-  return sys.spawn(device_actor, std::shared_ptr<device>{std::move(dev)}, std::move(options));
+device_actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> dev,
+                                device_actor_options options) {
+  return sys.spawn(device_behavior, std::shared_ptr<device>{std::move(dev)}, std::move(options));
 }
 
-caf::actor spawn_step_coordinator(caf::actor_system& sys) { return sys.spawn(step_coordinator); }
+step_coordinator_actor spawn_step_coordinator(caf::actor_system& sys) {
+  return sys.spawn(step_coordinator);
+}
 
-bulk_endpoint::deliver_function deliver_to_device_actors(std::map<std::string, caf::actor> devices) {
+bulk_endpoint::deliver_function
+deliver_to_device_actors(std::map<std::string, protocol::device_actor> devices) {
   return [devices = std::move(devices)](std::int64_t step_id, std::string key,
                                         tensor value) -> status {
     auto receiver = devices.find(receiver_of(key));
     if (receiver == devices.end())
       return make_error(errc::not_found, "no device '" + receiver_of(key) + "' in this task");
     caf::anon_send(receiver->second, protocol::tensor_atom::value,
-                   protocol::tensor_transfer{step_id, std::move(key), std::move(value)});
+                   protocol::make_tensor_transfer(step_id, std::move(key), std::move(value)));
     return {};
   };
 }

@@ -1,6 +1,7 @@
 #pragma once
 /// The actor that drives one device for one session (protocol: actors/protocols/device.hpp).
-///   auto dev = spawn_device_actor(sys, make_cpu_device(name, intra_pool), {inter_pool, trace});
+///   protocol::device_actor dev =
+///     spawn_device_actor(sys, make_cpu_device(name, intra_pool), {inter_pool, trace});
 /// It keeps the registered plans, the running steps and their rendezvous. Steps run on the
 /// inter-op pool when one is given, otherwise inline in the actor (deterministic tests).
 
@@ -30,27 +31,31 @@ struct device_actor_options {
   std::shared_ptr<bulk_sender> bulk;
 };
 
-caf::actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> dev,
-                              device_actor_options options);
+protocol::device_actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> dev,
+                                          device_actor_options options);
 
 /// What a task's bulk endpoint does with a received tensor: sends it, as a local
 /// (tensor_atom, tensor_transfer), to the device actor its key names as receiver; a key naming
 /// none of `devices` (full name -> actor) is refused with not_found. Thread-safe.
-bulk_endpoint::deliver_function deliver_to_device_actors(std::map<std::string, caf::actor> devices);
-
-/// The actor that runs one step across devices: asks each device to run its partition, aborts
-/// the others as soon as one fails, and answers with every device's result.
-///   (run_atom, step_plan) -> step_outcome
-/// Devices are monitored: a device whose process dies or whose connection drops fails every
-/// step waiting on it, with an error naming the device (and so its task).
-caf::actor spawn_step_coordinator(caf::actor_system& sys);
+bulk_endpoint::deliver_function
+deliver_to_device_actors(std::map<std::string, protocol::device_actor> devices);
 
 namespace protocol {
+
+struct step_plan;
+struct step_outcome;
+
+/// The actor that runs one step across devices: asks each device to run its partition, aborts
+/// the others as soon as one fails, and answers with every device's result. Devices are
+/// monitored: a device whose process dies or whose connection drops fails every step waiting
+/// on it, with an error naming the device (and so its task).
+using step_coordinator_actor =
+  caf::typed_actor<caf::replies_to<run_atom, step_plan>::with<step_outcome>>;
 
 /// What the coordinator runs: for each device actor, its request.
 struct step_plan {
   std::int64_t step_id = 0;
-  std::vector<std::pair<caf::actor, run_request>> calls;
+  std::vector<std::pair<device_actor, run_request>> calls;
   /// Full device name of each call, for errors ("... /job:ps/replica:0/task:1/device:CPU:0").
   std::vector<std::string> device_names;
   /// A device that has not answered after this long fails the step; 0 waits without bound.
@@ -78,4 +83,7 @@ typename Inspector::result_type inspect(Inspector& f, step_outcome& x) {
 }
 
 } // namespace protocol
+
+protocol::step_coordinator_actor spawn_step_coordinator(caf::actor_system& sys);
+
 } // namespace actorflow

@@ -71,7 +71,7 @@ std::string task_of(const device_name& d) {
 /// One device's share of a run signature.
 struct partition_entry {
   std::string device;
-  caf::actor actor;
+  device_actor actor;
   std::int64_t handle = 0;
   /// (index into the request's feeds, tensor name)
   std::vector<std::pair<std::size_t, std::string>> feeds;
@@ -97,12 +97,12 @@ struct master_session {
 
 struct master_state {
   master_options options;
-  std::vector<std::pair<device_name, caf::actor>> devices;
+  std::vector<std::pair<device_name, device_actor>> devices;
   /// Bulk endpoint "host:port" by full device name, for devices whose task listed one.
   std::map<std::string, std::string> bulk_addresses;
   enum class discovery { not_started, running, done } phase = discovery::not_started;
   std::vector<completion> waiting_for_devices;
-  caf::actor coordinator;
+  step_coordinator_actor coordinator;
   std::map<std::int64_t, master_session> sessions;
   /// Sessions by the actor that stands for their client (session_config::owner).
   std::multimap<caf::actor_addr, std::int64_t> owned_by;
@@ -113,9 +113,9 @@ struct master_state {
   static inline const char* name = "actorflow.master";
 };
 
-using master_actor = caf::stateful_actor<master_state>;
+using master_self = master_actor::stateful_pointer<master_state>;
 
-void add_devices(master_actor* self, const std::string& where, device_list& listed,
+void add_devices(master_self self, const std::string& where, device_list& listed,
                  countdown& done) {
   for (auto& [name, actor] : listed.devices) {
     auto parsed = device_name::parse(name);
@@ -131,7 +131,7 @@ void add_devices(master_actor* self, const std::string& where, device_list& list
   done.report({});
 }
 
-void ask_devices(master_actor* self, const caf::actor& service, const std::string& where,
+void ask_devices(master_self self, const task_actor& service, const std::string& where,
                  std::shared_ptr<countdown> done) {
   self->request(service, bound(self->state.options.timeout_seconds), devices_atom::value)
     .then([=](device_list& listed) { add_devices(self, where, listed, *done); },
@@ -171,7 +171,7 @@ unreached_tasks(const master_state& st, status& error) {
   return out;
 }
 
-void finish_discovery(master_actor* self, const status& outcome) {
+void finish_discovery(master_self self, const status& outcome) {
   auto& st = self->state;
   if (outcome.ok()) {
     std::sort(st.devices.begin(), st.devices.end(), [](auto& a, auto& b) {
@@ -202,7 +202,7 @@ void finish_discovery(master_actor* self, const status& outcome) {
 }
 
 /// Reaches the tasks the spec lists but no known service covers, through the middleman.
-void connect_unreached(master_actor* self) {
+void connect_unreached(master_self self) {
   status bad_spec;
   auto tasks = unreached_tasks(self->state, bad_spec);
   if (!bad_spec.ok()) {
@@ -214,19 +214,34 @@ void connect_unreached(master_actor* self) {
   if (tasks.empty())
     return;
   // Only now: a master of in-process tasks runs on systems without a middleman.
+  if (!self->system().has_middleman()) {
+    finish_discovery(self, make_error(errc::failed_precondition,
+                                      "this actor system cannot reach the cluster's other tasks: "
+                                      "it has no middleman; load it with "
+                                      "config.load<caf::io::middleman>() before creating the "
+                                      "actor_system"));
+    return;
+  }
   auto mm = self->system().middleman().actor_handle();
   for (auto& [where, host, port] : tasks) {
     self->request(mm, bound(self->state.options.timeout_seconds), caf::connect_atom::value, host,
                   port)
       .then(
         [=, where = where](const caf::node_id&, caf::strong_actor_ptr& service,
-                           const std::set<std::string>&) {
+                           const std::set<std::string>& interface) {
           if (!service) {
             done->report(make_error(errc::unavailable,
                                     "task " + where + " published no actor at its address"));
             return;
           }
-          ask_devices(self, caf::actor_cast<caf::actor>(service), where, done);
+          if (!self->system().assignable<task_actor>(interface)) {
+            done->report(make_error(errc::unavailable,
+                                    "the actor at task " + where +
+                                      " is not an actorflow task (another program, or a "
+                                      "different actorflow version listens there)"));
+            return;
+          }
+          ask_devices(self, caf::actor_cast<task_actor>(service), where, done);
         },
         [=, where = where](caf::error& err) {
           done->report(make_error(errc::unavailable, "cannot reach task " + where + ": " +
@@ -236,7 +251,7 @@ void connect_unreached(master_actor* self) {
 }
 
 /// Runs `then` once the cluster's devices are known, finding them first if need be.
-void with_devices(master_actor* self, completion then) {
+void with_devices(master_self self, completion then) {
   auto& st = self->state;
   if (st.phase == master_state::discovery::done) {
     then({});
@@ -260,6 +275,9 @@ void with_devices(master_actor* self, completion then) {
 device_name default_task_of(const master_state& st, const session_config& config) {
   if (!config.default_task.empty())
     if (auto parsed = device_name::parse(config.default_task))
+      return *parsed;
+  if (!st.options.own_task.empty())
+    if (auto parsed = device_name::parse(st.options.own_task))
       return *parsed;
   std::vector<std::string> jobs;
   for (auto& [name, actor] : st.devices)
@@ -299,7 +317,7 @@ void finish_registration(run_plan& plan, const status& outcome) {
 
 /// The plan for `req`'s signature: placed, partitioned and sent for registration the first
 /// time. `placed` receives the placement lines this call produced.
-result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s,
+result<std::shared_ptr<run_plan>> plan_for(master_self self, master_session& s,
                                            const master_run_request& req,
                                            std::vector<std::string>& placed) {
   auto signature = signature_of(req);
@@ -387,7 +405,7 @@ result<std::shared_ptr<run_plan>> plan_for(master_actor* self, master_session& s
 }
 
 /// Runs one step of a registered plan and delivers the fetches in request order.
-void run_step(master_actor* self, std::shared_ptr<const run_plan> plan, master_run_request& req,
+void run_step(master_self self, std::shared_ptr<const run_plan> plan, master_run_request& req,
               const session_config& config, std::vector<std::string> placed,
               caf::response_promise rp) {
   step_plan step;
@@ -430,7 +448,7 @@ void run_step(master_actor* self, std::shared_ptr<const run_plan> plan, master_r
 
 /// Forgets session `handle` and frees its partitions on every device; `done` gets the outcome
 /// once every device answered (ok for a session that is not open).
-void close_session(master_actor* self, std::int64_t handle, completion done) {
+void close_session(master_self self, std::int64_t handle, completion done) {
   auto i = self->state.sessions.find(handle);
   if (i == self->state.sessions.end()) {
     done({});
@@ -459,7 +477,7 @@ master_run_result failed_run(status s) {
   return out;
 }
 
-caf::behavior master(master_actor* self, master_options options) {
+master_actor::behavior_type master(master_self self, master_options options) {
   auto& st = self->state;
   st.options = std::move(options);
   st.coordinator = spawn_step_coordinator(self->system());
@@ -588,7 +606,7 @@ caf::behavior master(master_actor* self, master_options options) {
 
 } // namespace
 
-caf::actor spawn_master(caf::actor_system& sys, master_options options) {
+master_actor spawn_master(caf::actor_system& sys, master_options options) {
   return sys.spawn(master, std::move(options));
 }
 

@@ -1,14 +1,10 @@
 #include "actors/session.hpp"
 
-#include "actors/master.hpp"
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
-#include "actors/task_service.hpp"
-#include "devices/device.hpp"
+#include "actors/session_master.hpp"
 #include "devices/pool_allocator.hpp"
-#include "devices/thread_pool.hpp"
-#include "serialization/graph_io.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -19,28 +15,7 @@
 
 namespace actorflow {
 
-namespace {
-
 using namespace protocol;
-
-/// Process-wide pools, made by the first session that needs them (TensorFlow does the same).
-/// The BLAS's thread count is process-wide: a session on these pools sets it back to match
-/// them, since an in-process cluster may have set it to 1 since.
-const compute_pools& process_pools(const session_options& options) {
-  static std::mutex mutex;
-  static compute_pools pools;
-  static int intra_threads = 0;
-  std::lock_guard<std::mutex> guard{mutex};
-  if (!pools.intra_op) {
-    intra_threads = resolve_thread_count(options.intra_op_parallelism_threads);
-    pools = make_compute_pools(options.inter_op_parallelism_threads, intra_threads);
-  } else {
-    set_blas_threads(intra_threads);
-  }
-  return pools;
-}
-
-} // namespace
 
 namespace {
 std::mutex default_system_mutex;
@@ -69,8 +44,6 @@ caf::actor_system& default_actor_system() {
     // Deserialize on the I/O thread: one thread handoff less per message from another process
     // (see apps/support/server.cpp).
     config->set("middleman.workers", std::size_t{0});
-    // Embedders who build their own actor_system call this on their config too.
-    add_actorflow_message_types(*config);
     if (default_scheduler_threads > 0)
       config->set("scheduler.max-threads", static_cast<size_t>(default_scheduler_threads));
     default_system = new caf::actor_system{*config};
@@ -82,46 +55,14 @@ struct session::impl {
   impl(caf::actor_system& sys, graph& g, session_options opts)
     : system(sys), g(g), options(std::move(opts)) {
     install_host_pool_allocator();
+    setup = check_actor_system(system, options);
+    if (!setup.ok())
+      return;
     if (!options.target.empty()) {
       setup = connect_target();
       return;
     }
-    master_options master;
-    master.timeout_seconds = effective_timeout();
-    if (!options.in_process_cluster.empty()) {
-      // The tasks share pools of their own whose kernels (and the BLAS) are single-threaded:
-      // the tasks run their partitions side by side (one tower per worker), which is where the
-      // parallelism comes from, and concurrent GEMMs each asking OpenBLAS for every core
-      // oversubscribe them (measured: 2 threads ran data-parallel MLP steps 1.7x slower than 1).
-      auto task_options =
-        own_task_options(make_compute_pools(options.inter_op_parallelism_threads, 1));
-      task_options.cpu_device_count = 1;
-      for (auto& [job, count] : options.in_process_cluster)
-        for (int task = 0; task < count; ++task)
-          owned_tasks.push_back(spawn_task_service(system, job, task, task_options));
-      master.task_services = owned_tasks;
-    } else if (options.cluster) {
-      master.cluster = options.cluster;
-    } else {
-      auto pools = options.use_per_session_threads
-                     ? make_compute_pools(options.inter_op_parallelism_threads,
-                                          options.intra_op_parallelism_threads)
-                     : process_pools(options);
-      owned_tasks.push_back(spawn_task_service(system, "localhost", 0, own_task_options(pools)));
-      master.task_services = owned_tasks;
-    }
-    master_actor = spawn_master(system, std::move(master));
-    owns_master = true;
-  }
-
-  /// How this session's own tasks run, on `pools`.
-  task_service_options own_task_options(compute_pools pools) const {
-    task_service_options task;
-    task.pools = std::move(pools);
-    task.cpu_device_count = options.cpu_device_count;
-    task.run_inline = options.run_inline;
-    task.trace = options.trace;
-    return task;
+    master = make_session_master(system, options);
   }
 
   /// Reaches the master at options.target; errors quote the target.
@@ -129,11 +70,18 @@ struct session::impl {
     auto address = parse_target(options.target);
     if (!address)
       return address.error();
-    auto master = system.middleman().remote_actor(address->host, address->port);
-    if (!master)
-      return make_error(errc::unavailable, "cannot reach the master at " + options.target + ": " +
-                                             system.render(master.error()));
-    master_actor = *master;
+    master.name = "the master at " + options.target;
+    auto found = system.middleman().remote_actor<master_actor>(address->host, address->port);
+    if (!found) {
+      if (found.error() == caf::sec::unexpected_actor_messaging_interface)
+        return make_error(errc::unavailable,
+                          "the actor at " + options.target +
+                            " is not an actorflow master or task (another program, or a "
+                            "different actorflow version listens there)");
+      return make_error(errc::unavailable, "cannot reach the master at " + options.target +
+                                             ": " + system.render(found.error()));
+    }
+    master.master = *found;
     return {};
   }
 
@@ -141,75 +89,49 @@ struct session::impl {
     if (handle != 0) {
       // Frees the session's partitions on every task; waits (bounded) when the master is
       // remote, so that the message leaves before this process may exit.
-      if (owns_master) {
-        caf::anon_send(master_actor, close_atom::value, handle);
+      if (master.owned) {
+        caf::anon_send(master.master, close_atom::value, handle);
       } else {
         status closed;
-        static_cast<void>(ask_within(effective_timeout(), closed, master_actor,
-                                     close_atom::value, handle));
+        static_cast<void>(ask(task_timeout(options) > 0 ? task_timeout(options) : 10.0, closed,
+                              close_atom::value, handle));
       }
     }
     if (owner)
       caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
-    if (owns_master)
-      caf::anon_send_exit(master_actor, caf::exit_reason::user_shutdown);
-    for (auto& task : owned_tasks)
-      caf::anon_send(task, stop_atom::value);
+    master.release();
     if (options.drive)
       options.drive();
   }
 
-  /// Bound on answers: the option, or 10 s with a cluster (a hung task must not hang the client).
-  double effective_timeout() const {
-    if (options.timeout_seconds > 0)
-      return options.timeout_seconds;
-    return options.cluster || !options.target.empty() ? 10.0 : 0.0;
-  }
-
-  /// How long the client waits for its master: unbounded for a master in this process (it
-  /// bounds every task's answer itself); for a remote one, its three bounded phases (reaching
-  /// tasks, registering partitions, the step) plus a margin, so a dead master cannot hang us.
-  double master_timeout() const {
-    return owns_master ? 0.0 : 3 * effective_timeout() + 1.0;
-  }
-
-  /// Sends `args` to `dest` and waits for the single answer, stored in `answer`, at most
-  /// `timeout_seconds` (0: without bound).
+  /// Sends `args` to the master and waits for its single answer, stored in `answer`: at most
+  /// `timeout_seconds` (0: without bound), and never past the master going down.
   template <class T, class... Ts>
-  status ask_within(double timeout_seconds, T& answer, const caf::actor& dest, Ts&&... args) {
+  status ask(double timeout_seconds, T& answer, Ts&&... args) {
     caf::scoped_actor self{system};
-    self->send(dest, std::forward<Ts>(args)...);
+    self->monitor(master.master);
+    self->send(master.master, std::forward<Ts>(args)...);
     if (options.drive)
       options.drive();
     status transport;
     auto on_error = [&](caf::error& err) { transport = status_from_error(err); };
+    auto on_down = [&](caf::down_msg& down) {
+      transport = make_error(errc::unavailable,
+                             master.name + " went down (" + system.render(down.reason) + ")");
+    };
     if (timeout_seconds > 0) {
       auto bound = std::chrono::duration_cast<std::chrono::microseconds>(
         std::chrono::duration<double>(timeout_seconds));
-      self->receive([&](T& value) { answer = std::move(value); }, on_error,
+      self->receive([&](T& value) { answer = std::move(value); }, on_error, on_down,
                     caf::after(bound) >> [&] {
                       transport = make_error(errc::deadline_exceeded,
                                              "no answer within " +
                                                std::to_string(timeout_seconds) + " s");
                     });
     } else {
-      self->receive([&](T& value) { answer = std::move(value); }, on_error);
+      self->receive([&](T& value) { answer = std::move(value); }, on_error, on_down);
     }
     return transport;
-  }
-
-  /// A copy of the client's graph for the master, which records placements in its own.
-  result<graph_def> snapshot() const {
-    auto bytes = serialize_graph(g);
-    if (!bytes)
-      return bytes.error();
-    auto copy = std::make_shared<graph>();
-    AF_RETURN_IF_ERROR(deserialize_graph(bytes->data(), bytes->size(), *copy));
-    return graph_def{std::move(copy)};
-  }
-
-  std::string master_name() const {
-    return options.target.empty() ? std::string{"the master"} : "the master at " + options.target;
   }
 
   /// Opens the session on the master the first time, and sends the graph again when it has
@@ -218,53 +140,31 @@ struct session::impl {
     AF_RETURN_IF_ERROR(setup);
     if (handle != 0 && g.size() == sent_nodes)
       return {};
-    auto def = snapshot();
+    auto def = make_graph_def(g);
     if (!def)
       return def.error();
     if (handle == 0) {
-      session_config config;
-      config.allow_soft_placement = options.allow_soft_placement;
-      config.log_device_placement = options.log_device_placement;
-      config.default_task = options.default_task;
-      config.timeout_ms = static_cast<std::int64_t>(effective_timeout() * 1000);
       // Lives as long as this session: if this process dies without closing the session, the
       // master sees it go down and frees the session's partitions.
       owner = system.spawn([]() -> caf::behavior { return {[](stop_atom) {}}; });
-      config.owner = owner;
+      auto config = make_session_config(
+        options.allow_soft_placement, options.log_device_placement,
+        static_cast<std::int64_t>(task_timeout(options) * 1000), owner, options.default_task);
       session_created created;
-      AF_RETURN_IF_ERROR(ask_within(master_timeout(), created, master_actor, create_atom::value,
-                                    config, std::move(*def))
-                           .with_context("opening a session on " + master_name()));
+      AF_RETURN_IF_ERROR(ask(master_timeout(options), created, create_atom::value, config,
+                             std::move(*def))
+                           .with_context("opening a session on " + master.name));
       AF_RETURN_IF_ERROR(created.outcome);
       handle = created.handle;
       devices = std::move(created.devices);
     } else {
       status extended;
-      AF_RETURN_IF_ERROR(ask_within(master_timeout(), extended, master_actor, extend_atom::value,
-                                    handle, std::move(*def))
-                           .with_context("sending the grown graph to " + master_name()));
+      AF_RETURN_IF_ERROR(ask(master_timeout(options), extended, extend_atom::value, handle,
+                             std::move(*def))
+                           .with_context("sending the grown graph to " + master.name));
       AF_RETURN_IF_ERROR(extended);
     }
     sent_nodes = g.size();
-    return {};
-  }
-
-  status check_feeds(const feed_list& feeds) {
-    for (auto& [target, value] : feeds) {
-      if (!target.valid() || target.owner != &g)
-        return make_error(errc::invalid_argument, "a feed names no tensor of this graph");
-      if (!value.is_initialized())
-        return make_error(errc::invalid_argument,
-                          "the value fed to '" + target.tensor_name() + "' is empty");
-      if (value.type() != target.type())
-        return make_error(errc::invalid_argument,
-                          "cannot feed a " + std::string{to_string(value.type())} + " tensor to '" +
-                            target.tensor_name() + "', which has dtype " + to_string(target.type()));
-      if (!target.shape().is_compatible_with(value.shape()))
-        return make_error(errc::invalid_argument,
-                          "cannot feed a tensor of shape " + value.shape().to_string() + " to '" +
-                            target.tensor_name() + "', which has shape " + target.shape().to_string());
-    }
     return {};
   }
 
@@ -287,29 +187,26 @@ struct session::impl {
   result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds,
                                   const std::vector<output>& targets, std::int64_t* execution_ns) {
     AF_RETURN_IF_ERROR(g.status());
-    AF_RETURN_IF_ERROR(check_feeds(feeds));
-    master_run_request request;
-    for (auto& f : fetches) {
-      if (!f.valid() || f.owner != &g)
-        return make_error(errc::invalid_argument, "a fetch names no tensor of this graph");
-      request.fetches.push_back(f.tensor_name());
-    }
-    for (auto& t : targets) {
-      if (!t.valid() || t.owner != &g)
-        return make_error(errc::invalid_argument, "a target names no node of this graph");
-      request.targets.push_back(t.name());
-    }
-    for (auto& [target, value] : feeds)
-      request.feeds.emplace_back(target.tensor_name(), value);
+    auto request = make_master_run_request(0, fetches, feeds, targets);
+    if (!request)
+      return request.error();
+    for (auto* list : {&fetches, &targets})
+      for (auto& o : *list)
+        if (o.owner != &g)
+          return make_error(errc::invalid_argument,
+                            "'" + o.tensor_name() + "' belongs to another graph than the session's");
+    for (auto& feed : feeds)
+      if (feed.first.owner != &g)
+        return make_error(errc::invalid_argument, "the feed '" + feed.first.tensor_name() +
+                                                    "' belongs to another graph than the session's");
     master_run_result answer;
     {
       std::lock_guard<std::mutex> guard{mutex};
       AF_RETURN_IF_ERROR(sync_graph());
-      request.handle = handle;
+      request->handle = handle;
     }
-    AF_RETURN_IF_ERROR(ask_within(master_timeout(), answer, master_actor, run_atom::value,
-                                  std::move(request))
-                         .with_context("running a step on " + master_name()));
+    AF_RETURN_IF_ERROR(ask(master_timeout(options), answer, run_atom::value, std::move(*request))
+                         .with_context("running a step on " + master.name));
     {
       std::lock_guard<std::mutex> guard{mutex};
       note_placements(answer.placed);
@@ -322,14 +219,9 @@ struct session::impl {
   caf::actor_system& system;
   graph& g;
   session_options options;
-  /// Why the session cannot run (a bad or unreachable target), or ok.
+  /// Why the session cannot run (a bad or unreachable target, an unfit actor system), or ok.
   status setup;
-  caf::actor master_actor;
-  /// The master is this session's own (local devices, an in-process cluster, or this process
-  /// acting as master of a cluster) rather than a remote one reached through `target`.
-  bool owns_master = false;
-  /// Task services this session spawned (local devices, in-process clusters), stopped at its end.
-  std::vector<caf::actor> owned_tasks;
+  session_master master;
   std::mutex mutex;
   /// Stands for this session on the master (session_config::owner).
   caf::actor owner;

@@ -7,7 +7,9 @@
 ///   session s{g};
 ///   s.run({}, {}, {ops::global_variables_initializer(g)});
 ///   auto r = s.run({c});          // r->at(0).scalar_value<float>() == 12
-/// This header carries no CAF: embedders with their own actor system pass it in.
+/// This header carries no CAF: embedders with their own actor system pass it in. From inside an
+/// actor, use the non-blocking session actor instead (actors/session_actor.hpp): a blocking run
+/// there waits on the thread the actors need.
 
 #include "actors/cluster_spec.hpp"
 #include "graph/graph.hpp"
@@ -26,6 +28,10 @@ class actor_system;
 }
 
 namespace actorflow {
+
+/// A master that already runs in this process, for session_options::master. Made by
+/// existing_master() (actors/session_actor.hpp), which holds the typed handle.
+struct master_ref;
 
 struct session_options {
   /// Threads that run ready nodes; 0 means one per core.
@@ -48,10 +54,13 @@ struct session_options {
   /// the pools. More than one gives cross-device partitions inside one process.
   int cpu_device_count = 1;
 
-  /// A master to open the session on, "caf://host:port" (actorflow-master, or a worker started
-  /// with --master): it places and runs the graph on its cluster. The client only sends its
-  /// graph, feeds and fetches.
+  /// A master to open the session on, "caf://host:port" (any task of a cluster, or
+  /// actorflow-master): it places and runs the graph on its cluster. The client only sends its
+  /// graph, feeds and fetches. Needs an actor system with CAF's middleman.
   std::string target;
+  /// A master already spawned in this process (existing_master(spawn_master(...)), or a task's
+  /// handle): the session opens on it and leaves it running when it ends.
+  std::shared_ptr<const master_ref> master;
   /// Runs on a cluster instead of this process's devices: this process acts as the master and
   /// reaches every task's service (actorflow-worker) at its address over CAF's network layer.
   /// Tasks keep their variables across sessions, as TensorFlow servers do.
@@ -66,11 +75,11 @@ struct session_options {
   std::string default_task;
   /// Bound on reaching a task and on every answer from a task; a task that does not answer in
   /// time fails the operation with an error naming it. 0 means no bound for local devices and
-  /// 10 s on a cluster (target or cluster).
+  /// 10 s on a cluster (target or cluster). A session waits for its master at most three such
+  /// bounds (reaching the tasks, registering partitions, the step) plus a second; with no
+  /// bound it still notices a master that goes down.
   double timeout_seconds = 0;
 };
-
-using feed_list = std::vector<std::pair<output, tensor>>;
 
 /// Where the time of one step went (TensorFlow's RunMetadata, in small).
 struct step_stats {
@@ -81,6 +90,7 @@ struct step_stats {
   double execution_seconds = 0;
 };
 
+/// A session for plain (non-actor) code: every call blocks until the master answers.
 class session {
 public:
   /// A session on the process-wide actor system.

@@ -37,12 +37,13 @@ device_name task_device(const std::string& job, int task, const std::string& typ
 struct task_state {
   std::string job;
   int task = 0;
+  task_service_options options;
   std::shared_ptr<thread_pool> inter_op;
   std::shared_ptr<thread_pool> intra_op;
   /// Full name and actor of every device, in device order.
-  std::vector<std::pair<std::string, caf::actor>> devices;
-  /// The master this task serves as (--master), or null.
-  caf::actor master;
+  std::vector<std::pair<std::string, device_actor>> devices;
+  /// The master this task serves, spawned on the first master message; null before.
+  master_actor master;
   /// Large tensors out (shared with the device actors) and in (null without bulk_host).
   /// Both are shut down with the task: the state dies when the task service terminates.
   std::shared_ptr<bulk_sender> bulk_out = std::make_shared<bulk_sender>();
@@ -55,13 +56,6 @@ struct task_state {
 
   std::string task_name() const {
     return "/job:" + job + "/replica:0/task:" + std::to_string(task);
-  }
-
-  status not_a_master() const {
-    return make_error(errc::unimplemented,
-                      "task " + task_name() +
-                        " is not a master: start it with --master, or open sessions on "
-                        "actorflow-master");
   }
 
   device_list list_devices() const {
@@ -78,16 +72,34 @@ struct task_state {
   static inline const char* name = "actorflow.task_service";
 };
 
+using task_self = task_actor::stateful_pointer<task_state>;
+
+/// The task's master, spawned the first time a client needs one (TensorFlow servers serve the
+/// master service too): it knows this task already and reaches the cluster's others.
+const master_actor& master_of(task_self self) {
+  auto& st = self->state;
+  if (!st.master) {
+    master_options master;
+    master.task_services.push_back(caf::actor_cast<task_actor>(self));
+    master.cluster = st.options.cluster;
+    master.own_task = st.task_name();
+    master.timeout_seconds = st.options.master_timeout_seconds;
+    st.master = spawn_master(self->system(), std::move(master));
+    self->link_to(st.master);
+  }
+  return st.master;
+}
+
 /// Hands a master message to the task's master, which answers the sender directly.
-template <class... Ts>
-caf::response_promise forward_to_master(caf::stateful_actor<task_state>* self, Ts&&... xs) {
-  auto rp = self->make_response_promise();
-  rp.delegate(self->state.master, std::forward<Ts>(xs)...);
+template <class Answer, class... Ts>
+caf::typed_response_promise<Answer> forward_to_master(task_self self, Ts&&... xs) {
+  auto rp = self->template make_response_promise<Answer>();
+  rp.delegate(master_of(self), std::forward<Ts>(xs)...);
   return rp;
 }
 
-caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string job, int task,
-                           task_service_options options) {
+task_actor::behavior_type task_service(task_self self, std::string job, int task,
+                                       task_service_options options) {
   auto& st = self->state;
   st.job = job;
   st.task = task;
@@ -121,13 +133,7 @@ caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string jo
       std::cerr << "actorflow: task " << st.task_name() << ": " << endpoint.error().message()
                 << "; large tensors will travel through CAF\n";
   }
-  if (options.serve_master) {
-    master_options master;
-    master.task_services.push_back(caf::actor_cast<caf::actor>(self));
-    master.cluster = options.cluster;
-    st.master = spawn_master(self->system(), master);
-    self->link_to(st.master);
-  }
+  st.options = std::move(options);
 
   return {
     [self](devices_atom) { return self->state.list_devices(); },
@@ -140,31 +146,19 @@ caf::behavior task_service(caf::stateful_actor<task_state>* self, std::string jo
         self->send_exit(self->state.master, caf::exit_reason::user_shutdown);
       self->quit();
     },
-    [self](create_atom a, session_config& config, graph_def& def) -> caf::result<session_created> {
-      if (!self->state.master)
-        return session_created{self->state.not_a_master(), 0, {}};
-      return forward_to_master(self, a, std::move(config), std::move(def));
+    [self](create_atom a, session_config& config, graph_def& def) {
+      return forward_to_master<session_created>(self, a, std::move(config), std::move(def));
     },
-    [self](extend_atom a, std::int64_t handle, graph_def& def) -> caf::result<status> {
-      if (!self->state.master)
-        return self->state.not_a_master();
-      return forward_to_master(self, a, handle, std::move(def));
+    [self](extend_atom a, std::int64_t handle, graph_def& def) {
+      return forward_to_master<status>(self, a, handle, std::move(def));
     },
-    [self](run_atom a, master_run_request& req) -> caf::result<master_run_result> {
-      if (!self->state.master)
-        return master_run_result{self->state.not_a_master(), {}, 0, {}};
-      return forward_to_master(self, a, std::move(req));
+    [self](run_atom a, master_run_request& req) {
+      return forward_to_master<master_run_result>(self, a, std::move(req));
     },
-    [self](close_atom a, std::int64_t handle) -> caf::result<status> {
-      if (!self->state.master)
-        return self->state.not_a_master();
-      return forward_to_master(self, a, handle);
+    [self](close_atom a, std::int64_t handle) {
+      return forward_to_master<status>(self, a, handle);
     },
-    [self](sessions_atom a) -> caf::result<std::int64_t> {
-      if (!self->state.master)
-        return make_wire_error(errc::unimplemented, self->state.not_a_master().message());
-      return forward_to_master(self, a);
-    },
+    [self](sessions_atom a) { return forward_to_master<std::int64_t>(self, a); },
   };
 }
 
@@ -178,7 +172,7 @@ std::vector<std::string> task_device_names(const std::string& job, int task,
   return names;
 }
 
-caf::actor spawn_task_service(caf::actor_system& sys, const std::string& job, int task,
+task_actor spawn_task_service(caf::actor_system& sys, const std::string& job, int task,
                               task_service_options options) {
   return sys.spawn(task_service, job, task, std::move(options));
 }

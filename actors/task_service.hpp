@@ -1,9 +1,10 @@
 #pragma once
 /// The task service: the actor that stands for one task (a ps or worker process) of a cluster.
-///   auto task = spawn_task_service(sys, "worker", 0, task_service_options{});
-///   self->request(task, timeout, protocol::devices_atom::value).receive([](device_list& l) {});
+///   protocol::task_actor task = spawn_task_service(sys, "worker", 0, task_service_options{});
+///   self->request(task, timeout, protocol::devices_atom::value).then([](device_list& l) {});
 ///   caf::anon_send(task, protocol::stop_atom::value);          // stops its devices, then itself
-/// Protocol: actors/protocols/task.hpp. actorflow-worker publishes one through the middleman.
+/// Protocol: actors/protocols/task.hpp. Every task serves the master protocol too (its master
+/// is spawned on the first master message). actors/server.hpp publishes one over the network.
 
 #include "actors/cluster_spec.hpp"
 #include "actors/protocols/task.hpp"
@@ -32,10 +33,12 @@ struct task_service_options {
   compute_pools pools;
   /// Deterministic tests: every node runs inside its device actor (no inter-op pool).
   bool run_inline = false;
-  /// Serve as the cluster's master too (actorflow-worker --master): master messages sent to
-  /// the task service go to a master it spawns, which reaches the other tasks of `cluster`.
-  bool serve_master = false;
+  /// The cluster this task belongs to: the master the task serves (on the first master message)
+  /// reaches the other tasks of it. Null: the master knows only this task.
   std::shared_ptr<const cluster_spec> cluster;
+  /// Bound on reaching a task and on its answers for the master this task serves; 0 waits
+  /// without bound.
+  double master_timeout_seconds = 10;
   /// Host (name or address) for the task's bulk tensor endpoint (actors/bulk_channel.hpp),
   /// which listens on a port the system picks and is listed in device_list::bulk_address.
   /// Empty (in-process clusters, local sessions): no endpoint, large tensors for this task's
@@ -51,10 +54,11 @@ std::vector<std::string> task_device_names(const std::string& job, int task,
 /// Spawns the service of task `task` of job `job`: it creates the task's devices and their
 /// device actors (on thread pools it owns), sends each device actor a peer_table of the task's
 /// own devices, answers (devices_atom) with a device_list and on (stop_atom) sends an exit to
-/// every device actor and quits. Master messages (actors/protocols/master.hpp) go to its master
-/// when it serves one, and are refused with an error naming the task otherwise. The device actors live as long as the task service (they are
-/// linked to it), shared by every client that uses them. Any thread may call this.
-caf::actor spawn_task_service(caf::actor_system& sys, const std::string& job, int task,
-                              task_service_options options);
+/// every device actor and to its master, and quits. Master messages (protocols/master.hpp) go
+/// to a master it spawns on the first one, whose own task (where nodes naming no job or task
+/// go) is this one. The device actors live as long as the task service (they are linked to
+/// it), shared by every client that uses them. Any thread may call this.
+protocol::task_actor spawn_task_service(caf::actor_system& sys, const std::string& job, int task,
+                                        task_service_options options);
 
 } // namespace actorflow

@@ -5,12 +5,9 @@
 // Prints "actorflow-master: ... serving on HOST:PORT" once it listens; SIGINT or SIGTERM stop it
 // cleanly (exit 0). Exit codes: 2 for bad flags or an unusable spec, 1 when it cannot listen.
 #include "actors/cluster_spec.hpp"
-#include "actors/master.hpp"
-#include "actors/task_service.hpp"
+#include "actors/server.hpp"
 #include "support/flags.hpp"
 #include "support/server.hpp"
-
-#include <caf/actor.hpp>
 
 #include <iostream>
 #include <memory>
@@ -21,12 +18,12 @@ using namespace actorflow;
 
 namespace {
 
-constexpr const char* usage_text = R"(usage: actorflow-master --port P [--cluster SPEC] [options]
+constexpr const char* usage_text = R"(usage: actorflow-master [--port P] [--cluster SPEC] [options]
 Serves the master that clients open sessions on (--target caf://HOST:P). Stops cleanly on
 SIGINT or SIGTERM.
 
-  --port P           port to listen on (required)
-  --host H           address to listen on (default: every interface)
+  --port P           port to listen on (default 0: a free port, printed on start)
+  --host H           address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)
   --cluster SPEC     the cluster whose tasks (actorflow-worker) run the sessions: a JSON file,
                      JSON text or the inline form ps=host:port;worker=host:port,host:port.
                      Without it, this process is a one-task local server: job "localhost",
@@ -58,7 +55,7 @@ int main(int argc, char** argv) {
   flags.values = {
     {"--cluster", [&](const std::string& v) { o.cluster = v; return status{}; }},
     {"--host", [&](const std::string& v) { o.host = v; return status{}; }},
-    {"--port", [&](const std::string& v) { return apps::parse_int_flag("--port", v, 1, o.port); }},
+    {"--port", [&](const std::string& v) { return apps::parse_int_flag("--port", v, 0, o.port); }},
     {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
     {"--cpu-devices",
      [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices); }},
@@ -70,8 +67,6 @@ int main(int argc, char** argv) {
     std::cout << usage_text;
     return 0;
   }
-  if (o.port == 0)
-    return fail("--port is required (see --help)");
   if (o.port > 65535)
     return fail("--port: must be at most 65535, got " + std::to_string(o.port));
   std::shared_ptr<const cluster_spec> cluster;
@@ -85,22 +80,14 @@ int main(int argc, char** argv) {
   auto stop_signals = apps::block_stop_signals();
   if (!stop_signals)
     return fail("cannot block SIGINT and SIGTERM", 1);
-  auto port = static_cast<std::uint16_t>(o.port);
-  if (cluster) {
-    return apps::serve_until_signal("actorflow-master", "the master", o.host, port,
-                                    *stop_signals, [&](caf::actor_system& sys) {
-                                      master_options options;
-                                      options.cluster = cluster;
-                                      return spawn_master(sys, options);
-                                    });
-  }
-  return apps::serve_until_signal(
-    "actorflow-master", "a local server (/job:localhost/replica:0/task:0)", o.host, port,
-    *stop_signals, [&](caf::actor_system& sys) {
-      task_service_options options;
-      options.threads = o.threads;
-      options.cpu_device_count = o.cpu_devices;
-      options.serve_master = true;
-      return spawn_task_service(sys, "localhost", 0, options);
-    });
+  server_options options;
+  options.bind_host = o.host;
+  options.port = static_cast<std::uint16_t>(o.port);
+  options.threads = o.threads;
+  options.cpu_device_count = o.cpu_devices;
+  auto served = cluster ? server::start_master(cluster, options)
+                        : server::create_local_server(options);
+  if (!served)
+    return fail(served.error().message(), 1);
+  return apps::serve_until_signal("actorflow-master", **served, *stop_signals);
 }

@@ -2,10 +2,12 @@
 // publishes its task service (actors/protocols/task.hpp) through CAF's middleman on the task's
 // address in the cluster spec, prints "actorflow-worker: /job:J/replica:0/task:N serving on
 // HOST:PORT" once it listens, and runs until SIGINT or SIGTERM, then stops cleanly (exit 0).
-// With --master the task also serves as the cluster's master (actors/master.hpp).
+// Every task also serves the master protocol (actors/master.hpp), so clients may open sessions
+// on any task; --master is still accepted and changes nothing. A thin wrapper over
+// actors/server.hpp.
 // Exit codes: 2 for bad flags or an unusable spec, 1 for runtime failures (port in use, ...).
 #include "actors/cluster_spec.hpp"
-#include "actors/task_service.hpp"
+#include "actors/server.hpp"
 #include "support/flags.hpp"
 #include "support/server.hpp"
 
@@ -33,8 +35,9 @@ Stops cleanly on SIGINT or SIGTERM.
   --threads N        threads of the task's inter-op and intra-op pools; 0 = one per core
                      (default 0)
   --cpu-devices N    number of CPU devices (default 1)
-  --master           also serve as the cluster's master: clients open sessions on this task
-                     with --target caf://HOST:PORT (its address)
+  --bind HOST        address to listen on (default: the host of the task's address)
+  --master           accepted for old scripts: every task serves as a master, clients open
+                     sessions on any task with --target caf://HOST:PORT (its address)
   --help             this text
 )";
 
@@ -44,6 +47,7 @@ struct worker_options {
   std::optional<int> task;
   int threads = 0;
   int cpu_devices = 1;
+  std::string bind;
   bool master = false;
   bool help = false;
 };
@@ -72,6 +76,7 @@ std::optional<failure> parse_flags(int argc, char** argv, worker_options& o) {
        return apps::parse_int_flag("--task", v, 0, task);
      }},
     {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
+    {"--bind", [&](const std::string& v) { o.bind = v; return status{}; }},
     {"--cpu-devices",
      [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices); }},
   };
@@ -156,15 +161,13 @@ int main(int argc, char** argv) {
   auto stop_signals = apps::block_stop_signals();
   if (!stop_signals)
     return fail({1, "cannot block SIGINT and SIGTERM"});
-  task_service_options options;
+  server_options options;
   options.cpu_device_count = o.cpu_devices;
   options.threads = o.threads;
-  options.serve_master = o.master;
-  options.cluster = std::make_shared<const cluster_spec>(id.cluster);
-  // Large tensors for this task's devices come over a TCP connection of their own, on the
-  // same host as the task's address (actors/bulk_channel.hpp).
-  options.bulk_host = id.host;
-  return apps::serve_until_signal(
-    "actorflow-worker", task_prefix(id), id.host, id.port, *stop_signals,
-    [&](caf::actor_system& sys) { return spawn_task_service(sys, id.job, id.task, options); });
+  options.bind_host = o.bind;
+  auto served = server::start(std::make_shared<const cluster_spec>(id.cluster), id.job, id.task,
+                              options);
+  if (!served)
+    return fail({1, served.error().message()});
+  return apps::serve_until_signal("actorflow-worker", **served, *stop_signals);
 }

@@ -12,15 +12,7 @@ bool is_letter(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-std::string upper_case(std::string_view text) {
-  std::string out{text};
-  for (auto& c : out)
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-/// Case-insensitive comparison with a lower-case `expected`; only the legacy "/cpu:0" and
-/// "/gpu:0" forms are case-insensitive, because TensorFlow accepts both spellings there.
+/// Case-insensitive comparison with a lower-case `expected`.
 bool equals_lower(std::string_view text, std::string_view expected) {
   if (text.size() != expected.size())
     return false;
@@ -28,6 +20,13 @@ bool equals_lower(std::string_view text, std::string_view expected) {
     if (std::tolower(static_cast<unsigned char>(text[i])) != expected[i])
       return false;
   return true;
+}
+
+/// Two optional device types naming the same type (canonical_type of both is equal).
+bool same_type(const std::optional<std::string>& a, const std::optional<std::string>& b) {
+  if (!a || !b)
+    return !a && !b;
+  return device_name::canonical_type(*a) == device_name::canonical_type(*b);
 }
 
 /// Builds and runs the parse of one device string; keeps the whole text so that every error
@@ -77,6 +76,7 @@ private:
       return parse_index("task", value, seen_task_, name_.task);
     if (key == "device")
       return parse_device(component, value);
+    // Only the legacy keys are case-insensitive: TensorFlow accepts "/cpu:0" and "/CPU:0".
     if (equals_lower(key, "cpu") || equals_lower(key, "gpu"))
       return parse_legacy_device(component, key, value);
     if (key.empty())
@@ -153,17 +153,17 @@ private:
       if (!is_letter(c) && !is_digit(c) && c != '_')
         return fail("device type '" + std::string{type} +
                     "' may contain only letters, digits and '_'");
-    name_.type = upper_case(type);
+    name_.type = device_name::canonical_type(type);
     if (colon == std::string_view::npos)
       return {};
     return parse_number("device", value.substr(colon + 1), name_.id);
   }
 
-  /// The legacy "/cpu:0", "/GPU:1", "/cpu:*" forms.
+  /// The legacy "/cpu:0", "/GPU:1", "/cpu:*" forms; `key` is "cpu" or "gpu" in any case.
   status parse_legacy_device(std::string_view component, std::string_view key,
                              std::string_view value) {
     AF_RETURN_IF_ERROR(claim_device(component));
-    name_.type = upper_case(key);
+    name_.type = device_name::canonical_type(key);
     return parse_number("device", value, name_.id);
   }
 
@@ -187,6 +187,16 @@ private:
 
 result<device_name> device_name::parse(std::string_view text) { return parser{text}.run(); }
 
+std::string device_name::canonical_type(std::string_view type) {
+  // TensorFlow's DeviceNameUtils reads "cpu" and "gpu" in any case as CPU and GPU (the legacy
+  // lower-case spellings); every other type keeps the case it was written in.
+  if (equals_lower(type, "cpu"))
+    return "CPU";
+  if (equals_lower(type, "gpu"))
+    return "GPU";
+  return std::string{type};
+}
+
 device_name device_name::merge(const device_name& outer, const device_name& inner) {
   device_name merged = outer;
   if (inner.job)
@@ -204,13 +214,18 @@ device_name device_name::merge(const device_name& outer, const device_name& inne
   return merged;
 }
 
+bool operator==(const device_name& a, const device_name& b) {
+  return a.job == b.job && a.replica == b.replica && a.task == b.task &&
+         same_type(a.type, b.type) && a.id == b.id;
+}
+
 bool device_name::fully_specified() const { return job && replica && task && type && id; }
 
 bool device_name::empty() const { return !job && !replica && !task && !type && !id; }
 
 bool device_name::matches(const device_name& other) const {
   return (!job || job == other.job) && (!replica || replica == other.replica) &&
-         (!task || task == other.task) && (!type || type == other.type) &&
+         (!task || task == other.task) && (!type || same_type(type, other.type)) &&
          (!id || id == other.id);
 }
 
@@ -229,7 +244,7 @@ std::string device_name::to_string() const {
 std::string device_name::local_name() const {
   if (!type)
     return "";
-  return "/device:" + *type + ":" + (id ? std::to_string(*id) : std::string{"*"});
+  return "/device:" + canonical_type(*type) + ":" + (id ? std::to_string(*id) : std::string{"*"});
 }
 
 } // namespace actorflow

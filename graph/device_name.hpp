@@ -5,7 +5,8 @@
 ///   auto m = device_name::merge(*outer, *inner);      // inner overrides only what it names
 /// Accepted forms (components in any order, each at most once, each optional):
 ///   /job:NAME  /replica:N  /task:N  /device:TYPE:N  /device:TYPE:*  /TYPE:N (legacy: cpu, gpu)
-/// Types are printed upper-case ("CPU", "GPU"); "/cpu:0" and "/device:CPU:0" are the same device.
+/// "cpu" and "gpu" are read in any case and printed "CPU" and "GPU" ("/cpu:0", "/device:cpu:0" and
+/// "/device:CPU:0" are the same device); every other type keeps its case ("/device:MyDevice:2").
 
 #include "graph/status.hpp"
 
@@ -19,10 +20,16 @@ struct device_name {
   std::optional<std::string> job;
   std::optional<int> replica;
   std::optional<int> task;
-  /// Upper-case device type, e.g. "CPU", "GPU".
+  /// Device type as written, e.g. "CPU", "GPU", "XLA_GPU", "MyDevice"; parse stores "cpu" and
+  /// "gpu" (any case) as "CPU" and "GPU", and printing and comparing treat a "cpu" or "gpu" set
+  /// here in code the same way (canonical_type).
   std::optional<std::string> type;
   /// Device index; unset for "*" or when not named.
   std::optional<int> id;
+
+  /// The canonical spelling of a device type: "CPU" or "GPU" for "cpu" or "gpu" in any case
+  /// (TensorFlow's legacy lower-case names), `type` unchanged otherwise.
+  static std::string canonical_type(std::string_view type);
 
   /// Parses a device string; the empty string is a name with no field set. Errors quote the
   /// whole string and say which part is wrong.
@@ -45,10 +52,8 @@ struct device_name {
   /// Just the device part, "/device:CPU:0" ("" when no type is set).
   std::string local_name() const;
 
-  friend bool operator==(const device_name& a, const device_name& b) {
-    return a.job == b.job && a.replica == b.replica && a.task == b.task && a.type == b.type &&
-           a.id == b.id;
-  }
+  /// Field by field; types compare by canonical_type, so a "cpu" set in code equals "CPU".
+  friend bool operator==(const device_name& a, const device_name& b);
   friend bool operator!=(const device_name& a, const device_name& b) { return !(a == b); }
 };
 

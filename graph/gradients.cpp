@@ -395,9 +395,58 @@ void register_standard_gradients(gradient_registry& r) {
 
 // --- the graph walk --------------------------------------------------------------------------
 
-/// Where the gradient nodes of `n` go: its assigned device once placed, else what it requested.
+/// The device of `n`: its assigned device once placed, else what it requested.
 const std::string& device_of(const node& n) {
   return n.assigned_device.empty() ? n.requested_device : n.assigned_device;
+}
+
+/// The device scope for the gradient nodes of `op` (TF1's _maybe_colocate_with): with
+/// colocate_gradients_with_ops, `op`'s device; otherwise none, so the nodes take the device
+/// scopes active where gradients() was called, like any node built there.
+std::optional<scope_guard> gradient_device_scope(graph& g, const node& op,
+                                                 const gradient_options& options) {
+  std::optional<scope_guard> device;
+  if (options.colocate_gradients_with_ops && !device_of(op).empty())
+    device.emplace(g.device(device_of(op)));
+  return device;
+}
+
+/// The nodes between xs and ys: reachable backwards from a y and forwards from an x, over data
+/// edges only (a control edge carries no value to differentiate). One flag per node id.
+std::vector<char> nodes_between(const graph& g, const std::vector<output>& ys,
+                                const std::vector<output>& xs) {
+  auto count = g.size();
+  std::vector<char> reaches_y(count, 0);
+  std::vector<int> stack;
+  for (auto& y : ys)
+    stack.push_back(y.node_id);
+  while (!stack.empty()) {
+    auto id = stack.back();
+    stack.pop_back();
+    if (reaches_y[static_cast<std::size_t>(id)])
+      continue;
+    reaches_y[static_cast<std::size_t>(id)] = 1;
+    for (auto& in : g.at(id).inputs)
+      stack.push_back(in.node_id);
+  }
+  std::vector<std::vector<int>> data_consumers(count);
+  for (std::size_t id = 0; id < count; ++id)
+    for (auto& in : g.at(static_cast<int>(id)).inputs)
+      data_consumers[static_cast<std::size_t>(in.node_id)].push_back(static_cast<int>(id));
+  std::vector<char> between(count, 0);
+  for (auto& x : xs)
+    stack.push_back(x.node_id);
+  while (!stack.empty()) {
+    auto id = stack.back();
+    stack.pop_back();
+    auto i = static_cast<std::size_t>(id);
+    if (between[i] || !reaches_y[i])
+      continue;
+    between[i] = 1;
+    for (auto c : data_consumers[i])
+      stack.push_back(c);
+  }
+  return between;
 }
 
 /// The gradient that seeds `y` when the caller gives none: ones of y's shape.
@@ -435,7 +484,8 @@ bool gradient_registry::is_not_differentiable(const std::string& op) const {
 }
 
 std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
-                              const std::vector<output>& grad_ys) {
+                              const std::vector<output>& grad_ys,
+                              const gradient_options& options) {
   std::vector<output> result(xs.size());
   graph* owner = nullptr;
   for (auto& y : ys)
@@ -454,39 +504,8 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
         return result;
       }
 
-  // The nodes between xs and ys: reachable backwards from a y and forwards from an x, over data
-  // edges only (a control edge carries no value to differentiate).
   auto count = g.size();
-  std::vector<char> reaches_y(count, 0);
-  std::vector<int> stack;
-  for (auto& y : ys)
-    stack.push_back(y.node_id);
-  while (!stack.empty()) {
-    auto id = stack.back();
-    stack.pop_back();
-    if (reaches_y[static_cast<std::size_t>(id)])
-      continue;
-    reaches_y[static_cast<std::size_t>(id)] = 1;
-    for (auto& in : g.at(id).inputs)
-      stack.push_back(in.node_id);
-  }
-  std::vector<std::vector<int>> data_consumers(count);
-  for (std::size_t id = 0; id < count; ++id)
-    for (auto& in : g.at(static_cast<int>(id)).inputs)
-      data_consumers[static_cast<std::size_t>(in.node_id)].push_back(static_cast<int>(id));
-  std::vector<char> between(count, 0);
-  for (auto& x : xs)
-    stack.push_back(x.node_id);
-  while (!stack.empty()) {
-    auto id = stack.back();
-    stack.pop_back();
-    auto i = static_cast<std::size_t>(id);
-    if (between[i] || !reaches_y[i])
-      continue;
-    between[i] = 1;
-    for (auto c : data_consumers[i])
-      stack.push_back(c);
-  }
+  auto between = nodes_between(g, ys, xs);
   auto is_between = [&](int id) { return between[static_cast<std::size_t>(id)] != 0; };
 
   // A node is ready once every consumer edge inside the subgraph has delivered its gradient.
@@ -517,10 +536,7 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
       return result;
     }
     if (!seed.valid()) {
-      auto& producer = g.at(y.node_id);
-      std::optional<scope_guard> device;
-      if (!device_of(producer).empty())
-        device.emplace(g.device(device_of(producer)));
+      auto device = gradient_device_scope(g, g.at(y.node_id), options);
       seed = ones_like(g, y);
     }
     incoming[{y.node_id, y.index}].push_back(seed);
@@ -555,9 +571,8 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
     differentiate = differentiate && has_gradient;
 
     if (has_gradient && (needs_sum || differentiate)) {
-      std::optional<scope_guard> device;
-      if (!device_of(op).empty())
-        device.emplace(g.device(device_of(op)));
+      // The sums of several incoming gradients (AddN) and the op's gradient follow one rule.
+      auto device = gradient_device_scope(g, op, options);
       auto op_scope = g.name_scope(op.name + "_grad");
 
       std::vector<output> out_grads(outputs);

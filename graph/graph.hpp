@@ -39,6 +39,9 @@ struct output {
   const std::string& name() const;
 };
 
+/// Values to feed for one step: each replaces the tensor an output would produce.
+using feed_list = std::vector<std::pair<output, tensor>>;
+
 /// A reference to one output by node id, as stored in a node's inputs.
 struct edge_source {
   int node_id = -1;

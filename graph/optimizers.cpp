@@ -74,7 +74,8 @@ variable colocated_scalar_variable(graph& g, const std::string& name, dtype type
 } // namespace
 
 std::vector<gradient_and_variable> optimizer::compute_gradients(output loss,
-                                                                std::vector<variable> vars) {
+                                                                std::vector<variable> vars,
+                                                                const gradient_options& options) {
   std::vector<gradient_and_variable> pairs;
   if (!loss.valid())
     return pairs;
@@ -90,15 +91,16 @@ std::vector<gradient_and_variable> optimizer::compute_gradients(output loss,
   std::vector<output> xs;
   for (auto& v : vars)
     xs.push_back(v.ref);
-  auto grads = gradients(loss, xs);
+  auto grads = gradients(loss, xs, options);
   for (std::size_t i = 0; i < vars.size() && i < grads.size(); ++i)
     if (grads[i].valid())
       pairs.emplace_back(grads[i], vars[i]);
   return pairs;
 }
 
-output optimizer::minimize(output loss, std::vector<variable> vars) {
-  auto pairs = compute_gradients(loss, std::move(vars));
+output optimizer::minimize(output loss, std::vector<variable> vars,
+                           const gradient_options& options) {
+  auto pairs = compute_gradients(loss, std::move(vars), options);
   if (pairs.empty()) {
     if (loss.valid() && loss.owner->status().ok())
       loss.owner->record_error(make_error(errc::invalid_argument,

@@ -5,11 +5,16 @@
 ///   adam_optimizer adam{0.001};
 ///   auto pairs = adam.compute_gradients(loss);         // (gradient, variable)
 ///   auto step = adam.apply_gradients(pairs);
+/// Gradients are placed as gradients() places them: by default in the device scope active where
+/// minimize / compute_gradients is called (TensorFlow 1.x's default), beside each forward op
+/// with gradient_options::colocate_gradients_with_ops.
+///   { auto dev = g.device("/job:worker/task:1"); train = sgd.minimize(loss); }  // grads there
 /// Update ops ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdam") are colocated with their
-/// variable, so when a variable lives on a parameter server its update runs there. Slot
-/// variables (momentum accumulators, Adam's m and v) are created next to their variable and are
-/// not trainable.
+/// variable whatever the scope, so when a variable lives on a parameter server its update runs
+/// there. Slot variables (momentum accumulators, Adam's m and v) are created next to their
+/// variable and are not trainable.
 
+#include "graph/gradients.hpp"
 #include "graph/graph.hpp"
 
 #include <optional>
@@ -25,15 +30,17 @@ class optimizer {
 public:
   virtual ~optimizer() = default;
 
-  /// Gradients of `loss` for `vars` (default: the graph's trainable variables). Pairs whose
-  /// gradient is invalid (the loss does not depend on the variable) are left out.
-  std::vector<gradient_and_variable> compute_gradients(output loss,
-                                                       std::vector<variable> vars = {});
+  /// Gradients of `loss` for `vars` (default: the graph's trainable variables), built by
+  /// gradients() with `options` (default: in the caller's device scope). Pairs whose gradient
+  /// is invalid (the loss does not depend on the variable) are left out.
+  std::vector<gradient_and_variable> compute_gradients(output loss, std::vector<variable> vars = {},
+                                                       const gradient_options& options = {});
   /// One op that applies every pair once; `name` is its node name.
   virtual output apply_gradients(const std::vector<gradient_and_variable>& pairs,
                                  const std::string& name = "") = 0;
-  /// compute_gradients then apply_gradients.
-  output minimize(output loss, std::vector<variable> vars = {});
+  /// compute_gradients (with `options`) then apply_gradients.
+  output minimize(output loss, std::vector<variable> vars = {},
+                  const gradient_options& options = {});
 
 protected:
   /// A zero-initialised, non-trainable slot variable colocated with `var` ("<var>/<slot>").

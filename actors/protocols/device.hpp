@@ -1,36 +1,28 @@
 #pragma once
 /// The device actor's protocol: registering partitions, running steps, moving tensors.
-///   auto dev = spawn_device_actor(sys, make_cpu_device(name, pool), options);
-///   self->request(dev, infinite, register_atom::value, partition_registration{1, part});
-///   self->request(dev, infinite, run_atom::value, run_request{1, step, feeds, fetches});
+///   device_actor dev = spawn_device_actor(sys, make_cpu_device(name, pool), options);
+///   self->request(dev, infinite, register_atom::value, make_partition_registration(1, part));
+///   self->request(dev, infinite, run_atom::value, make_run_request(1, step, feeds, fetches));
+/// `device_actor` is a CAF typed actor: a message it does not handle does not compile.
 /// Inside a process every message is a plain struct shared by reference (tensors are never
 /// copied); CAF encodes them with the `inspect` overloads below only when they cross processes
 /// (register them with add_actorflow_message_types, actors/protocols/wire.hpp).
 ///
-/// Messages a device actor handles:
-///   (register_atom, partition_registration)        -> status
-///   (deregister_atom, int64 handle)                -> status
-///   (peers_atom, peer_table)                       -> (nothing)
-///   (run_atom, run_request)                        -> step_result   (when the step ends)
-///   (tensor_atom, tensor_transfer)                 -> (nothing)     from another device (or
-///                                                                   from the task's bulk
-///                                                                   endpoint, locally)
-///   (tensor_atom, tensor_chunk)                    -> (nothing)     a piece of a large tensor
-///                                                                   from another process
-///   (abort_atom, int64 step_id, status)            -> (nothing)
 
 #include "actors/protocols/wire.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
 
-#include <caf/actor.hpp>
-#include <caf/atom.hpp>
+#include "actors/protocols/atoms.hpp"
+
 #include <caf/deserializer.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/save_callback.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/serializer.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/replies_to.hpp>
 
 #include <cstdint>
 #include <map>
@@ -72,13 +64,29 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
 
 namespace actorflow::protocol {
 
-using register_atom = caf::atom_constant<caf::atom("register")>;
-using deregister_atom = caf::atom_constant<caf::atom("dereg")>;
-using peers_atom = caf::atom_constant<caf::atom("peers")>;
-using run_atom = caf::atom_constant<caf::atom("run")>;
-using tensor_atom = caf::atom_constant<caf::atom("tensor")>;
-using abort_atom = caf::atom_constant<caf::atom("abort")>;
-using finished_atom = caf::atom_constant<caf::atom("finished")>;
+struct partition_registration;
+struct peer_table;
+struct run_request;
+struct step_result;
+struct tensor_transfer;
+struct tensor_chunk;
+
+/// A device actor (actors/device_actor.hpp): one per device of a task.
+using device_actor = caf::typed_actor<
+  // Makes a partition runnable under its handle (plans it once).
+  caf::replies_to<register_atom, partition_registration>::with<status>,
+  // Frees the partition registered under a handle.
+  caf::replies_to<deregister_atom, std::int64_t>::with<status>,
+  // Where _Send nodes find their receivers.
+  caf::reacts_to<peers_atom, peer_table>,
+  // Runs one step of a partition; answered when the step ends on this device.
+  caf::replies_to<run_atom, run_request>::with<step_result>,
+  // A tensor from another device (or, locally, from the task's bulk endpoint).
+  caf::reacts_to<tensor_atom, tensor_transfer>,
+  // A piece of a large tensor from another process.
+  caf::reacts_to<tensor_atom, tensor_chunk>,
+  // Ends a step on this device with a reason (another device failed).
+  caf::reacts_to<abort_atom, std::int64_t, status>>;
 
 /// A partition to run under `handle` on one device; the graph is shared, never copied.
 struct partition_registration {
@@ -93,7 +101,7 @@ inline partition_registration make_partition_registration(std::int64_t handle,
 
 /// Device actors by full device name, for _Send nodes to address their receivers.
 struct peer_table {
-  std::map<std::string, caf::actor> devices;
+  std::map<std::string, device_actor> devices;
   /// Bulk endpoint "host:port" by full device name, for devices whose task has one: large
   /// tensors for them leave the process over the bulk channel (actors/bulk_channel.hpp).
   std::map<std::string, std::string> bulk_addresses;
@@ -127,6 +135,10 @@ struct tensor_transfer {
   std::string key;
   tensor value;
 };
+
+inline tensor_transfer make_tensor_transfer(std::int64_t step_id, std::string key, tensor value) {
+  return tensor_transfer{step_id, std::move(key), std::move(value)};
+}
 
 /// One piece of a tensor crossing to a device actor in another process for one step, used
 /// when the tensor has more than wire_chunk_bytes() bytes (actors/protocols/wire.hpp). The

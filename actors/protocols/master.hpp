@@ -1,32 +1,32 @@
 #pragma once
 /// The master's protocol: clients open sessions on a master, which places their graph over the
 /// cluster's devices, registers one partition per device with the task that owns it and runs
-/// steps (TensorFlow's MasterService).
-///   auto master = sys.middleman().remote_actor("127.0.0.1", port);   // actorflow-master
-///   self->request(*master, timeout, create_atom::value, config, graph_def{copy})
-///     .receive([](session_created& s) { ... s.handle ... }, ...);
-///
-/// Messages a master (and a task service started with --master, which delegates them) handles:
-///   (create_atom, session_config, graph_def)          -> session_created
-///   (extend_atom, int64 handle, graph_def)            -> status   the client's graph grew
-///   (run_atom, master_run_request)                    -> master_run_result
-///   (close_atom, int64 handle)                        -> status   frees the session's
-///                                                                  partitions on every device
-///   (sessions_atom)                                   -> int64    sessions open now
+/// steps (TensorFlow's MasterService). `master_actor` is a CAF typed actor: a wrong message does
+/// not compile. Every task serves it too (protocols/task.hpp).
+///   auto master = sys.middleman().remote_actor<protocol::master_actor>("127.0.0.1", port);
+///   auto def = make_graph_def(g);                                    // a copy of the graph
+///   self->request(*master, timeout, create_atom::value, make_session_config(), *def)
+///     .then([](session_created& s) { ... s.handle ... });
+///   auto run = make_master_run_request(handle, {c}, {{x, value}});  // outputs, not strings
+///   self->request(*master, timeout, run_atom::value, *run).then([](master_run_result& r) {});
 /// A session whose owner actor (session_config::owner) goes down is closed as if asked to.
-/// Feeds and fetches name tensors ("node:0"), targets name nodes: names are what both sides of
-/// the wire agree on. Failures travel inside the answers as statuses naming node and task.
+/// Feeds and fetches travel as tensor names ("node:0") and targets as node names: names are
+/// what both sides of the wire agree on; the factories below make them from graph outputs.
+/// Failures travel inside the answers as statuses naming node and task.
 
 #include "actors/protocols/device.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
 
+#include "actors/protocols/atoms.hpp"
+
 #include <caf/actor.hpp>
-#include <caf/atom.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/save_callback.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -36,11 +36,6 @@
 #include <vector>
 
 namespace actorflow::protocol {
-
-using create_atom = caf::atom_constant<caf::atom("create")>;
-using extend_atom = caf::atom_constant<caf::atom("extend")>;
-using close_atom = caf::atom_constant<caf::atom("close")>;
-using sessions_atom = caf::atom_constant<caf::atom("sessions")>;
 
 /// What a session asks of placement and of the master (a slice of TensorFlow's ConfigProto).
 struct session_config {
@@ -85,6 +80,40 @@ struct master_run_result {
   /// Nodes placed by this run, as "name: /job:.../device:CPU:0" lines.
   std::vector<std::string> placed;
 };
+
+/// A master (actors/master.hpp), or a task serving as one (protocols/task.hpp).
+using master_actor = caf::typed_actor<
+  // Opens a session on a copy of the client's graph.
+  caf::replies_to<create_atom, session_config, graph_def>::with<session_created>,
+  // The client's graph grew: the master takes the new copy; placed nodes keep their devices.
+  caf::replies_to<extend_atom, std::int64_t, graph_def>::with<status>,
+  // Runs one step of a session.
+  caf::replies_to<run_atom, master_run_request>::with<master_run_result>,
+  // Frees the session's partitions on every device.
+  caf::replies_to<close_atom, std::int64_t>::with<status>,
+  // How many sessions are open now.
+  caf::replies_to<sessions_atom>::with<std::int64_t>,
+  // Stops the master (and, for a task, the task).
+  caf::reacts_to<stop_atom>>;
+
+/// A session_config with these settings; `timeout_ms` 0 waits without bound.
+session_config make_session_config(bool allow_soft_placement = false,
+                                   bool log_device_placement = false,
+                                   std::int64_t timeout_ms = 0, caf::actor owner = {},
+                                   std::string default_task = {});
+
+/// A copy of `g` for a master (it records placements in its own copy), made by a round trip
+/// through the graph codec, which also checks it. Fails with the graph's construction error.
+result<graph_def> make_graph_def(const graph& g);
+
+/// A run request for session `handle`: `fetches` are returned in order, `feeds` replace
+/// tensors, `targets` run without being returned. Checks that every output belongs to one
+/// graph and that each fed value has the dtype and a shape compatible with its tensor; errors
+/// name the tensor.
+result<master_run_request> make_master_run_request(std::int64_t handle,
+                                                   const std::vector<output>& fetches,
+                                                   const feed_list& feeds = {},
+                                                   const std::vector<output>& targets = {});
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_config& x) {

@@ -1,16 +1,18 @@
 #pragma once
-/// The task service's protocol: one actor per task (a ps or worker process) that owns the task's
-/// device actors and tells clients and masters where they are.
-///   auto task = sys.middleman().remote_actor("127.0.0.1", port);      // a published task
-///   self->request(*task, timeout, devices_atom::value).receive([](device_list& l) { ... });
-///
-/// Messages a task service handles:
-///   (devices_atom)  -> device_list     every device of the task, by full name
-///   (stop_atom)     -> (nothing)       shuts the task down (the worker app exits 0)
+/// The task's protocol: one actor per task (a ps or worker process) that owns the task's device
+/// actors, tells masters where they are, and serves the master protocol too (every TensorFlow
+/// server runs a MasterService and a WorkerService): a client may open sessions on any task.
+///   auto task = sys.middleman().remote_actor<protocol::task_actor>("127.0.0.1", port);
+///   self->request(*task, timeout, devices_atom::value).then([](device_list& l) { ... });
+/// `task_actor` extends `master_actor`, so a task handle converts to a master handle.
 
-#include <caf/actor.hpp>
-#include <caf/atom.hpp>
+#include "actors/protocols/atoms.hpp"
+#include "actors/protocols/device.hpp"
+#include "actors/protocols/master.hpp"
+
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <string>
 #include <utility>
@@ -18,12 +20,9 @@
 
 namespace actorflow::protocol {
 
-using devices_atom = caf::atom_constant<caf::atom("devices")>;
-using stop_atom = caf::atom_constant<caf::atom("stop")>;
-
 /// A task's devices: full names ("/job:ps/replica:0/task:0/device:CPU:0") and their actors.
 struct device_list {
-  std::vector<std::pair<std::string, caf::actor>> devices;
+  std::vector<std::pair<std::string, device_actor>> devices;
   /// "host:port" of the task's bulk tensor endpoint (actors/bulk_channel.hpp), where large
   /// tensors for these devices may be sent; empty when the task has none.
   std::string bulk_address;
@@ -33,5 +32,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_list& x) {
   return f(caf::meta::type_name("actorflow::device_list"), x.devices, x.bulk_address);
 }
+
+/// A task service (actors/task_service.hpp): the master protocol, plus
+using task_actor = master_actor::extend<
+  // every device of the task, by full name.
+  caf::replies_to<devices_atom>::with<device_list>>;
+// (stop_atom), inherited from master_actor, shuts the task down: its devices, its master,
+// then itself (the worker app exits 0).
 
 } // namespace actorflow::protocol

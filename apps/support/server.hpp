@@ -1,16 +1,17 @@
 #pragma once
-/// Serving an actor until stopped: what actorflow-worker and actorflow-master share.
-///   sigset_t stop = block_stop_signals();          // first thing in main, before any thread
-///   return serve_until_signal("actorflow-master", "the master", "0.0.0.0", 2222, stop,
-///                             [](caf::actor_system& sys) { return spawn_master(sys, {}); });
-
-#include <caf/fwd.hpp>
+/// Running a server (actors/server.hpp) until a signal: what actorflow-worker and
+/// actorflow-master share.
+///   sigset_t stop = *block_stop_signals();          // first thing in main, before any thread
+///   auto s = server::start(cluster, "worker", 0);
+///   return serve_until_signal("actorflow-worker", **s, stop);
 
 #include <csignal>
-#include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
+
+namespace actorflow {
+class server;
+}
 
 namespace actorflow::apps {
 
@@ -19,13 +20,9 @@ namespace actorflow::apps {
 /// the process; CAF sees EPIPE). nullopt when the mask cannot be set.
 std::optional<sigset_t> block_stop_signals();
 
-/// Starts an actor system with the middleman and actorflow's message types, spawns an actor
-/// with `spawn`, publishes it on host:port (an empty host: every interface), prints
-/// "<app>: <what> serving on HOST:PORT" to standard output once it listens, waits for SIGINT or
-/// SIGTERM, then sends the actor a stop message (protocols/task.hpp's stop_atom) and waits up
-/// to 10 s for it to go. Returns the exit code: 0 after a signal, 1 when it cannot listen.
-int serve_until_signal(const std::string& app, const std::string& what, const std::string& host,
-                       std::uint16_t port, const sigset_t& stop_signals,
-                       const std::function<caf::actor(caf::actor_system&)>& spawn);
+/// Prints "<app>: <name> serving on HOST:PORT (target caf://HOST:PORT)" to standard output,
+/// waits for SIGINT or SIGTERM or for the server to stop by itself (a stop message to its
+/// task), then stops it. Returns the exit code: 0.
+int serve_until_signal(const std::string& app, server& served, const sigset_t& stop_signals);
 
 } // namespace actorflow::apps

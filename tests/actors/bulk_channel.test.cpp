@@ -86,9 +86,9 @@ struct two_processes {
   caf::actor_system_config receiver_cfg;
   std::unique_ptr<caf::actor_system> sender_sys = networked_system(sender_cfg);
   std::unique_ptr<caf::actor_system> receiver_sys = networked_system(receiver_cfg);
-  caf::actor receiver;
-  caf::actor sender;
-  caf::actor remote_receiver;
+  device_actor receiver;
+  device_actor sender;
+  device_actor remote_receiver;
   std::shared_ptr<bulk_sender> bulk = std::make_shared<bulk_sender>();
   std::unique_ptr<bulk_endpoint> endpoint;
 
@@ -107,7 +107,7 @@ struct two_processes {
     endpoint = std::move(*listening);
     auto port = receiver_sys->middleman().publish(receiver, 0, "127.0.0.1");
     REQUIRE(port);
-    auto remote = sender_sys->middleman().remote_actor("127.0.0.1", *port);
+    auto remote = sender_sys->middleman().remote_actor<device_actor>("127.0.0.1", *port);
     REQUIRE(remote);
     remote_receiver = *remote;
     REQUIRE(remote_receiver.node() != sender.node());

@@ -1,4 +1,4 @@
-#include "support/deterministic_system.hpp"
+#include "actors/testing.hpp"
 
 #include "graph/ops.hpp"
 

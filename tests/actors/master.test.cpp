@@ -4,9 +4,10 @@
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/task.hpp"
 #include "actors/session.hpp"
+#include "actors/session_actor.hpp"
 #include "actors/task_service.hpp"
 #include "graph/ops.hpp"
-#include "support/deterministic_system.hpp"
+#include "actors/testing.hpp"
 #include "support/processes.hpp"
 
 #include <caf/all.hpp>
@@ -46,7 +47,7 @@ struct published_task {
   }
   std::string target() const { return "caf://127.0.0.1:" + std::to_string(port); }
 
-  caf::actor service;
+  protocol::task_actor service;
   std::uint16_t port = 0;
 };
 
@@ -109,7 +110,6 @@ TEST_CASE("a session with a target runs on the master published there, over loop
   task_service_options options;
   options.threads = 1;
   options.cpu_device_count = 2;
-  options.serve_master = true;
   published_task server{"localhost", options};
 
   graph g;
@@ -139,18 +139,64 @@ TEST_CASE("a session with a target runs on the master published there, over loop
   CHECK(bad.error().message().find("/job:localhost/replica:0/task:0/device:CPU:1") != std::string::npos);
 }
 
-TEST_CASE("a task that is not a master refuses sessions, naming itself") {
+TEST_CASE("every task serves sessions, without being asked to") {
   task_service_options options;
   options.threads = 1;
   published_task worker{"worker", options};
   graph g;
-  auto c = ops::constant(g, 1.f);
+  auto c = ops::constant(g, 2.f, "c") * ops::constant(g, 3.f, "d");
   session_options session_opts;
   session_opts.target = worker.target();
   session s{g, session_opts};
   auto r = s.run({c});
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message().find("/job:worker/replica:0/task:0 is not a master") != std::string::npos);
+  REQUIRE(r.ok());
+  CHECK(r->at(0).scalar_value<float>() == 6.f);
+  CHECK(g.at(c.node_id).assigned_device == "/job:worker/replica:0/task:0/device:CPU:0");
+}
+
+TEST_CASE("nodes naming neither job nor task go to the master's own task, not the first job") {
+  testing::deterministic_system sys;
+  task_service_options task_options;
+  task_options.threads = 1;
+  task_options.run_inline = true;
+  // SPEC's seed example: "canshu" (the ps job) sorts before "gongzuo".
+  auto ps = spawn_task_service(sys.system(), "canshu", 0, task_options);
+  auto worker = spawn_task_service(sys.system(), "gongzuo", 1, task_options);
+  master_options options;
+  options.task_services = {ps, worker};
+  options.own_task = "/job:gongzuo/replica:0/task:1";
+  auto master = spawn_master(sys.system(), options);
+  sys.run_all();
+
+  graph g;
+  actorflow::variable w;
+  {
+    auto d = g.device("/job:canshu/task:0");
+    w = ops::variable(g, 2.f, "w");
+  }
+  auto unpinned = w * ops::constant(g, 5.f, "five");
+  auto session_opts = sys.session_options();
+  session_opts.master = existing_master(master);
+  {
+    session s{sys.system(), g, session_opts};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+    auto r = s.run({unpinned});
+    REQUIRE(r.ok());
+    CHECK(r->at(0).scalar_value<float>() == 10.f);
+  }
+  CHECK(g.at(w.ref.node_id).assigned_device == "/job:canshu/replica:0/task:0/device:CPU:0");
+  CHECK(g.at(unpinned.node_id).assigned_device == "/job:gongzuo/replica:0/task:1/device:CPU:0");
+  // The session left the master it was given running: it still answers.
+  caf::scoped_actor self{sys.system()};
+  self->send(master, protocol::sessions_atom::value);
+  sys.run_all();
+  std::int64_t open = -1;
+  self->receive([&](std::int64_t n) { open = n; }, caf::after(std::chrono::seconds(0)) >> [] {});
+  CHECK(open == 0);
+  for (auto& task : {ps, worker})
+    caf::anon_send(task, protocol::stop_atom::value);
+  caf::anon_send(master, protocol::stop_atom::value);
+  sys.run_all();
 }
 
 TEST_CASE("a bad or unreachable target is an error quoting it") {

@@ -48,9 +48,9 @@ struct two_task_cluster {
   testing::test_node& ps_node = net.add_node();
   testing::test_node& worker_node = net.add_node();
   std::shared_ptr<traces> seen = std::make_shared<traces>();
-  caf::actor ps_service;
-  caf::actor worker_service;
-  caf::actor master;
+  task_actor ps_service;
+  task_actor worker_service;
+  master_actor master;
 
   two_task_cluster() {
     // The master connects to "ps:2221" (the cluster spec's address) on the first session.
@@ -384,7 +384,7 @@ TEST_CASE("a task service published on one node lists its devices to another nod
   REQUIRE(published);
   CHECK(*published == ps_port);
 
-  auto remote = net.remote_actor(client, "ps", ps_port);
+  auto remote = net.remote_actor<task_actor>(client, "ps", ps_port);
   REQUIRE(remote);
   CHECK(remote->node() == service.node());
   CHECK(remote->node() != client.system().node());

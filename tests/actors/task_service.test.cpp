@@ -2,7 +2,7 @@
 #include "actors/task_service.hpp"
 
 #include "actors/protocols/task.hpp"
-#include "support/deterministic_system.hpp"
+#include "actors/testing.hpp"
 
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
@@ -17,7 +17,7 @@ using namespace actorflow::protocol;
 namespace {
 
 /// Asks `task` for its devices, running the scheduler until it has answered.
-device_list ask_devices(testing::deterministic_system& sys, const caf::actor& task) {
+device_list ask_devices(testing::deterministic_system& sys, const task_actor& task) {
   caf::scoped_actor self{sys.system()};
   self->send(task, devices_atom::value);
   sys.run_all();

@@ -391,7 +391,8 @@ TEST_CASE("a device actor fails the step naming the fault when a peer sends over
   REQUIRE(result.outcome.ok());
   REQUIRE(result.fetched.size() == 1);
   CHECK(same_bytes(result.fetched[0], value));
-  for (auto& a : {client, runner, again, receiver})
+  for (auto& a : {caf::actor_cast<caf::actor>(client), caf::actor_cast<caf::actor>(runner),
+                  caf::actor_cast<caf::actor>(again), caf::actor_cast<caf::actor>(receiver)})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   run_all(*sys);
 }
@@ -420,7 +421,7 @@ TEST_CASE("a tensor larger than the chunk size crosses two actor systems over lo
   auto sender = spawn_device_actor(*sender_sys, cpu_device(sender_device), {});
   auto port = receiver_sys->middleman().publish(receiver, 0, "127.0.0.1");
   REQUIRE(port);
-  auto remote_receiver = sender_sys->middleman().remote_actor("127.0.0.1", *port);
+  auto remote_receiver = sender_sys->middleman().remote_actor<device_actor>("127.0.0.1", *port);
   REQUIRE(remote_receiver);
   REQUIRE(remote_receiver->node() != sender.node());
 
@@ -428,7 +429,7 @@ TEST_CASE("a tensor larger than the chunk size crosses two actor systems over lo
   caf::scoped_actor on_receiver{*receiver_sys};
   std::string failure;
   auto fail = [&](caf::error& err) { failure = caf::to_string(err); };
-  auto require_registered = [&](caf::scoped_actor& self, const caf::actor& dev,
+  auto require_registered = [&](caf::scoped_actor& self, const device_actor& dev,
                                 const std::string& name) {
     status registered = make_error(errc::internal, "no answer");
     self->request(dev, 30s, register_atom::value, make_partition_registration(1, cg.parts.at(name)))

@@ -75,12 +75,13 @@ TEST_CASE("a worker serves its devices over loopback, runs a partition and stops
                          "--threads", "1"}};
   auto ready = worker.wait_for_line("serving on", 20s);
   REQUIRE(ready);
-  CHECK(*ready == "actorflow-worker: /job:worker/replica:0/task:0 serving on " + address);
+  CHECK(*ready == "actorflow-worker: /job:worker/replica:0/task:0 serving on " + address +
+                    " (target caf://" + address + ")");
 
   {
     client_system client;
     auto& sys = *client.system;
-    auto task = sys.middleman().remote_actor("127.0.0.1", port);
+    auto task = sys.middleman().remote_actor<protocol::task_actor>("127.0.0.1", port);
     REQUIRE(task);
     caf::scoped_actor self{sys};
 

@@ -272,7 +272,7 @@ std::int64_t open_sessions(const std::string& address) {
   auto split = parse_host_port(address);
   REQUIRE(split.ok());
   auto& sys = default_actor_system();
-  auto master = sys.middleman().remote_actor(split->host, split->port);
+  auto master = sys.middleman().remote_actor<protocol::master_actor>(split->host, split->port);
   REQUIRE(static_cast<bool>(master));
   caf::scoped_actor self{sys};
   std::int64_t count = -1;

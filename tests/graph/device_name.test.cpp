@@ -73,10 +73,50 @@ TEST_CASE("the device form names the type and the id", "[device_name]") {
   CHECK(parse_ok("/device:GPU") == make({}, {}, {}, "GPU", {}));
 }
 
-TEST_CASE("device types are upper-cased", "[device_name]") {
+TEST_CASE("cpu and gpu device types are upper-cased, other types keep their case",
+          "[device_name]") {
   CHECK(parse_ok("/device:gpu:1") == make({}, {}, {}, "GPU", 1));
+  CHECK(parse_ok("/device:gpu:1").type == "GPU");
+  CHECK(parse_ok("/device:cpu:0").type == "CPU");
+  CHECK(parse_ok("/device:cpu:0").to_string() == "/device:CPU:0");
   CHECK(parse_ok("/device:Cpu:0") == make({}, {}, {}, "CPU", 0));
-  CHECK(parse_ok("/device:xla_gpu:2") == make({}, {}, {}, "XLA_GPU", 2));
+  CHECK(parse_ok("/gpu:1").type == "GPU");
+  CHECK(parse_ok("/gpu:1").to_string() == "/device:GPU:1");
+  // TensorFlow keeps every other type as written.
+  CHECK(parse_ok("/device:xla_gpu:2").type == "xla_gpu");
+  CHECK(parse_ok("/device:XLA_GPU:2").type == "XLA_GPU");
+  CHECK(parse_ok("/device:MyFunnyDevice:2").type == "MyFunnyDevice");
+  CHECK(parse_ok("/device:MyFunnyDevice:2").to_string() == "/device:MyFunnyDevice:2");
+  CHECK(parse_ok("/job:w/device:MyFunnyDevice:*").to_string() == "/job:w/device:MyFunnyDevice:*");
+  CHECK(parse_ok("/device:MyFunnyDevice:2") != parse_ok("/device:MYFUNNYDEVICE:2"));
+  CHECK(parse_ok("/device:cpus:0").type == "cpus");
+}
+
+TEST_CASE("a cpu or gpu type set in code prints and compares upper-case", "[device_name]") {
+  auto cpu = make("ps", 0, 1, "cpu", 0);
+  CHECK(cpu.to_string() == "/job:ps/replica:0/task:1/device:CPU:0");
+  CHECK(cpu.local_name() == "/device:CPU:0");
+  CHECK(make({}, {}, {}, "gpu", {}).to_string() == "/device:GPU:*");
+  CHECK(make({}, {}, {}, "Gpu", 3).to_string() == "/device:GPU:3");
+  CHECK(cpu == parse_ok("/job:ps/replica:0/task:1/device:CPU:0"));
+  CHECK(parse_ok("/cpu:0").matches(cpu));
+  CHECK(make({}, {}, {}, "gpu", {}).matches(parse_ok("/job:w/replica:0/task:0/device:GPU:1")));
+  // Nothing else is touched.
+  auto custom = make({}, {}, {}, "MyFunnyDevice", 2);
+  CHECK(custom.to_string() == "/device:MyFunnyDevice:2");
+  CHECK(custom == parse_ok("/device:MyFunnyDevice:2"));
+  CHECK(make({}, {}, {}, "tpu", 0).to_string() == "/device:tpu:0");
+}
+
+TEST_CASE("merging names with cpu and other types set in code still works", "[device_name]") {
+  auto merged = device_name::merge(parse_ok("/job:worker/task:0"), make({}, {}, {}, "cpu", 1));
+  CHECK(merged == make("worker", {}, 0, "CPU", 1));
+  CHECK(merged.to_string() == "/job:worker/task:0/device:CPU:1");
+  auto custom = device_name::merge(make({}, {}, {}, "cpu", 1), parse_ok("/device:MyFunnyDevice:*"));
+  CHECK(custom.to_string() == "/device:MyFunnyDevice:1");
+  auto inner_task =
+    device_name::merge(parse_ok("/job:ps/device:MyFunnyDevice:2"), parse_ok("/task:3"));
+  CHECK(inner_task.to_string() == "/job:ps/task:3/device:MyFunnyDevice:2");
 }
 
 TEST_CASE("the legacy and the device forms name the same device", "[device_name]") {
@@ -252,7 +292,9 @@ TEST_CASE("parsing the printed form gives back the same name", "[device_name]") 
                        "/device:CPU:*", "/device:gpu:1", "/device:GPU", "/cpu:*",
                        "/job:ps/replica:0/task:1/device:CPU:0", "/job:worker/task:0/gpu:1",
                        "/job:worker/task:1", "/task:1", "/job:canshu", "/replica:0/task:0/cpu:0",
-                       "/device:CPU:0/task:1/replica:0/job:ps", "/job:local-host_2/task:7");
+                       "/device:CPU:0/task:1/replica:0/job:ps", "/job:local-host_2/task:7",
+                       "/device:cpu:0", "/device:MyFunnyDevice:2", "/device:xla_gpu:*",
+                       "/job:ps/task:0/device:MyFunnyDevice:2");
   INFO("device string '" << text << "'");
   auto original = parse_ok(text);
   auto printed = original.to_string();

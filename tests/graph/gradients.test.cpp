@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace actorflow;
@@ -202,28 +203,113 @@ TEST_CASE("the gradient for a variable's ref flows through its read identity and
   CHECK(nodes_under(g, "gradients/w/Assign_grad").empty());
 }
 
-TEST_CASE("gradient nodes request the device of the op they differentiate",
-          "[graph][gradients]") {
+namespace {
+
+/// w on a ps, h = tanh(x w) on worker 1, loss = mean(h h + h) on worker 2: h feeds three
+/// gradients back, so its gradient starts with an AddN.
+struct spread_model {
   graph g;
   variable w;
-  {
-    auto ps = g.device("/job:ps/task:0/cpu:0");
-    w = ops::variable(g, ops::ones(g, {3, 2}, dtype::float32), "w");
+  output h, loss;
+  spread_model() {
+    {
+      auto ps = g.device("/job:ps/task:0/cpu:0");
+      w = ops::variable(g, ops::ones(g, {3, 2}, dtype::float32), "w");
+    }
+    auto x = ops::placeholder(g, dtype::float32, {4, 3}, "x");
+    {
+      auto worker = g.device("/job:worker/task:1/cpu:0");
+      h = ops::tanh(ops::matmul(x, w), "h");
+    }
+    {
+      auto worker = g.device("/job:worker/task:2/cpu:0");
+      loss = ops::reduce_mean(h * h + h, {}, false, "loss");
+    }
   }
-  output loss, h;
-  auto x = ops::placeholder(g, dtype::float32, {4, 3}, "x");
-  {
-    auto worker = g.device("/job:worker/task:1/cpu:0");
-    h = ops::tanh(ops::matmul(x, w), "h");
+
+  /// The requested device of every node gradients() added, by name; fails without any.
+  std::vector<std::pair<std::string, std::string>> gradient_devices() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto& name : nodes_under(g, "gradients/"))
+      out.emplace_back(name, g.at(g.find(name)).requested_device);
+    REQUIRE_FALSE(out.empty());
+    // The sum of h's three incoming gradients is among them.
+    CHECK(count_ops(g, "AddN", "gradients/h_grad/") == 1);
+    return out;
   }
-  {
-    auto worker = g.device("/job:worker/task:2/cpu:0");
-    loss = ops::reduce_mean(h, {}, false, "loss");
-  }
-  auto grads = gradients(loss, {w.ref});
-  INFO(g.status().to_string());
-  REQUIRE(g.status().ok());
+};
+
+} // namespace
+
+TEST_CASE("without a device scope at the call gradient nodes request no device",
+          "[graph][gradients]") {
+  // TensorFlow 1.x's default (colocate_gradients_with_ops=False): the forward ops' devices do
+  // not matter, only the scopes around the gradients() call.
+  spread_model m;
+  auto grads = gradients(m.loss, {m.w.ref});
+  INFO(m.g.status().to_string());
+  REQUIRE(m.g.status().ok());
   REQUIRE(grads[0].valid());
+  for (auto& [name, device] : m.gradient_devices()) {
+    INFO(name);
+    CHECK(device.empty());
+  }
+}
+
+TEST_CASE("gradient nodes request the device scope active where gradients() is called",
+          "[graph][gradients]") {
+  spread_model m;
+  std::vector<output> grads;
+  {
+    auto optimizer_task = m.g.device("/job:worker/task:3");
+    grads = gradients(m.loss, {m.w.ref});
+  }
+  INFO(m.g.status().to_string());
+  REQUIRE(m.g.status().ok());
+  REQUIRE(grads[0].valid());
+  // The seed, the AddN and every op's gradient alike.
+  CHECK(m.g.find("gradients/ones/Fill") >= 0);
+  for (auto& [name, device] : m.gradient_devices()) {
+    INFO(name);
+    CHECK(device == "/job:worker/task:3");
+  }
+}
+
+TEST_CASE("a device function active at the gradients() call places the gradient nodes",
+          "[graph][gradients]") {
+  spread_model m;
+  std::vector<std::string> asked;
+  {
+    auto chooser = m.g.device([&asked](const node& n) {
+      asked.push_back(n.name);
+      return std::string{"/job:worker/task:4/cpu:0"};
+    });
+    gradients(m.loss, {m.w.ref});
+  }
+  REQUIRE(m.g.status().ok());
+  auto devices = m.gradient_devices();
+  CHECK(asked.size() == devices.size());
+  for (auto& [name, device] : devices) {
+    INFO(name);
+    CHECK(device == "/job:worker/task:4/device:CPU:0");
+  }
+}
+
+TEST_CASE("with colocate_gradients_with_ops gradient nodes request the device of their op",
+          "[graph][gradients]") {
+  spread_model m;
+  gradient_options beside_ops;
+  beside_ops.colocate_gradients_with_ops = true;
+  std::vector<output> grads;
+  {
+    // The op's device wins over the scope at the call for every field the op names.
+    auto elsewhere = m.g.device("/job:worker/task:3");
+    grads = gradients(m.loss, {m.w.ref}, beside_ops);
+  }
+  INFO(m.g.status().to_string());
+  REQUIRE(m.g.status().ok());
+  REQUIRE(grads[0].valid());
+  auto& g = m.g;
   auto matmul_grad = nodes_under(g, "gradients/MatMul_grad/");
   auto tanh_grad = nodes_under(g, "gradients/h_grad/");
   auto loss_grad = nodes_under(g, "gradients/loss_grad/");
@@ -232,26 +318,41 @@ TEST_CASE("gradient nodes request the device of the op they differentiate",
   REQUIRE_FALSE(loss_grad.empty());
   for (auto& name : matmul_grad)
     CHECK(g.at(g.find(name)).requested_device == "/job:worker/task:1/device:CPU:0");
+  // The AddN summing h's gradients sits with h, like h's own gradient.
+  CHECK(g.at(g.find("gradients/h_grad/AddN")).requested_device ==
+        "/job:worker/task:1/device:CPU:0");
   for (auto& name : tanh_grad)
     CHECK(g.at(g.find(name)).requested_device == "/job:worker/task:1/device:CPU:0");
   for (auto& name : loss_grad)
     CHECK(g.at(g.find(name)).requested_device == "/job:worker/task:2/device:CPU:0");
   // The seed sits with the loss.
   CHECK(g.at(g.find("gradients/ones/Fill")).requested_device == "/job:worker/task:2/device:CPU:0");
+  // The single-y overload takes the options too.
+  gradients(m.loss, {m.w.ref}, beside_ops);
+  for (auto& name : nodes_under(g, "gradients_1/loss_grad/"))
+    CHECK(g.at(g.find(name)).requested_device == "/job:worker/task:2/device:CPU:0");
 }
 
-TEST_CASE("gradient nodes of an already placed op follow its assigned device",
-          "[graph][gradients]") {
+TEST_CASE("with colocate_gradients_with_ops gradient nodes of a placed op follow its assigned "
+          "device", "[graph][gradients]") {
   graph g;
   auto x = ops::placeholder(g, dtype::float32, {2}, "x");
   auto y = ops::reduce_sum(ops::exp(x, "e"));
   g.at(g.find("e")).assigned_device = "/job:localhost/replica:0/task:0/device:CPU:1";
-  gradients(y, {x});
+  gradient_options beside_ops;
+  beside_ops.colocate_gradients_with_ops = true;
+  gradients(y, {x}, beside_ops);
   REQUIRE(g.status().ok());
   auto names = nodes_under(g, "gradients/e_grad/");
   REQUIRE_FALSE(names.empty());
   for (auto& name : names)
     CHECK(g.at(g.find(name)).requested_device == "/job:localhost/replica:0/task:0/device:CPU:1");
+  // By default the assigned device does not matter either.
+  gradients(y, {x});
+  auto defaults = nodes_under(g, "gradients_1/e_grad/");
+  REQUIRE_FALSE(defaults.empty());
+  for (auto& name : defaults)
+    CHECK(g.at(g.find(name)).requested_device.empty());
 }
 
 TEST_CASE("every differentiable standard op has a gradient and the stops are registered",

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace actorflow;
@@ -235,4 +236,150 @@ TEST_CASE("minimize records an error when the loss depends on no variable") {
   CHECK_FALSE(train.valid());
   REQUIRE_FALSE(g.status().ok());
   CHECK_THAT(g.status().message(), Contains("no gradients"));
+}
+
+namespace {
+
+/// SPEC's in-graph example (examples/in_graph_linreg.cpp): W on /job:canshu/task:0, b on
+/// /job:canshu/task:1, the model and loss on /job:gongzuo/task:0.
+struct in_graph_linreg {
+  graph g;
+  variable w, b;
+  output loss;
+  in_graph_linreg() {
+    {
+      auto d = g.device("/job:canshu/task:0");
+      w = ops::variable(g, ops::zeros(g, {1}), "Weights");
+    }
+    {
+      auto d = g.device("/job:canshu/task:1");
+      b = ops::variable(g, ops::zeros(g, {1}), "biases");
+    }
+    auto d = g.device("/job:gongzuo/task:0");
+    auto x = ops::constant(g, std::vector<float>{0.5f, 0.25f, 1.f}, {3}, "x_data");
+    auto y = ops::constant(g, std::vector<float>{0.35f, 0.325f, 0.4f}, {3}, "y_data");
+    loss = ops::reduce_mean(ops::square(w * x + b - y), {}, false, "loss");
+  }
+
+  /// The requested device of every node under "gradients/"; requires some.
+  std::vector<std::pair<std::string, std::string>> gradient_devices() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      auto& n = g.at(static_cast<int>(i));
+      if (n.name.rfind("gradients/", 0) == 0)
+        out.emplace_back(n.name, n.requested_device);
+    }
+    REQUIRE_FALSE(out.empty());
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE("minimize inside a device scope computes the gradients there and updates beside the "
+          "variables") {
+  // TensorFlow 1.x's default: /job:gongzuo/task:1, where the optimizer is built, does the
+  // gradient work; the updates still run where W and b live.
+  in_graph_linreg m;
+  auto& g = m.g;
+  output train;
+  {
+    auto d = g.device("/job:gongzuo/task:1");
+    train = gradient_descent_optimizer{0.5}.minimize(m.loss);
+  }
+  INFO(g.status().to_string());
+  REQUIRE(g.status().ok());
+  for (auto& [name, device] : m.gradient_devices()) {
+    INFO(name);
+    CHECK(device == "/job:gongzuo/task:1");
+  }
+  auto& apply_w = node_named(g, "GradientDescent/update_Weights/ApplyGradientDescent");
+  auto& apply_b = node_named(g, "GradientDescent/update_biases/ApplyGradientDescent");
+  CHECK(apply_w.requested_device == "/job:canshu/task:0");
+  CHECK(colocated_with(apply_w) == "Weights");
+  CHECK(apply_b.requested_device == "/job:canshu/task:1");
+  CHECK(colocated_with(apply_b) == "biases");
+  CHECK(node_named(g, "GradientDescent/update_Weights/learning_rate").requested_device ==
+        "/job:canshu/task:0");
+  // Each update's gradient input comes from the optimizer's task.
+  CHECK(g.at(apply_w.inputs[2].node_id).requested_device == "/job:gongzuo/task:1");
+  CHECK(g.at(apply_b.inputs[2].node_id).requested_device == "/job:gongzuo/task:1");
+  CHECK(train.producer().requested_device == "/job:gongzuo/task:1");
+}
+
+TEST_CASE("minimize and compute_gradients with colocate_gradients_with_ops keep the gradients "
+          "beside the forward ops") {
+  gradient_options beside_ops;
+  beside_ops.colocate_gradients_with_ops = true;
+  SECTION("minimize") {
+    in_graph_linreg m;
+    {
+      auto d = m.g.device("/job:gongzuo/task:1");
+      gradient_descent_optimizer{0.5}.minimize(m.loss, {}, beside_ops);
+    }
+    INFO(m.g.status().to_string());
+    REQUIRE(m.g.status().ok());
+    // Every forward op between the loss and the variables is on /job:gongzuo/task:0.
+    for (auto& [name, device] : m.gradient_devices()) {
+      INFO(name);
+      CHECK(device == "/job:gongzuo/task:0");
+    }
+    CHECK(node_named(m.g, "GradientDescent/update_Weights/ApplyGradientDescent").requested_device ==
+          "/job:canshu/task:0");
+  }
+  SECTION("compute_gradients") {
+    in_graph_linreg m;
+    auto pairs = adam_optimizer{}.compute_gradients(m.loss, {m.w, m.b}, beside_ops);
+    REQUIRE(m.g.status().ok());
+    REQUIRE(pairs.size() == 2);
+    for (auto& [name, device] : m.gradient_devices()) {
+      INFO(name);
+      CHECK(device == "/job:gongzuo/task:0");
+    }
+  }
+}
+
+TEST_CASE("tower gradients computed inside each tower's device scope stay on that tower") {
+  // apps/train/models.cpp's data-parallel towers: variables on the ps, one tower per worker,
+  // compute_gradients called inside the tower's scope, averages colocated with the variables.
+  graph g;
+  variable w;
+  {
+    auto ps = g.device("/job:ps/task:0");
+    w = ops::variable(g, ops::zeros(g, {3, 2}), "w");
+  }
+  gradient_descent_optimizer sgd{0.1};
+  std::vector<std::vector<gradient_and_variable>> towers;
+  for (int task = 0; task < 2; ++task) {
+    auto on_worker = g.device("/job:worker/task:" + std::to_string(task));
+    auto scope = g.name_scope("tower_" + std::to_string(task));
+    auto x = ops::placeholder(g, dtype::float32, {-1, 3}, "x");
+    auto loss = ops::reduce_mean(ops::square(ops::matmul(x, w)), {}, false, "loss");
+    towers.push_back(sgd.compute_gradients(loss, {w}));
+  }
+  output averaged;
+  {
+    auto beside = g.colocate_with(w.ref);
+    averaged = (towers[0][0].first + towers[1][0].first) * 0.5;
+  }
+  auto train = sgd.apply_gradients({{averaged, w}});
+  INFO(g.status().to_string());
+  REQUIRE(g.status().ok());
+  REQUIRE(train.valid());
+  for (int task = 0; task < 2; ++task) {
+    auto prefix = "tower_" + std::to_string(task) + "/gradients/";
+    int count = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      auto& n = g.at(static_cast<int>(i));
+      if (n.name.rfind(prefix, 0) != 0)
+        continue;
+      ++count;
+      INFO(n.name);
+      CHECK(n.requested_device == "/job:worker/task:" + std::to_string(task));
+    }
+    CHECK(count > 0);
+    CHECK(towers[static_cast<std::size_t>(task)][0].first.producer().requested_device ==
+          "/job:worker/task:" + std::to_string(task));
+  }
+  CHECK(averaged.producer().requested_device == "/job:ps/task:0");
 }

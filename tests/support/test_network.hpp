@@ -75,7 +75,10 @@ public:
 
   /// Exits `actor` with exit_reason::kill when the network is torn down, so that a test that
   /// stops early (a failed REQUIRE) does not leave the actor system waiting for it forever.
-  void stop_at_teardown(caf::actor actor) { owned_.push_back(std::move(actor)); }
+  template <class Handle>
+  void stop_at_teardown(const Handle& actor) {
+    owned_.push_back(caf::actor_cast<caf::actor>(actor));
+  }
 
   /// Does one unit of work, if there is any: a scheduled actor's message, a broker's message,
   /// an incoming "network" read, or a pending connection. Returns whether it did something.
@@ -149,7 +152,8 @@ public:
   /// until quiet first; then the middleman's blocking call is answered inside it, because the
   /// middleman actor runs as soon as the request is enqueued. (An actor already waiting in the
   /// scheduler's queue is not enqueued again, hence the quiet network first.)
-  caf::expected<std::uint16_t> publish(test_node& node, const caf::actor& whom,
+  template <class Handle>
+  caf::expected<std::uint16_t> publish(test_node& node, const Handle& whom,
                                        std::uint16_t port) {
     exec_all();
     node.scheduler().inline_next_enqueue();
@@ -160,11 +164,12 @@ public:
   /// prepare_connection). The middleman's blocking call returns once the whole network ran
   /// until quiet: right after the connect request is enqueued, exec_all() runs (the network
   /// is run until quiet before, too; see publish).
-  caf::expected<caf::actor> remote_actor(test_node& node, const std::string& host,
+  template <class Handle = caf::actor>
+  caf::expected<Handle> remote_actor(test_node& node, const std::string& host,
                                          std::uint16_t port) {
     exec_all();
     node.scheduler().after_next_enqueue([this] { exec_all(); });
-    return node.middleman().remote_actor(host, port);
+    return node.middleman().remote_actor<Handle>(host, port);
   }
 
   /// Runs every node until none has anything left to do: scheduled actors, broker messages,

@@ -1,0 +1,28 @@
+#pragma once
+/// Every atom of actorflow's protocols, in one place: message tags that the typed actor
+/// interfaces in actors/protocols/ are made of.
+///   self->request(master, timeout, protocol::run_atom::value, request);
+
+#include <caf/atom.hpp>
+
+namespace actorflow::protocol {
+
+// Device protocol (protocols/device.hpp).
+using register_atom = caf::atom_constant<caf::atom("register")>;
+using deregister_atom = caf::atom_constant<caf::atom("dereg")>;
+using peers_atom = caf::atom_constant<caf::atom("peers")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using tensor_atom = caf::atom_constant<caf::atom("tensor")>;
+using abort_atom = caf::atom_constant<caf::atom("abort")>;
+
+// Master protocol (protocols/master.hpp).
+using create_atom = caf::atom_constant<caf::atom("create")>;
+using extend_atom = caf::atom_constant<caf::atom("extend")>;
+using close_atom = caf::atom_constant<caf::atom("close")>;
+using sessions_atom = caf::atom_constant<caf::atom("sessions")>;
+
+// Task protocol (protocols/task.hpp).
+using devices_atom = caf::atom_constant<caf::atom("devices")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+
+} // namespace actorflow::protocol

@@ -1,0 +1,102 @@
+#pragma once
+/// A server for one task of a cluster (TensorFlow's tf.train.Server): the task's devices as
+/// actors and its task service, which also serves the master protocol, published over CAF's
+/// network layer at the task's address.
+///   auto server = server::start(cluster, "worker", 0);      // result<std::unique_ptr<server>>
+///   std::cout << (*server)->target();                       // "caf://127.0.0.1:2222"
+///   (*server)->join();                                      // until stop() or a stop message
+/// server::create_local_server() is a one-task cluster (job "localhost") on a free loopback
+/// port. actorflow-worker and actorflow-master are thin wrappers over this class.
+
+#include "actors/cluster_spec.hpp"
+#include "actors/protocols/master.hpp"
+#include "actors/protocols/task.hpp"
+#include "graph/status.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace actorflow {
+
+struct server_options {
+  /// Address to listen on. Empty: the host of the task's address in the cluster spec (for
+  /// start), 127.0.0.1 (for create_local_server and start_master). "0.0.0.0" listens on every
+  /// interface.
+  std::string bind_host;
+  /// Port for create_local_server and start_master; 0 picks a free one. start uses the
+  /// task's port from the spec.
+  std::uint16_t port = 0;
+  /// Threads of the task's inter-op and intra-op pools; 0 means one per core.
+  int threads = 0;
+  /// Number of CPU devices of the task.
+  int cpu_device_count = 1;
+  /// Bound on reaching a task and on its answers for the master this server serves.
+  double timeout_seconds = 10;
+  /// Large tensors for this task's devices come over a TCP connection of their own
+  /// (actors/bulk_channel.hpp), on the host of the task's address.
+  bool bulk_channel = true;
+  /// Runs the server's actors in this system (it must have the middleman and actorflow's
+  /// message types; check_actor_system says what is missing) instead of one of its own. The
+  /// system must outlive the server.
+  caf::actor_system* system = nullptr;
+};
+
+class server {
+public:
+  /// Starts task `task` of job `job` of `cluster` and publishes it at the task's address.
+  /// Errors name the task and the address (a job or task not in the spec, a port in use).
+  static result<std::unique_ptr<server>> start(std::shared_ptr<const cluster_spec> cluster,
+                                               const std::string& job, int task,
+                                               server_options options = {});
+  /// A one-task local server, job "localhost" (TensorFlow's create_local_server); its port is
+  /// options.port, or a free one.
+  static result<std::unique_ptr<server>> create_local_server(server_options options = {});
+  /// A master with no devices of its own, for `cluster`'s tasks (actorflow-master --cluster),
+  /// on options.bind_host:options.port.
+  static result<std::unique_ptr<server>> start_master(std::shared_ptr<const cluster_spec> cluster,
+                                                      server_options options = {});
+
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  /// "caf://host:port": what clients pass as session_options::target.
+  std::string target() const;
+  /// The address it listens on and its port (the chosen one when 0 was asked for).
+  const std::string& host() const { return host_; }
+  std::uint16_t port() const { return port_; }
+  /// "/job:worker/replica:0/task:0", or "master" for start_master.
+  const std::string& name() const { return name_; }
+
+  /// The served master protocol: the task service, or the bare master.
+  protocol::master_actor master() const;
+  /// The task service; a null handle for start_master.
+  protocol::task_actor task() const;
+  /// The actor system the server runs in.
+  caf::actor_system& system();
+
+  /// Blocks until the server has stopped: stop() from another thread, or a stop message to
+  /// its task (protocols/task.hpp).
+  void join();
+  /// Unpublishes the server and stops its actors; waits (at most 10 s) until they are gone.
+  /// Idempotent; any thread.
+  void stop();
+
+  /// The server's state (actors/server.cpp).
+  struct impl;
+
+private:
+  explicit server(std::unique_ptr<impl> state);
+  static result<std::unique_ptr<server>> launch(std::unique_ptr<impl> state);
+
+  std::unique_ptr<impl> impl_;
+  std::string host_;
+  std::uint16_t port_ = 0;
+  std::string name_;
+};
+
+} // namespace actorflow

@@ -1,0 +1,123 @@
+#include "actors/session_master.hpp"
+
+#include "actors/master.hpp"
+#include "actors/task_service.hpp"
+#include "devices/device.hpp"
+#include "devices/thread_pool.hpp"
+#include "graph/tensor.hpp"
+
+#include <caf/all.hpp>
+
+#include <mutex>
+#include <typeinfo>
+
+namespace actorflow {
+
+namespace {
+
+using namespace protocol;
+
+/// Process-wide pools, made by the first session that needs them (TensorFlow does the same).
+/// The BLAS's thread count is process-wide: a session on these pools sets it back to match
+/// them, since an in-process cluster may have set it to 1 since.
+const compute_pools& process_pools(const session_options& options) {
+  static std::mutex mutex;
+  static compute_pools pools;
+  static int intra_threads = 0;
+  std::lock_guard<std::mutex> guard{mutex};
+  if (!pools.intra_op) {
+    intra_threads = resolve_thread_count(options.intra_op_parallelism_threads);
+    pools = make_compute_pools(options.inter_op_parallelism_threads, intra_threads);
+  } else {
+    set_blas_threads(intra_threads);
+  }
+  return pools;
+}
+
+/// How this session's own tasks run, on `pools`.
+task_service_options own_task_options(const session_options& options, compute_pools pools) {
+  task_service_options task;
+  task.pools = std::move(pools);
+  task.cpu_device_count = options.cpu_device_count;
+  task.run_inline = options.run_inline;
+  task.trace = options.trace;
+  return task;
+}
+
+} // namespace
+
+void session_master::release() {
+  if (owned && master)
+    caf::anon_send_exit(master, caf::exit_reason::user_shutdown);
+  for (auto& task : owned_tasks)
+    caf::anon_send(task, stop_atom::value);
+  owned_tasks.clear();
+}
+
+status check_actor_system(caf::actor_system& sys, const session_options& options) {
+  bool crosses_processes = !options.target.empty() || options.cluster != nullptr;
+  if (!crosses_processes)
+    return {};
+  auto what = options.target.empty() ? std::string{"a session on a cluster"}
+                                     : "a session on " + options.target;
+  if (!sys.has_middleman())
+    return make_error(errc::failed_precondition,
+                      what + " needs CAF's middleman in the actor system: call "
+                             "config.load<caf::io::middleman>() before creating it");
+  // Unregistered types cannot cross processes: CAF would fail every message at run time.
+  if (sys.types().make_value(typeid(tensor)) == nullptr)
+    return make_error(errc::failed_precondition,
+                      what + " needs actorflow's message types in the actor system: call "
+                             "actorflow::add_actorflow_message_types(config) before creating it");
+  return {};
+}
+
+session_master make_session_master(caf::actor_system& sys, const session_options& options) {
+  session_master out;
+  if (options.master) {
+    out.master = options.master->actor;
+    return out;
+  }
+  master_options master;
+  master.timeout_seconds = task_timeout(options);
+  if (!options.in_process_cluster.empty()) {
+    // The tasks share pools of their own whose kernels (and the BLAS) are single-threaded:
+    // the tasks run their partitions side by side (one tower per worker), which is where the
+    // parallelism comes from, and concurrent GEMMs each asking OpenBLAS for every core
+    // oversubscribe them (measured: 2 threads ran data-parallel MLP steps 1.7x slower than 1).
+    auto task_options =
+      own_task_options(options, make_compute_pools(options.inter_op_parallelism_threads, 1));
+    task_options.cpu_device_count = 1;
+    for (auto& [job, count] : options.in_process_cluster)
+      for (int task = 0; task < count; ++task)
+        out.owned_tasks.push_back(spawn_task_service(sys, job, task, task_options));
+    master.task_services = out.owned_tasks;
+  } else if (options.cluster) {
+    master.cluster = options.cluster;
+  } else {
+    auto pools = options.use_per_session_threads
+                   ? make_compute_pools(options.inter_op_parallelism_threads,
+                                        options.intra_op_parallelism_threads)
+                   : process_pools(options);
+    out.owned_tasks.push_back(
+      spawn_task_service(sys, "localhost", 0, own_task_options(options, pools)));
+    master.task_services = out.owned_tasks;
+    master.own_task = "/job:localhost/replica:0/task:0";
+  }
+  out.master = spawn_master(sys, std::move(master));
+  out.owned = true;
+  return out;
+}
+
+double task_timeout(const session_options& options) {
+  if (options.timeout_seconds > 0)
+    return options.timeout_seconds;
+  return options.cluster || !options.target.empty() ? 10.0 : 0.0;
+}
+
+double master_timeout(const session_options& options) {
+  auto tasks = task_timeout(options);
+  return tasks > 0 ? 3 * tasks + 1.0 : 0.0;
+}
+
+} // namespace actorflow
