@@ -129,6 +129,7 @@ result<std::unique_ptr<server>> server::start(std::shared_ptr<const cluster_spec
   task_options.threads = options.threads;
   task_options.cluster = cluster;
   task_options.master_timeout_seconds = options.timeout_seconds;
+  task_options.env = options.env;
   if (options.bulk_channel)
     task_options.bulk_host = split->host;
   state->task = spawn_task_service(*state->sys, job, task, std::move(task_options));
@@ -146,6 +147,7 @@ result<std::unique_ptr<server>> server::create_local_server(server_options optio
   task_options.cpu_device_count = options.cpu_device_count;
   task_options.threads = options.threads;
   task_options.master_timeout_seconds = options.timeout_seconds;
+  task_options.env = options.env;
   state->task = spawn_task_service(*state->sys, "localhost", 0, std::move(task_options));
   state->master = state->task;
   return launch(std::move(state));

@@ -22,6 +22,8 @@
 
 namespace actorflow {
 
+class runtime_env;
+
 struct server_options {
   /// Address to listen on. Empty: the host of the task's address in the cluster spec (for
   /// start), 127.0.0.1 (for create_local_server and start_master). "0.0.0.0" listens on every
@@ -43,6 +45,8 @@ struct server_options {
   /// message types; check_actor_system says what is missing) instead of one of its own. The
   /// system must outlive the server.
   caf::actor_system* system = nullptr;
+  /// The task's per-process state (devices/runtime_env.hpp); null: the process default.
+  std::shared_ptr<runtime_env> env;
 };
 
 class server {

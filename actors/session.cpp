@@ -4,7 +4,7 @@
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
 #include "actors/session_master.hpp"
-#include "devices/pool_allocator.hpp"
+#include "devices/runtime_env.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -54,7 +54,7 @@ caf::actor_system& default_actor_system() {
 struct session::impl {
   impl(caf::actor_system& sys, graph& g, session_options opts)
     : system(sys), g(g), options(std::move(opts)) {
-    install_host_pool_allocator();
+    env_or_default(options.env).prepare_host_memory();
     setup = check_actor_system(system, options);
     if (!setup.ok())
       return;
@@ -157,6 +157,7 @@ struct session::impl {
       AF_RETURN_IF_ERROR(created.outcome);
       handle = created.handle;
       devices = std::move(created.devices);
+      log_session_devices(master.name, handle, devices);
     } else {
       status extended;
       AF_RETURN_IF_ERROR(ask(master_timeout(options), extended, extend_atom::value, handle,

@@ -29,6 +29,8 @@ class actor_system;
 
 namespace actorflow {
 
+class runtime_env;
+
 /// A master that already runs in this process, for session_options::master. Made by
 /// existing_master() (actors/session_actor.hpp), which holds the typed handle.
 struct master_ref;
@@ -38,8 +40,11 @@ struct session_options {
   int inter_op_parallelism_threads = 0;
   /// Threads for multithreaded kernels (and the BLAS); 0 means one per core.
   int intra_op_parallelism_threads = 0;
-  /// Give this session pools of its own instead of the process-wide ones.
+  /// Give this session pools of its own instead of its env's shared ones.
   bool use_per_session_threads = false;
+  /// The per-process state the session's tasks use: shared pools, BLAS threads, the default
+  /// allocator (devices/runtime_env.hpp). Null: runtime_env::process_default().
+  std::shared_ptr<runtime_env> env;
   /// Print "name: device" for every node placed (to standard error, and to placement_log).
   bool log_device_placement = false;
   /// Pinned nodes that cannot run where they are pinned fall back to a device that can.

@@ -2,7 +2,7 @@
 
 #include "actors/protocols/wire.hpp"
 #include "actors/session_master.hpp"
-#include "devices/pool_allocator.hpp"
+#include "devices/runtime_env.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -143,8 +143,10 @@ void open_session(session_self self) {
                 graph_def{st.definition})
     .then(
       [=](session_created& created) {
-        if (created.outcome.ok())
+        if (created.outcome.ok()) {
           self->state.handle = created.handle;
+          log_session_devices(self->state.master.name, created.handle, created.devices);
+        }
         resume(self, created.outcome.with_context(where));
       },
       [=](caf::error& err) { resume(self, status_from_error(err).with_context(where)); });
@@ -281,7 +283,7 @@ result<session_actor> spawn_session(caf::actor_system& sys, const graph& g,
   auto def = make_graph_def(g);
   if (!def)
     return def.error();
-  install_host_pool_allocator();
+  env_or_default(options.env).prepare_host_memory();
   options.drive = nullptr;
   return sys.spawn(session_behavior, std::move(options), std::move(def->definition));
 }

@@ -1,14 +1,13 @@
 #include "actors/session_master.hpp"
 
+#include "actors/logging.hpp"
 #include "actors/master.hpp"
 #include "actors/task_service.hpp"
-#include "devices/device.hpp"
-#include "devices/thread_pool.hpp"
+#include "devices/runtime_env.hpp"
 #include "graph/tensor.hpp"
 
 #include <caf/all.hpp>
 
-#include <mutex>
 #include <typeinfo>
 
 namespace actorflow {
@@ -17,23 +16,6 @@ namespace {
 
 using namespace protocol;
 
-/// Process-wide pools, made by the first session that needs them (TensorFlow does the same).
-/// The BLAS's thread count is process-wide: a session on these pools sets it back to match
-/// them, since an in-process cluster may have set it to 1 since.
-const compute_pools& process_pools(const session_options& options) {
-  static std::mutex mutex;
-  static compute_pools pools;
-  static int intra_threads = 0;
-  std::lock_guard<std::mutex> guard{mutex};
-  if (!pools.intra_op) {
-    intra_threads = resolve_thread_count(options.intra_op_parallelism_threads);
-    pools = make_compute_pools(options.inter_op_parallelism_threads, intra_threads);
-  } else {
-    set_blas_threads(intra_threads);
-  }
-  return pools;
-}
-
 /// How this session's own tasks run, on `pools`.
 task_service_options own_task_options(const session_options& options, compute_pools pools) {
   task_service_options task;
@@ -41,6 +23,7 @@ task_service_options own_task_options(const session_options& options, compute_po
   task.cpu_device_count = options.cpu_device_count;
   task.run_inline = options.run_inline;
   task.trace = options.trace;
+  task.env = options.env;
   return task;
 }
 
@@ -86,7 +69,7 @@ session_master make_session_master(caf::actor_system& sys, const session_options
     // parallelism comes from, and concurrent GEMMs each asking OpenBLAS for every core
     // oversubscribe them (measured: 2 threads ran data-parallel MLP steps 1.7x slower than 1).
     auto task_options =
-      own_task_options(options, make_compute_pools(options.inter_op_parallelism_threads, 1));
+      own_task_options(options, env_or_default(options.env).make_pools(options.inter_op_parallelism_threads, 1));
     task_options.cpu_device_count = 1;
     for (auto& [job, count] : options.in_process_cluster)
       for (int task = 0; task < count; ++task)
@@ -95,10 +78,12 @@ session_master make_session_master(caf::actor_system& sys, const session_options
   } else if (options.cluster) {
     master.cluster = options.cluster;
   } else {
+    auto& env = env_or_default(options.env);
     auto pools = options.use_per_session_threads
-                   ? make_compute_pools(options.inter_op_parallelism_threads,
-                                        options.intra_op_parallelism_threads)
-                   : process_pools(options);
+                   ? env.make_pools(options.inter_op_parallelism_threads,
+                                    options.intra_op_parallelism_threads)
+                   : env.shared_pools(options.inter_op_parallelism_threads,
+                                      options.intra_op_parallelism_threads);
     out.owned_tasks.push_back(
       spawn_task_service(sys, "localhost", 0, own_task_options(options, pools)));
     master.task_services = out.owned_tasks;
@@ -107,6 +92,14 @@ session_master make_session_master(caf::actor_system& sys, const session_options
   out.master = spawn_master(sys, std::move(master));
   out.owned = true;
   return out;
+}
+
+void log_session_devices(const std::string& master_name, std::int64_t handle,
+                         const std::vector<std::string>& devices) {
+  if (!verbose())
+    return;
+  for (auto& device : devices)
+    log_verbose("session " + std::to_string(handle) + " on " + master_name + ": device " + device);
 }
 
 double task_timeout(const session_options& options) {

@@ -50,6 +50,11 @@ session_master make_session_master(caf::actor_system& sys, const session_options
 /// cluster), or 0 (no bound) for this process's devices.
 double task_timeout(const session_options& options);
 
+/// Logs, at verbose level, the devices a session found on its master (TensorFlow's "Creating
+/// TensorFlow device" lines).
+void log_session_devices(const std::string& master_name, std::int64_t handle,
+                         const std::vector<std::string>& devices);
+
 /// The bound on one answer from the master: three task bounds (reaching the tasks,
 /// registering partitions, the step) plus a second; 0 (no bound) when tasks have none.
 double master_timeout(const session_options& options);

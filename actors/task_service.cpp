@@ -6,7 +6,7 @@
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/device.hpp"
 #include "devices/device.hpp"
-#include "devices/pool_allocator.hpp"
+#include "devices/runtime_env.hpp"
 #include "devices/thread_pool.hpp"
 
 #include <caf/all.hpp>
@@ -103,10 +103,11 @@ task_actor::behavior_type task_service(task_self self, std::string job, int task
   auto& st = self->state;
   st.job = job;
   st.task = task;
-  install_host_pool_allocator();
+  auto& env = env_or_default(options.env);
+  env.prepare_host_memory();
   auto pools = options.pools.inter_op && options.pools.intra_op
                  ? options.pools
-                 : make_compute_pools(options.threads, options.threads);
+                 : env.make_pools(options.threads, options.threads);
   st.inter_op = pools.inter_op;
   st.intra_op = pools.intra_op;
 

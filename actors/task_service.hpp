@@ -9,6 +9,7 @@
 #include "actors/cluster_spec.hpp"
 #include "actors/protocols/task.hpp"
 #include "devices/device.hpp"
+#include "devices/runtime_env.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -28,9 +29,12 @@ struct task_service_options {
   int threads = 0;
   /// Passed to every device actor (device_actor_options::trace); may be empty.
   std::function<void(const std::string&)> trace;
-  /// Pools to use instead of the task's own (a local session shares the process's pools);
-  /// both or neither.
+  /// Pools to use instead of the task's own (a local session shares its env's pools); both or
+  /// neither.
   compute_pools pools;
+  /// Makes the task's own pools and prepares host memory (devices/runtime_env.hpp); null: the
+  /// process default.
+  std::shared_ptr<runtime_env> env;
   /// Deterministic tests: every node runs inside its device actor (no inter-op pool).
   bool run_inline = false;
   /// The cluster this task belongs to: the master the task serves (on the first master message)

@@ -48,6 +48,7 @@ result<training_target> resolve_target(const train_options& o) {
   training_target t;
   t.options.inter_op_parallelism_threads = o.threads;
   t.options.intra_op_parallelism_threads = o.threads;
+  t.options.log_device_placement = o.log_device_placement;
   if (o.local) {
     t.description = "this process (local devices)";
     return t;

@@ -61,8 +61,8 @@ std::unique_ptr<device> make_cpu_device(device_name name, std::shared_ptr<thread
 /// Number of GPUs this process can use (0 when built without CUDA or when none is present).
 int gpu_count();
 
-/// Sets the BLAS's own thread count to `n` so that it does not start a second pool that fights
-/// the intra-op pool for cores.
+/// Sets the BLAS's own (process-wide) thread count to `n` so that it does not start a second
+/// pool that fights the intra-op pool for cores.
 void set_blas_threads(int n);
 
 /// The pools a task's devices compute on: ready nodes on `inter_op`, multithreaded kernels on
@@ -72,8 +72,11 @@ struct compute_pools {
   std::shared_ptr<thread_pool> intra_op;
 };
 
-/// Pools of `inter_threads` and `intra_threads` (0: one per core); sets the BLAS to
-/// `intra_threads` to match.
+/// Pools of `inter_threads` and `intra_threads` (0: one per core). Leaves the BLAS alone:
+/// runtime_env::make_pools also sets its threads to match (devices/runtime_env.hpp).
 compute_pools make_compute_pools(int inter_threads, int intra_threads);
+
+/// The BLAS's thread count now.
+int blas_threads();
 
 } // namespace actorflow

@@ -23,15 +23,18 @@ using namespace actorflow;
 int main(int argc, char** argv) {
   std::string cluster_text, target;
   int steps = 1000;
+  bool log_device_placement = false;
   apps::flag_set flags;
   flags.values = {
     {"--cluster", [&](const std::string& v) { cluster_text = v; return status{}; }},
     {"--target", [&](const std::string& v) { target = v; return status{}; }},
     {"--steps", [&](const std::string& v) { return apps::parse_int_flag("--steps", v, 1, steps); }},
   };
+  flags.switches = {{"--log-device-placement", &log_device_placement}};
   if (auto bad = apps::parse_flags(argc, argv, flags); !bad.ok()) {
     std::cerr << "in_graph_linreg: " << bad.message()
-              << "\nusage: in_graph_linreg [--target caf://HOST:PORT] --cluster SPEC [--steps N]\n";
+              << "\nusage: in_graph_linreg [--target caf://HOST:PORT] --cluster SPEC [--steps N] "
+                 "[--log-device-placement]\n";
     return 2;
   }
   if (cluster_text.empty()) {
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   session_options options;
+  options.log_device_placement = log_device_placement;
   if (!target.empty())
     options.target = target;
   else

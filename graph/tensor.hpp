@@ -31,7 +31,8 @@ public:
 inline constexpr std::size_t tensor_alignment = 64;
 
 /// The process-wide host allocator used when none is given. It starts as plain aligned
-/// allocation; devices/ installs its pooling allocator here at start-up.
+/// allocation; tasks and sessions install the pooling allocator here when their runtime_env
+/// says so (devices/runtime_env.hpp).
 allocator* default_host_allocator();
 void set_default_host_allocator(allocator* alloc);
 

@@ -73,6 +73,7 @@ Trains a model with actorflow in one process.
   --ps-tasks N           in-process cluster (no --cluster): parameter servers (default 1)
   --worker-tasks N       in-process cluster (no --cluster): workers, one tower each (default 2)
   --local                train in this process on one device, without ps or worker tasks
+  --log-device-placement print "node: device" to standard error for every node placed
   --help                 this text
 )";
 }
@@ -108,7 +109,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--ps-tasks", [&](auto& v) { return apps::parse_int_flag("--ps-tasks", v, 1, o.ps_tasks); }},
     {"--worker-tasks", [&](auto& v) { return apps::parse_int_flag("--worker-tasks", v, 1, o.worker_tasks); }},
   };
-  flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local}};
+  flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local},
+                    {"--log-device-placement", &o.log_device_placement}};
   AF_RETURN_IF_ERROR(apps::parse_flags(argc, argv, flags));
   if (o.model == "linreg" && !learning_rate_set)
     o.learning_rate = 0.5;

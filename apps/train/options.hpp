@@ -42,6 +42,8 @@ struct train_options {
   int ps_tasks = 1;
   int worker_tasks = 2;
   bool local = false;
+  /// Print "node: device" for every node placed (TensorFlow's log_device_placement).
+  bool log_device_placement = false;
   bool help = false;
 };
 

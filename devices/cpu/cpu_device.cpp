@@ -51,19 +51,18 @@ private:
 std::unique_ptr<device> make_cpu_device(device_name name, std::shared_ptr<thread_pool> intra_op) {
   if (intra_op == nullptr)
     intra_op = std::make_shared<thread_pool>("intra_op", 0);
-  // Start-up is the one moment every process passes through before it makes tensors.
-  install_host_pool_allocator();
   return std::make_unique<cpu_device>(std::move(name), std::move(intra_op));
 }
 
 void set_blas_threads(int n) { openblas_set_num_threads(n > 0 ? n : resolve_thread_count(0)); }
+
+int blas_threads() { return openblas_get_num_threads(); }
 
 compute_pools make_compute_pools(int inter_threads, int intra_threads) {
   auto intra = resolve_thread_count(intra_threads);
   compute_pools pools;
   pools.intra_op = std::make_shared<thread_pool>("intra_op", intra - 1);
   pools.inter_op = std::make_shared<thread_pool>("inter_op", resolve_thread_count(inter_threads));
-  set_blas_threads(intra);
   return pools;
 }
 

@@ -6,6 +6,7 @@
 #include "actors/session_actor.hpp"
 #include "actors/task_service.hpp"
 #include "actors/testing.hpp"
+#include "devices/runtime_env.hpp"
 #include "graph/ops.hpp"
 #include "support/processes.hpp"
 
@@ -144,4 +145,27 @@ TEST_CASE("a blocking session notices its master going down instead of waiting f
   REQUIRE_FALSE(failed.ok());
   CHECK(contains(failed.error().message(), "the master went down"));
   caf::anon_send(task, protocol::stop_atom::value);
+}
+
+TEST_CASE("a session with an env of its own leaves the process's BLAS threads and allocator alone") {
+  auto saved_blas = blas_threads();
+  auto* saved_allocator = default_host_allocator();
+  set_blas_threads(1);
+  auto env = std::make_shared<runtime_env>(runtime_env::settings{false, false});
+  graph g;
+  auto c = ops::constant(g, 2.f, "c") * ops::constant(g, 3.f, "d");
+  session_options options;
+  options.env = env;
+  options.use_per_session_threads = true;
+  options.intra_op_parallelism_threads = 3;
+  options.inter_op_parallelism_threads = 1;
+  {
+    session s{g, options};
+    auto r = s.run({c});
+    REQUIRE(r.ok());
+    CHECK(r->at(0).scalar_value<float>() == 6.f);
+  }
+  CHECK(blas_threads() == 1);
+  CHECK(default_host_allocator() == saved_allocator);
+  set_blas_threads(saved_blas);
 }

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -65,6 +66,29 @@ TEST_CASE("linreg prints step W b every 20 steps and ends near W = 0.1, b = 0.3"
   CHECK(step == 999);
   CHECK(w == Approx(0.1).margin(1e-3));
   CHECK(b == Approx(0.3).margin(1e-3));
+}
+
+TEST_CASE("--log-device-placement prints where every node was placed") {
+  auto r = run_train("--model linreg --threads 1 --steps 2 --log-device-placement");
+  REQUIRE(r.exit_code == 0);
+  std::size_t placed = 0;
+  for (auto& line : lines_of(r.output))
+    if (line.find(": /job:") != std::string::npos && line.find("/device:CPU:0") != std::string::npos)
+      ++placed;
+  CHECK(placed > 5);
+  CHECK(run_train("--model linreg --threads 1 --steps 2").output.find(": /job:") ==
+        std::string::npos);
+}
+
+TEST_CASE("ACTORFLOW_VERBOSE=1 logs the devices a session finds, as TensorFlow does") {
+  ::setenv("ACTORFLOW_VERBOSE", "1", 1);
+  auto r = run_train("--model linreg --threads 1 --steps 2 --local");
+  ::unsetenv("ACTORFLOW_VERBOSE");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("actorflow: session 1 on the master: device "
+                      "/job:localhost/replica:0/task:0/device:CPU:0") != std::string::npos);
+  CHECK(run_train("--model linreg --threads 1 --steps 2 --local").output.find("actorflow: ") ==
+        std::string::npos);
 }
 
 TEST_CASE("bad flags, missing data and unwritable directories give one line and a non-zero exit") {

@@ -13,7 +13,16 @@ TEST_CASE("the CPU device is synchronous and allocates from the host pool", "[cp
   CHECK(dev.type() == "CPU");
   CHECK(dev.full_name() == "/job:localhost/replica:0/task:0/device:CPU:0");
   CHECK(dev.device_allocator() == &host_pool_allocator());
-  CHECK(default_host_allocator() == &host_pool_allocator());
+}
+
+TEST_CASE("making a CPU device leaves the process's default host allocator alone",
+          "[cpu_device]") {
+  // Installing it is the runtime env's decision (devices/runtime_env.hpp), not a device's.
+  auto* before = default_host_allocator();
+  auto dev = make_cpu_device(*device_name::parse("/job:localhost/replica:0/task:0/device:CPU:0"),
+                             nullptr);
+  CHECK(dev != nullptr);
+  CHECK(default_host_allocator() == before);
 }
 
 TEST_CASE("host transfers on the CPU device hand back the same tensor", "[cpu_device]") {
