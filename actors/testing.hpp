@@ -1,13 +1,29 @@
 #pragma once
-/// An actor system on CAF's deterministic test scheduler, and session options that run every
-/// node inside its device actor and drive the scheduler before each wait.
-///   deterministic_system sys;
-///   session s{sys.system(), g, sys.session_options()};
-///   auto r = s.run({c});              // messages ran one by one, in a fixed order
-///   CHECK(sys.trace() == std::vector<std::string>{...});
-/// The same interleaving every run: one thread, jobs in FIFO order, no wall clock.
+/// Deterministic tests of actorflow actors, for actorflow's own tests and for embedders
+/// (installed as <actorflow/actors/testing.hpp>): an actor system on CAF's test scheduler, and
+/// options that make sessions, tasks and devices run on it message by message.
+///   testing::deterministic_system sys;
+///   session s{sys.system(), g, sys.session_options()};     // blocking: drives the scheduler
+///   auto r = s.run({c});                                    // messages ran one at a time
+///   CHECK(sys.trace() == std::vector<std::string>{"/device:CPU:0 register 1", ...});
+/// The same interleaving every run: one thread, jobs in FIFO order, no wall clock; timeouts
+/// fire only when the test asks (sys.scheduler().trigger_timeouts()).
+///
+/// What determinism needs, and why these options set it:
+/// - run_inline: every node runs inside its device actor, on the scheduler's thread. Otherwise
+///   nodes run on the task's inter-op pool, whose threads race the scheduler.
+/// - one thread per task (task_options(): threads = 1): the intra-op pool then has no threads
+///   of its own, and multithreaded kernels run on the calling thread.
+/// - drive: a blocking session runs the scheduler before each wait for an answer (it would wait
+///   forever otherwise: nothing else runs the actors). A session actor (session_actor.hpp)
+///   needs no drive: run the scheduler with run_all() after sending it a request.
+/// - trace: every device actor reports each message it handles ("/device:CPU:1 run step 2"),
+///   which is what tests assert the order of.
+/// Across nodes (actorflow's tasks in several simulated processes), CAF's test multiplexer
+/// plays the network; see actorflow's tests/support/test_network.hpp for a fixture.
 
 #include "actors/session.hpp"
+#include "actors/task_service.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -31,11 +47,26 @@ public:
   caf::actor_system& system() { return *system_; }
   caf::scheduler::test_coordinator& scheduler() { return *scheduler_; }
 
-  /// Options for a session whose every step is run by this scheduler, message by message.
+  /// Options for a session whose every step is run by this scheduler, message by message, and
+  /// traced into trace().
   actorflow::session_options session_options(actorflow::session_options base = {}) {
     base.run_inline = true;
+    // Pools of its own with one thread: kernels run on the calling thread.
+    base.use_per_session_threads = true;
+    base.inter_op_parallelism_threads = 1;
+    base.intra_op_parallelism_threads = 1;
     base.drive = [this] { run_all(); };
     base.trace = [this](const std::string& line) { trace_.push_back(line); };
+    return base;
+  }
+
+  /// Options for a task service (spawn_task_service) whose devices run on this scheduler, with
+  /// one thread, traced into trace() as "<tag> <line>" ("ps /device:CPU:0 run step 2"): the
+  /// devices of different tasks have the same local names.
+  task_service_options task_options(const std::string& tag, task_service_options base = {}) {
+    base.run_inline = true;
+    base.threads = 1;
+    base.trace = [this, tag](const std::string& line) { trace_.push_back(tag + " " + line); };
     return base;
   }
 
