@@ -4,7 +4,8 @@
 //   (a) in one process: an in-process cluster with the same jobs and tasks (the same four
 //       partitions through the same master and task actors, local messages), and
 //   (b) on four actorflow-worker processes on free loopback ports, this process the client:
-//       once as its own master, once on the master of /job:gongzuo/task:0 (started --master),
+//       once as its own master, once on the master of /job:gongzuo/task:0, and once more as
+//       its own master with colocate_gradients_with_ops (the gradients beside the model),
 // beside PyTorch 1.13's torch.distributed.rpc doing the same parameter-server layout
 // (bench/torch_rpc_ps.py: 2 ps processes holding W and b, one trainer) in the same run.
 #include "support/processes.hpp"
@@ -38,9 +39,9 @@ struct classic_graph {
   output train;
   /// pins[i]: where the example's /job:canshu/task:0, /job:canshu/task:1, /job:gongzuo/task:0
   /// and /job:gongzuo/task:1 go.
-  explicit classic_graph(const std::vector<std::string>& pins) {
+  classic_graph(const std::vector<std::string>& pins, const gradient_options& gradients) {
     gradient_descent_optimizer sgd{0.5};
-    auto m = train::build_linreg(g, sgd, 1, {pins[0], pins[1], pins[2], pins[3]});
+    auto m = train::build_linreg(g, sgd, 1, {pins[0], pins[1], pins[2], pins[3]}, gradients);
     w = m.weights;
     b = m.biases;
     train = m.train;
@@ -49,8 +50,8 @@ struct classic_graph {
 
 /// Steps/s of the training op on a session with `options`; checks that W and b converged.
 result<double> step_rate(const std::vector<std::string>& pins, const session_options& options,
-                         const char* label) {
-  classic_graph m{pins};
+                         const char* label, const gradient_options& gradients = {}) {
+  classic_graph m{pins, gradients};
   AF_RETURN_IF_ERROR(m.g.status());
   session s{m.g, options};
   AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(m.g)}));
@@ -92,6 +93,7 @@ int main() {
   // (b) four worker processes on loopback; /job:gongzuo/task:0 also serves as master.
   result<double> four_processes = status{errc::internal, "no cluster"};
   result<double> on_remote_master = status{errc::internal, "no cluster"};
+  result<double> colocated = status{errc::internal, "no cluster"};
   {
     actorflow::testing::cluster_processes cluster{
       ACTORFLOW_WORKER_BINARY, {{"canshu", 2}, {"gongzuo", 2}}, 1,
@@ -110,12 +112,17 @@ int main() {
     remote.cluster = std::make_shared<cluster_spec>(*spec);
     remote.timeout_seconds = 30;
     four_processes = step_rate(pins, remote, "4 processes, client as master");
+    // The gradients beside their forward ops (as actorflow placed them before following TF1's
+    // rule): gongzuo:1 then computes nothing, and a step crosses fewer task boundaries.
+    gradient_options beside_ops;
+    beside_ops.colocate_gradients_with_ops = true;
+    colocated = step_rate(pins, remote, "4 processes, gradients colocated with ops", beside_ops);
     session_options target;
     target.target = "caf://" + cluster.address(2);
     target.timeout_seconds = 30;
     on_remote_master = step_rate(pins, target, "4 processes, master on gongzuo:0");
   }
-  for (auto* r : {&four_processes, &on_remote_master})
+  for (auto* r : {&four_processes, &on_remote_master, &colocated})
     if (!*r) {
       std::fprintf(stderr, "error: 4 processes: %s\n", r->error().to_string().c_str());
       return 1;
@@ -140,5 +147,12 @@ int main() {
     g.ratio = *on_remote_master / *torch;
   }
   bench::emit(g);
+  bench::figure c{"cluster_steps_per_s_4_processes_tf1_vs_colocated_gradients", *four_processes,
+                  "steps/s"};
+  c.baseline = *colocated;
+  c.ratio = *four_processes / *colocated;
+  c.note = "TF1's gradient placement (on gongzuo:1, where minimize is called) against "
+           "colocate_gradients_with_ops, same run";
+  bench::emit(c);
   return 0;
 }

@@ -115,7 +115,7 @@ result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
 }
 
 linreg_model build_linreg(graph& g, optimizer& opt, std::uint64_t seed,
-                          const linreg_devices& devices) {
+                          const linreg_devices& devices, const gradient_options& gradients) {
   std::mt19937_64 rng{seed};
   std::uniform_real_distribution<float> uniform{0.f, 1.f};
   std::vector<float> x_data(100), y_data(100);
@@ -141,7 +141,7 @@ linreg_model build_linreg(graph& g, optimizer& opt, std::uint64_t seed,
   }
   {
     auto d = g.device(devices.optimizer);
-    m.train = opt.minimize(m.loss);
+    m.train = opt.minimize(m.loss, {}, gradients);
   }
   return m;
 }

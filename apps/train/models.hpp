@@ -71,7 +71,8 @@ struct linreg_model {
 };
 
 linreg_model build_linreg(graph& g, optimizer& opt, std::uint64_t seed = 1,
-                          const linreg_devices& devices = {});
+                          const linreg_devices& devices = {},
+                          const gradient_options& gradients = {});
 
 /// The SPEC example's pins: jobs "canshu" (variables) and "gongzuo" (model, optimizer).
 linreg_devices classic_in_graph_devices();
