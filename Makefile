@@ -45,7 +45,10 @@ demo: build
 bench: deps-bench build
 	bench/run_all.sh $(BUILD_DIR)/bench
 
-install: build
+# Builds only what is installed (the libraries and the apps: the target actorflow_installed),
+# not the tests and benchmarks, in the same build dir as `build`.
+install: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target actorflow_installed
 	cmake --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)
 
 clean:

@@ -64,15 +64,18 @@ caf::behavior host_actor(caf::event_based_actor* self, protocol::session_actor s
       });
   };
   auto step = std::make_shared<std::function<void(int)>>();
+  // The function holds itself weakly (no cycle); the pending request's handler holds it.
+  std::weak_ptr<std::function<void(int)>> weak_step = step;
   *step = [=](int left) {
     if (left == 0)
       return fetch();
+    auto next = weak_step.lock();
     self->request(session, 30s, protocol::run_atom::value,
                   *protocol::make_session_run({}, model->batch(), {model->train}))
       .then([=](protocol::master_run_result& r) {
         if (!r.outcome.ok())
           return fail(r.outcome);
-        (*step)(left - 1);
+        (*next)(left - 1);
       });
   };
   self->request(session, 30s, protocol::run_atom::value,

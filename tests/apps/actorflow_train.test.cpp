@@ -68,7 +68,7 @@ TEST_CASE("linreg prints step W b every 20 steps and ends near W = 0.1, b = 0.3"
   CHECK(b == Approx(0.3).margin(1e-3));
 }
 
-TEST_CASE("--log-device-placement prints where every node was placed") {
+TEST_CASE("actorflow-train with --log-device-placement prints where every node was placed") {
   auto r = run_train("--model linreg --threads 1 --steps 2 --log-device-placement");
   REQUIRE(r.exit_code == 0);
   std::size_t placed = 0;

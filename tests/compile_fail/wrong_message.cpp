@@ -1,7 +1,7 @@
-// Compiled twice by compile_fail.cmake: as is, it must compile (the messages are right); with
-// one WRONG_* macro defined, it must not, and the error must come from CAF's type check of the
-// message (no caf::response_type for it), or of the handle conversion. Proves that actorflow's protocols are typed: a wrong message is a build error,
-// not an unexpected_message at run time.
+// Compiled by compile_fail.cmake: as is, it must compile (the messages are right); with one
+// WRONG_* macro defined, it must not, and the error must come from CAF's type check of the
+// message (no caf::response_type for it) or of the handle conversion. Proves that actorflow's
+// protocols are typed: a wrong message is a build error, not an unexpected_message at run time.
 #include "actors/protocols/device.hpp"
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/task.hpp"

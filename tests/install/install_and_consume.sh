@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Installs a built actorflow into a temporary prefix, then configures, builds and runs
-# tests/install/consumer against it: proves that another CMake project can
-# find_package(actorflow) and link actorflow::actorflow.
-#   usage: install_and_consume.sh <actorflow build dir> <actorflow source dir>
+# Installs a built actorflow into a temporary prefix, checks what the installed headers
+# include, then configures, builds and runs a project against the install:
+#   consumer  (default) tests/install/consumer: another CMake project can find_package(actorflow)
+#             and link actorflow::actorflow;
+#   embedding examples/embedding: a CAF application embedding actorflow (embedding_host) and
+#             its deterministic test (embedding_deterministic_test) build and pass.
+#   usage: install_and_consume.sh <actorflow build dir> <actorflow source dir> [consumer|embedding]
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 <actorflow build dir> <actorflow source dir>" >&2
+if [[ $# -lt 2 || $# -gt 3 ]]; then
+  echo "usage: $0 <actorflow build dir> <actorflow source dir> [consumer|embedding]" >&2
+  exit 2
+fi
+mode=${3:-consumer}
+if [[ "$mode" != consumer && "$mode" != embedding ]]; then
+  echo "usage: $0 <actorflow build dir> <actorflow source dir> [consumer|embedding]" >&2
   exit 2
 fi
 for dir in "$1" "$2"; do
@@ -16,13 +24,17 @@ build_dir=$(cd "$1" && pwd)
 source_dir=$(cd "$2" && pwd)
 [[ -f "$build_dir/cmake_install.cmake" ]] \
   || { echo "install test FAILED: $build_dir is not a configured actorflow build dir" >&2; exit 1; }
-consumer_src="$source_dir/tests/install/consumer"
+if [[ "$mode" == consumer ]]; then
+  consumer_src="$source_dir/tests/install/consumer"
+else
+  consumer_src="$source_dir/examples/embedding"
+fi
 cmake_bin=${CMAKE_COMMAND:-cmake}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/actorflow-install-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
-consumer_build="$work/consumer-build"
+consumer_build="$work/$mode-build"
 
 fail() {
   echo "install test FAILED: $1" >&2
@@ -40,6 +52,35 @@ echo "== installing $build_dir into $prefix"
    -n "$(find "$prefix" -name actorflowConfig.cmake -print -quit)" ]] \
   || fail "no actorflowConfig.cmake was installed under $prefix"
 
+# Every installed header must include only the standard library, POSIX (<sys/...>), CAF (which
+# actorflow::actorflow passes on) and other installed actorflow headers: a consumer gets no
+# other include directory (no Eigen, no Cap'n Proto).
+include_root="$prefix/include"
+[[ -d "$include_root/actorflow" ]] || fail "no headers were installed under $include_root/actorflow"
+header_problems=""
+standard_header='^<[a-z_0-9]+>$'
+while IFS= read -r header; do
+  while IFS= read -r included; do
+    case "$included" in
+      '<caf/'* | '<sys/'*) ;;
+      '<actorflow/'*)
+        name=${included#<}; name=${name%>}
+        [[ -f "$include_root/$name" ]] \
+          || header_problems+="${header#$include_root/} includes $included, which is not installed"$'\n' ;;
+      '<'*)
+        # Standard headers have neither a directory nor an extension.
+        [[ "$included" =~ $standard_header ]] \
+          || header_problems+="${header#$include_root/} includes $included, from a dependency actorflow does not pass on"$'\n' ;;
+      '"'*)
+        # The headers include each other as "graph/graph.hpp", from <prefix>/include/actorflow.
+        name=${included#\"}; name=${name%\"}
+        [[ -f "$include_root/actorflow/$name" || -f "$(dirname "$header")/$name" ]] \
+          || header_problems+="${header#$include_root/} includes $included, which is not installed"$'\n' ;;
+    esac
+  done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*([<"][^>"]+[>"]).*/\1/p' "$header")
+done < <(find "$include_root/actorflow" -type f)
+[[ -z "$header_problems" ]] || fail "installed headers include what consumers do not get:"$'\n'"$header_problems"
+
 generator_args=()
 if command -v ninja >/dev/null 2>&1; then
   generator_args=(-G Ninja)
@@ -49,23 +90,41 @@ if command -v ccache >/dev/null 2>&1; then
   launcher_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 
-echo "== configuring the consumer project against $prefix"
+echo "== configuring $consumer_src against $prefix"
 "$cmake_bin" -S "$consumer_src" -B "$consumer_build" "${generator_args[@]}" "${launcher_args[@]}" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log" 2>&1 \
-  || fail "configuring the consumer (find_package(actorflow) with CMAKE_PREFIX_PATH=$prefix) failed" \
+  || fail "configuring $consumer_src (find_package(actorflow) with CMAKE_PREFIX_PATH=$prefix) failed" \
           "$work/configure.log"
 
-echo "== building the consumer"
+echo "== building $consumer_src"
 "$cmake_bin" --build "$consumer_build" -j1 >"$work/build.log" 2>&1 \
-  || fail "building the consumer against the installed actorflow failed" "$work/build.log"
+  || fail "building $consumer_src against the installed actorflow failed" "$work/build.log"
 
-echo "== running the consumer"
-set +e
-output=$("$consumer_build/actorflow_consumer" 2>&1)
-rc=$?
-set -e
-echo "$output"
-[[ $rc -eq 0 ]] || fail "the consumer exited with status $rc"
-grep -qx "actorflow consumer: c = 12" <<<"$output" \
-  || fail "the consumer printed no 'actorflow consumer: c = 12'"
-echo "install test passed: an installed actorflow is found and linked by another CMake project"
+# Runs a built program with a bound; sets `output` and `rc`.
+run_program() {
+  echo "== running $1"
+  set +e
+  output=$(timeout 120 "$consumer_build/$1" 2>&1)
+  rc=$?
+  set -e
+  echo "$output"
+  [[ $rc -ne 124 ]] || fail "$1 did not finish within 120 s"
+  [[ $rc -eq 0 ]] || fail "$1 exited with status $rc"
+}
+
+if [[ "$mode" == consumer ]]; then
+  run_program actorflow_consumer
+  grep -qx "actorflow consumer: c = 12" <<<"$output" \
+    || fail "the consumer printed no 'actorflow consumer: c = 12'"
+  echo "install test passed: an installed actorflow is found and linked by another CMake project"
+else
+  run_program embedding_host
+  number='-?[0-9.]+(e-?[0-9]+)?'
+  grep -qxE "trained W=$number b=$number" <<<"$output" \
+    || fail "embedding_host printed no 'trained W=<w> b=<b>' line"
+  grep -qxE "pulled W=$number" <<<"$output" || fail "embedding_host printed no 'pulled W=<w>' line"
+  grep -qx "pushed W=0.5 read back 0.5" <<<"$output" \
+    || fail "embedding_host printed no 'pushed W=0.5 read back 0.5' line"
+  run_program embedding_deterministic_test
+  echo "install test passed: examples/embedding builds against an installed actorflow and runs"
+fi

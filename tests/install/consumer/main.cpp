@@ -1,8 +1,8 @@
 // Builds c = 3 * 4 with the installed headers and runs it in a session: prints
 // "actorflow consumer: c = 12" and exits 0, or says what went wrong and exits 1.
-#include "actors/session.hpp"
-#include "graph/graph.hpp"
-#include "graph/ops.hpp"
+#include <actorflow/actors/session.hpp>
+#include <actorflow/graph/graph.hpp>
+#include <actorflow/graph/ops.hpp>
 
 #include <iostream>
 
