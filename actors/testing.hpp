@@ -19,8 +19,8 @@
 ///   needs no drive: run the scheduler with run_all() after sending it a request.
 /// - trace: every device actor reports each message it handles ("/device:CPU:1 run step 2"),
 ///   which is what tests assert the order of.
-/// Across nodes (actorflow's tasks in several simulated processes), CAF's test multiplexer
-/// plays the network; see actorflow's tests/support/test_network.hpp for a fixture.
+/// Across nodes (tasks in several simulated processes), CAF's test multiplexer plays the
+/// network: <actorflow/actors/testing_network.hpp> (testing::test_network).
 
 #include "actors/session.hpp"
 #include "actors/task_service.hpp"

@@ -8,7 +8,7 @@
 #include "actors/task_service.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
-#include "support/test_network.hpp"
+#include "actors/testing_network.hpp"
 
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>

@@ -12,7 +12,8 @@
 /// when a test calls trigger_timeouts().
 ///
 /// This is our own small counterpart of CAF's caf/test/io_dsl.hpp, which depends on CAF's test
-/// runner rather than Catch2.
+/// runner rather than on the embedder's test framework. Installed for embedders as
+/// <actorflow/actors/testing_network.hpp>; tests/actors/multi_task_network.test.cpp uses it.
 
 #include "actors/protocols/wire.hpp"
 
