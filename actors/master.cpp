@@ -1,6 +1,8 @@
 #include "actors/master.hpp"
 
 #include "actors/device_actor.hpp"
+#include "actors/device_directory.hpp"
+#include "actors/master_plan.hpp"
 #include "actors/protocols/device.hpp"
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/task.hpp"
@@ -64,42 +66,16 @@ caf::duration bound(double seconds) {
   return caf::duration{std::chrono::microseconds{static_cast<std::int64_t>(seconds * 1e6)}};
 }
 
-std::string task_of(const device_name& d) {
-  return "/job:" + d.job.value_or("") + "/replica:0/task:" + std::to_string(d.task.value_or(0));
-}
-
-/// One device's share of a run signature.
-struct partition_entry {
-  std::string device;
-  device_actor actor;
-  std::int64_t handle = 0;
-  /// (index into the request's feeds, tensor name)
-  std::vector<std::pair<std::size_t, std::string>> feeds;
-  /// The tensors this device returns, and where each goes among the request's fetches.
-  std::vector<std::string> fetch_names;
-  std::vector<std::size_t> fetch_slots;
-};
-
-/// A run signature's partitions; usable once every registration has been acknowledged.
-struct run_plan {
-  std::vector<partition_entry> partitions;
-  bool registering = true;
-  status registration;
-  std::vector<completion> waiting;
-};
-
 struct master_session {
   std::shared_ptr<graph> g;
   session_config config;
-  /// Keyed by fetches|feeds|targets: each signature is placed and registered once.
-  std::map<std::string, std::shared_ptr<run_plan>> plans;
+  /// Each run signature is placed and registered once.
+  plan_cache plans;
 };
 
 struct master_state {
   master_options options;
-  std::vector<std::pair<device_name, device_actor>> devices;
-  /// Bulk endpoint "host:port" by full device name, for devices whose task listed one.
-  std::map<std::string, std::string> bulk_addresses;
+  device_directory directory;
   enum class discovery { not_started, running, done } phase = discovery::not_started;
   std::vector<completion> waiting_for_devices;
   step_coordinator_actor coordinator;
@@ -115,84 +91,30 @@ struct master_state {
 
 using master_self = master_actor::stateful_pointer<master_state>;
 
-void add_devices(master_self self, const std::string& where, device_list& listed,
-                 countdown& done) {
-  for (auto& [name, actor] : listed.devices) {
-    auto parsed = device_name::parse(name);
-    if (!parsed || !parsed->fully_specified()) {
-      done.report(make_error(errc::data_loss,
-                             "task " + where + " reported a bad device name '" + name + "'"));
-      return;
-    }
-    self->state.devices.emplace_back(*parsed, actor);
-    if (!listed.bulk_address.empty())
-      self->state.bulk_addresses[parsed->to_string()] = listed.bulk_address;
-  }
-  done.report({});
-}
-
 void ask_devices(master_self self, const task_actor& service, const std::string& where,
                  std::shared_ptr<countdown> done) {
   self->request(service, bound(self->state.options.timeout_seconds), devices_atom::value)
-    .then([=](device_list& listed) { add_devices(self, where, listed, *done); },
+    .then([=](device_list& listed) { done->report(self->state.directory.add_task(where, listed)); },
           [=](caf::error& err) {
             done->report(status_from_error(err).with_context("task " + where));
           });
 }
 
-/// Tasks of the cluster spec that no known task service stands for: (name, host, port).
-std::vector<std::tuple<std::string, std::string, std::uint16_t>>
-unreached_tasks(const master_state& st, status& error) {
-  std::vector<std::tuple<std::string, std::string, std::uint16_t>> out;
-  if (!st.options.cluster)
-    return out;
-  std::set<std::string> reached;
-  for (auto& [name, actor] : st.devices)
-    reached.insert(task_of(name));
-  auto& cluster = *st.options.cluster;
-  for (auto& job : cluster.jobs()) {
-    for (int task = 0; task < cluster.num_tasks(job); ++task) {
-      auto name = "/job:" + job + "/replica:0/task:" + std::to_string(task);
-      if (reached.count(name) > 0)
-        continue;
-      auto address = cluster.address(job, task);
-      if (!address) {
-        error = address.error();
-        return {};
-      }
-      auto split = parse_host_port(*address);
-      if (!split) {
-        error = split.error();
-        return {};
-      }
-      out.emplace_back(name + " at " + *address, split->host, split->port);
-    }
-  }
-  return out;
-}
-
 void finish_discovery(master_self self, const status& outcome) {
   auto& st = self->state;
   if (outcome.ok()) {
-    std::sort(st.devices.begin(), st.devices.end(), [](auto& a, auto& b) {
-      return std::make_tuple(a.first.job, a.first.task, a.first.type, a.first.id) <
-             std::make_tuple(b.first.job, b.first.task, b.first.type, b.first.id);
-    });
-    // Every device learns every other: a _Send addresses its receiver by full name.
-    peer_table peers;
-    for (auto& [name, actor] : st.devices)
-      peers.devices.emplace(name.to_string(), actor);
-    // And where large tensors for it may go outside CAF (actors/bulk_channel.hpp).
-    peers.bulk_addresses = st.bulk_addresses;
-    for (auto& [name, actor] : st.devices) {
+    st.directory.finish();
+    // Every device learns every other (a _Send addresses its receiver by full name) and where
+    // large tensors for it may go outside CAF (actors/bulk_channel.hpp).
+    auto peers = st.directory.peers();
+    for (auto& [name, actor] : st.directory.devices()) {
       self->send(actor, peers_atom::value, peers);
       // A task that goes away (killed, restarted) makes the next session look again.
       self->monitor(actor);
     }
     st.phase = master_state::discovery::done;
   } else {
-    st.devices.clear();
-    st.bulk_addresses.clear();
+    st.directory.clear();
     st.phase = master_state::discovery::not_started; // the next session tries again
   }
   auto waiting = std::move(st.waiting_for_devices);
@@ -203,11 +125,14 @@ void finish_discovery(master_self self, const status& outcome) {
 
 /// Reaches the tasks the spec lists but no known service covers, through the middleman.
 void connect_unreached(master_self self) {
-  status bad_spec;
-  auto tasks = unreached_tasks(self->state, bad_spec);
-  if (!bad_spec.ok()) {
-    finish_discovery(self, bad_spec);
-    return;
+  std::vector<unreached_task> tasks;
+  if (self->state.options.cluster) {
+    auto found = self->state.directory.unreached(*self->state.options.cluster);
+    if (!found) {
+      finish_discovery(self, found.error());
+      return;
+    }
+    tasks = std::move(*found);
   }
   auto done = std::make_shared<countdown>(tasks.size(),
                                           [self](const status& s) { finish_discovery(self, s); });
@@ -272,132 +197,30 @@ void with_devices(master_self self, completion then) {
     ask_devices(self, services[i], "known to the master (service " + std::to_string(i) + ")", done);
 }
 
-device_name default_task_of(const master_state& st, const session_config& config) {
-  if (!config.default_task.empty())
-    if (auto parsed = device_name::parse(config.default_task))
-      return *parsed;
-  if (!st.options.own_task.empty())
-    if (auto parsed = device_name::parse(st.options.own_task))
-      return *parsed;
-  std::vector<std::string> jobs;
-  for (auto& [name, actor] : st.devices)
-    if (std::find(jobs.begin(), jobs.end(), *name.job) == jobs.end())
-      jobs.push_back(*name.job);
-  device_name d;
-  if (jobs.empty())
-    return d;
-  auto has_worker = std::find(jobs.begin(), jobs.end(), "worker") != jobs.end();
-  d.job = has_worker ? std::string{"worker"} : jobs.front();
-  d.replica = 0;
-  d.task = 0;
-  return d;
-}
-
-std::string signature_of(const master_run_request& req) {
-  std::string signature;
-  for (auto& f : req.fetches)
-    signature += f + ",";
-  signature += "|";
-  for (auto& f : req.feeds)
-    signature += f.first + ",";
-  signature += "|";
-  for (auto& t : req.targets)
-    signature += t + ",";
-  return signature;
-}
-
-void finish_registration(run_plan& plan, const status& outcome) {
-  plan.registering = false;
-  plan.registration = outcome;
-  auto waiting = std::move(plan.waiting);
-  plan.waiting.clear();
-  for (auto& w : waiting)
-    w(outcome);
-}
-
 /// The plan for `req`'s signature: placed, partitioned and sent for registration the first
 /// time. `placed` receives the placement lines this call produced.
 result<std::shared_ptr<run_plan>> plan_for(master_self self, master_session& s,
                                            const master_run_request& req,
                                            std::vector<std::string>& placed) {
-  auto signature = signature_of(req);
-  if (auto i = s.plans.find(signature); i != s.plans.end())
-    return i->second;
-  auto& g = *s.g;
-  std::vector<int> roots;
-  std::vector<output> fetches;
-  for (auto& name : req.fetches) {
-    auto o = g.find_output(name);
-    if (!o.valid())
-      return make_error(errc::invalid_argument, "fetch '" + name + "' names no tensor of the graph");
-    fetches.push_back(o);
-    roots.push_back(o.node_id);
-  }
-  for (auto& name : req.targets) {
-    auto id = g.find(name);
-    if (id < 0)
-      return make_error(errc::invalid_argument, "target '" + name + "' names no node of the graph");
-    add_target_roots(g, id, roots);
-  }
-  std::set<int> fed;
-  std::vector<output> feeds;
-  for (auto& [name, value] : req.feeds) {
-    auto o = g.find_output(name);
-    if (!o.valid())
-      return make_error(errc::invalid_argument, "feed '" + name + "' names no tensor of the graph");
-    feeds.push_back(o);
-    fed.insert(o.node_id);
-  }
-  auto needed = prune(g, roots, fed);
-
+  auto signature = run_signature(req);
+  if (auto cached = s.plans.find(signature))
+    return cached;
   auto& st = self->state;
-  std::vector<device_name> names;
-  for (auto& d : st.devices)
-    names.push_back(d.first);
   placement_options placement;
   placement.allow_soft_placement = s.config.allow_soft_placement;
-  placement.default_task = default_task_of(st, s.config);
-  AF_RETURN_IF_ERROR(place_nodes(
-    g, needed, names,
-    [](const std::string& op, const std::string& type, dtype t) {
-      return kernel_registry::global().has(op, type, t);
-    },
-    placement, &placed));
-  auto parts = partition_graph(g, needed, fed);
-  if (!parts)
-    return parts.error();
-
-  auto plan = std::make_shared<run_plan>();
-  for (auto& [device, part] : *parts) {
-    partition_entry entry;
-    auto found = std::find_if(st.devices.begin(), st.devices.end(),
-                              [&, &device = device](auto& d) { return d.first.to_string() == device; });
-    if (found == st.devices.end())
-      return make_error(errc::internal, "no device actor for " + device);
-    entry.actor = found->second;
-    entry.device = device;
-    entry.handle = ++st.next_handle;
-    for (std::size_t i = 0; i < feeds.size(); ++i)
-      if (g.at(feeds[i].node_id).assigned_device == device)
-        entry.feeds.emplace_back(i, req.feeds[i].first);
-    for (std::size_t i = 0; i < fetches.size(); ++i)
-      if (g.at(fetches[i].node_id).assigned_device == device)
-      {
-        entry.fetch_names.push_back(req.fetches[i]);
-        entry.fetch_slots.push_back(i);
-      }
-    plan->partitions.push_back(std::move(entry));
-  }
-  s.plans[signature] = plan;
+  placement.default_task = st.directory.default_task(s.config.default_task, st.options.own_task);
+  auto made = make_run_plan(*s.g, req, st.directory, placement, st.next_handle, placed);
+  if (!made)
+    return made.error();
+  auto plan = *made;
+  s.plans.insert(signature, plan);
   // Registration replies may outlive the session (closed meanwhile): they hold the plan.
   auto done = std::make_shared<countdown>(
-    plan->partitions.size(), [plan](const status& outcome) { finish_registration(*plan, outcome); });
-  std::size_t index = 0;
-  for (auto& [device, part] : *parts) {
-    auto& entry = plan->partitions[index++];
-    auto where = "registering a partition on " + device;
+    plan->partitions.size(), [plan](const status& outcome) { plan->finish_registration(outcome); });
+  for (auto& entry : plan->partitions) {
+    auto where = "registering a partition on " + entry.device;
     self->request(entry.actor, bound(st.options.timeout_seconds), register_atom::value,
-                  make_partition_registration(entry.handle, part))
+                  make_partition_registration(entry.handle, entry.partition))
       .then([=](status& registered) { done->report(registered.with_context(where)); },
             [=](caf::error& err) { done->report(status_from_error(err).with_context(where)); });
   }
@@ -407,18 +230,8 @@ result<std::shared_ptr<run_plan>> plan_for(master_self self, master_session& s,
 /// Runs one step of a registered plan and delivers the fetches in request order.
 void run_step(master_self self, std::shared_ptr<const run_plan> plan, master_run_request& req,
               const session_config& config, std::vector<std::string> placed,
-              caf::response_promise rp) {
-  step_plan step;
-  step.step_id = ++self->state.next_step;
-  step.timeout_ms = config.timeout_ms;
-  for (auto& p : plan->partitions) {
-    step.device_names.push_back(p.device);
-    std::vector<std::pair<std::string, tensor>> device_feeds;
-    for (auto& [index, name] : p.feeds)
-      device_feeds.emplace_back(name, req.feeds[index].second);
-    step.calls.emplace_back(p.actor, make_run_request(p.handle, step.step_id,
-                                                      std::move(device_feeds), p.fetch_names));
-  }
+              caf::typed_response_promise<master_run_result> rp) {
+  auto step = make_step_plan(*plan, ++self->state.next_step, req, config.timeout_ms);
   auto fetch_count = req.fetches.size();
   // The coordinator bounds every device's answer; waiting on it needs no bound of its own.
   self->request(self->state.coordinator, caf::infinite, run_atom::value, std::move(step))
@@ -428,15 +241,8 @@ void run_step(master_self self, std::shared_ptr<const run_plan> plan, master_run
         out.placed = std::move(placed);
         out.outcome = std::move(outcome.outcome);
         out.execution_ns = outcome.execution_ns;
-        if (out.outcome.ok()) {
-          out.fetched.resize(fetch_count);
-          auto& parts = plan->partitions;
-          for (std::size_t k = 0; k < parts.size() && k < outcome.fetched.size(); ++k) {
-            auto& slots = parts[k].fetch_slots;
-            for (std::size_t j = 0; j < slots.size() && j < outcome.fetched[k].size(); ++j)
-              out.fetched[slots[j]] = std::move(outcome.fetched[k][j]);
-          }
-        }
+        if (out.outcome.ok())
+          out.fetched = gather_fetches(*plan, outcome.fetched, fetch_count);
         rp.deliver(std::move(out));
       },
       [=](caf::error& err) mutable {
@@ -457,10 +263,10 @@ void close_session(master_self self, std::int64_t handle, completion done) {
   auto session = std::move(i->second);
   self->state.sessions.erase(i);
   std::size_t partitions = 0;
-  for (auto& [signature, plan] : session.plans)
+  for (auto& [signature, plan] : session.plans.all())
     partitions += plan->partitions.size();
   auto freed_all = std::make_shared<countdown>(partitions, std::move(done));
-  for (auto& [signature, plan] : session.plans) {
+  for (auto& [signature, plan] : session.plans.all()) {
     for (auto& p : plan->partitions) {
       auto where = "freeing a partition on " + p.device;
       self->request(p.actor, bound(self->state.options.timeout_seconds), deregister_atom::value,
@@ -494,13 +300,10 @@ master_actor::behavior_type master(master_self self, master_options options) {
 
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& st = self->state;
-    auto device = std::find_if(st.devices.begin(), st.devices.end(),
-                               [&](auto& d) { return d.second.address() == down.source; });
-    if (device != st.devices.end() && st.phase == master_state::discovery::done) {
+    if (st.directory.has_actor(down.source) && st.phase == master_state::discovery::done) {
       // Steps on that task fail (the coordinator names it); new sessions find the cluster
       // as it is now, e.g. with the task restarted at its address.
-      st.devices.clear();
-      st.bulk_addresses.clear();
+      st.directory.clear();
       st.phase = master_state::discovery::not_started;
     }
     auto [first, last] = self->state.owned_by.equal_range(down.source);
@@ -535,7 +338,7 @@ master_actor::behavior_type master(master_self self, master_options options) {
             self->monitor(config.owner);
             st.owned_by.emplace(config.owner.address(), out.handle);
           }
-          for (auto& [name, actor] : st.devices)
+          for (auto& name : st.directory.names())
             out.devices.push_back(name.to_string());
         }
         rp.deliver(std::move(out));
@@ -577,11 +380,8 @@ master_actor::behavior_type master(master_self self, master_options options) {
         if (!registered.ok()) {
           // Forget the plan, so that a later run registers again (a task may be back).
           auto i = self->state.sessions.find(req.handle);
-          if (i != self->state.sessions.end()) {
-            auto p = i->second.plans.find(signature_of(req));
-            if (p != i->second.plans.end() && p->second == plan)
-              i->second.plans.erase(p);
-          }
+          if (i != self->state.sessions.end())
+            i->second.plans.forget(run_signature(req), plan);
           rp.deliver(failed_run(registered));
           return;
         }

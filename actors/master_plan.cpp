@@ -1,0 +1,139 @@
+#include "actors/master_plan.hpp"
+
+#include "devices/kernel.hpp"
+#include "graph/partition.hpp"
+
+#include <set>
+
+namespace actorflow {
+
+using namespace protocol;
+
+void run_plan::finish_registration(const status& outcome) {
+  registering = false;
+  registration = outcome;
+  auto ready = std::move(waiting);
+  waiting.clear();
+  for (auto& w : ready)
+    w(outcome);
+}
+
+std::string run_signature(const master_run_request& request) {
+  std::string signature;
+  for (auto& f : request.fetches)
+    signature += f + ",";
+  signature += "|";
+  for (auto& f : request.feeds)
+    signature += f.first + ",";
+  signature += "|";
+  for (auto& t : request.targets)
+    signature += t + ",";
+  return signature;
+}
+
+result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_request& request,
+                                                const device_directory& directory,
+                                                const placement_options& placement,
+                                                std::int64_t& next_handle,
+                                                std::vector<std::string>& placed) {
+  std::vector<int> roots;
+  std::vector<output> fetches;
+  for (auto& name : request.fetches) {
+    auto o = g.find_output(name);
+    if (!o.valid())
+      return make_error(errc::invalid_argument, "fetch '" + name + "' names no tensor of the graph");
+    fetches.push_back(o);
+    roots.push_back(o.node_id);
+  }
+  for (auto& name : request.targets) {
+    auto id = g.find(name);
+    if (id < 0)
+      return make_error(errc::invalid_argument, "target '" + name + "' names no node of the graph");
+    add_target_roots(g, id, roots);
+  }
+  std::set<int> fed;
+  std::vector<output> feeds;
+  for (auto& [name, value] : request.feeds) {
+    auto o = g.find_output(name);
+    if (!o.valid())
+      return make_error(errc::invalid_argument, "feed '" + name + "' names no tensor of the graph");
+    feeds.push_back(o);
+    fed.insert(o.node_id);
+  }
+  auto needed = prune(g, roots, fed);
+  AF_RETURN_IF_ERROR(place_nodes(
+    g, needed, directory.names(),
+    [](const std::string& op, const std::string& type, dtype t) {
+      return kernel_registry::global().has(op, type, t);
+    },
+    placement, &placed));
+  auto parts = partition_graph(g, needed, fed);
+  if (!parts)
+    return parts.error();
+
+  auto plan = std::make_shared<run_plan>();
+  for (auto& [device, part] : *parts) {
+    partition_entry entry;
+    if (!directory.has(device))
+      return make_error(errc::internal, "no device actor for " + device);
+    entry.actor = directory.find(device);
+    entry.device = device;
+    entry.handle = ++next_handle;
+    entry.partition = part;
+    for (std::size_t i = 0; i < feeds.size(); ++i)
+      if (g.at(feeds[i].node_id).assigned_device == device)
+        entry.feeds.emplace_back(i, request.feeds[i].first);
+    for (std::size_t i = 0; i < fetches.size(); ++i)
+      if (g.at(fetches[i].node_id).assigned_device == device) {
+        entry.fetch_names.push_back(request.fetches[i]);
+        entry.fetch_slots.push_back(i);
+      }
+    plan->partitions.push_back(std::move(entry));
+  }
+  return plan;
+}
+
+step_plan make_step_plan(const run_plan& plan, std::int64_t step_id,
+                         const master_run_request& request, std::int64_t timeout_ms) {
+  step_plan step;
+  step.step_id = step_id;
+  step.timeout_ms = timeout_ms;
+  for (auto& p : plan.partitions) {
+    step.device_names.push_back(p.device);
+    std::vector<std::pair<std::string, tensor>> device_feeds;
+    for (auto& [index, name] : p.feeds)
+      device_feeds.emplace_back(name, request.feeds[index].second);
+    step.calls.emplace_back(p.actor, make_run_request(p.handle, step_id, std::move(device_feeds),
+                                                      p.fetch_names));
+  }
+  return step;
+}
+
+std::vector<tensor> gather_fetches(const run_plan& plan, std::vector<std::vector<tensor>>& fetched,
+                                   std::size_t fetch_count) {
+  std::vector<tensor> out(fetch_count);
+  auto& parts = plan.partitions;
+  for (std::size_t k = 0; k < parts.size() && k < fetched.size(); ++k) {
+    auto& slots = parts[k].fetch_slots;
+    for (std::size_t j = 0; j < slots.size() && j < fetched[k].size(); ++j)
+      out[slots[j]] = std::move(fetched[k][j]);
+  }
+  return out;
+}
+
+std::shared_ptr<run_plan> plan_cache::find(const std::string& signature) const {
+  auto i = plans_.find(signature);
+  return i == plans_.end() ? nullptr : i->second;
+}
+
+void plan_cache::insert(const std::string& signature, std::shared_ptr<run_plan> plan) {
+  plans_[signature] = std::move(plan);
+}
+
+void plan_cache::forget(const std::string& signature, const std::shared_ptr<run_plan>& plan) {
+  auto i = plans_.find(signature);
+  if (i != plans_.end() && i->second == plan)
+    plans_.erase(i);
+}
+
+} // namespace actorflow
