@@ -58,7 +58,7 @@ inline constexpr std::size_t max_bulk_key_bytes = 4096;
 /// A frame's header, decoded and checked.
 struct bulk_frame_header {
   std::int64_t step_id = 0;
-  /// The rendezvous key "<send device>;<recv device>;<tensor>".
+  /// The rendezvous key's text (graph/rendezvous_key.hpp).
   std::string key;
   dtype type = dtype::float32;
   tensor_shape shape;

@@ -3,6 +3,7 @@
 #include "devices/executor.hpp"
 #include "devices/rendezvous.hpp"
 #include "devices/thread_pool.hpp"
+#include "graph/rendezvous_key.hpp"
 
 #include <caf/all.hpp>
 
@@ -65,6 +66,8 @@ struct device_state {
     std::make_shared<const std::map<std::string, device_actor>>();
   std::shared_ptr<const std::map<std::string, std::string>> bulk_addresses =
     std::make_shared<const std::map<std::string, std::string>>();
+  /// Each peer device's task incarnation, where known.
+  std::map<std::string, std::uint64_t> incarnations;
   std::unordered_map<std::int64_t, std::shared_ptr<const executor_plan>> plans;
   std::unordered_map<std::int64_t, device_step> steps;
   /// Tensors arriving in chunks from other processes, until their last chunk.
@@ -89,6 +92,24 @@ struct device_state {
       step.meeting_point->abort(reason);
   }
 
+  /// The key of a tensor arriving for this device, checked: it parses, names this device as
+  /// receiver, and names its sender's current incarnation when the peer table knows it (a
+  /// tensor from a restarted task's earlier life is refused).
+  result<rendezvous_key> admit(const std::string& text) const {
+    auto key = rendezvous_key::parse(text);
+    if (!key)
+      return key.error();
+    if (key->recv_device != dev->full_name())
+      return make_error(errc::invalid_argument, "it is addressed to " + key->recv_device);
+    auto known = incarnations.find(key->send_device);
+    if (known != incarnations.end() && known->second != key->send_incarnation)
+      return make_error(errc::failed_precondition,
+                        "it comes from an earlier life of " + key->send_device + " (incarnation " +
+                          incarnation_to_string(key->send_incarnation) + ", now " +
+                          incarnation_to_string(known->second) + ")");
+    return key;
+  }
+
   void mark_ended(std::int64_t step) {
     assembler.drop_step(step);
     ended.insert(step);
@@ -102,15 +123,16 @@ struct device_state {
   static inline const char* name = "actorflow.device";
 };
 
+/// The receiving device a key names; empty for a key that does not parse.
 std::string receiver_of(const std::string& key) {
-  // key = "<send device>;<recv device>;<tensor>"
-  auto first = key.find(';');
-  if (first == std::string::npos)
-    return {};
-  auto second = key.find(';', first + 1);
-  if (second == std::string::npos)
-    return {};
-  return key.substr(first + 1, second - first - 1);
+  auto parsed = rendezvous_key::parse(key);
+  return parsed ? parsed->recv_device : std::string{};
+}
+
+/// The tensor a key names, for traces and errors; the whole text for a key that does not parse.
+std::string tensor_of(const std::string& key) {
+  auto parsed = rendezvous_key::parse(key);
+  return parsed ? parsed->tensor : key;
 }
 
 /// Answers the step's run request with `result`, unless a failed bulk send says otherwise.
@@ -151,6 +173,7 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
       self->state.peers = std::make_shared<const std::map<std::string, device_actor>>(table.devices);
       self->state.bulk_addresses =
         std::make_shared<const std::map<std::string, std::string>>(table.bulk_addresses);
+      self->state.incarnations = table.incarnations;
     },
     [=](run_atom, const run_request& request) -> caf::result<step_result> {
       auto& st = self->state;
@@ -189,7 +212,7 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
           if (address != bulk_addresses->end() && !address->second.empty()) {
             ++tracker->outstanding;
             auto where = receiver->first + " (bulk endpoint " + address->second + ")";
-            auto tensor_name = key.substr(key.rfind(';') + 1);
+            auto tensor_name = tensor_of(key);
             bulk->send(address->second, step_id, key, value,
                        [me, step_id, tracker, where, tensor_name](const status& s) {
                          if (!s.ok()) {
@@ -254,20 +277,29 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
     },
     [=](tensor_atom, tensor_transfer& transfer) {
       auto& st = self->state;
-      st.trace("tensor " + transfer.key.substr(transfer.key.rfind(';') + 1) + " step " +
-               std::to_string(transfer.step_id));
+      st.trace("tensor " + tensor_of(transfer.key) + " step " + std::to_string(transfer.step_id));
       if (st.ended.count(transfer.step_id) > 0)
         return;
+      if (auto admitted = st.admit(transfer.key); !admitted) {
+        st.trace("refused " + tensor_of(transfer.key) + " step " +
+                 std::to_string(transfer.step_id) + ": " + admitted.error().message());
+        return;
+      }
       // A tensor may arrive before this device was told to run the step.
       auto meeting_point = st.steps[transfer.step_id].meeting_point;
       meeting_point->deliver(transfer.key, std::move(transfer.value));
     },
     [=](tensor_atom, const tensor_chunk& chunk) {
       auto& st = self->state;
-      st.trace("chunk " + chunk.key.substr(chunk.key.rfind(';') + 1) + " step " +
-               std::to_string(chunk.step_id) + " at " + std::to_string(chunk.offset));
+      st.trace("chunk " + tensor_of(chunk.key) + " step " + std::to_string(chunk.step_id) +
+               " at " + std::to_string(chunk.offset));
       if (st.ended.count(chunk.step_id) > 0)
         return;
+      if (auto admitted = st.admit(chunk.key); !admitted) {
+        st.trace("refused " + tensor_of(chunk.key) + " step " + std::to_string(chunk.step_id) +
+                 ": " + admitted.error().message());
+        return;
+      }
       auto& step = st.steps[chunk.step_id];
       if (step.meeting_point->aborted())
         return;

@@ -26,6 +26,7 @@ status device_directory::add_task(const std::string& where, const protocol::devi
   for (auto& [name, actor] : added) {
     if (!listed.bulk_address.empty())
       bulk_addresses_[name.to_string()] = listed.bulk_address;
+    incarnations_[name.to_string()] = listed.incarnation;
     devices_.emplace_back(std::move(name), actor);
   }
   return {};
@@ -41,6 +42,7 @@ void device_directory::finish() {
 void device_directory::clear() {
   devices_.clear();
   bulk_addresses_.clear();
+  incarnations_.clear();
 }
 
 std::vector<device_name> device_directory::names() const {
@@ -72,6 +74,7 @@ protocol::peer_table device_directory::peers() const {
   for (auto& [name, actor] : devices_)
     peers.devices.emplace(name.to_string(), actor);
   peers.bulk_addresses = bulk_addresses_;
+  peers.incarnations = incarnations_;
   return peers;
 }
 

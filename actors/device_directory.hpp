@@ -58,7 +58,11 @@ public:
   /// Whether `source` is one of the devices' actors.
   bool has_actor(const caf::actor_addr& source) const;
 
-  /// What every device actor is told: every device by name, and their bulk endpoints.
+  /// Each device's task incarnation, by full device name (for rendezvous keys).
+  const std::map<std::string, std::uint64_t>& incarnations() const { return incarnations_; }
+
+  /// What every device actor is told: every device by name, their bulk endpoints and their
+  /// tasks' incarnations.
   protocol::peer_table peers() const;
 
   /// Where nodes naming neither job nor task go: `requested` (a session's default_task) when
@@ -78,6 +82,7 @@ private:
   std::vector<std::pair<device_name, protocol::device_actor>> devices_;
   /// Bulk endpoint "host:port" by full device name, for devices whose task listed one.
   std::map<std::string, std::string> bulk_addresses_;
+  std::map<std::string, std::uint64_t> incarnations_;
 };
 
 } // namespace actorflow

@@ -67,7 +67,7 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
       return kernel_registry::global().has(op, type, t);
     },
     placement, &placed));
-  auto parts = partition_graph(g, needed, fed);
+  auto parts = partition_graph(g, needed, fed, directory.incarnations());
   if (!parts)
     return parts.error();
 

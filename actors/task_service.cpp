@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <utility>
 
 namespace actorflow {
@@ -37,6 +38,7 @@ device_name task_device(const std::string& job, int task, const std::string& typ
 struct task_state {
   std::string job;
   int task = 0;
+  std::uint64_t incarnation = 0;
   task_service_options options;
   std::shared_ptr<thread_pool> inter_op;
   std::shared_ptr<thread_pool> intra_op;
@@ -59,13 +61,15 @@ struct task_state {
   }
 
   device_list list_devices() const {
-    return device_list{devices, bulk_in ? bulk_in->address() : std::string{}};
+    return device_list{devices, bulk_in ? bulk_in->address() : std::string{}, incarnation};
   }
 
   peer_table own_peers() const {
     peer_table peers;
-    for (auto& [name, actor] : devices)
+    for (auto& [name, actor] : devices) {
       peers.devices.emplace(name, actor);
+      peers.incarnations.emplace(name, incarnation);
+    }
     return peers;
   }
 
@@ -103,6 +107,13 @@ task_actor::behavior_type task_service(task_self self, std::string job, int task
   auto& st = self->state;
   st.job = job;
   st.task = task;
+  st.incarnation = options.incarnation;
+  while (st.incarnation == 0) {
+    // A fresh number per start (TensorFlow's incarnation): tensors keyed for an earlier life
+    // of this task never match a step of this one.
+    std::random_device entropy;
+    st.incarnation = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
+  }
   auto& env = env_or_default(options.env);
   env.prepare_host_memory();
   auto pools = options.pools.inter_op && options.pools.intra_op

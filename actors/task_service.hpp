@@ -37,6 +37,8 @@ struct task_service_options {
   std::shared_ptr<runtime_env> env;
   /// Deterministic tests: every node runs inside its device actor (no inter-op pool).
   bool run_inline = false;
+  /// The task's incarnation (device_list::incarnation); 0 draws a random one.
+  std::uint64_t incarnation = 0;
   /// The cluster this task belongs to: the master the task serves (on the first master message)
   /// reaches the other tasks of it. Null: the master knows only this task.
   std::shared_ptr<const cluster_spec> cluster;

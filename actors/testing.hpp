@@ -30,6 +30,7 @@
 #include <caf/atom.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,7 +57,7 @@ public:
     base.inter_op_parallelism_threads = 1;
     base.intra_op_parallelism_threads = 1;
     base.drive = [this] { run_all(); };
-    base.trace = [this](const std::string& line) { trace_.push_back(line); };
+    base.trace = tracer();
     return base;
   }
 
@@ -66,8 +67,15 @@ public:
   task_service_options task_options(const std::string& tag, task_service_options base = {}) {
     base.run_inline = true;
     base.threads = 1;
-    base.trace = [this, tag](const std::string& line) { trace_.push_back(tag + " " + line); };
+    base.trace = tracer(tag);
     return base;
+  }
+
+  /// A trace function that appends its lines to trace(), after "<tag> " when a tag is given
+  /// (for device_actor_options::trace and the like).
+  std::function<void(const std::string&)> tracer(const std::string& tag = {}) {
+    auto prefix = tag.empty() ? std::string{} : tag + " ";
+    return [this, prefix](const std::string& line) { trace_.push_back(prefix + line); };
   }
 
   /// Runs jobs one at a time until none is left; returns how many ran.

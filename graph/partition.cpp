@@ -1,6 +1,7 @@
 #include "graph/partition.hpp"
 
 #include "graph/op_registry.hpp"
+#include "graph/rendezvous_key.hpp"
 
 #include <algorithm>
 
@@ -49,16 +50,13 @@ std::vector<int> prune(const graph& g, const std::vector<int>& roots, const std:
   return out;
 }
 
-std::string rendezvous_key(const std::string& send_device, const std::string& recv_device,
-                           const std::string& tensor_name) {
-  return send_device + ";" + recv_device + ";" + tensor_name;
-}
-
 namespace {
 
 class partitioner {
 public:
-  partitioner(const graph& g, const std::set<int>& fed) : g_(g), fed_(fed) {}
+  partitioner(const graph& g, const std::set<int>& fed,
+              const std::map<std::string, std::uint64_t>& incarnations)
+    : g_(g), fed_(fed), incarnations_(incarnations) {}
 
   status run(const std::vector<int>& node_ids) {
     // Copy every node first so that edges can refer to producers in any order.
@@ -116,7 +114,7 @@ private:
     auto cache_key = tensor_name + "|" + dst_device;
     if (auto r = recv_cache_.find(cache_key); r != recv_cache_.end())
       return edge_source{r->second, 0};
-    auto key = rendezvous_key(src.assigned_device, dst_device, tensor_name);
+    auto key = key_for(src.assigned_device, dst_device, tensor_name);
     auto type = src.output_types[static_cast<std::size_t>(in.index)];
     auto shape = src.output_shapes[static_cast<std::size_t>(in.index)];
     auto sent = add_send(src.assigned_device, dst_device, key, edge_source{i->second, in.index},
@@ -155,7 +153,7 @@ private:
     auto dummy_id = src_part.add_node_verbatim(std::move(dummy));
     if (!dummy_id)
       return dummy_id.error();
-    auto key = rendezvous_key(src.assigned_device, dst_device, "^" + src.name);
+    auto key = key_for(src.assigned_device, dst_device, "^" + src.name);
     auto sent = add_send(src.assigned_device, dst_device, key, edge_source{*dummy_id, 0},
                          dtype::float32, "_send_ctrl_" + src.name + "_to_" + sanitize(dst_device));
     if (!sent.ok())
@@ -166,6 +164,15 @@ private:
       return received.error();
     recv_cache_[cache_key] = *received;
     return *received;
+  }
+
+  /// The key's text, with the sending device's incarnation.
+  std::string key_for(const std::string& send_device, const std::string& recv_device,
+                      const std::string& tensor) const {
+    auto incarnation = incarnations_.find(send_device);
+    return make_rendezvous_key(send_device, recv_device, tensor,
+                               incarnation == incarnations_.end() ? 0 : incarnation->second)
+      .to_string();
   }
 
   static std::string sanitize(const std::string& device) {
@@ -205,6 +212,7 @@ private:
 
   const graph& g_;
   const std::set<int>& fed_;
+  const std::map<std::string, std::uint64_t>& incarnations_;
   std::map<std::string, std::shared_ptr<graph>> parts_;
   std::map<int, int> local_id_;
   std::map<std::string, int> recv_cache_;
@@ -213,8 +221,9 @@ private:
 } // namespace
 
 result<std::map<std::string, std::shared_ptr<graph>>>
-partition_graph(const graph& g, const std::vector<int>& node_ids, const std::set<int>& fed) {
-  partitioner p{g, fed};
+partition_graph(const graph& g, const std::vector<int>& node_ids, const std::set<int>& fed,
+                const std::map<std::string, std::uint64_t>& incarnations) {
+  partitioner p{g, fed, incarnations};
   AF_RETURN_IF_ERROR(p.run(node_ids));
   return p.take();
 }

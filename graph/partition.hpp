@@ -7,6 +7,7 @@
 
 #include "graph/graph.hpp"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
@@ -26,17 +27,15 @@ std::vector<int> prune(const graph& g, const std::vector<int>& roots, const std:
 /// removes such NoOps too).
 void add_target_roots(const graph& g, int target, std::vector<int>& roots);
 
-/// The rendezvous key of a tensor crossing devices, without the step id:
-/// "<send device>;<recv device>;<tensor name>".
-std::string rendezvous_key(const std::string& send_device, const std::string& recv_device,
-                           const std::string& tensor_name);
-
 /// Splits the placed nodes `node_ids` of `g` by assigned device. Cross-device data edges get a
 /// "_Send" in the producer's partition and a "_Recv" in the consumer's (one pair per tensor and
 /// destination device); cross-device control edges get a pair carrying a dummy scalar.
-/// _Send/_Recv attrs: "key" (rendezvous_key), "send_device", "recv_device"; _Recv also
-/// "dtype" and "shape". Inputs of fed nodes are dropped (they are not computed).
+/// _Send/_Recv attrs: "key" (a rendezvous_key's text, graph/rendezvous_key.hpp, carrying the
+/// sending device's incarnation from `incarnations`, by full device name; 0 for a device not
+/// listed), "send_device", "recv_device"; _Recv also "dtype" and "shape". Inputs of fed nodes
+/// are dropped (they are not computed).
 result<std::map<std::string, std::shared_ptr<graph>>>
-partition_graph(const graph& g, const std::vector<int>& node_ids, const std::set<int>& fed);
+partition_graph(const graph& g, const std::vector<int>& node_ids, const std::set<int>& fed,
+                const std::map<std::string, std::uint64_t>& incarnations = {});
 
 } // namespace actorflow

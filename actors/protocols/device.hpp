@@ -105,6 +105,9 @@ struct peer_table {
   /// Bulk endpoint "host:port" by full device name, for devices whose task has one: large
   /// tensors for them leave the process over the bulk channel (actors/bulk_channel.hpp).
   std::map<std::string, std::string> bulk_addresses;
+  /// The incarnation of each device's task (graph/rendezvous_key.hpp), where known: a tensor
+  /// whose key names another incarnation of its sender is refused.
+  std::map<std::string, std::uint64_t> incarnations;
 };
 
 /// One step of one registered partition.
@@ -196,7 +199,7 @@ typename Inspector::result_type inspect(Inspector& f, partition_registration& x)
 /// Actor handles encode as CAF's node and actor ids; remote ones decode to proxies.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peer_table& x) {
-  return f(caf::meta::type_name("peer_table"), x.devices, x.bulk_addresses);
+  return f(caf::meta::type_name("peer_table"), x.devices, x.bulk_addresses, x.incarnations);
 }
 
 /// Feeds carry their tensors' bytes (see inspect(tensor)).

@@ -14,6 +14,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,11 +27,15 @@ struct device_list {
   /// "host:port" of the task's bulk tensor endpoint (actors/bulk_channel.hpp), where large
   /// tensors for these devices may be sent; empty when the task has none.
   std::string bulk_address;
+  /// The task's incarnation: drawn when it starts, so a restarted task has a new one
+  /// (graph/rendezvous_key.hpp).
+  std::uint64_t incarnation = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_list& x) {
-  return f(caf::meta::type_name("actorflow::device_list"), x.devices, x.bulk_address);
+  return f(caf::meta::type_name("actorflow::device_list"), x.devices, x.bulk_address,
+           x.incarnation);
 }
 
 /// A task service (actors/task_service.hpp): the master protocol, plus

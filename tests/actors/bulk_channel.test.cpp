@@ -9,6 +9,7 @@
 #include "devices/thread_pool.hpp"
 #include "graph/ops.hpp"
 #include "graph/partition.hpp"
+#include "graph/rendezvous_key.hpp"
 #include "support/transfer_test_util.hpp"
 
 #include <caf/actor_system.hpp>
@@ -39,7 +40,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string test_key = sender_device + ";" + receiver_device + ";x:0";
+const std::string test_key = make_rendezvous_key(sender_device, receiver_device, "x:0").to_string();
 
 /// Restores the process's limits when a test ends.
 struct scoped_limits {

@@ -2,6 +2,7 @@
 #include "graph/graph.hpp"
 #include "graph/ops.hpp"
 #include "graph/partition.hpp"
+#include "graph/rendezvous_key.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -127,7 +128,59 @@ TEST_CASE("prune follows control inputs", "[graph][prune]") {
 // --- partition ---------------------------------------------------------------------------------
 
 TEST_CASE("rendezvous keys name both devices and the tensor", "[graph][partition]") {
-  CHECK(rendezvous_key(cpu0, gpu0, "a:0") == cpu0 + ";" + gpu0 + ";a:0");
+  CHECK(make_rendezvous_key(cpu0, gpu0, "a:0").to_string() ==
+        cpu0 + ";0000000000000000;" + gpu0 + ";a:0");
+}
+
+TEST_CASE("a rendezvous key round-trips through its text with the sender's incarnation",
+          "[graph][partition]") {
+  auto key = make_rendezvous_key(cpu0, gpu0, "^init", 0xfedcba9876543210ull);
+  CHECK(key.to_string() == cpu0 + ";fedcba9876543210;" + gpu0 + ";^init");
+  auto parsed = rendezvous_key::parse(key.to_string());
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == key);
+  // Tensor names may hold anything after the third separator.
+  auto odd = rendezvous_key::parse(cpu0 + ";0000000000000001;" + gpu0 + ";a;b:0");
+  REQUIRE(odd.ok());
+  CHECK(odd->tensor == "a;b:0");
+}
+
+TEST_CASE("a malformed rendezvous key is an error quoting it", "[graph][partition]") {
+  for (std::string text : {std::string{"a;b;c"}, cpu0 + ";123;" + gpu0 + ";x:0",
+                           cpu0 + ";000000000000000G;" + gpu0 + ";x:0",
+                           ";0000000000000000;" + gpu0 + ";x:0", cpu0 + ";0000000000000000;" + gpu0 + ";"}) {
+    auto parsed = rendezvous_key::parse(text);
+    INFO(text);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error().message().find("'" + text + "'") != std::string::npos);
+  }
+}
+
+TEST_CASE("keys carry the incarnation of the sending device's task", "[graph][partition]") {
+  graph g;
+  output a;
+  {
+    auto d = g.device(cpu0);
+    a = ops::constant(g, 1.f, "a");
+  }
+  output b;
+  {
+    auto d = g.device(gpu0);
+    b = ops::square(a, "b");
+  }
+  for (std::size_t i = 0; i < g.size(); ++i)
+    g.at(static_cast<int>(i)).assigned_device = g.at(static_cast<int>(i)).requested_device;
+  auto parts = partition_graph(g, all_nodes(g), {}, {{cpu0, 42}});
+  REQUIRE(parts.ok());
+  auto& recv_part = *parts->at(gpu0);
+  auto expected = make_rendezvous_key(cpu0, gpu0, "a:0", 42).to_string();
+  bool found = false;
+  for (std::size_t i = 0; i < recv_part.size(); ++i) {
+    auto& n = recv_part.at(static_cast<int>(i));
+    if (n.op == "_Recv")
+      found = *n.attr<std::string>("key") == expected;
+  }
+  CHECK(found);
 }
 
 TEST_CASE("a graph on one device is one partition with the same nodes", "[graph][partition]") {
@@ -196,9 +249,9 @@ TEST_CASE("partitioning over two devices adds a _Send/_Recv pair per crossing te
   CHECK(nodes_with_op(gpu, "_Send").size() == 1);
   CHECK(nodes_with_op(cpu, "_Recv").size() == 1);
 
-  auto key_a = rendezvous_key(cpu0, gpu0, "a:0");
-  auto key_b = rendezvous_key(cpu0, gpu0, "b:0");
-  auto key_c = rendezvous_key(gpu0, cpu0, "c:0");
+  auto key_a = make_rendezvous_key(cpu0, gpu0, "a:0").to_string();
+  auto key_b = make_rendezvous_key(cpu0, gpu0, "b:0").to_string();
+  auto key_c = make_rendezvous_key(gpu0, cpu0, "c:0").to_string();
 
   SECTION("senders take the producer's output") {
     auto send_a = with_key(cpu, "_Send", key_a);
@@ -285,9 +338,9 @@ TEST_CASE("a tensor sent to two devices gets a pair for each", "[graph][partitio
   REQUIRE(parts->size() == 3);
   auto& cpu = *parts->at(cpu0);
   CHECK(nodes_with_op(cpu, "_Send").size() == 2);
-  CHECK(with_key(cpu, "_Send", rendezvous_key(cpu0, gpu0, "a:0")) >= 0);
-  CHECK(with_key(cpu, "_Send", rendezvous_key(cpu0, gpu1, "a:0")) >= 0);
-  CHECK(with_key(*parts->at(gpu1), "_Recv", rendezvous_key(cpu0, gpu1, "a:0")) >= 0);
+  CHECK(with_key(cpu, "_Send", make_rendezvous_key(cpu0, gpu0, "a:0").to_string()) >= 0);
+  CHECK(with_key(cpu, "_Send", make_rendezvous_key(cpu0, gpu1, "a:0").to_string()) >= 0);
+  CHECK(with_key(*parts->at(gpu1), "_Recv", make_rendezvous_key(cpu0, gpu1, "a:0").to_string()) >= 0);
 }
 
 TEST_CASE("the second output of a node crosses devices under its own tensor name",
@@ -304,7 +357,7 @@ TEST_CASE("the second output of a node crosses devices under its own tensor name
   REQUIRE(parts.ok());
   auto& gpu = *parts->at(gpu0);
   auto& cpu = *parts->at(cpu0);
-  auto key = rendezvous_key(gpu0, cpu0, "xent:1");
+  auto key = make_rendezvous_key(gpu0, cpu0, "xent:1").to_string();
   auto send = with_key(gpu, "_Send", key);
   REQUIRE(send >= 0);
   CHECK(gpu.at(send).inputs[0] == (edge_source{gpu.find("xent"), 1}));

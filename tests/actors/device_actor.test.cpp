@@ -1,0 +1,106 @@
+// The device actor's rendezvous keys: tensors are admitted only for this device and from the
+// sender's current incarnation (a restarted task's earlier life is fenced off).
+#include "actors/device_actor.hpp"
+#include "actors/testing.hpp"
+#include "devices/thread_pool.hpp"
+#include "graph/ops.hpp"
+#include "graph/partition.hpp"
+#include "graph/rendezvous_key.hpp"
+
+#include <caf/all.hpp>
+#include <catch2/catch.hpp>
+
+#include <optional>
+
+using namespace actorflow;
+using namespace actorflow::protocol;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string sender_device = "/job:ps/replica:0/task:0/device:CPU:0";
+const std::string receiver_device = "/job:worker/replica:0/task:0/device:CPU:0";
+constexpr std::uint64_t current_life = 0x5;
+constexpr std::uint64_t earlier_life = 0x4;
+
+/// y = square(x): x produced on the ps, squared on the worker. The worker's partition.
+std::shared_ptr<graph> worker_partition() {
+  graph g;
+  output x;
+  {
+    auto d = g.device(sender_device);
+    x = ops::constant(g, 3.f, "x");
+  }
+  {
+    auto d = g.device(receiver_device);
+    ops::square(x, "y");
+  }
+  std::vector<int> all;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    g.at(static_cast<int>(i)).assigned_device = g.at(static_cast<int>(i)).requested_device;
+    all.push_back(static_cast<int>(i));
+  }
+  auto parts = partition_graph(g, all, {}, {{sender_device, current_life}});
+  REQUIRE(parts.ok());
+  return parts->at(receiver_device);
+}
+
+} // namespace
+
+TEST_CASE("a tensor keyed for an earlier life of its sender is refused; the current one runs") {
+  testing::deterministic_system sys;
+  device_actor_options options;
+  options.trace = sys.tracer();
+  auto receiver = spawn_device_actor(
+    sys.system(),
+    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
+    options);
+  peer_table peers;
+  peers.devices[receiver_device] = receiver;
+  peers.incarnations[sender_device] = current_life;
+  caf::anon_send(receiver, peers_atom::value, peers);
+
+  caf::scoped_actor client{sys.system()};
+  client->send(receiver, register_atom::value, make_partition_registration(1, worker_partition()));
+  sys.run_all();
+  client->receive([](status& s) { REQUIRE(s.ok()); }, caf::after(0s) >> [] { FAIL("no answer"); });
+
+  client->send(receiver, run_atom::value, make_run_request(1, 7, {}, {"y:0"}));
+  // The sender restarted: its earlier life still had x:0 in flight for step 7.
+  auto stale = make_rendezvous_key(sender_device, receiver_device, "x:0", earlier_life);
+  caf::anon_send(receiver, tensor_atom::value,
+                 make_tensor_transfer(7, stale.to_string(), tensor::scalar(100.f)));
+  // And a key that names another device is no business of this one.
+  auto misrouted = make_rendezvous_key(sender_device, sender_device, "x:0", current_life);
+  caf::anon_send(receiver, tensor_atom::value,
+                 make_tensor_transfer(7, misrouted.to_string(), tensor::scalar(100.f)));
+  sys.run_all();
+  std::optional<step_result> early;
+  client->receive([&](step_result& r) { early = std::move(r); }, caf::after(0s) >> [] {});
+  CHECK_FALSE(early.has_value()); // still waiting for x:0 from the current life
+
+  auto live = make_rendezvous_key(sender_device, receiver_device, "x:0", current_life);
+  caf::anon_send(receiver, tensor_atom::value,
+                 make_tensor_transfer(7, live.to_string(), tensor::scalar(3.f)));
+  sys.run_all();
+  std::optional<step_result> done;
+  client->receive([&](step_result& r) { done = std::move(r); }, caf::after(0s) >> [] {});
+  REQUIRE(done.has_value());
+  REQUIRE(done->outcome.ok());
+  CHECK(done->fetched.at(0).scalar_value<float>() == 9.f);
+
+  int refused = 0;
+  for (auto& line : sys.trace()) {
+    UNSCOPED_INFO(line);
+    if (line.rfind("/device:CPU:0 refused x:0 step 7", 0) == 0)
+      ++refused;
+  }
+  CHECK(refused == 2);
+  auto earlier = std::find_if(sys.trace().begin(), sys.trace().end(), [](auto& line) {
+    return line.find("an earlier life of " + sender_device + " (incarnation 0000000000000004, "
+                     "now 0000000000000005)") != std::string::npos;
+  });
+  CHECK(earlier != sys.trace().end());
+  caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
+  sys.run_all();
+}
