@@ -14,6 +14,7 @@
 #include "train/metrics.hpp"
 #include "train/models.hpp"
 #include "train/options.hpp"
+#include "train/trainer.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -122,19 +123,29 @@ int run_linreg(const train_options& o, const training_target& where) {
   session s{g, where.options};
   if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok())
     return fail(st);
-  for (int step = 0; step < o.steps; ++step) {
-    if (auto st = s.run_targets({train}); !st.ok())
-      return fail(st);
-    if (step % 20 == 0 || step == o.steps - 1) {
+  std::vector<std::unique_ptr<train::training_hook>> hooks;
+  hooks.push_back(train::make_finite_loss_hook());
+  train::trainer loop{std::move(hooks)};
+  auto trained = loop.run(0, o.steps, [&](std::int64_t step) -> result<train::step_report> {
+    auto loss = s.run({m.loss}, {}, {train});
+    if (!loss)
+      return loss.error();
+    // "step W b" lines count from 0, every 20 steps and the last.
+    auto shown = step - 1;
+    if (shown % 20 == 0 || step == o.steps) {
       auto values = s.run({w.read, b.read});
       if (!values)
-        return fail(values.error());
-      std::printf("%d %.6f %.6f\n", step, values->at(0).scalar_value<double>(),
-                  values->at(1).scalar_value<double>());
+        return values.error();
+      std::printf("%lld %.6f %.6f\n", static_cast<long long>(shown),
+                  values->at(0).scalar_value<double>(), values->at(1).scalar_value<double>());
       std::fflush(stdout);
     }
-  }
-  return 0;
+    train::step_report report;
+    report.step = step;
+    report.loss = loss->at(0).scalar_value<double>();
+    return report;
+  });
+  return trained.ok() ? 0 : fail(trained);
 }
 
 // --- mlp ------------------------------------------------------------------------------------
@@ -295,47 +306,38 @@ int run_mlp(const train_options& o, const training_target& where) {
     batches->next();
   progress_printer progress{o.log_every};
   progress.line("training on " + where.description);
-  double train_seconds = 0;
-  std::int64_t trained_examples = 0;
-  auto window_start = clock_type::now();
-  std::int64_t window_examples = 0;
-  double examples_per_second = 0;
-  bool first_window_closed = false;
   auto total_steps = steps_per_epoch * o.epochs;
-  while (step < total_steps) {
+  train::throughput_meter throughput;
+  std::vector<std::unique_ptr<train::training_hook>> hooks;
+  hooks.push_back(train::make_finite_loss_hook());
+  hooks.push_back(train::make_observer_hook([&](const train::step_report& r) {
+    auto examples_per_second = throughput.add(r);
+    if (r.step == 1 || r.step % o.log_every == 0 || r.step == total_steps)
+      metrics.add({r.step, r.epoch, r.loss, r.batch_accuracy, examples_per_second});
+    progress.update(r.step, r.epoch, o.epochs, r.loss, examples_per_second);
+  }));
+  if (checkpoints)
+    hooks.push_back(train::make_checkpoint_hook(
+      [&](std::int64_t at) { return checkpoints_saver.save(s, *checkpoints, at); },
+      steps_per_epoch));
+  train::trainer loop{std::move(hooks)};
+  auto trained = loop.run(step, total_steps, [&](std::int64_t next) -> result<train::step_report> {
     auto& batch = batches->next();
     auto started = clock_type::now();
     auto r = s.run({m.loss, m.correct}, tower_feeds(m, batch.images, batch.one_hot), {m.train});
     if (!r)
-      return fail(r.error());
-    auto finished = clock_type::now();
-    train_seconds += std::chrono::duration<double>(finished - started).count();
-    trained_examples += batch.size;
-    window_examples += batch.size;
-    ++step;
-    auto window = std::chrono::duration<double>(finished - window_start).count();
-    if (window > 0.5) {
-      examples_per_second = static_cast<double>(window_examples) / window;
-      window_start = finished;
-      window_examples = 0;
-      first_window_closed = true;
-    } else if (!first_window_closed && train_seconds > 0) {
-      // Before the first window closes, show the mean so far rather than 0.
-      examples_per_second = static_cast<double>(trained_examples) / train_seconds;
-    }
-    auto loss = r->at(0).scalar_value<double>();
-    auto epoch = static_cast<int>((step - 1) / steps_per_epoch) + 1;
-    if (!std::isfinite(loss))
-      return fail(make_error(errc::internal, "the loss is " + std::to_string(loss) + " at step " +
-                                               std::to_string(step) + "; lower --learning-rate"));
-    if (step == 1 || step % o.log_every == 0 || step == total_steps)
-      metrics.add({step, epoch, loss, r->at(1).scalar_value<double>() / batch.size, examples_per_second});
-    progress.update(step, epoch, o.epochs, loss, examples_per_second);
-    if (step % steps_per_epoch == 0 && checkpoints) {
-      if (auto st = checkpoints_saver.save(s, *checkpoints, step); !st.ok())
-        return fail(st);
-    }
-  }
+      return r.error();
+    train::step_report report;
+    report.step = next;
+    report.epoch = static_cast<int>((next - 1) / steps_per_epoch) + 1;
+    report.loss = r->at(0).scalar_value<double>();
+    report.batch_accuracy = r->at(1).scalar_value<double>() / static_cast<double>(batch.size);
+    report.examples = batch.size;
+    report.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    return report;
+  });
+  if (!trained.ok())
+    return fail(trained);
   auto accuracy = evaluate(s, m, *test_set);
   if (!accuracy)
     return fail(accuracy.error());
@@ -345,8 +347,7 @@ int run_mlp(const train_options& o, const training_target& where) {
     return fail(st);
   progress.line("metrics: " + o.output_dir + "/metrics.csv, curve: " + o.output_dir + "/curve.svg");
   char line[64];
-  std::snprintf(line, sizeof line, "examples/s: %.0f",
-                train_seconds > 0 ? static_cast<double>(trained_examples) / train_seconds : 0.0);
+  std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
   progress.line(line);
   std::snprintf(line, sizeof line, "test accuracy: %.4f", *accuracy);
   progress.line(line);

@@ -91,6 +91,13 @@ TEST_CASE("ACTORFLOW_VERBOSE=1 logs the devices a session finds, as TensorFlow d
         std::string::npos);
 }
 
+TEST_CASE("a diverging run stops with an error naming the step instead of training on NaN") {
+  auto r = run_train("--model linreg --threads 1 --learning-rate 100 --steps 200");
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("actorflow-train: the loss is inf at step") != std::string::npos);
+  CHECK(r.output.find("lower --learning-rate") != std::string::npos);
+}
+
 TEST_CASE("bad flags, missing data and unwritable directories give one line and a non-zero exit") {
   auto unknown = run_train("--epoch 3");
   CHECK(unknown.exit_code == 2);
