@@ -450,9 +450,9 @@ step_coordinator_actor::behavior_type step_coordinator(coordinator_self self) {
 
 } // namespace
 
-device_actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> dev,
+device_actor spawn_device_actor(caf::actor_system& sys, std::shared_ptr<device> dev,
                                 device_actor_options options) {
-  return sys.spawn(device_behavior, std::shared_ptr<device>{std::move(dev)}, std::move(options));
+  return sys.spawn(device_behavior, std::move(dev), std::move(options));
 }
 
 step_coordinator_actor spawn_step_coordinator(caf::actor_system& sys) {

@@ -31,7 +31,8 @@ struct device_actor_options {
   std::shared_ptr<bulk_sender> bulk;
 };
 
-protocol::device_actor spawn_device_actor(caf::actor_system& sys, std::unique_ptr<device> dev,
+/// The device is shared: its task keeps it too (its variables back the task's shards).
+protocol::device_actor spawn_device_actor(caf::actor_system& sys, std::shared_ptr<device> dev,
                                           device_actor_options options);
 
 /// What a task's bulk endpoint does with a received tensor: sends it, as a local

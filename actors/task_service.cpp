@@ -3,6 +3,7 @@
 #include "actors/bulk_channel.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/master.hpp"
+#include "actors/shard_actor.hpp"
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/device.hpp"
 #include "devices/device.hpp"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <random>
 #include <utility>
@@ -44,6 +46,11 @@ struct task_state {
   std::shared_ptr<thread_pool> intra_op;
   /// Full name and actor of every device, in device order.
   std::vector<std::pair<std::string, device_actor>> devices;
+  /// The devices themselves: their resource managers hold the variables the shards serve.
+  std::vector<std::shared_ptr<device>> device_objects;
+  /// A shard actor per variable, spawned when first asked for (variables appear when a graph
+  /// first initialises them).
+  std::map<std::string, shard_actor> shards;
   /// The master this task serves, spawned on the first master message; null before.
   master_actor master;
   /// Large tensors out (shared with the device actors) and in (null without bulk_host).
@@ -62,6 +69,32 @@ struct task_state {
 
   device_list list_devices() const {
     return device_list{devices, bulk_in ? bulk_in->address() : std::string{}, incarnation};
+  }
+
+  /// The shard of variable `name`, spawned now if its device holds it and no shard serves it
+  /// yet; a null handle when no device of the task holds it.
+  shard_actor shard_of(caf::local_actor* self, const std::string& name) {
+    if (auto i = shards.find(name); i != shards.end())
+      return i->second;
+    for (auto& dev : device_objects)
+      if (auto state = dev->resources().find_variable(name)) {
+        auto shard = spawn_shard_actor(self->system(), variable_shard{name, std::move(state)});
+        // A shard lives as long as its task.
+        self->link_to(shard);
+        shards.emplace(name, shard);
+        return shard;
+      }
+    return {};
+  }
+
+  task_manifest manifest(caf::local_actor* self) {
+    task_manifest out;
+    out.devices = list_devices();
+    for (auto& dev : device_objects)
+      for (auto& name : dev->resources().variable_names())
+        if (auto shard = shard_of(self, name))
+          out.shards.emplace_back(name, shard);
+    return out;
   }
 
   peer_table own_peers() const {
@@ -128,8 +161,9 @@ task_actor::behavior_type task_service(task_self self, std::string job, int task
   actor_options.bulk = st.bulk_out;
   for (int i = 0; i < std::max(1, options.cpu_device_count); ++i) {
     auto name = task_device(job, task, "CPU", i);
-    auto actor = spawn_device_actor(self->system(), make_cpu_device(name, st.intra_op),
-                                    actor_options);
+    std::shared_ptr<device> dev = make_cpu_device(name, st.intra_op);
+    st.device_objects.push_back(dev);
+    auto actor = spawn_device_actor(self->system(), dev, actor_options);
     // Linked: a task that dies takes its devices along, and a device that dies takes the task.
     self->link_to(actor);
     st.devices.emplace_back(name.to_string(), actor);
@@ -149,11 +183,20 @@ task_actor::behavior_type task_service(task_self self, std::string job, int task
 
   return {
     [self](devices_atom) { return self->state.list_devices(); },
+    [self](manifest_atom) { return self->state.manifest(self); },
+    [self](shard_atom, const std::string& name) -> caf::result<shard_actor> {
+      if (auto shard = self->state.shard_of(self, name))
+        return shard;
+      return make_wire_error(errc::not_found, "task " + self->state.task_name() +
+                                                " holds no variable '" + name + "'");
+    },
     [self](stop_atom) {
       self->state.bulk_in.reset();
       self->state.bulk_out->close();
       for (auto& [name, actor] : self->state.devices)
         self->send_exit(actor, caf::exit_reason::user_shutdown);
+      for (auto& [name, shard] : self->state.shards)
+        self->send_exit(shard, caf::exit_reason::user_shutdown);
       if (self->state.master)
         self->send_exit(self->state.master, caf::exit_reason::user_shutdown);
       self->quit();

@@ -27,6 +27,9 @@ class thread_pool;
 struct variable_state {
   std::mutex mutex;
   tensor value;
+  /// How many updates (assigns, adds, optimizer steps) the variable has applied; guarded by
+  /// `mutex` like the value.
+  std::int64_t version = 0;
 };
 
 /// Per-device, per-session state that outlives steps: the variables.

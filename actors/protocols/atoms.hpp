@@ -24,5 +24,15 @@ using sessions_atom = caf::atom_constant<caf::atom("sessions")>;
 // Task protocol (protocols/task.hpp).
 using devices_atom = caf::atom_constant<caf::atom("devices")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using manifest_atom = caf::atom_constant<caf::atom("manifest")>;
+using shard_atom = caf::atom_constant<caf::atom("shard")>;
+
+// Parameter-shard protocol (protocols/ps.hpp).
+using read_atom = caf::atom_constant<caf::atom("read")>;
+using assign_atom = caf::atom_constant<caf::atom("assign")>;
+using assign_add_atom = caf::atom_constant<caf::atom("assignadd")>;
+using apply_gd_atom = caf::atom_constant<caf::atom("applygd")>;
+using version_atom = caf::atom_constant<caf::atom("version")>;
+using restore_atom = caf::atom_constant<caf::atom("restore")>;
 
 } // namespace actorflow::protocol

@@ -9,6 +9,7 @@
 #include "actors/protocols/atoms.hpp"
 #include "actors/protocols/device.hpp"
 #include "actors/protocols/master.hpp"
+#include "actors/protocols/ps.hpp"
 
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
@@ -38,10 +39,26 @@ typename Inspector::result_type inspect(Inspector& f, device_list& x) {
            x.incarnation);
 }
 
+/// What a task offers: its devices (and bulk endpoint and incarnation), and a parameter shard
+/// per variable its devices hold, by variable name.
+struct task_manifest {
+  device_list devices;
+  std::vector<std::pair<std::string, shard_actor>> shards;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_manifest& x) {
+  return f(caf::meta::type_name("actorflow::task_manifest"), x.devices, x.shards);
+}
+
 /// A task service (actors/task_service.hpp): the master protocol, plus
 using task_actor = master_actor::extend<
-  // every device of the task, by full name.
-  caf::replies_to<devices_atom>::with<device_list>>;
+  // every device of the task, by full name;
+  caf::replies_to<devices_atom>::with<device_list>,
+  // its devices and parameter shards;
+  caf::replies_to<manifest_atom>::with<task_manifest>,
+  // the shard of the variable with this name (an error naming it when the task has none).
+  caf::replies_to<shard_atom, std::string>::with<shard_actor>>;
 // (stop_atom), inherited from master_actor, shuts the task down: its devices, its master,
 // then itself (the worker app exits 0).
 

@@ -3,6 +3,7 @@
 #include "actors/protocols/device.hpp"
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
+#include "actors/session.hpp"
 #include "graph/graph.hpp"
 #include "graph/ops.hpp"
 #include "support/processes.hpp"
@@ -175,4 +176,61 @@ TEST_CASE("a worker whose port is taken exits 1 naming the address", "[apps][wor
   ::close(fd);
   CHECK(code == 1);
   CHECK(text.find(taken) != std::string::npos);
+}
+
+TEST_CASE("a plain CAF actor of another program pulls and pushes a shard of a running ps task",
+          "[apps][worker]") {
+  auto port = free_loopback_port();
+  REQUIRE(port != 0);
+  auto address = "127.0.0.1:" + std::to_string(port);
+  worker_process ps{{"--cluster", "ps=" + address, "--job", "ps", "--task", "0", "--threads", "1"}};
+  REQUIRE(ps.wait_for_line("serving on", 20s));
+
+  // A training program creates and initialises w on the ps (the session is this test's only
+  // use of actorflow's client side).
+  graph g;
+  actorflow::variable w;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    w = ops::variable(g, ops::constant(g, std::vector<float>{1, 2, 3}, {3}), "w");
+  }
+  session_options options;
+  options.target = "caf://" + address;
+  options.timeout_seconds = 10;
+  session trainer{g, options};
+  REQUIRE(trainer.run_targets({ops::global_variables_initializer(g)}).ok());
+
+  // The other program: its own actor system and the typed protocols, nothing else.
+  client_system client;
+  auto& sys = *client.system;
+  auto task = sys.middleman().remote_actor<protocol::task_actor>("127.0.0.1", port);
+  REQUIRE(task);
+  caf::scoped_actor self{sys};
+  std::string failure;
+  auto fail = [&](caf::error& err) { failure = sys.render(err); };
+  protocol::shard_actor shard;
+  self->request(*task, 10s, protocol::shard_atom::value, std::string{"w"})
+    .receive([&](protocol::shard_actor& s) { shard = s; }, fail);
+  INFO(failure);
+  REQUIRE(failure.empty());
+  REQUIRE(shard);
+  protocol::shard_value pulled;
+  self->request(shard, 10s, protocol::read_atom::value)
+    .receive([&](protocol::shard_value& v) { pulled = std::move(v); }, fail);
+  REQUIRE(failure.empty());
+  CHECK(pulled.value.to_vector<float>() == std::vector<float>{1, 2, 3});
+  CHECK(pulled.version == 1);
+  std::int64_t version = 0;
+  self->request(shard, 10s, protocol::assign_add_atom::value,
+                tensor::from_vector<float>({10, 10, 10}))
+    .receive([&](std::int64_t v) { version = v; }, fail);
+  REQUIRE(failure.empty());
+  CHECK(version == 2);
+
+  // The training program sees the push.
+  auto seen = trainer.run({w.read});
+  REQUIRE(seen.ok());
+  CHECK(seen->at(0).to_vector<float>() == std::vector<float>{11, 12, 13});
+  ps.signal(SIGTERM);
+  CHECK(ps.wait_exit(10s) == 0);
 }

@@ -150,6 +150,7 @@ protected:
     for (std::size_t i = 0; i < Refs; ++i)
       if (fresh[i].is_initialized())
         states[i]->value = std::move(fresh[i]);
+    ++states[0]->version;
     ctx.set_output(0, states[0]->value);
   }
 

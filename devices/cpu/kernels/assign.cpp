@@ -72,6 +72,7 @@ public:
     } else {
       stored = value.clone(ctx.dev().device_allocator());
     }
+    ++var->version;
     ctx.set_output(0, stored);
   }
 };
@@ -131,6 +132,7 @@ public:
       });
       stored = std::move(fresh);
     }
+    ++var->version;
     ctx.set_output(0, stored);
   }
 };

@@ -1,0 +1,52 @@
+#pragma once
+/// The parameter-shard protocol: one actor per variable (or shard of a partitioned variable)
+/// held by a task, found by name through the task's manifest (protocols/task.hpp). Any actor,
+/// of actorflow or of an embedding application in another process, pulls and pushes through it.
+///   auto manifest = self->request(task, t, manifest_atom::value);       // -> task_manifest
+///   auto w = self->request(task, t, shard_atom::value, "w");            // -> shard_actor
+///   self->request(w, t, read_atom::value).then([](shard_value& v) { ... v.value, v.version });
+///   self->request(w, t, apply_gd_atom::value, 0.1, gradient).then([](std::int64_t version) {});
+/// The shard shares its storage with the device that runs the graph's ops on the variable
+/// (devices/variable_shard.hpp): a training step's updates and the protocol's apply one at a
+/// time, both counted by the version. Failures (an uninitialised variable, a gradient of the
+/// wrong shape) come back as errors in the "actorflow" category naming the variable.
+
+#include "actors/protocols/atoms.hpp"
+#include "actors/protocols/device.hpp"
+
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+
+namespace actorflow::protocol {
+
+/// A shard's value (sharing the stored buffer inside a process) and its version: how many
+/// updates it has applied.
+struct shard_value {
+  tensor value;
+  std::int64_t version = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_value& x) {
+  return f(caf::meta::type_name("shard_value"), x.value, x.version);
+}
+
+/// A parameter shard (actors/shard_actor.hpp). Updates answer with the version after them.
+using shard_actor = caf::typed_actor<
+  // The value and version now.
+  caf::replies_to<read_atom>::with<shard_value>,
+  // Replaces the value (same dtype and shape once initialised).
+  caf::replies_to<assign_atom, tensor>::with<std::int64_t>,
+  // value += delta.
+  caf::replies_to<assign_add_atom, tensor>::with<std::int64_t>,
+  // value -= learning_rate * gradient (ApplyGradientDescent).
+  caf::replies_to<apply_gd_atom, double, tensor>::with<std::int64_t>,
+  // How many updates the shard has applied.
+  caf::replies_to<version_atom>::with<std::int64_t>,
+  // Puts back a snapshot (a read's answer): value and version, for checkpoints.
+  caf::replies_to<restore_atom, shard_value>::with<std::int64_t>>;
+
+} // namespace actorflow::protocol

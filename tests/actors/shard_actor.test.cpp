@@ -1,0 +1,89 @@
+// Parameter shards served by a task: found through its manifest, sharing storage with the
+// graph's ops, and counting every update from either side.
+#include "actors/master.hpp"
+#include "actors/session_actor.hpp"
+#include "actors/task_service.hpp"
+#include "actors/testing.hpp"
+#include "graph/ops.hpp"
+#include "graph/optimizers.hpp"
+
+#include <caf/all.hpp>
+#include <catch2/catch.hpp>
+
+#include <optional>
+
+using namespace actorflow;
+using namespace actorflow::protocol;
+using namespace std::chrono_literals;
+
+TEST_CASE("a task's manifest lists a shard per variable, which reads and updates it in turn with training steps") {
+  testing::deterministic_system sys;
+  auto ps = spawn_task_service(sys.system(), "ps", 0, sys.task_options("ps"));
+  master_options config;
+  config.task_services = {ps};
+  auto master = spawn_master(sys.system(), config);
+
+  graph g;
+  actorflow::variable w;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    w = ops::variable(g, ops::constant(g, std::vector<float>{1, 2}, {2}), "w");
+  }
+  auto loss = ops::reduce_sum(ops::square(w.read), {}, false, "loss");
+  auto train = gradient_descent_optimizer{0.25}.minimize(loss);
+  auto options = sys.session_options();
+  options.master = existing_master(master);
+  session s{sys.system(), g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  REQUIRE(s.run_targets({train}).ok()); // w -= 0.25 * 2w: {0.5, 1}
+
+  caf::scoped_actor client{sys.system()};
+  auto ask = [&](auto handle, auto... xs) {
+    client->send(handle, xs...);
+    sys.run_all();
+  };
+  ask(ps, manifest_atom::value);
+  std::optional<task_manifest> manifest;
+  client->receive([&](task_manifest& m) { manifest = std::move(m); }, caf::after(0s) >> [] {});
+  REQUIRE(manifest.has_value());
+  REQUIRE(manifest->shards.size() == 1);
+  CHECK(manifest->shards[0].first == "w");
+  CHECK(manifest->devices.devices.size() == 1);
+  auto shard = manifest->shards[0].second;
+
+  ask(shard, read_atom::value);
+  std::optional<shard_value> read;
+  client->receive([&](shard_value& v) { read = std::move(v); }, caf::after(0s) >> [] {});
+  REQUIRE(read.has_value());
+  CHECK(read->value.to_vector<float>() == std::vector<float>{0.5f, 1.f});
+  CHECK(read->version == 2); // the initializer's assign and one training step
+
+  // A push through the protocol is what the graph sees next.
+  ask(shard, apply_gd_atom::value, 1.0, tensor::from_vector<float>({0.5f, 0.5f}));
+  std::int64_t version = 0;
+  client->receive([&](std::int64_t v) { version = v; }, caf::after(0s) >> [] {});
+  CHECK(version == 3);
+  auto after = s.run({w.read});
+  REQUIRE(after.ok());
+  CHECK(after->at(0).to_vector<float>() == std::vector<float>{0.f, 0.5f});
+
+  // The same shard by name; a variable the task does not hold is an error naming it.
+  ask(ps, shard_atom::value, std::string{"w"});
+  client->receive([&](shard_actor& again) { CHECK(again == shard); }, caf::after(0s) >> [] {
+    FAIL("no shard");
+  });
+  ask(ps, shard_atom::value, std::string{"nope"});
+  std::string refused;
+  client->receive([&](shard_actor&) {}, [&](caf::error& e) { refused = sys.system().render(e); },
+                  caf::after(0s) >> [] {});
+  CHECK(refused.find("holds no variable 'nope'") != std::string::npos);
+  // A wrong gradient is refused naming the variable, and changes nothing.
+  ask(shard, apply_gd_atom::value, 1.0, tensor::from_vector<float>({1.f}));
+  std::string wrong;
+  client->receive([&](std::int64_t) {}, [&](caf::error& e) { wrong = sys.system().render(e); },
+                  caf::after(0s) >> [] {});
+  CHECK(wrong.find("variable 'w'") != std::string::npos);
+  caf::anon_send(ps, stop_atom::value);
+  caf::anon_send(master, stop_atom::value);
+  sys.run_all();
+}

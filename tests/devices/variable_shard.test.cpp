@@ -1,0 +1,65 @@
+#include "devices/variable_shard.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace actorflow;
+
+namespace {
+
+variable_shard make_shard(std::vector<float> initial) {
+  auto state = std::make_shared<variable_state>();
+  if (!initial.empty())
+    state->value = tensor::from_vector<float>(initial);
+  return variable_shard{"w", state};
+}
+
+} // namespace
+
+TEST_CASE("a shard's updates apply in turn and count as versions") {
+  auto w = make_shard({1, 2});
+  CHECK(w.version() == 0);
+  CHECK(w.assign_add(tensor::from_vector<float>({1, 1})).value() == 1);
+  CHECK(w.apply_gradient_descent(0.5, tensor::from_vector<float>({2, 4})).value() == 2);
+  auto now = w.read();
+  REQUIRE(now.ok());
+  CHECK(now->value.to_vector<float>() == std::vector<float>{1, 1});
+  CHECK(now->version == 2);
+  CHECK(w.assign(tensor::from_vector<float>({7, 8})).value() == 3);
+  CHECK(w.read()->value.to_vector<float>() == std::vector<float>{7, 8});
+}
+
+TEST_CASE("a read keeps its value while the shard is updated after it") {
+  auto w = make_shard({1, 2});
+  auto before = w.read();
+  REQUIRE(before.ok());
+  // The reader holds the buffer: the update builds a new one instead of writing it.
+  REQUIRE(w.assign_add(tensor::from_vector<float>({10, 10})).ok());
+  CHECK(before->value.to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(w.read()->value.to_vector<float>() == std::vector<float>{11, 12});
+}
+
+TEST_CASE("a shard refuses reads of an uninitialised variable and mismatched updates") {
+  auto empty = make_shard({});
+  auto read = empty.read();
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().message().find("uninitialized value w") != std::string::npos);
+  REQUIRE_FALSE(empty.assign_add(tensor::from_vector<float>({1})).ok());
+
+  auto w = make_shard({1, 2});
+  auto wrong_shape = w.apply_gradient_descent(0.1, tensor::from_vector<float>({1, 2, 3}));
+  REQUIRE_FALSE(wrong_shape.ok());
+  CHECK(wrong_shape.error().message().find("variable 'w'") != std::string::npos);
+  REQUIRE_FALSE(w.apply_gradient_descent(0.1, tensor::from_vector<std::int32_t>({1, 2})).ok());
+  REQUIRE_FALSE(w.assign(tensor::from_vector<float>({1, 2, 3})).ok());
+  CHECK(w.version() == 0); // nothing changed
+}
+
+TEST_CASE("restoring a snapshot puts back its value and version") {
+  auto w = make_shard({1});
+  auto snapshot = *w.read();
+  REQUIRE(w.assign_add(tensor::from_vector<float>({5})).ok());
+  REQUIRE(w.assign_add(tensor::from_vector<float>({5})).ok());
+  CHECK(w.restore(versioned_value{snapshot.value, 41}).value() == 41);
+  CHECK(w.read()->value.to_vector<float>() == std::vector<float>{1});
+  CHECK(w.version() == 41);
+}
