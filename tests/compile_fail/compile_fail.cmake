@@ -5,7 +5,7 @@ execute_process(COMMAND ${CXX} ${common} RESULT_VARIABLE rc OUTPUT_VARIABLE out 
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the well-typed messages failed to compile:\n${err}")
 endif()
-foreach(case WRONG_MASTER_MESSAGE WRONG_DEVICE_MESSAGE WRONG_MASTER_IS_NOT_A_TASK)
+foreach(case WRONG_MASTER_MESSAGE WRONG_DEVICE_MESSAGE WRONG_SHARD_MESSAGE WRONG_MASTER_IS_NOT_A_TASK)
   execute_process(COMMAND ${CXX} ${common} -D${case} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)
   if(rc EQUAL 0)
