@@ -170,10 +170,20 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
       return {};
     },
     [=](peers_atom, const peer_table& table) {
-      self->state.peers = std::make_shared<const std::map<std::string, device_actor>>(table.devices);
-      self->state.bulk_addresses =
-        std::make_shared<const std::map<std::string, std::string>>(table.bulk_addresses);
-      self->state.incarnations = table.incarnations;
+      // Merged, not replaced: several masters (one per between-graph worker) each tell a ps
+      // about the devices they use. A device named again takes its newest actor, address and
+      // incarnation (its task restarted). Steps in flight keep the tables they started with.
+      auto& st = self->state;
+      auto peers = *st.peers;
+      for (auto& [name, actor] : table.devices)
+        peers[name] = actor;
+      auto bulk = *st.bulk_addresses;
+      for (auto& [name, address] : table.bulk_addresses)
+        bulk[name] = address;
+      for (auto& [name, incarnation] : table.incarnations)
+        st.incarnations[name] = incarnation;
+      st.peers = std::make_shared<const std::map<std::string, device_actor>>(std::move(peers));
+      st.bulk_addresses = std::make_shared<const std::map<std::string, std::string>>(std::move(bulk));
     },
     [=](run_atom, const run_request& request) -> caf::result<step_result> {
       auto& st = self->state;

@@ -98,7 +98,21 @@ device_name device_directory::default_task(const std::string& requested,
   return d;
 }
 
-result<std::vector<unreached_task>> device_directory::unreached(const cluster_spec& cluster) const {
+result<std::vector<unreached_task>>
+device_directory::unreached(const cluster_spec& cluster, const std::vector<std::string>& filters) const {
+  std::vector<device_name> wanted;
+  for (auto& filter : filters) {
+    auto parsed = device_name::parse(filter);
+    if (!parsed)
+      return make_error(errc::invalid_argument, "device filter '" + filter + "': " +
+                                                  parsed.error().message());
+    wanted.push_back(*parsed);
+  }
+  auto kept = [&](const std::string& job, int task) {
+    return wanted.empty() || std::any_of(wanted.begin(), wanted.end(), [&](auto& f) {
+             return (!f.job || *f.job == job) && (!f.task || *f.task == task);
+           });
+  };
   std::set<std::string> reached;
   for (auto& [name, actor] : devices_)
     reached.insert(task_of(name));
@@ -106,7 +120,7 @@ result<std::vector<unreached_task>> device_directory::unreached(const cluster_sp
   for (auto& job : cluster.jobs()) {
     for (int task = 0; task < cluster.num_tasks(job); ++task) {
       auto name = "/job:" + job + "/replica:0/task:" + std::to_string(task);
-      if (reached.count(name) > 0)
+      if (reached.count(name) > 0 || !kept(job, task))
         continue;
       auto address = cluster.address(job, task);
       if (!address)

@@ -70,9 +70,11 @@ public:
   /// the first job (an empty name when there are no devices).
   device_name default_task(const std::string& requested, const std::string& own_task) const;
 
-  /// The tasks of `cluster` none of whose devices are known, in the spec's job order. Fails on
-  /// an address that does not parse.
-  result<std::vector<unreached_task>> unreached(const cluster_spec& cluster) const;
+  /// The tasks of `cluster` none of whose devices are known, in the spec's job order, keeping
+  /// only those matched by one of `filters` (device-name prefixes such as "/job:ps" or
+  /// "/job:worker/task:1"; empty keeps all). Fails on an address or filter that does not parse.
+  result<std::vector<unreached_task>> unreached(const cluster_spec& cluster,
+                                                const std::vector<std::string>& filters = {}) const;
 
   const std::vector<std::pair<device_name, protocol::device_actor>>& devices() const {
     return devices_;

@@ -127,7 +127,8 @@ void finish_discovery(master_self self, const status& outcome) {
 void connect_unreached(master_self self) {
   std::vector<unreached_task> tasks;
   if (self->state.options.cluster) {
-    auto found = self->state.directory.unreached(*self->state.options.cluster);
+    auto found = self->state.directory.unreached(*self->state.options.cluster,
+                                                 self->state.options.device_filters);
     if (!found) {
       finish_discovery(self, found.error());
       return;

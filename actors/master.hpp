@@ -34,6 +34,10 @@ struct master_options {
   /// (a client acting as master, an in-process cluster): task 0 of job "worker", else of the
   /// first job.
   std::string own_task;
+  /// The tasks of `cluster` the master reaches, as device-name prefixes ("/job:ps",
+  /// "/job:worker/task:1"; TensorFlow's device_filters). Empty: every task. A between-graph
+  /// worker's master needs only the ps tasks and its own, and must not wait for the others.
+  std::vector<std::string> device_filters;
 };
 
 protocol::master_actor spawn_master(caf::actor_system& sys, master_options options);

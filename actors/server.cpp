@@ -129,6 +129,7 @@ result<std::unique_ptr<server>> server::start(std::shared_ptr<const cluster_spec
   task_options.threads = options.threads;
   task_options.cluster = cluster;
   task_options.master_timeout_seconds = options.timeout_seconds;
+  task_options.master_device_filters = options.device_filters;
   task_options.env = options.env;
   if (options.bulk_channel)
     task_options.bulk_host = split->host;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace actorflow {
 
@@ -45,6 +46,9 @@ struct server_options {
   /// message types; check_actor_system says what is missing) instead of one of its own. The
   /// system must outlive the server.
   caf::actor_system* system = nullptr;
+  /// The tasks of the cluster the server's master reaches (master_options::device_filters);
+  /// empty: all.
+  std::vector<std::string> device_filters;
   /// The task's per-process state (devices/runtime_env.hpp); null: the process default.
   std::shared_ptr<runtime_env> env;
 };

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <utility>
 
 namespace actorflow {
@@ -51,6 +52,8 @@ struct task_state {
   /// A shard actor per variable, spawned when first asked for (variables appear when a graph
   /// first initialises them).
   std::map<std::string, shard_actor> shards;
+  /// Tasks of other jobs that reported they finished, by job.
+  std::map<std::string, std::set<std::int32_t>> finished;
   /// The master this task serves, spawned on the first master message; null before.
   master_actor master;
   /// Large tensors out (shared with the device actors) and in (null without bulk_host).
@@ -121,6 +124,7 @@ const master_actor& master_of(task_self self) {
     master.cluster = st.options.cluster;
     master.own_task = st.task_name();
     master.timeout_seconds = st.options.master_timeout_seconds;
+    master.device_filters = st.options.master_device_filters;
     st.master = spawn_master(self->system(), std::move(master));
     self->link_to(st.master);
   }
@@ -184,6 +188,26 @@ task_actor::behavior_type task_service(task_self self, std::string job, int task
   return {
     [self](devices_atom) { return self->state.list_devices(); },
     [self](manifest_atom) { return self->state.manifest(self); },
+    [self](task_done_atom, const std::string& job, std::int32_t task) -> caf::result<std::int32_t> {
+      auto& st = self->state;
+      if (!st.options.cluster || !st.options.cluster->has_job(job))
+        return make_wire_error(errc::invalid_argument,
+                               "task " + st.task_name() + " knows no job '" + job + "'");
+      auto total = st.options.cluster->num_tasks(job);
+      if (task < 0 || task >= total)
+        return make_wire_error(errc::invalid_argument, "job '" + job + "' has no task " +
+                                                         std::to_string(task));
+      auto& done = st.finished[job];
+      done.insert(task);
+      auto left = static_cast<std::int32_t>(total - static_cast<int>(done.size()));
+      if (left == 0 && job != st.job) {
+        std::cerr << "actorflow: task " << st.task_name() << ": all " << total << " tasks of job '"
+                  << job << "' finished; stopping" << std::endl;
+        // After this answer has left: the stop queues behind it.
+        caf::anon_send(caf::actor_cast<task_actor>(self), stop_atom::value);
+      }
+      return left;
+    },
     [self](shard_atom, const std::string& name) -> caf::result<shard_actor> {
       if (auto shard = self->state.shard_of(self, name))
         return shard;

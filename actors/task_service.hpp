@@ -45,6 +45,8 @@ struct task_service_options {
   /// Bound on reaching a task and on its answers for the master this task serves; 0 waits
   /// without bound.
   double master_timeout_seconds = 10;
+  /// master_options::device_filters for the master this task serves.
+  std::vector<std::string> master_device_filters;
   /// Host (name or address) for the task's bulk tensor endpoint (actors/bulk_channel.hpp),
   /// which listens on a port the system picks and is listed in device_list::bulk_address.
   /// Empty (in-process clusters, local sessions): no endpoint, large tensors for this task's

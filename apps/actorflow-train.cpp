@@ -6,6 +6,9 @@
 #include "actors/cluster_spec.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
+#include "actors/server.hpp"
+#include "actors/session_actor.hpp"
+#include "actors/task_client.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
 #include "graph/replica_device_setter.hpp"
@@ -17,12 +20,14 @@
 #include "train/trainer.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include <unistd.h>
 
@@ -36,6 +41,12 @@ using clock_type = std::chrono::steady_clock;
 int fail(const status& s) {
   std::cerr << "actorflow-train: " << s.message() << '\n';
   return 1;
+}
+
+/// A usage error: the message, and exit code 2 (as for bad flags).
+int usage_error(const status& s) {
+  std::cerr << "actorflow-train: " << s.message() << '\n';
+  return 2;
 }
 
 /// Where the job runs: the session's options, and the ps and worker tasks unless it is local.
@@ -354,6 +365,227 @@ int run_mlp(const train_options& o, const training_target& where) {
   return 0;
 }
 
+// --- between-graph ---------------------------------------------------------------------------
+
+/// This worker's share of the training set: rows [task * n / workers, (task + 1) * n /
+/// workers), disjoint across workers and the same in every run.
+result<dataset> shard_of(const dataset& all, int task, int workers) {
+  auto n = all.size();
+  auto begin = n * task / workers;
+  auto end = n * (task + 1) / workers;
+  auto images = all.images.sliced(0, begin, end - begin);
+  if (!images)
+    return images.error();
+  auto labels = all.labels.sliced(0, begin, end - begin);
+  if (!labels)
+    return labels.error();
+  return dataset{std::move(*images), std::move(*labels)};
+}
+
+/// Waits until every variable can be read (the chief initialised or restored them), or
+/// `timeout_seconds` pass; the error then names what is still uninitialised or unreachable.
+status wait_for_variables(session& s, const std::vector<output>& reads, int timeout_seconds) {
+  auto deadline = clock_type::now() + std::chrono::seconds(timeout_seconds);
+  while (true) {
+    auto r = s.run(reads);
+    if (r)
+      return {};
+    auto code = r.error().code();
+    bool not_yet = code == errc::failed_precondition || code == errc::unavailable ||
+                   code == errc::deadline_exceeded;
+    if (!not_yet)
+      return r.error();
+    if (clock_type::now() >= deadline)
+      return r.error().with_context("the variables were not ready within " +
+                                    std::to_string(timeout_seconds) + " s (--init-timeout)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+/// Between-graph replication, asynchronous: this process is one worker with a graph of its own.
+int run_between_graph(const train_options& o, const cluster_spec& cluster, const std::string& job,
+                      int task) {
+  for (auto& [flag, name] : {std::pair{"--ps-job", o.ps_job}, std::pair{"--job", job}})
+    if (!cluster.has_job(name))
+      return usage_error(make_error(errc::invalid_argument, std::string{"the cluster has no job '"} +
+                                                              name + "' (" + flag + ")"));
+  auto workers = cluster.num_tasks(job);
+  if (task >= workers)
+    return usage_error(make_error(errc::invalid_argument, "job '" + job + "' has " +
+                                                            std::to_string(workers) +
+                                                            " tasks, not task " + std::to_string(task)));
+  bool chief = task == 0;
+  auto me = "/job:" + job + "/task:" + std::to_string(task);
+  if (chief) {
+    if (auto st = train::ensure_writable_directory(o.output_dir); !st.ok())
+      return fail(st);
+    if (!o.checkpoint_dir.empty())
+      if (auto st = train::ensure_writable_directory(o.checkpoint_dir); !st.ok())
+        return fail(st);
+  }
+  auto train_set = load_fashion_mnist(o.data_dir, "train");
+  if (!train_set)
+    return fail(train_set.error());
+  auto test_set = load_fashion_mnist(o.data_dir, "t10k");
+  if (!test_set)
+    return fail(test_set.error());
+  auto mine = shard_of(*train_set, task, workers);
+  if (!mine)
+    return fail(mine.error());
+
+  graph g;
+  g.seed = static_cast<std::int64_t>(o.seed);
+  auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
+  replica_device_setter_options placement;
+  placement.ps_tasks = cluster.num_tasks(o.ps_job);
+  placement.ps_device = "/job:" + o.ps_job;
+  placement.worker_device = me;
+  auto setter = replica_device_setter(placement);
+  if (!setter)
+    return fail(setter.error());
+  train::mlp_model m;
+  actorflow::variable global_step;
+  output train_op;
+  {
+    auto on_cluster = g.device(*setter);
+    m = train::build_mlp(g, *opt);
+    // Shared by every worker: how many updates the model has had, whoever made them.
+    global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
+    auto count = ops::assign_add(global_step, ops::constant(g, std::int64_t{1}, "one_step"));
+    train_op = ops::group(g, {m.train, count}, "train_and_count");
+  }
+  std::vector<output> all_variables{global_step.read};
+  for (auto& w : m.weights)
+    all_variables.push_back(w.read);
+  saver checkpoints_saver{g};
+  if (!g.status().ok())
+    return fail(g.status());
+
+  // This worker is a task of the cluster too (TensorFlow's tf.train.Server beside the client):
+  // its devices run the model, its master places the graph over them and the ps tasks only,
+  // never waiting for the other workers, which may have finished already.
+  server_options serving;
+  serving.system = &default_actor_system();
+  serving.threads = o.threads;
+  serving.device_filters = {"/job:" + o.ps_job, me};
+  auto served = server::start(std::make_shared<const cluster_spec>(cluster), job, task, serving);
+  if (!served)
+    return fail(served.error());
+  session_options options;
+  options.master = existing_master((*served)->master());
+  options.timeout_seconds = 10;
+  options.inter_op_parallelism_threads = o.threads;
+  options.intra_op_parallelism_threads = o.threads;
+  options.log_device_placement = o.log_device_placement;
+  progress_printer progress{o.log_every};
+  std::unique_ptr<checkpoint_manager> checkpoints;
+  int exit_code = 0;
+  {
+    session s{g, options};
+    if (chief) {
+      // The chief initialises the shared variables, or restores the latest checkpoint.
+      std::optional<std::string> latest;
+      if (!o.checkpoint_dir.empty()) {
+        checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
+        latest = checkpoints->latest();
+      }
+      if (latest) {
+        auto data = read_checkpoint(*latest);
+        if (!data)
+          return fail(data.error());
+        if (auto st = checkpoints_saver.restore(s, *data, *latest); !st.ok())
+          return fail(st);
+        progress.line("restored " + *latest);
+      } else if (auto st = wait_for_variables(s, {}, o.init_timeout_seconds); !st.ok()) {
+        return fail(st);
+      } else if (auto init = s.run_targets({ops::global_variables_initializer(g)}); !init.ok()) {
+        return fail(init);
+      }
+    } else if (auto st = wait_for_variables(s, all_variables, o.init_timeout_seconds); !st.ok()) {
+      return fail(st);
+    }
+
+    train::metrics_log metrics;
+    if (chief)
+      if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
+        return fail(st);
+    batch_options shuffled;
+    shuffled.batch_size = o.batch_size;
+    shuffled.seed = o.seed + static_cast<std::uint64_t>(task);
+    shuffled.drop_last = true;
+    auto batches = batch_iterator::create(*mine, shuffled);
+    if (!batches)
+      return fail(batches.error());
+    auto steps_per_epoch = batches->batches_per_epoch();
+    auto total_steps = steps_per_epoch * o.epochs;
+    progress.line("worker " + me + (chief ? " (chief)" : "") + ": training on its " +
+                  std::to_string(mine->size()) + " examples with the variables on the " +
+                  std::to_string(placement.ps_tasks) + " " + o.ps_job + " task(s)");
+    train::throughput_meter throughput;
+    std::vector<std::unique_ptr<train::training_hook>> hooks;
+    hooks.push_back(train::make_finite_loss_hook());
+    hooks.push_back(train::make_observer_hook([&](const train::step_report& r) {
+      auto examples_per_second = throughput.add(r);
+      if (chief && (r.step == 1 || r.step % o.log_every == 0 || r.step == total_steps))
+        metrics.add({r.step, r.epoch, r.loss, r.batch_accuracy, examples_per_second});
+      progress.update(r.step, r.epoch, o.epochs, r.loss, examples_per_second);
+    }));
+    if (chief && checkpoints)
+      hooks.push_back(train::make_checkpoint_hook(
+        [&](std::int64_t at) { return checkpoints_saver.save(s, *checkpoints, at); },
+        steps_per_epoch));
+    train::trainer loop{std::move(hooks)};
+    auto trained = loop.run(0, total_steps, [&](std::int64_t next) -> result<train::step_report> {
+      auto& batch = batches->next();
+      auto started = clock_type::now();
+      auto r = s.run({m.loss, m.correct},
+                     {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
+      if (!r)
+        return r.error();
+      train::step_report report;
+      report.step = next;
+      report.epoch = static_cast<int>((next - 1) / steps_per_epoch) + 1;
+      report.loss = r->at(0).scalar_value<double>();
+      report.batch_accuracy = r->at(1).scalar_value<double>() / static_cast<double>(batch.size);
+      report.examples = batch.size;
+      report.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+      return report;
+    });
+    if (!trained.ok()) {
+      exit_code = fail(trained);
+    } else {
+      auto steps = s.run({global_step.read});
+      char line[96];
+      std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
+      if (chief) {
+        train::data_parallel_mlp single;
+        single.towers.push_back({m.images, m.labels, m.loss, m.correct});
+        auto accuracy = evaluate(s, single, *test_set);
+        if (!accuracy)
+          return fail(accuracy.error());
+        if (auto st = train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(),
+                                             "actorflow: MLP between-graph (" + o.optimizer + ")");
+            !st.ok())
+          return fail(st);
+        progress.line("metrics: " + o.output_dir + "/metrics.csv, curve: " + o.output_dir +
+                      "/curve.svg");
+        if (steps)
+          progress.line("global step: " + std::to_string(steps->at(0).scalar_value<std::int64_t>()));
+        progress.line(line);
+        std::snprintf(line, sizeof line, "test accuracy: %.4f", *accuracy);
+        progress.line(line);
+      } else {
+        progress.line(line);
+      }
+    }
+  }
+  // After the session closed: once every worker has said so, the ps tasks stop by themselves.
+  if (auto told = report_task_done(default_actor_system(), cluster, o.ps_job, job, task, 10);
+      !told.ok())
+    std::cerr << "actorflow-train: " << told.message() << '\n';
+  return exit_code;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -369,6 +601,41 @@ int main(int argc, char** argv) {
   }
   if (o.threads > 0)
     set_default_scheduler_threads(o.threads);
+  if (!o.job.empty() || (o.cluster.empty() && o.target.empty() && !o.local &&
+                         std::getenv("TF_CONFIG") != nullptr)) {
+    // Between-graph: --cluster/--job/--task, or TF_CONFIG (which --job/--task may override).
+    if (o.model != "mlp") {
+      std::cerr << "actorflow-train: between-graph training runs the MLP (--model mlp)\n";
+      return 2;
+    }
+    cluster_spec cluster;
+    auto job = o.job;
+    auto task = o.task;
+    if (!o.cluster.empty()) {
+      auto spec = cluster_spec::parse(o.cluster);
+      if (!spec) {
+        std::cerr << "actorflow-train: --cluster: " << spec.error().message() << '\n';
+        return 2;
+      }
+      cluster = std::move(*spec);
+    } else {
+      auto config = tf_config_from_environment();
+      if (!config) {
+        std::cerr << "actorflow-train: " << config.error().message() << '\n';
+        return 2;
+      }
+      cluster = config->cluster;
+      if (job.empty()) {
+        job = config->job;
+        task = config->task_index;
+      }
+    }
+    if (job.empty()) {
+      std::cerr << "actorflow-train: --job is required with --cluster for between-graph training\n";
+      return 2;
+    }
+    return run_between_graph(o, cluster, job, task);
+  }
   auto where = resolve_target(o);
   if (!where) {
     std::cerr << "actorflow-train: " << where.error().message() << '\n';

@@ -26,6 +26,7 @@ using devices_atom = caf::atom_constant<caf::atom("devices")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using manifest_atom = caf::atom_constant<caf::atom("manifest")>;
 using shard_atom = caf::atom_constant<caf::atom("shard")>;
+using task_done_atom = caf::atom_constant<caf::atom("taskdone")>;
 
 // Parameter-shard protocol (protocols/ps.hpp).
 using read_atom = caf::atom_constant<caf::atom("read")>;

@@ -57,8 +57,12 @@ using task_actor = master_actor::extend<
   caf::replies_to<devices_atom>::with<device_list>,
   // its devices and parameter shards;
   caf::replies_to<manifest_atom>::with<task_manifest>,
-  // the shard of the variable with this name (an error naming it when the task has none).
-  caf::replies_to<shard_atom, std::string>::with<shard_actor>>;
+  // the shard of the variable with this name (an error naming it when the task has none);
+  caf::replies_to<shard_atom, std::string>::with<shard_actor>,
+  // task `task` of job `job` has finished its work (a between-graph worker at the end of
+  // training). Answers how many tasks of that job have not finished yet; at 0, a task of
+  // another job (a ps) stops by itself, so no parameter server outlives its workers.
+  caf::replies_to<task_done_atom, std::string, std::int32_t>::with<std::int32_t>>;
 // (stop_atom), inherited from master_actor, shuts the task down: its devices, its master,
 // then itself (the worker app exits 0).
 

@@ -73,6 +73,14 @@ Trains a model with actorflow in one process.
   --ps-tasks N           in-process cluster (no --cluster): parameter servers (default 1)
   --worker-tasks N       in-process cluster (no --cluster): workers, one tower each (default 2)
   --local                train in this process on one device, without ps or worker tasks
+  --job NAME --task N    between-graph replication: this process is worker task N of --cluster
+                         (or of TF_CONFIG, which also names job and task), training a graph of
+                         its own on its shard of the data, asynchronously, with the variables on
+                         the ps tasks; task 0 is the chief (initialises or restores, writes
+                         checkpoints and metrics, reports test accuracy). The ps tasks
+                         (actorflow-worker) exit once every worker has finished
+  --init-timeout S       between-graph, not the chief: wait at most S seconds for the chief to
+                         initialise the variables (default 60)
   --log-device-placement print "node: device" to standard error for every node placed
   --help                 this text
 )";
@@ -108,6 +116,10 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--worker-job", [&](auto& v) { o.worker_job = v; return status{}; }},
     {"--ps-tasks", [&](auto& v) { return apps::parse_int_flag("--ps-tasks", v, 1, o.ps_tasks); }},
     {"--worker-tasks", [&](auto& v) { return apps::parse_int_flag("--worker-tasks", v, 1, o.worker_tasks); }},
+    {"--job", [&](auto& v) { o.job = v; return status{}; }},
+    {"--task", [&](auto& v) { return apps::parse_int_flag("--task", v, 0, o.task); }},
+    {"--init-timeout",
+     [&](auto& v) { return apps::parse_int_flag("--init-timeout", v, 1, o.init_timeout_seconds); }},
   };
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local},
                     {"--log-device-placement", &o.log_device_placement}};
@@ -118,6 +130,10 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     return bad("--resume", "needs --checkpoint-dir");
   if (o.local && (!o.target.empty() || !o.cluster.empty()))
     return bad("--local", "cannot be combined with --target or --cluster");
+  if (!o.job.empty() && (o.local || !o.target.empty()))
+    return bad("--job", "between-graph workers take --cluster (or TF_CONFIG), not --local or --target");
+  if (!o.job.empty() && o.job == o.ps_job)
+    return bad("--job", "'" + o.job + "' is the ps job: parameter servers run actorflow-worker");
   return o;
 }
 

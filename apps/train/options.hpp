@@ -42,6 +42,14 @@ struct train_options {
   int ps_tasks = 1;
   int worker_tasks = 2;
   bool local = false;
+  /// Between-graph replication: this process is task `task` of job `job` (the worker job) of
+  /// `cluster`, with a graph of its own; variables live on the ps tasks and are shared by every
+  /// worker. Task 0 is the chief. Unset: in-graph (or local) training.
+  std::string job;
+  int task = 0;
+  /// Non-chief workers wait at most this long for the chief to initialise the variables (and
+  /// for the ps tasks to come up).
+  int init_timeout_seconds = 60;
   /// Print "node: device" for every node placed (TensorFlow's log_device_placement).
   bool log_device_placement = false;
   bool help = false;

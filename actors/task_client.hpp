@@ -1,0 +1,23 @@
+#pragma once
+/// Blocking calls from plain code to a cluster's task services (actorflow-worker processes),
+/// for what is not a session: telling the ps tasks a worker finished.
+///   AF_RETURN_IF_ERROR(report_task_done(sys, cluster, "ps", "worker", 1, 10.0));
+
+#include "actors/cluster_spec.hpp"
+#include "graph/status.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <string>
+
+namespace actorflow {
+
+/// Tells every task of `to_job` that task `task` of job `job` has finished (protocols/task.hpp's
+/// task_done_atom); once all of a job's tasks have, each ps task stops by itself. Waits at most
+/// `timeout_seconds` for each. A task that is already gone counts as told (it stopped, which is
+/// what the message asks). Errors name the task that could not be told.
+status report_task_done(caf::actor_system& sys, const cluster_spec& cluster,
+                        const std::string& to_job, const std::string& job, int task,
+                        double timeout_seconds);
+
+} // namespace actorflow

@@ -1,0 +1,130 @@
+// Between-graph replication with real processes on loopback: ps tasks are actorflow-worker,
+// workers are actorflow-train processes with graphs of their own.
+#include "support/processes.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+using actorflow::testing::child_process;
+using actorflow::testing::free_loopback_port;
+
+namespace {
+
+std::string address() { return "127.0.0.1:" + std::to_string(free_loopback_port()); }
+
+/// Every stdout line of `child` until it closes or `limit` passes.
+std::vector<std::string> all_lines(child_process& child, std::chrono::milliseconds limit) {
+  std::vector<std::string> lines;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    auto line = child.wait_for_line("", left);
+    if (!line)
+      break;
+    lines.push_back(*line);
+  }
+  return lines;
+}
+
+std::string last_starting(const std::vector<std::string>& lines, const std::string& prefix) {
+  std::string found;
+  for (auto& line : lines)
+    if (line.rfind(prefix, 0) == 0)
+      found = line;
+  return found;
+}
+
+} // namespace
+
+TEST_CASE("between-graph async: 2 ps and 3 workers train one model, and every process ends by itself") {
+  std::vector<std::string> ps{address(), address()};
+  std::vector<std::string> workers{address(), address(), address()};
+  auto spec = "ps=" + ps[0] + "," + ps[1] + ";worker=" + workers[0] + "," + workers[1] + "," +
+              workers[2];
+  std::vector<std::unique_ptr<child_process>> ps_tasks;
+  for (int t = 0; t < 2; ++t) {
+    ps_tasks.push_back(std::make_unique<child_process>(
+      ACTORFLOW_WORKER_BINARY,
+      std::vector<std::string>{"--cluster", spec, "--job", "ps", "--task", std::to_string(t),
+                               "--threads", "1"}));
+    REQUIRE(ps_tasks.back()->wait_for_line("serving on", 20s));
+  }
+  auto output_dir = "/tmp/af-between-graph-" + std::to_string(::getpid());
+  auto worker = [&](int task) {
+    std::vector<std::string> args{"--epochs", "3", "--threads", "1", "--log-every", "1000",
+                                  "--output-dir", output_dir};
+    if (task == 2) {
+      // The last worker is told who it is the TensorFlow way: TF_CONFIG, no flags.
+      auto json = std::string{R"({"cluster": {"ps": [")"} + ps[0] + R"(", ")" + ps[1] +
+                  R"("], "worker": [")" + workers[0] + R"(", ")" + workers[1] + R"(", ")" +
+                  workers[2] + R"("]}, "task": {"type": "worker", "index": 2}})";
+      ::setenv("TF_CONFIG", json.c_str(), 1);
+      auto child = std::make_unique<child_process>(ACTORFLOW_TRAIN_BINARY, args);
+      ::unsetenv("TF_CONFIG");
+      return child;
+    }
+    args.insert(args.end(), {"--cluster", spec, "--job", "worker", "--task", std::to_string(task)});
+    return std::make_unique<child_process>(ACTORFLOW_TRAIN_BINARY, args);
+  };
+  auto second = worker(1);
+  auto third = worker(2);
+  auto chief = worker(0);
+  auto lines = all_lines(*chief, 240s);
+  INFO(chief->stderr_text());
+  CHECK(chief->wait_exit(20s) == 0);
+  CHECK(second->wait_exit(60s) == 0);
+  INFO(second->stderr_text());
+  CHECK(third->wait_exit(60s) == 0);
+  INFO(third->stderr_text());
+  // The ps tasks end by themselves once every worker has finished: no signal is sent.
+  for (auto& t : ps_tasks) {
+    CHECK(t->wait_exit(20s) == 0);
+    CHECK(t->stderr_text().find("all 3 tasks of job 'worker' finished; stopping") !=
+          std::string::npos);
+  }
+  auto accuracy_line = last_starting(lines, "test accuracy: ");
+  REQUIRE_FALSE(accuracy_line.empty());
+  CHECK(std::stod(accuracy_line.substr(15)) >= 0.84);
+  CHECK_FALSE(last_starting(lines, "examples/s: ").empty());
+  // The chief counted every worker's steps in the shared global step (3 x 3 epochs of 156).
+  auto global = last_starting(lines, "global step: ");
+  REQUIRE_FALSE(global.empty());
+  CHECK(std::stoll(global.substr(13)) > 3 * 156);
+}
+
+TEST_CASE("a worker that is not the chief waits for the variables within a bound, naming one") {
+  auto ps_address = address();
+  auto spec = "ps=" + ps_address + ";worker=" + address() + "," + address();
+  child_process ps{ACTORFLOW_WORKER_BINARY,
+                   {"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}};
+  REQUIRE(ps.wait_for_line("serving on", 20s));
+  // No chief ever starts: task 1 must give up after its --init-timeout.
+  child_process lonely{ACTORFLOW_TRAIN_BINARY, {"--cluster", spec, "--job", "worker", "--task",
+                                                "1", "--threads", "1", "--init-timeout", "1"}};
+  CHECK(lonely.wait_exit(30s) == 1);
+  auto err = lonely.stderr_text();
+  CHECK(err.find("the variables were not ready within 1 s (--init-timeout)") != std::string::npos);
+  CHECK(err.find("uninitialized value") != std::string::npos);
+  ps.signal(SIGTERM);
+  CHECK(ps.wait_exit(10s) == 0);
+}
+
+TEST_CASE("between-graph flags that cannot work are refused with the flag named") {
+  child_process ps_job{ACTORFLOW_TRAIN_BINARY,
+                      {"--cluster", "ps=127.0.0.1:1;worker=127.0.0.1:2", "--job", "ps"}};
+  CHECK(ps_job.wait_exit(10s) == 2);
+  CHECK(ps_job.stderr_text().find("parameter servers run actorflow-worker") != std::string::npos);
+  child_process no_task{ACTORFLOW_TRAIN_BINARY,
+                        {"--cluster", "ps=127.0.0.1:1;worker=127.0.0.1:2", "--job", "worker",
+                         "--task", "5"}};
+  CHECK(no_task.wait_exit(10s) == 2);
+  CHECK(no_task.stderr_text().find("not task 5") != std::string::npos);
+}
