@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include <atomic>
 #include <chrono>
 
 namespace actorflow {
@@ -24,6 +25,8 @@ struct server::impl {
   std::string name;
   std::mutex mutex;
   bool stopped = false;
+  /// Set by join(): the task stopped because its workers went away (see ended_abandoned).
+  std::atomic<bool> abandoned{false};
 
   /// The published actor: the task service, or the bare master.
   caf::actor served() const {
@@ -130,6 +133,7 @@ result<std::unique_ptr<server>> server::start(std::shared_ptr<const cluster_spec
   task_options.cluster = cluster;
   task_options.master_timeout_seconds = options.timeout_seconds;
   task_options.master_device_filters = options.device_filters;
+  task_options.abandoned_grace_seconds = options.abandoned_grace_seconds;
   task_options.env = options.env;
   if (options.bulk_channel)
     task_options.bulk_host = split->host;
@@ -186,8 +190,13 @@ caf::actor_system& server::system() { return *impl_->sys; }
 void server::join() {
   caf::scoped_actor self{*impl_->sys};
   self->monitor(impl_->served());
-  self->receive([](const caf::down_msg&) {});
+  self->receive([&](const caf::down_msg& down) {
+    if (ended_abandoned(down.reason))
+      impl_->abandoned = true;
+  });
 }
+
+bool server::abandoned() const { return impl_->abandoned.load(); }
 
 void server::stop() {
   {

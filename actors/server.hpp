@@ -46,6 +46,9 @@ struct server_options {
   /// message types; check_actor_system says what is missing) instead of one of its own. The
   /// system must outlive the server.
   caf::actor_system* system = nullptr;
+  /// A ps whose between-graph workers all went away without finishing stops this long after
+  /// the last one (task_service_options::abandoned_grace_seconds); 0 never.
+  double abandoned_grace_seconds = 60;
   /// The tasks of the cluster the server's master reaches (master_options::device_filters);
   /// empty: all.
   std::vector<std::string> device_filters;
@@ -90,6 +93,8 @@ public:
   /// Blocks until the server has stopped: stop() from another thread, or a stop message to
   /// its task (protocols/task.hpp).
   void join();
+  /// After join(): whether the task stopped because its workers went away without finishing.
+  bool abandoned() const;
   /// Unpublishes the server and stops its actors; waits (at most 10 s) until they are gone.
   /// Idempotent; any thread.
   void stop();

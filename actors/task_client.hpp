@@ -4,6 +4,7 @@
 ///   AF_RETURN_IF_ERROR(report_task_done(sys, cluster, "ps", "worker", 1, 10.0));
 
 #include "actors/cluster_spec.hpp"
+#include "actors/protocols/task.hpp"
 #include "graph/status.hpp"
 
 #include <caf/fwd.hpp>
@@ -19,5 +20,12 @@ namespace actorflow {
 status report_task_done(caf::actor_system& sys, const cluster_spec& cluster,
                         const std::string& to_job, const std::string& job, int task,
                         double timeout_seconds);
+
+/// Tells every task of `to_job` that task `task` of job `job`, served by `self_task`, works
+/// with it (task_joined_atom): they watch `self_task` and stop when every such worker went
+/// away without finishing. Errors name the task that could not be told.
+status report_task_joined(caf::actor_system& sys, const cluster_spec& cluster,
+                          const std::string& to_job, const std::string& job, int task,
+                          const protocol::task_actor& self_task, double timeout_seconds);
 
 } // namespace actorflow

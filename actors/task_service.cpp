@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -54,6 +55,25 @@ struct task_state {
   std::map<std::string, shard_actor> shards;
   /// Tasks of other jobs that reported they finished, by job.
   std::map<std::string, std::set<std::int32_t>> finished;
+  /// Workers that joined (task_joined_atom) and still live: (job, task) by their actor.
+  std::map<caf::actor_addr, std::pair<std::string, std::int32_t>> joined;
+  /// Jobs that had joined workers.
+  std::set<std::string> joined_jobs;
+
+  /// Whether job `job` has joined workers, none of them alive and unfinished, and not every
+  /// task of it finished: nobody will use this task for that job again.
+  bool abandoned_by(const std::string& job) const {
+    if (joined_jobs.count(job) == 0 || !options.cluster)
+      return false;
+    auto done = finished.find(job);
+    auto finished_count = done == finished.end() ? 0 : done->second.size();
+    if (static_cast<int>(finished_count) >= options.cluster->num_tasks(job))
+      return false;
+    for (auto& [addr, who] : joined)
+      if (who.first == job && (done == finished.end() || done->second.count(who.second) == 0))
+        return false;
+    return true;
+  }
   /// The master this task serves, spawned on the first master message; null before.
   master_actor master;
   /// Large tensors out (shared with the device actors) and in (null without bulk_host).
@@ -112,7 +132,27 @@ struct task_state {
   static inline const char* name = "actorflow.task_service";
 };
 
-using task_self = task_actor::stateful_pointer<task_state>;
+/// Local only: the grace period after the workers of a job went away has passed.
+using grace_atom = caf::atom_constant<caf::atom("grace")>;
+
+/// What a task service handles: its protocol plus its own timer message.
+using task_actor_impl = task_actor::extend<caf::reacts_to<grace_atom, std::string>>;
+using task_self = task_actor_impl::stateful_pointer<task_state>;
+
+/// Stops the task's bulk channel, devices, shards and master, then the task itself, with
+/// `reason` (a normal end, or abandoned: see ended_abandoned).
+void shut_down(task_self self, caf::error reason) {
+  auto& st = self->state;
+  st.bulk_in.reset();
+  st.bulk_out->close();
+  for (auto& [name, actor] : st.devices)
+    self->send_exit(actor, caf::exit_reason::user_shutdown);
+  for (auto& [name, shard] : st.shards)
+    self->send_exit(shard, caf::exit_reason::user_shutdown);
+  if (st.master)
+    self->send_exit(st.master, caf::exit_reason::user_shutdown);
+  self->quit(std::move(reason));
+}
 
 /// The task's master, spawned the first time a client needs one (TensorFlow servers serve the
 /// master service too): it knows this task already and reaches the cluster's others.
@@ -139,8 +179,8 @@ caf::typed_response_promise<Answer> forward_to_master(task_self self, Ts&&... xs
   return rp;
 }
 
-task_actor::behavior_type task_service(task_self self, std::string job, int task,
-                                       task_service_options options) {
+task_actor_impl::behavior_type task_service(task_self self, std::string job, int task,
+                                            task_service_options options) {
   auto& st = self->state;
   st.job = job;
   st.task = task;
@@ -184,6 +224,19 @@ task_actor::behavior_type task_service(task_self self, std::string job, int task
                 << "; large tensors will travel through CAF\n";
   }
   st.options = std::move(options);
+  self->set_down_handler([self](caf::down_msg& down) {
+    auto& st = self->state;
+    auto who = st.joined.find(down.source);
+    if (who == st.joined.end())
+      return;
+    auto job = who->second.first;
+    st.joined.erase(who);
+    if (st.abandoned_by(job) && st.options.abandoned_grace_seconds > 0)
+      self->delayed_send(self,
+                         std::chrono::milliseconds(
+                           static_cast<std::int64_t>(st.options.abandoned_grace_seconds * 1000)),
+                         grace_atom::value, job);
+  });
 
   return {
     [self](devices_atom) { return self->state.list_devices(); },
@@ -204,9 +257,30 @@ task_actor::behavior_type task_service(task_self self, std::string job, int task
         std::cerr << "actorflow: task " << st.task_name() << ": all " << total << " tasks of job '"
                   << job << "' finished; stopping" << std::endl;
         // After this answer has left: the stop queues behind it.
-        caf::anon_send(caf::actor_cast<task_actor>(self), stop_atom::value);
+        self->send(self, stop_atom::value);
       }
       return left;
+    },
+    [self](task_joined_atom, const std::string& job, std::int32_t task,
+           task_presence& worker) -> std::int32_t {
+      auto& st = self->state;
+      st.joined_jobs.insert(job);
+      if (worker && st.joined.emplace(worker.address(), std::make_pair(job, task)).second)
+        self->monitor(worker);
+      std::set<std::int32_t> tasks;
+      for (auto& [addr, who] : st.joined)
+        if (who.first == job)
+          tasks.insert(who.second);
+      return static_cast<std::int32_t>(tasks.size());
+    },
+    [self](grace_atom, const std::string& job) {
+      auto& st = self->state;
+      if (!st.abandoned_by(job))
+        return; // a worker came back (restarted) or all finished meanwhile
+      auto why = "every worker of job '" + job + "' went away without finishing, and none came back within " +
+                 std::to_string(st.options.abandoned_grace_seconds) + " s";
+      std::cerr << "actorflow: task " << st.task_name() << ": " << why << "; stopping" << std::endl;
+      shut_down(self, make_wire_error(errc::aborted, "task " + st.task_name() + ": " + why));
     },
     [self](shard_atom, const std::string& name) -> caf::result<shard_actor> {
       if (auto shard = self->state.shard_of(self, name))
@@ -214,17 +288,7 @@ task_actor::behavior_type task_service(task_self self, std::string job, int task
       return make_wire_error(errc::not_found, "task " + self->state.task_name() +
                                                 " holds no variable '" + name + "'");
     },
-    [self](stop_atom) {
-      self->state.bulk_in.reset();
-      self->state.bulk_out->close();
-      for (auto& [name, actor] : self->state.devices)
-        self->send_exit(actor, caf::exit_reason::user_shutdown);
-      for (auto& [name, shard] : self->state.shards)
-        self->send_exit(shard, caf::exit_reason::user_shutdown);
-      if (self->state.master)
-        self->send_exit(self->state.master, caf::exit_reason::user_shutdown);
-      self->quit();
-    },
+    [self](stop_atom) { shut_down(self, caf::exit_reason::normal); },
     [self](create_atom a, session_config& config, graph_def& def) {
       return forward_to_master<session_created>(self, a, std::move(config), std::move(def));
     },
@@ -253,7 +317,11 @@ std::vector<std::string> task_device_names(const std::string& job, int task,
 
 task_actor spawn_task_service(caf::actor_system& sys, const std::string& job, int task,
                               task_service_options options) {
-  return sys.spawn(task_service, job, task, std::move(options));
+  return caf::actor_cast<task_actor>(sys.spawn(task_service, job, task, std::move(options)));
+}
+
+bool ended_abandoned(const caf::error& exit_reason) {
+  return status_from_error(exit_reason).code() == errc::aborted;
 }
 
 } // namespace actorflow

@@ -45,6 +45,9 @@ struct task_service_options {
   /// Bound on reaching a task and on its answers for the master this task serves; 0 waits
   /// without bound.
   double master_timeout_seconds = 10;
+  /// A task that workers joined (task_joined_atom) stops this long after the last of them went
+  /// away without finishing; 0 never stops for that.
+  double abandoned_grace_seconds = 60;
   /// master_options::device_filters for the master this task serves.
   std::vector<std::string> master_device_filters;
   /// Host (name or address) for the task's bulk tensor endpoint (actors/bulk_channel.hpp),
@@ -58,6 +61,10 @@ struct task_service_options {
 /// them: "/job:<job>/replica:0/task:<task>/device:CPU:<i>".
 std::vector<std::string> task_device_names(const std::string& job, int task,
                                            const task_service_options& options);
+
+/// Why a task service ended when its workers went away without finishing: the exit reason
+/// of the task service (an "actorflow" error whose code is errc::aborted).
+bool ended_abandoned(const caf::error& exit_reason);
 
 /// Spawns the service of task `task` of job `job`: it creates the task's devices and their
 /// device actors (on thread pools it owns), sends each device actor a peer_table of the task's

@@ -505,6 +505,12 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       return fail(st);
     }
 
+    // The ps tasks watch this worker from now on: if every worker goes away without finishing,
+    // they stop after their grace period instead of waiting forever.
+    if (auto joined = report_task_joined(default_actor_system(), cluster, o.ps_job, job, task,
+                                         (*served)->task(), 10);
+        !joined.ok())
+      std::cerr << "actorflow-train: " << joined.message() << '\n';
     train::metrics_log metrics;
     if (chief)
       if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())

@@ -5,7 +5,8 @@
 // Every task also serves the master protocol (actors/master.hpp), so clients may open sessions
 // on any task; --master is still accepted and changes nothing. A thin wrapper over
 // actors/server.hpp.
-// Exit codes: 2 for bad flags or an unusable spec, 1 for runtime failures (port in use, ...).
+// Exit codes: 2 for bad flags or an unusable spec, 1 for runtime failures (port in use, ...),
+// 3 for a ps whose between-graph workers all went away without finishing (--worker-grace).
 #include "actors/cluster_spec.hpp"
 #include "actors/server.hpp"
 #include "support/flags.hpp"
@@ -36,6 +37,8 @@ Stops cleanly on SIGINT or SIGTERM.
                      (default 0)
   --cpu-devices N    number of CPU devices (default 1)
   --bind HOST        address to listen on (default: the host of the task's address)
+  --worker-grace S   a ps whose between-graph workers all went away without finishing stops
+                     S seconds after the last one, with exit code 3 (default 60; 0: never)
   --master           accepted for old scripts: every task serves as a master, clients open
                      sessions on any task with --target caf://HOST:PORT (its address)
   --help             this text
@@ -48,6 +51,7 @@ struct worker_options {
   int threads = 0;
   int cpu_devices = 1;
   std::string bind;
+  int worker_grace = 60;
   bool master = false;
   bool help = false;
 };
@@ -77,6 +81,8 @@ std::optional<failure> parse_flags(int argc, char** argv, worker_options& o) {
      }},
     {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
     {"--bind", [&](const std::string& v) { o.bind = v; return status{}; }},
+    {"--worker-grace",
+     [&](const std::string& v) { return apps::parse_int_flag("--worker-grace", v, 0, o.worker_grace); }},
     {"--cpu-devices",
      [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices); }},
   };
@@ -165,6 +171,7 @@ int main(int argc, char** argv) {
   options.cpu_device_count = o.cpu_devices;
   options.threads = o.threads;
   options.bind_host = o.bind;
+  options.abandoned_grace_seconds = o.worker_grace;
   auto served = server::start(std::make_shared<const cluster_spec>(id.cluster), id.job, id.task,
                               options);
   if (!served)

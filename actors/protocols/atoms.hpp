@@ -27,6 +27,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using manifest_atom = caf::atom_constant<caf::atom("manifest")>;
 using shard_atom = caf::atom_constant<caf::atom("shard")>;
 using task_done_atom = caf::atom_constant<caf::atom("taskdone")>;
+using task_joined_atom = caf::atom_constant<caf::atom("taskjoin")>;
 
 // Parameter-shard protocol (protocols/ps.hpp).
 using read_atom = caf::atom_constant<caf::atom("read")>;

@@ -51,6 +51,9 @@ typename Inspector::result_type inspect(Inspector& f, task_manifest& x) {
   return f(caf::meta::type_name("actorflow::task_manifest"), x.devices, x.shards);
 }
 
+/// Any task, as another task watches it (task_joined_atom): a task_actor converts to it.
+using task_presence = caf::typed_actor<caf::replies_to<devices_atom>::with<device_list>>;
+
 /// A task service (actors/task_service.hpp): the master protocol, plus
 using task_actor = master_actor::extend<
   // every device of the task, by full name;
@@ -62,7 +65,12 @@ using task_actor = master_actor::extend<
   // task `task` of job `job` has finished its work (a between-graph worker at the end of
   // training). Answers how many tasks of that job have not finished yet; at 0, a task of
   // another job (a ps) stops by itself, so no parameter server outlives its workers.
-  caf::replies_to<task_done_atom, std::string, std::int32_t>::with<std::int32_t>>;
+  caf::replies_to<task_done_atom, std::string, std::int32_t>::with<std::int32_t>,
+  // task `task` of job `job`, served by the given task actor, works with this task (a
+  // between-graph worker using a ps). The task watches it: when every such worker of a job went
+  // away without finishing, it stops after its grace period (a ps outlives no crashed job).
+  // Answers how many tasks of that job have joined so far.
+  caf::replies_to<task_joined_atom, std::string, std::int32_t, task_presence>::with<std::int32_t>>;
 // (stop_atom), inherited from master_actor, shuts the task down: its devices, its master,
 // then itself (the worker app exits 0).
 

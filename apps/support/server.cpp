@@ -41,6 +41,12 @@ int serve_until_signal(const std::string& app, server& served, const sigset_t& s
     std::cerr << app << ": " << served.name() << " stopping on signal " << received << std::endl;
   served.stop();
   joiner.join();
+  if (served.abandoned()) {
+    std::cerr << app << ": " << served.name()
+              << " stopped because its workers went away without finishing (exit code 3)"
+              << std::endl;
+    return 3;
+  }
   return 0;
 }
 

@@ -22,7 +22,8 @@ std::optional<sigset_t> block_stop_signals();
 
 /// Prints "<app>: <name> serving on HOST:PORT (target caf://HOST:PORT)" to standard output,
 /// waits for SIGINT or SIGTERM or for the server to stop by itself (a stop message to its
-/// task), then stops it. Returns the exit code: 0.
+/// task), then stops it. Returns the exit code: 0, or 3 when the task stopped because the
+/// workers that used it all went away without finishing (server::abandoned).
 int serve_until_signal(const std::string& app, server& served, const sigset_t& stop_signals);
 
 } // namespace actorflow::apps

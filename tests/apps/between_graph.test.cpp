@@ -128,3 +128,22 @@ TEST_CASE("between-graph flags that cannot work are refused with the flag named"
   CHECK(no_task.wait_exit(10s) == 2);
   CHECK(no_task.stderr_text().find("not task 5") != std::string::npos);
 }
+
+TEST_CASE("a ps whose workers all vanished without finishing stops after its grace period") {
+  auto spec = "ps=" + address() + ";worker=" + address();
+  child_process ps{ACTORFLOW_WORKER_BINARY, {"--cluster", spec, "--job", "ps", "--task", "0",
+                                             "--threads", "1", "--worker-grace", "1"}};
+  REQUIRE(ps.wait_for_line("serving on", 20s));
+  child_process worker{ACTORFLOW_TRAIN_BINARY, {"--cluster", spec, "--job", "worker", "--task",
+                                                "0", "--threads", "1", "--epochs", "50",
+                                                "--log-every", "1", "--output-dir",
+                                                "/tmp/af-vanished-" + std::to_string(::getpid())}};
+  // Training is under way (the worker has joined the ps before its first step)...
+  REQUIRE(worker.wait_for_line("step 2 ", 60s));
+  worker.signal(SIGKILL);
+  CHECK(worker.wait_exit(10s) == -1);
+  // ...and the ps, seeing its only worker gone, stops by itself one second later.
+  CHECK(ps.wait_exit(20s) == 3);
+  CHECK(ps.stderr_text().find("every worker of job 'worker' went away without finishing") !=
+        std::string::npos);
+}
