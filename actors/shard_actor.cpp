@@ -1,6 +1,7 @@
 #include "actors/shard_actor.hpp"
 
 #include "actors/protocols/wire.hpp"
+#include "devices/gradient_accumulator.hpp"
 
 #include <caf/all.hpp>
 
@@ -12,6 +13,9 @@ using namespace protocol;
 
 struct shard_state {
   std::optional<variable_shard> shard;
+  /// Synchronous training: the current round's gradients, and who waits for it to be applied.
+  std::optional<gradient_accumulator> accumulator;
+  std::vector<caf::typed_response_promise<sync_outcome>> waiting;
   static inline const char* name = "actorflow.shard";
 };
 
@@ -42,6 +46,37 @@ shard_actor::behavior_type shard_behavior(shard_actor::stateful_pointer<shard_st
     [&s](version_atom) { return s.version(); },
     [&s](restore_atom, shard_value& snapshot) {
       return answer(s.restore({std::move(snapshot.value), snapshot.version}));
+    },
+    [self, &s](accumulate_atom, sync_gradient& offered) -> caf::result<sync_outcome> {
+      auto& st = self->state;
+      if (!st.accumulator) {
+        auto now = s.read();
+        if (!now)
+          return make_wire_error(now.error().code(), now.error().message());
+        st.accumulator.emplace(s.name(), now->value.type(), now->value.shape(),
+                               offered.replicas_to_aggregate);
+      }
+      auto& acc = *st.accumulator;
+      auto outcome = acc.offer(offered.local_step, offered.worker, offered.gradient);
+      if (!outcome)
+        return make_wire_error(outcome.error().code(), outcome.error().message());
+      if (*outcome != gradient_accumulator::offer_outcome::accepted)
+        return sync_outcome{false, acc.global_step()};
+      auto rp = self->make_response_promise<sync_outcome>();
+      st.waiting.push_back(rp);
+      if (auto average = acc.take_average()) {
+        // The round is complete: apply its average once and release everyone in it.
+        auto applied = s.apply_gradient_descent(offered.learning_rate, *average);
+        auto waiting = std::move(st.waiting);
+        st.waiting.clear();
+        for (auto& w : waiting) {
+          if (applied)
+            w.deliver(sync_outcome{true, acc.global_step()});
+          else
+            w.deliver(make_wire_error(applied.error().code(), applied.error().message()));
+        }
+      }
+      return rp;
     },
   };
 }

@@ -53,6 +53,40 @@ status tell_tasks(caf::actor_system& sys, const cluster_spec& cluster, const std
 
 } // namespace
 
+result<std::map<std::string, protocol::shard_actor>>
+find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
+            double timeout_seconds) {
+  std::map<std::string, protocol::shard_actor> shards;
+  auto bound = std::chrono::duration_cast<std::chrono::microseconds>(
+    std::chrono::duration<double>(timeout_seconds));
+  for (int i = 0; i < cluster.num_tasks(job); ++i) {
+    auto name = "/job:" + job + "/replica:0/task:" + std::to_string(i);
+    auto address = cluster.address(job, i);
+    if (!address)
+      return address.error();
+    auto split = parse_host_port(*address);
+    if (!split)
+      return split.error();
+    auto target = sys.middleman().remote_actor<protocol::task_actor>(split->host, split->port);
+    if (!target)
+      return make_error(errc::unavailable, "asking task " + name + " at " + *address +
+                                             " for its shards: " + sys.render(target.error()));
+    caf::scoped_actor self{sys};
+    status outcome;
+    self->request(*target, bound, protocol::manifest_atom::value)
+      .receive(
+        [&](protocol::task_manifest& manifest) {
+          for (auto& [variable, shard] : manifest.shards)
+            shards[variable] = shard;
+        },
+        [&](caf::error& err) {
+          outcome = status_from_error(err).with_context("asking task " + name + " for its shards");
+        });
+    AF_RETURN_IF_ERROR(outcome);
+  }
+  return shards;
+}
+
 status report_task_done(caf::actor_system& sys, const cluster_spec& cluster,
                         const std::string& to_job, const std::string& job, int task,
                         double timeout_seconds) {

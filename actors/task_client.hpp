@@ -9,6 +9,7 @@
 
 #include <caf/fwd.hpp>
 
+#include <map>
 #include <string>
 
 namespace actorflow {
@@ -20,6 +21,12 @@ namespace actorflow {
 status report_task_done(caf::actor_system& sys, const cluster_spec& cluster,
                         const std::string& to_job, const std::string& job, int task,
                         double timeout_seconds);
+
+/// The parameter shards of every task of `job`, by variable name (from each task's manifest).
+/// Errors name the task that could not be asked.
+result<std::map<std::string, protocol::shard_actor>>
+find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
+            double timeout_seconds);
 
 /// Tells every task of `to_job` that task `task` of job `job`, served by `self_task`, works
 /// with it (task_joined_atom): they watch `self_task` and stop when every such worker went

@@ -4,6 +4,7 @@
 // on an in-process cluster (1 ps + 2 workers, data parallel); --target/--cluster train on a
 // real cluster and --local in this process alone.
 #include "actors/cluster_spec.hpp"
+#include "actors/protocols/ps.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "actors/server.hpp"
@@ -26,8 +27,12 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <limits>
+#include <map>
 #include <random>
 #include <thread>
+
+#include <caf/all.hpp>
 
 #include <unistd.h>
 
@@ -443,12 +448,26 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   auto setter = replica_device_setter(placement);
   if (!setter)
     return fail(setter.error());
+  auto replicas = o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : workers;
+  if (o.sync && o.total_replicas > 0 && o.total_replicas != workers)
+    return usage_error(make_error(errc::invalid_argument,
+                                  "--total-replicas " + std::to_string(o.total_replicas) +
+                                    " but job '" + job + "' has " + std::to_string(workers) +
+                                    " tasks"));
+  if (o.sync && replicas > workers)
+    return usage_error(make_error(errc::invalid_argument,
+                                  "--replicas-to-aggregate " + std::to_string(replicas) +
+                                    " is more than the " + std::to_string(workers) + " workers"));
   train::mlp_model m;
   actorflow::variable global_step;
   output train_op;
+  std::vector<gradient_and_variable> gradients;
   {
     auto on_cluster = g.device(*setter);
     m = train::build_mlp(g, *opt);
+    // Synchronous rounds push gradients to the shards instead of applying them here.
+    if (o.sync)
+      gradients = opt->compute_gradients(m.loss, m.weights);
     // Shared by every worker: how many updates the model has had, whoever made them.
     global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
     auto count = ops::assign_add(global_step, ops::constant(g, std::int64_t{1}, "one_step"));
@@ -523,7 +542,24 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     if (!batches)
       return fail(batches.error());
     auto steps_per_epoch = batches->batches_per_epoch();
+    // Synchronous rounds: every worker takes part in the same number of rounds, that of the
+    // smallest shard (a round would otherwise wait for a worker that has finished).
+    if (o.sync)
+      steps_per_epoch = (train_set->size() / workers) / o.batch_size;
     auto total_steps = steps_per_epoch * o.epochs;
+    std::map<std::string, protocol::shard_actor> shards;
+    if (o.sync) {
+      auto found = find_shards(default_actor_system(), cluster, o.ps_job, 10);
+      if (!found)
+        return fail(found.error());
+      shards = std::move(*found);
+      for (auto& [gradient, variable] : gradients)
+        if (shards.count(variable.name()) == 0)
+          return fail(make_error(errc::not_found, "no ps task holds a shard of '" +
+                                                    variable.name() + "'"));
+    }
+    // The global step the gradients of the next round are computed at (sync).
+    std::int64_t round = 0;
     progress.line("worker " + me + (chief ? " (chief)" : "") + ": training on its " +
                   std::to_string(mine->size()) + " examples with the variables on the " +
                   std::to_string(placement.ps_tasks) + " " + o.ps_job + " task(s)");
@@ -541,14 +577,57 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         [&](std::int64_t at) { return checkpoints_saver.save(s, *checkpoints, at); },
         steps_per_epoch));
     train::trainer loop{std::move(hooks)};
-    auto trained = loop.run(0, total_steps, [&](std::int64_t next) -> result<train::step_report> {
+    /// One synchronous round: the gradients at `round`, pushed to every shard; answered once
+    /// the round was applied everywhere (or at once where they came too late).
+    auto sync_step = [&](const batch& b) -> result<std::vector<tensor>> {
+      std::vector<output> fetches{m.loss, m.correct};
+      for (auto& [gradient, variable] : gradients)
+        fetches.push_back(gradient);
+      auto r = s.run(fetches, {{m.images, b.images}, {m.labels, b.one_hot}});
+      if (!r)
+        return r.error();
+      caf::scoped_actor self{default_actor_system()};
+      auto bound = std::chrono::seconds(std::max(60, o.init_timeout_seconds));
+      std::int64_t reached = round;
+      status failure;
+      std::vector<std::function<void()>> waits;
+      for (std::size_t i = 0; i < gradients.size(); ++i) {
+        auto& shard = shards.at(gradients[i].second.name());
+        auto handle = self->request(shard, bound, protocol::accumulate_atom::value,
+                                    protocol::make_sync_gradient(round, task, r->at(i + 2),
+                                                                 o.learning_rate, replicas));
+        waits.push_back([&, i, handle]() mutable {
+          std::move(handle).receive(
+            [&](protocol::sync_outcome& outcome) { reached = std::max(reached, outcome.global_step); },
+            [&](caf::error& err) {
+              if (failure.ok())
+                failure = status_from_error(err).with_context("pushing a gradient of '" +
+                                                              gradients[i].second.name() + "'");
+            });
+        });
+      }
+      for (auto& wait : waits)
+        wait();
+      AF_RETURN_IF_ERROR(failure);
+      round = reached;
+      r->resize(2);
+      return std::move(*r);
+    };
+    auto trained = loop.run(0, o.sync ? std::numeric_limits<std::int64_t>::max() : total_steps,
+                            [&](std::int64_t next) -> result<train::step_report> {
       auto& batch = batches->next();
       auto started = clock_type::now();
-      auto r = s.run({m.loss, m.correct},
-                     {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
+      auto r = o.sync ? sync_step(batch)
+                      : s.run({m.loss, m.correct},
+                              {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
       if (!r)
         return r.error();
       train::step_report report;
+      if (o.sync) {
+        // The shared global step: the rounds applied so far.
+        next = round;
+        report.last = round >= total_steps;
+      }
       report.step = next;
       report.epoch = static_cast<int>((next - 1) / steps_per_epoch) + 1;
       report.loss = r->at(0).scalar_value<double>();
@@ -560,7 +639,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     if (!trained.ok()) {
       exit_code = fail(trained);
     } else {
-      auto steps = s.run({global_step.read});
+      auto steps = o.sync ? result<std::vector<tensor>>{std::vector<tensor>{
+                              tensor::scalar<std::int64_t>(round)}}
+                          : s.run({global_step.read});
       char line[96];
       std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
       if (chief) {

@@ -36,5 +36,6 @@ using assign_add_atom = caf::atom_constant<caf::atom("assignadd")>;
 using apply_gd_atom = caf::atom_constant<caf::atom("applygd")>;
 using version_atom = caf::atom_constant<caf::atom("version")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
+using accumulate_atom = caf::atom_constant<caf::atom("accum")>;
 
 } // namespace actorflow::protocol

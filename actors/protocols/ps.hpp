@@ -34,6 +34,44 @@ typename Inspector::result_type inspect(Inspector& f, shard_value& x) {
   return f(caf::meta::type_name("shard_value"), x.value, x.version);
 }
 
+/// A gradient offered for a synchronous round (make_sync_gradient).
+struct sync_gradient {
+  /// The global step the gradient was computed at, and by which worker.
+  std::int64_t local_step = 0;
+  std::int32_t worker = 0;
+  tensor gradient;
+  /// Applied as value -= learning_rate * average.
+  double learning_rate = 0;
+  /// Gradients per round (SyncReplicasOptimizer's replicas_to_aggregate); fixed by the first.
+  std::int32_t replicas_to_aggregate = 1;
+};
+
+inline sync_gradient make_sync_gradient(std::int64_t local_step, std::int32_t worker,
+                                        tensor gradient, double learning_rate,
+                                        std::int32_t replicas_to_aggregate) {
+  return sync_gradient{local_step, worker, std::move(gradient), learning_rate,
+                       replicas_to_aggregate};
+}
+
+/// The answer to a sync_gradient: whether it counted, and the shard's global step after.
+struct sync_outcome {
+  /// True when the gradient was part of the round that was applied; false when it was stale
+  /// (an older step: a backup worker's late gradient) or a duplicate, and dropped.
+  bool applied = false;
+  std::int64_t global_step = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sync_gradient& x) {
+  return f(caf::meta::type_name("sync_gradient"), x.local_step, x.worker, x.gradient,
+           x.learning_rate, x.replicas_to_aggregate);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sync_outcome& x) {
+  return f(caf::meta::type_name("sync_outcome"), x.applied, x.global_step);
+}
+
 /// A parameter shard (actors/shard_actor.hpp). Updates answer with the version after them.
 using shard_actor = caf::typed_actor<
   // The value and version now.
@@ -47,6 +85,9 @@ using shard_actor = caf::typed_actor<
   // How many updates the shard has applied.
   caf::replies_to<version_atom>::with<std::int64_t>,
   // Puts back a snapshot (a read's answer): value and version, for checkpoints.
-  caf::replies_to<restore_atom, shard_value>::with<std::int64_t>>;
+  caf::replies_to<restore_atom, shard_value>::with<std::int64_t>,
+  // A gradient for the current synchronous round (devices/gradient_accumulator.hpp): answered
+  // when the round it joined has been applied (the average, once), or at once when stale.
+  caf::replies_to<accumulate_atom, sync_gradient>::with<sync_outcome>>;
 
 } // namespace actorflow::protocol

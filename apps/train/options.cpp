@@ -81,6 +81,12 @@ Trains a model with actorflow in one process.
                          (actorflow-worker) exit once every worker has finished
   --init-timeout S       between-graph, not the chief: wait at most S seconds for the chief to
                          initialise the variables (default 60)
+  --sync                 between-graph in synchronous rounds: every variable's gradients are
+                         averaged over --replicas-to-aggregate workers and applied once per round;
+                         stale gradients are dropped (--optimizer sgd)
+  --replicas-to-aggregate K  gradients per round (default: every worker)
+  --total-replicas N     the number of workers (default: the worker job's size); more workers
+                         than K makes the slowest of each round backups that nobody waits for
   --log-device-placement print "node: device" to standard error for every node placed
   --help                 this text
 )";
@@ -118,11 +124,15 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--worker-tasks", [&](auto& v) { return apps::parse_int_flag("--worker-tasks", v, 1, o.worker_tasks); }},
     {"--job", [&](auto& v) { o.job = v; return status{}; }},
     {"--task", [&](auto& v) { return apps::parse_int_flag("--task", v, 0, o.task); }},
+    {"--replicas-to-aggregate",
+     [&](auto& v) { return apps::parse_int_flag("--replicas-to-aggregate", v, 1, o.replicas_to_aggregate); }},
+    {"--total-replicas",
+     [&](auto& v) { return apps::parse_int_flag("--total-replicas", v, 1, o.total_replicas); }},
     {"--init-timeout",
      [&](auto& v) { return apps::parse_int_flag("--init-timeout", v, 1, o.init_timeout_seconds); }},
   };
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local},
-                    {"--log-device-placement", &o.log_device_placement}};
+                    {"--log-device-placement", &o.log_device_placement}, {"--sync", &o.sync}};
   AF_RETURN_IF_ERROR(apps::parse_flags(argc, argv, flags));
   if (o.model == "linreg" && !learning_rate_set)
     o.learning_rate = 0.5;
@@ -132,6 +142,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     return bad("--local", "cannot be combined with --target or --cluster");
   if (!o.job.empty() && (o.local || !o.target.empty()))
     return bad("--job", "between-graph workers take --cluster (or TF_CONFIG), not --local or --target");
+  if (o.sync && o.optimizer != "sgd")
+    return bad("--sync", "synchronous rounds apply plain gradient descent: use --optimizer sgd");
   if (!o.job.empty() && o.job == o.ps_job)
     return bad("--job", "'" + o.job + "' is the ps job: parameter servers run actorflow-worker");
   return o;

@@ -50,6 +50,12 @@ struct train_options {
   /// Non-chief workers wait at most this long for the chief to initialise the variables (and
   /// for the ps tasks to come up).
   int init_timeout_seconds = 60;
+  /// Between-graph, synchronous rounds (SyncReplicasOptimizer): each round averages the
+  /// gradients of `replicas_to_aggregate` workers (0: every worker) before one update;
+  /// `total_replicas` (0: every worker) more than that makes the slowest workers backups.
+  bool sync = false;
+  int replicas_to_aggregate = 0;
+  int total_replicas = 0;
   /// Print "node: device" for every node placed (TensorFlow's log_device_placement).
   bool log_device_placement = false;
   bool help = false;

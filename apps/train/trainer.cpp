@@ -13,6 +13,8 @@ status trainer::run(std::int64_t first_step, std::int64_t last_step, const step_
     last_ = *report;
     for (auto& hook : hooks_)
       AF_RETURN_IF_ERROR(hook->after_step(last_));
+    if (last_.last)
+      break;
   }
   for (auto& hook : hooks_)
     AF_RETURN_IF_ERROR(hook->end(last_));

@@ -30,6 +30,9 @@ struct step_report {
   /// Examples in the step's batch, and how long the step took.
   std::int64_t examples = 0;
   double seconds = 0;
+  /// Set by the step function when training is over after this step (a shared global step
+  /// reached its end); the trainer then stops after the hooks saw it.
+  bool last = false;
 };
 
 class training_hook {
@@ -50,8 +53,9 @@ public:
 
   explicit trainer(std::vector<std::unique_ptr<training_hook>> hooks) : hooks_(std::move(hooks)) {}
 
-  /// Runs step(first_step + 1) ... step(last_step), every hook after each. Returns the first
-  /// error of a step or a hook, which stops training; the last report is last().
+  /// Runs step(first_step + 1) ... step(last_step), every hook after each, or fewer when a
+  /// step's report says it was the last. Returns the first error of a step or a hook, which
+  /// stops training; the last report is last().
   status run(std::int64_t first_step, std::int64_t last_step, const step_function& step);
 
   const step_report& last() const { return last_; }

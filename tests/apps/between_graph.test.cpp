@@ -147,3 +147,35 @@ TEST_CASE("a ps whose workers all vanished without finishing stops after its gra
   CHECK(ps.stderr_text().find("every worker of job 'worker' went away without finishing") !=
         std::string::npos);
 }
+
+TEST_CASE("between-graph sync with a backup worker: rounds of 2 of 3 workers, nobody left behind") {
+  auto ps_address = address();
+  std::vector<std::string> workers{address(), address(), address()};
+  auto spec = "ps=" + ps_address + ";worker=" + workers[0] + "," + workers[1] + "," + workers[2];
+  child_process ps{ACTORFLOW_WORKER_BINARY,
+                   {"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}};
+  REQUIRE(ps.wait_for_line("serving on", 20s));
+  auto output_dir = "/tmp/af-sync-" + std::to_string(::getpid());
+  auto worker = [&](int task) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_TRAIN_BINARY,
+      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
+                               "--sync", "--replicas-to-aggregate", "2", "--total-replicas", "3",
+                               "--epochs", "1", "--threads", "1", "--log-every", "1000",
+                               "--output-dir", output_dir});
+  };
+  auto second = worker(1);
+  auto third = worker(2);
+  auto chief = worker(0);
+  auto lines = all_lines(*chief, 240s);
+  INFO(chief->stderr_text());
+  CHECK(chief->wait_exit(20s) == 0);
+  CHECK(second->wait_exit(60s) == 0);
+  CHECK(third->wait_exit(60s) == 0);
+  CHECK(ps.wait_exit(20s) == 0);
+  // Every round had to close for everyone to stop: (60000 / 3) / 128 of them.
+  CHECK(last_starting(lines, "global step: ") == "global step: 156");
+  auto accuracy_line = last_starting(lines, "test accuracy: ");
+  REQUIRE_FALSE(accuracy_line.empty());
+  CHECK(std::stod(accuracy_line.substr(15)) > 0.6);
+}
