@@ -12,31 +12,48 @@ namespace actorflow {
 
 namespace {
 
+/// Task `index` of `job`, reached over the middleman; `name` and `address` are set for errors.
+result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_spec& cluster,
+                                        const std::string& job, int index, std::string& name,
+                                        std::string& address) {
+  name = "/job:" + job + "/replica:0/task:" + std::to_string(index);
+  if (!sys.has_middleman())
+    return make_error(errc::failed_precondition,
+                      "reaching the cluster's tasks needs CAF's middleman in the actor system");
+  auto found = cluster.address(job, index);
+  if (!found)
+    return found.error();
+  address = *found;
+  auto split = parse_host_port(address);
+  if (!split)
+    return split.error();
+  auto target = sys.middleman().remote_actor<protocol::task_actor>(split->host, split->port);
+  if (!target)
+    return make_error(errc::unavailable, "cannot reach task " + name + " at " + address + ": " +
+                                           sys.render(target.error()));
+  return *target;
+}
+
+} // namespace
+
+namespace {
+
 /// Sends every task of `to_job` the request `ask` makes and waits (bounded) for each answer.
 /// `gone_is_fine`: a task that cannot be reached, or that stops while answering, counts as
 /// told (it stopped, which is what a done report asks).
 template <class Ask>
 status tell_tasks(caf::actor_system& sys, const cluster_spec& cluster, const std::string& to_job,
                   const std::string& what, double timeout_seconds, bool gone_is_fine, Ask ask) {
-  if (!sys.has_middleman())
-    return make_error(errc::failed_precondition,
-                      "reporting to the cluster's tasks needs CAF's middleman in the actor system");
   auto bound = std::chrono::duration_cast<std::chrono::microseconds>(
     std::chrono::duration<double>(timeout_seconds));
   for (int i = 0; i < cluster.num_tasks(to_job); ++i) {
-    auto name = "/job:" + to_job + "/replica:0/task:" + std::to_string(i);
-    auto address = cluster.address(to_job, i);
-    if (!address)
-      return address.error();
-    auto split = parse_host_port(*address);
-    if (!split)
-      return split.error();
-    auto where = "telling task " + name + " at " + *address + " that " + what;
-    auto target = sys.middleman().remote_actor<protocol::task_actor>(split->host, split->port);
+    std::string name, address;
+    auto target = reach_task(sys, cluster, to_job, i, name, address);
+    auto where = "telling task " + name + " at " + address + " that " + what;
     if (!target) {
-      if (gone_is_fine)
-        continue;
-      return make_error(errc::unavailable, where + ": " + sys.render(target.error()));
+      if (gone_is_fine && target.error().code() == errc::unavailable)
+        continue; // gone already: it no longer serves anyone
+      return target.error().with_context(where);
     }
     caf::scoped_actor self{sys};
     status outcome;
@@ -60,17 +77,10 @@ find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::stri
   auto bound = std::chrono::duration_cast<std::chrono::microseconds>(
     std::chrono::duration<double>(timeout_seconds));
   for (int i = 0; i < cluster.num_tasks(job); ++i) {
-    auto name = "/job:" + job + "/replica:0/task:" + std::to_string(i);
-    auto address = cluster.address(job, i);
-    if (!address)
-      return address.error();
-    auto split = parse_host_port(*address);
-    if (!split)
-      return split.error();
-    auto target = sys.middleman().remote_actor<protocol::task_actor>(split->host, split->port);
+    std::string name, address;
+    auto target = reach_task(sys, cluster, job, i, name, address);
     if (!target)
-      return make_error(errc::unavailable, "asking task " + name + " at " + *address +
-                                             " for its shards: " + sys.render(target.error()));
+      return target.error().with_context("asking for the shards");
     caf::scoped_actor self{sys};
     status outcome;
     self->request(*target, bound, protocol::manifest_atom::value)

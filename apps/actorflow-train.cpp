@@ -258,18 +258,39 @@ result<double> evaluate(session& s, const train::data_parallel_mlp& m, const dat
   return correct / static_cast<double>(test.size());
 }
 
-int run_mlp(const train_options& o, const training_target& where) {
-  if (auto st = train::ensure_writable_directory(o.output_dir); !st.ok())
-    return fail(st);
+/// The output and checkpoint directories, made writable (what the writer of metrics and
+/// checkpoints needs first, so a bad directory fails before any training).
+status prepare_output_directories(const train_options& o) {
+  AF_RETURN_IF_ERROR(train::ensure_writable_directory(o.output_dir));
   if (!o.checkpoint_dir.empty())
-    if (auto st = train::ensure_writable_directory(o.checkpoint_dir); !st.ok())
-      return fail(st);
+    AF_RETURN_IF_ERROR(train::ensure_writable_directory(o.checkpoint_dir));
+  return {};
+}
+
+/// Fashion-MNIST's training and test sets from --data-dir.
+struct fashion_mnist {
+  dataset train;
+  dataset test;
+};
+
+result<fashion_mnist> load_data(const train_options& o) {
   auto train_set = load_fashion_mnist(o.data_dir, "train");
   if (!train_set)
-    return fail(train_set.error());
+    return train_set.error();
   auto test_set = load_fashion_mnist(o.data_dir, "t10k");
   if (!test_set)
-    return fail(test_set.error());
+    return test_set.error();
+  return fashion_mnist{std::move(*train_set), std::move(*test_set)};
+}
+
+int run_mlp(const train_options& o, const training_target& where) {
+  if (auto st = prepare_output_directories(o); !st.ok())
+    return fail(st);
+  auto data = load_data(o);
+  if (!data)
+    return fail(data.error());
+  auto* train_set = &data->train;
+  auto* test_set = &data->test;
 
   graph g;
   g.seed = static_cast<std::int64_t>(o.seed);
@@ -421,19 +442,14 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
                                                             " tasks, not task " + std::to_string(task)));
   bool chief = task == 0;
   auto me = "/job:" + job + "/task:" + std::to_string(task);
-  if (chief) {
-    if (auto st = train::ensure_writable_directory(o.output_dir); !st.ok())
+  if (chief)
+    if (auto st = prepare_output_directories(o); !st.ok())
       return fail(st);
-    if (!o.checkpoint_dir.empty())
-      if (auto st = train::ensure_writable_directory(o.checkpoint_dir); !st.ok())
-        return fail(st);
-  }
-  auto train_set = load_fashion_mnist(o.data_dir, "train");
-  if (!train_set)
-    return fail(train_set.error());
-  auto test_set = load_fashion_mnist(o.data_dir, "t10k");
-  if (!test_set)
-    return fail(test_set.error());
+  auto data = load_data(o);
+  if (!data)
+    return fail(data.error());
+  auto* train_set = &data->train;
+  auto* test_set = &data->test;
   auto mine = shard_of(*train_set, task, workers);
   if (!mine)
     return fail(mine.error());
