@@ -179,3 +179,30 @@ TEST_CASE("between-graph sync with a backup worker: rounds of 2 of 3 workers, no
   REQUIRE_FALSE(accuracy_line.empty());
   CHECK(std::stod(accuracy_line.substr(15)) > 0.6);
 }
+
+TEST_CASE("a worker started before its ps task waits for it, and a chief restarted with a checkpoint restores it") {
+  auto spec = "ps=" + address() + ";worker=" + address();
+  auto dir = "/tmp/af-early-" + std::to_string(::getpid());
+  std::vector<std::string> args{"--cluster", spec, "--job", "worker", "--task", "0", "--epochs",
+                                "1", "--threads", "1", "--log-every", "1000", "--output-dir", dir,
+                                "--checkpoint-dir", dir + "/ckpt"};
+  // The worker first: it keeps trying to reach the ps within --init-timeout.
+  child_process chief{ACTORFLOW_TRAIN_BINARY, args};
+  child_process ps{ACTORFLOW_WORKER_BINARY,
+                   {"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}};
+  auto lines = all_lines(chief, 120s);
+  INFO(chief.stderr_text());
+  CHECK(chief.wait_exit(20s) == 0);
+  CHECK(ps.wait_exit(20s) == 0);
+  CHECK_FALSE(last_starting(lines, "test accuracy: ").empty());
+
+  // A new cluster, the same checkpoint directory: the chief restores instead of initialising.
+  child_process ps_again{ACTORFLOW_WORKER_BINARY,
+                         {"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}};
+  REQUIRE(ps_again.wait_for_line("serving on", 20s));
+  child_process restarted{ACTORFLOW_TRAIN_BINARY, args};
+  auto again = all_lines(restarted, 120s);
+  CHECK(restarted.wait_exit(20s) == 0);
+  CHECK(last_starting(again, "restored ").find(dir + "/ckpt") != std::string::npos);
+  CHECK(ps_again.wait_exit(20s) == 0);
+}
