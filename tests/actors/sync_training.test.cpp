@@ -25,19 +25,22 @@ namespace {
 constexpr double learning_rate = 0.5;
 constexpr int rows = 8;
 
-/// A softmax classifier of 4 features into 3 classes; W and b on the ps, the rest where the
-/// graph's scope puts it.
+/// A softmax classifier of 4 features into 3 classes; W on one ps, b on another, the rest
+/// where the graph's scope puts it.
 struct classifier {
   graph g;
   actorflow::variable w, b;
   output x, y, loss;
-  classifier(const std::string& ps, const std::string& worker) {
+  classifier(const std::string& ps_w, const std::string& ps_b, const std::string& worker) {
     {
-      auto on_ps = g.device(ps);
+      auto on_ps = g.device(ps_w);
       w = ops::variable(g, ops::constant(g, std::vector<float>{0.1f, -0.2f, 0.3f, 0.0f, 0.5f, -0.1f,
                                                                0.2f, 0.2f, -0.3f, 0.4f, 0.1f, 0.0f},
                                          {4, 3}),
                         "W");
+    }
+    {
+      auto on_ps = g.device(ps_b);
       b = ops::variable(g, ops::constant(g, std::vector<float>{0.f, 0.1f, -0.1f}, {3}), "b");
     }
     auto on_worker = g.device(worker);
@@ -72,12 +75,13 @@ tensor concat_rows(const tensor& a, const tensor& b) {
 
 } // namespace
 
-TEST_CASE("sync rounds on a ps give the variables of one process training on the concatenated batches") {
+TEST_CASE("sync rounds on 2 ps give the variables of one process training on the concatenated batches") {
   constexpr int steps = 5;
   auto& sys = default_actor_system();
   task_service_options task_options;
   task_options.threads = 1;
   auto ps = spawn_task_service(sys, "ps", 0, task_options);
+  auto ps1 = spawn_task_service(sys, "ps", 1, task_options);
 
   // Two workers: their own task, a master over the ps and that task, a session.
   std::vector<task_actor> worker_tasks;
@@ -89,10 +93,10 @@ TEST_CASE("sync rounds on a ps give the variables of one process training on the
   for (int k = 0; k < 2; ++k) {
     worker_tasks.push_back(spawn_task_service(sys, "worker", k, task_options));
     master_options config;
-    config.task_services = {ps, worker_tasks.back()};
+    config.task_services = {ps, ps1, worker_tasks.back()};
     config.own_task = "/job:worker/replica:0/task:" + std::to_string(k);
     masters.push_back(spawn_master(sys, config));
-    models.push_back(std::make_unique<classifier>("/job:ps/task:0",
+    models.push_back(std::make_unique<classifier>("/job:ps/task:0", "/job:ps/task:1",
                                                   "/job:worker/task:" + std::to_string(k)));
     {
       auto on_worker = models.back()->g.device("/job:worker/task:" + std::to_string(k));
@@ -107,12 +111,13 @@ TEST_CASE("sync rounds on a ps give the variables of one process training on the
 
   caf::scoped_actor self{sys};
   std::map<std::string, shard_actor> shards;
-  self->request(ps, 10s, manifest_atom::value).receive(
-    [&](task_manifest& m) {
-      for (auto& [name, shard] : m.shards)
-        shards[name] = shard;
-    },
-    [](caf::error&) {});
+  for (auto& task : {ps, ps1})
+    self->request(task, 10s, manifest_atom::value).receive(
+      [&](task_manifest& m) {
+        for (auto& [name, shard] : m.shards)
+          shards[name] = shard;
+      },
+      [](caf::error&) {});
   REQUIRE(shards.count("W") == 1);
   REQUIRE(shards.count("b") == 1);
 
@@ -153,7 +158,7 @@ TEST_CASE("sync rounds on a ps give the variables of one process training on the
   REQUIRE(distributed.ok());
 
   // The reference: one process, one session, the two batches of each step concatenated.
-  classifier local{"/cpu:0", "/cpu:0"};
+  classifier local{"/cpu:0", "/cpu:0", "/cpu:0"};
   auto train = gradient_descent_optimizer{learning_rate}.minimize(local.loss);
   session alone{local.g};
   REQUIRE(alone.run_targets({ops::global_variables_initializer(local.g)}).ok());
@@ -181,4 +186,5 @@ TEST_CASE("sync rounds on a ps give the variables of one process training on the
   for (auto& m : masters)
     caf::anon_send(m, stop_atom::value);
   caf::anon_send(ps, stop_atom::value);
+  caf::anon_send(ps1, stop_atom::value);
 }

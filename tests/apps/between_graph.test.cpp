@@ -206,3 +206,41 @@ TEST_CASE("a worker started before its ps task waits for it, and a chief restart
   CHECK(last_starting(again, "restored ").find(dir + "/ckpt") != std::string::npos);
   CHECK(ps_again.wait_exit(20s) == 0);
 }
+
+TEST_CASE("between-graph sync: 2 ps and 3 workers in rounds of all three train one model") {
+  std::vector<std::string> ps{address(), address()};
+  std::vector<std::string> workers{address(), address(), address()};
+  auto spec = "ps=" + ps[0] + "," + ps[1] + ";worker=" + workers[0] + "," + workers[1] + "," +
+              workers[2];
+  std::vector<std::unique_ptr<child_process>> ps_tasks;
+  for (int t = 0; t < 2; ++t) {
+    ps_tasks.push_back(std::make_unique<child_process>(
+      ACTORFLOW_WORKER_BINARY,
+      std::vector<std::string>{"--cluster", spec, "--job", "ps", "--task", std::to_string(t),
+                               "--threads", "1"}));
+    REQUIRE(ps_tasks.back()->wait_for_line("serving on", 20s));
+  }
+  auto output_dir = "/tmp/af-sync3-" + std::to_string(::getpid());
+  // Rounds average 3 x 128 examples: the learning rate scales with them (0.2 rather than 0.1).
+  auto worker = [&](int task) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_TRAIN_BINARY,
+      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
+                               "--sync", "--epochs", "4", "--learning-rate", "0.2", "--threads",
+                               "1", "--log-every", "1000", "--output-dir", output_dir});
+  };
+  auto second = worker(1);
+  auto third = worker(2);
+  auto chief = worker(0);
+  auto lines = all_lines(*chief, 240s);
+  INFO(chief->stderr_text());
+  CHECK(chief->wait_exit(20s) == 0);
+  CHECK(second->wait_exit(60s) == 0);
+  CHECK(third->wait_exit(60s) == 0);
+  for (auto& t : ps_tasks)
+    CHECK(t->wait_exit(20s) == 0);
+  CHECK(last_starting(lines, "global step: ") == "global step: 624");
+  auto accuracy_line = last_starting(lines, "test accuracy: ");
+  REQUIRE_FALSE(accuracy_line.empty());
+  CHECK(std::stod(accuracy_line.substr(15)) >= 0.84);
+}
