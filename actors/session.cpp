@@ -35,17 +35,7 @@ caf::actor_system& default_actor_system() {
   std::lock_guard<std::mutex> guard{default_system_mutex};
   if (default_system == nullptr) {
     // Both live until exit: actors of sessions in static objects may outlive main's locals.
-    auto* config = new caf::actor_system_config;
-    config->load<caf::io::middleman>();
-    add_actorflow_message_types(*config);
-    // A shared queue with a condition variable: idle workers sleep until a message arrives.
-    // Work stealing polls and naps instead, burning cores that kernels need and adding latency.
-    config->set("scheduler.policy", caf::atom("sharing"));
-    // Deserialize on the I/O thread: one thread handoff less per message from another process
-    // (see apps/support/server.cpp).
-    config->set("middleman.workers", std::size_t{0});
-    if (default_scheduler_threads > 0)
-      config->set("scheduler.max-threads", static_cast<size_t>(default_scheduler_threads));
+    auto* config = network_config(static_cast<std::size_t>(default_scheduler_threads)).release();
     default_system = new caf::actor_system{*config};
   }
   return *default_system;
@@ -131,6 +121,9 @@ struct session::impl {
     } else {
       self->receive([&](T& value) { answer = std::move(value); }, on_error, on_down);
     }
+    // A monitor outlives its observer: without this, every step would leave one behind on the
+    // master.
+    self->demonitor(master.master.address());
     return transport;
   }
 
@@ -188,18 +181,9 @@ struct session::impl {
   result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds,
                                   const std::vector<output>& targets, std::int64_t* execution_ns) {
     AF_RETURN_IF_ERROR(g.status());
-    auto request = make_master_run_request(0, fetches, feeds, targets);
+    auto request = make_master_run_request(0, fetches, feeds, targets, &g);
     if (!request)
       return request.error();
-    for (auto* list : {&fetches, &targets})
-      for (auto& o : *list)
-        if (o.owner != &g)
-          return make_error(errc::invalid_argument,
-                            "'" + o.tensor_name() + "' belongs to another graph than the session's");
-    for (auto& feed : feeds)
-      if (feed.first.owner != &g)
-        return make_error(errc::invalid_argument, "the feed '" + feed.first.tensor_name() +
-                                                    "' belongs to another graph than the session's");
     master_run_result answer;
     {
       std::lock_guard<std::mutex> guard{mutex};

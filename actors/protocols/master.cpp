@@ -28,15 +28,17 @@ result<graph_def> make_graph_def(const graph& g) {
 
 namespace {
 
-/// The one graph every output of a request must belong to (the first one seen).
-status check_owner(const output& o, const graph*& owner, const char* what) {
+/// The one graph every output of a request must belong to: the given one, or the first seen.
+status check_owner(const output& o, const graph*& owner, bool owner_given, const char* what) {
   if (!o.valid())
     return make_error(errc::invalid_argument, std::string{"a "} + what + " names no tensor");
   if (owner == nullptr)
     owner = o.owner;
   if (o.owner != owner)
-    return make_error(errc::invalid_argument, std::string{"the "} + what + " '" + o.tensor_name() +
-                                                "' belongs to another graph than the rest");
+    return make_error(errc::invalid_argument,
+                      std::string{"the "} + what + " '" + o.tensor_name() +
+                        "' belongs to another graph than " +
+                        (owner_given ? "the session's" : "the rest"));
   return {};
 }
 
@@ -60,20 +62,22 @@ status check_feed(const output& target, const tensor& value) {
 result<master_run_request> make_master_run_request(std::int64_t handle,
                                                    const std::vector<output>& fetches,
                                                    const feed_list& feeds,
-                                                   const std::vector<output>& targets) {
-  const graph* owner = nullptr;
+                                                   const std::vector<output>& targets,
+                                                   const graph* of_graph) {
+  const graph* owner = of_graph;
+  bool given = of_graph != nullptr;
   master_run_request request;
   request.handle = handle;
   for (auto& f : fetches) {
-    AF_RETURN_IF_ERROR(check_owner(f, owner, "fetch"));
+    AF_RETURN_IF_ERROR(check_owner(f, owner, given, "fetch"));
     request.fetches.push_back(f.tensor_name());
   }
   for (auto& t : targets) {
-    AF_RETURN_IF_ERROR(check_owner(t, owner, "target"));
+    AF_RETURN_IF_ERROR(check_owner(t, owner, given, "target"));
     request.targets.push_back(t.name());
   }
   for (auto& [target, value] : feeds) {
-    AF_RETURN_IF_ERROR(check_owner(target, owner, "feed"));
+    AF_RETURN_IF_ERROR(check_owner(target, owner, given, "feed"));
     AF_RETURN_IF_ERROR(check_feed(target, value));
     request.feeds.emplace_back(target.tensor_name(), value);
   }

@@ -108,12 +108,13 @@ result<graph_def> make_graph_def(const graph& g);
 
 /// A run request for session `handle`: `fetches` are returned in order, `feeds` replace
 /// tensors, `targets` run without being returned. Checks that every output belongs to one
-/// graph and that each fed value has the dtype and a shape compatible with its tensor; errors
-/// name the tensor.
+/// graph (`of_graph` when given) and that each fed value has the dtype and a shape compatible
+/// with its tensor; errors name the tensor.
 result<master_run_request> make_master_run_request(std::int64_t handle,
                                                    const std::vector<output>& fetches,
                                                    const feed_list& feeds = {},
-                                                   const std::vector<output>& targets = {});
+                                                   const std::vector<output>& targets = {},
+                                                   const graph* of_graph = nullptr);
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_config& x) {
