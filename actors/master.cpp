@@ -1,6 +1,7 @@
 #include "actors/master.hpp"
 
 #include "actors/device_actor.hpp"
+#include "actors/session_master.hpp"
 #include "actors/device_directory.hpp"
 #include "actors/master_plan.hpp"
 #include "actors/protocols/device.hpp"
@@ -60,12 +61,6 @@ private:
   completion done_;
 };
 
-caf::duration bound(double seconds) {
-  if (seconds <= 0)
-    return caf::infinite;
-  return caf::duration{std::chrono::microseconds{static_cast<std::int64_t>(seconds * 1e6)}};
-}
-
 struct master_session {
   std::shared_ptr<graph> g;
   session_config config;
@@ -93,7 +88,7 @@ using master_self = master_actor::stateful_pointer<master_state>;
 
 void ask_devices(master_self self, const task_actor& service, const std::string& where,
                  std::shared_ptr<countdown> done) {
-  self->request(service, bound(self->state.options.timeout_seconds), devices_atom::value)
+  self->request(service, request_bound(self->state.options.timeout_seconds), devices_atom::value)
     .then([=](device_list& listed) { done->report(self->state.directory.add_task(where, listed)); },
           [=](caf::error& err) {
             done->report(status_from_error(err).with_context("task " + where));
@@ -150,7 +145,7 @@ void connect_unreached(master_self self) {
   }
   auto mm = self->system().middleman().actor_handle();
   for (auto& [where, host, port] : tasks) {
-    self->request(mm, bound(self->state.options.timeout_seconds), caf::connect_atom::value, host,
+    self->request(mm, request_bound(self->state.options.timeout_seconds), caf::connect_atom::value, host,
                   port)
       .then(
         [=, where = where](const caf::node_id&, caf::strong_actor_ptr& service,
@@ -220,7 +215,7 @@ result<std::shared_ptr<run_plan>> plan_for(master_self self, master_session& s,
     plan->partitions.size(), [plan](const status& outcome) { plan->finish_registration(outcome); });
   for (auto& entry : plan->partitions) {
     auto where = "registering a partition on " + entry.device;
-    self->request(entry.actor, bound(st.options.timeout_seconds), register_atom::value,
+    self->request(entry.actor, request_bound(st.options.timeout_seconds), register_atom::value,
                   make_partition_registration(entry.handle, entry.partition))
       .then([=](status& registered) { done->report(registered.with_context(where)); },
             [=](caf::error& err) { done->report(status_from_error(err).with_context(where)); });
@@ -270,7 +265,7 @@ void close_session(master_self self, std::int64_t handle, completion done) {
   for (auto& [signature, plan] : session.plans.all()) {
     for (auto& p : plan->partitions) {
       auto where = "freeing a partition on " + p.device;
-      self->request(p.actor, bound(self->state.options.timeout_seconds), deregister_atom::value,
+      self->request(p.actor, request_bound(self->state.options.timeout_seconds), deregister_atom::value,
                     p.handle)
         .then([=](status& freed) { freed_all->report(freed.with_context(where)); },
               [=](caf::error& err) { freed_all->report(status_from_error(err).with_context(where)); });

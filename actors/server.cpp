@@ -51,27 +51,13 @@ namespace {
 /// A system for serving: actors here only dispatch (kernels run on the task's own pools), so
 /// one scheduler thread is enough and keeps message hops from contending for the cores the
 /// kernels use (the classic example's step rate on 4 processes rose from 899-936 to 1058-1064
-/// steps/s). Messages are deserialized on the I/O thread instead of BASP's workers: one
-/// thread handoff less per hop (5-10% more steps/s), and large tensors bypass BASP anyway.
-std::unique_ptr<caf::actor_system_config> serving_config() {
-  auto config = std::make_unique<caf::actor_system_config>();
-  config->load<caf::io::middleman>();
-  add_actorflow_message_types(*config);
-  // A shared queue: idle scheduler threads sleep instead of polling (see actors/session.cpp).
-  config->set("scheduler.policy", caf::atom("sharing"));
-  config->set("scheduler.max-threads", std::size_t{1});
-  config->set("middleman.workers", std::size_t{0});
-  return config;
-}
+/// steps/s).
+std::unique_ptr<caf::actor_system_config> serving_config() { return network_config(1); }
 
 /// Prepares the system the server runs in: the host's (checked) or its own.
 status prepare_system(server::impl& state, const server_options& options) {
   if (options.system != nullptr) {
-    session_options needs_network;
-    needs_network.target = "caf://server";
-    auto fit = check_actor_system(*options.system, needs_network);
-    if (!fit.ok())
-      return make_error(fit.code(), "a server " + fit.message().substr(fit.message().find("needs")));
+    AF_RETURN_IF_ERROR(check_network_system(*options.system, "a server"));
     state.sys = options.system;
     return {};
   }

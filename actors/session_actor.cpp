@@ -20,12 +20,6 @@ namespace {
 using namespace protocol;
 using completion = std::function<void(const status&)>;
 
-caf::duration bound(double seconds) {
-  if (seconds <= 0)
-    return caf::infinite;
-  return caf::duration{std::chrono::microseconds{static_cast<std::int64_t>(seconds * 1e6)}};
-}
-
 struct session_actor_state {
   session_options options;
   session_master master;
@@ -99,7 +93,7 @@ void connect_target(session_self self) {
   st.busy = true;
   st.master.name = "the master at " + st.options.target;
   auto target = st.options.target;
-  self->request(self->system().middleman().actor_handle(), bound(task_timeout(st.options)),
+  self->request(self->system().middleman().actor_handle(), request_bound(task_timeout(st.options)),
                 caf::connect_atom::value, address->host, address->port)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& found,
@@ -139,7 +133,7 @@ void open_session(session_self self) {
     caf::actor_cast<caf::actor>(self), st.options.default_task);
   auto where = "opening a session on " + st.master.name;
   st.extended = true;
-  self->request(st.master.master, bound(master_timeout(st.options)), create_atom::value, config,
+  self->request(st.master.master, request_bound(master_timeout(st.options)), create_atom::value, config,
                 graph_def{st.definition})
     .then(
       [=](session_created& created) {
@@ -158,7 +152,7 @@ void send_extension(session_self self) {
   st.busy = true;
   st.extended = true;
   auto where = "sending the grown graph to " + st.master.name;
-  self->request(st.master.master, bound(master_timeout(st.options)), extend_atom::value,
+  self->request(st.master.master, request_bound(master_timeout(st.options)), extend_atom::value,
                 st.handle, graph_def{st.definition})
     .then([=](status& extended) { resume(self, extended.with_context(where)); },
           [=](caf::error& err) { resume(self, status_from_error(err).with_context(where)); });
@@ -223,7 +217,7 @@ session_actor::behavior_type session_behavior(session_self self, session_options
         auto id = ++st.next_run;
         st.in_flight.emplace(id, rp);
         auto where = "running a step on " + st.master.name;
-        self->request(st.master.master, bound(master_timeout(st.options)), run_atom::value,
+        self->request(st.master.master, request_bound(master_timeout(st.options)), run_atom::value,
                       std::move(request))
           .then(
             [self, rp, id](master_run_result& result) mutable {
@@ -254,7 +248,7 @@ session_actor::behavior_type session_behavior(session_self self, session_options
         return status{};
       }
       auto rp = self->make_response_promise<status>();
-      self->request(st.master.master, bound(master_timeout(st.options)), close_atom::value,
+      self->request(st.master.master, request_bound(master_timeout(st.options)), close_atom::value,
                     st.handle)
         .then(
           [self, rp](status& closed) mutable {

@@ -2,11 +2,15 @@
 
 #include "actors/logging.hpp"
 #include "actors/master.hpp"
+#include "actors/protocols/wire.hpp"
 #include "actors/task_service.hpp"
 #include "devices/runtime_env.hpp"
 #include "graph/tensor.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <chrono>
 
 #include <typeinfo>
 
@@ -41,8 +45,33 @@ status check_actor_system(caf::actor_system& sys, const session_options& options
   bool crosses_processes = !options.target.empty() || options.cluster != nullptr;
   if (!crosses_processes)
     return {};
-  auto what = options.target.empty() ? std::string{"a session on a cluster"}
-                                     : "a session on " + options.target;
+  return check_network_system(sys, options.target.empty() ? std::string{"a session on a cluster"}
+                                                          : "a session on " + options.target);
+}
+
+std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads) {
+  auto config = std::make_unique<caf::actor_system_config>();
+  config->load<caf::io::middleman>();
+  add_actorflow_message_types(*config);
+  // A shared queue with a condition variable: idle workers sleep until a message arrives.
+  // Work stealing polls and naps instead, burning cores that kernels need and adding latency.
+  config->set("scheduler.policy", caf::atom("sharing"));
+  // Deserialize on the I/O thread instead of BASP's workers: one thread handoff less per
+  // message from another process (5-10% more steps/s on the classic example), and large
+  // tensors bypass BASP anyway (actors/bulk_channel.hpp).
+  config->set("middleman.workers", std::size_t{0});
+  if (max_threads > 0)
+    config->set("scheduler.max-threads", max_threads);
+  return config;
+}
+
+caf::duration request_bound(double seconds) {
+  if (seconds <= 0)
+    return caf::infinite;
+  return caf::duration{std::chrono::microseconds{static_cast<std::int64_t>(seconds * 1e6)}};
+}
+
+status check_network_system(caf::actor_system& sys, const std::string& what) {
   if (!sys.has_middleman())
     return make_error(errc::failed_precondition,
                       what + " needs CAF's middleman in the actor system: call "

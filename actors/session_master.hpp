@@ -12,6 +12,8 @@
 
 #include <caf/fwd.hpp>
 
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,10 +38,22 @@ struct session_master {
   void release();
 };
 
-/// Whether `sys` can run these options: actorflow's message types are registered when a
-/// session may talk across processes (target, cluster), and CAF's middleman is loaded then.
-/// The error says what to add to the host's actor_system_config.
+/// Whether `sys` can talk across processes for `what` ("a session on caf://h:p", "a server"):
+/// CAF's middleman is loaded and actorflow's message types are registered. The error says what
+/// to add to the host's actor_system_config.
+status check_network_system(caf::actor_system& sys, const std::string& what);
+
+/// check_network_system for a session whose options cross processes (target, cluster); ok for
+/// sessions that stay in this process.
 status check_actor_system(caf::actor_system& sys, const session_options& options);
+
+/// A config for an actor system that serves or reaches actorflow tasks over the network:
+/// the middleman, actorflow's message types, the sharing scheduler and deserialising on the
+/// I/O thread; `max_threads` scheduler threads (0: CAF's default).
+std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads);
+
+/// `seconds` as a CAF request timeout; 0 or less waits without bound.
+caf::duration request_bound(double seconds);
 
 /// The session's master for every option but `target` (which the callers reach, blocking or
 /// not): options.master as given, else a master spawned over this process's devices, an

@@ -2,6 +2,7 @@
 
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
+#include "actors/session_master.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -44,8 +45,7 @@ namespace {
 template <class Ask>
 status tell_tasks(caf::actor_system& sys, const cluster_spec& cluster, const std::string& to_job,
                   const std::string& what, double timeout_seconds, bool gone_is_fine, Ask ask) {
-  auto bound = std::chrono::duration_cast<std::chrono::microseconds>(
-    std::chrono::duration<double>(timeout_seconds));
+  auto bound = request_bound(timeout_seconds);
   for (int i = 0; i < cluster.num_tasks(to_job); ++i) {
     std::string name, address;
     auto target = reach_task(sys, cluster, to_job, i, name, address);
@@ -74,8 +74,7 @@ result<std::map<std::string, protocol::shard_actor>>
 find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
             double timeout_seconds) {
   std::map<std::string, protocol::shard_actor> shards;
-  auto bound = std::chrono::duration_cast<std::chrono::microseconds>(
-    std::chrono::duration<double>(timeout_seconds));
+  auto bound = request_bound(timeout_seconds);
   for (int i = 0; i < cluster.num_tasks(job); ++i) {
     std::string name, address;
     auto target = reach_task(sys, cluster, job, i, name, address);
