@@ -50,6 +50,27 @@ struct bulk_tracker {
   }
 };
 
+/// Rendezvous keys by their text, parsed once when a partition is registered.
+using key_map = std::unordered_map<std::string, rendezvous_key>;
+
+/// Every _Send/_Recv key of `partition`, parsed; an error names the node whose key is bad.
+result<std::shared_ptr<const key_map>> parse_keys(const graph& partition) {
+  auto keys = std::make_shared<key_map>();
+  for (std::size_t i = 0; i < partition.size(); ++i) {
+    auto& n = partition.at(static_cast<int>(i));
+    if (n.op != "_Send" && n.op != "_Recv")
+      continue;
+    auto* text = n.attr<std::string>("key");
+    if (text == nullptr)
+      return make_error(errc::invalid_argument, n.op + " node '" + n.name + "' has no key");
+    auto parsed = rendezvous_key::parse(*text);
+    if (!parsed)
+      return parsed.error().with_context(n.op + " node '" + n.name + "'");
+    keys->emplace(*text, std::move(*parsed));
+  }
+  return std::shared_ptr<const key_map>{std::move(keys)};
+}
+
 struct device_step {
   std::shared_ptr<step_execution> execution;
   std::shared_ptr<rendezvous> meeting_point = std::make_shared<rendezvous>();
@@ -69,6 +90,10 @@ struct device_state {
   /// Each peer device's task incarnation, where known.
   std::map<std::string, std::uint64_t> incarnations;
   std::unordered_map<std::int64_t, std::shared_ptr<const executor_plan>> plans;
+  /// The keys of each registered partition (read by its steps' send hooks on pool threads).
+  std::unordered_map<std::int64_t, std::shared_ptr<const key_map>> plan_keys;
+  /// Every key any registered partition used: tensors arriving for them need no parsing.
+  key_map known_keys;
   std::unordered_map<std::int64_t, device_step> steps;
   /// Tensors arriving in chunks from other processes, until their last chunk.
   tensor_assembler assembler{max_tensor_bytes()};
@@ -96,7 +121,9 @@ struct device_state {
   /// receiver, and names its sender's current incarnation when the peer table knows it (a
   /// tensor from a restarted task's earlier life is refused).
   result<rendezvous_key> admit(const std::string& text) const {
-    auto key = rendezvous_key::parse(text);
+    auto found = known_keys.find(text);
+    auto key = found != known_keys.end() ? result<rendezvous_key>{found->second}
+                                         : rendezvous_key::parse(text);
     if (!key)
       return key.error();
     if (key->recv_device != dev->full_name())
@@ -129,12 +156,6 @@ std::string receiver_of(const std::string& key) {
   return parsed ? parsed->recv_device : std::string{};
 }
 
-/// The tensor a key names, for traces and errors; the whole text for a key that does not parse.
-std::string tensor_of(const std::string& key) {
-  auto parsed = rendezvous_key::parse(key);
-  return parsed ? parsed->tensor : key;
-}
-
 /// Answers the step's run request with `result`, unless a failed bulk send says otherwise.
 using device_self = device_actor_impl::stateful_pointer<device_state>;
 
@@ -161,12 +182,18 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
       auto plan = executor_plan::make(r.partition, *st.dev, kernel_registry::global());
       if (!plan)
         return plan.error();
+      auto keys = parse_keys(*r.partition);
+      if (!keys)
+        return keys.error().with_context("on " + st.dev->full_name());
+      st.known_keys.insert((*keys)->begin(), (*keys)->end());
       st.plans[r.handle] = std::move(*plan);
+      st.plan_keys[r.handle] = std::move(*keys);
       return {};
     },
     [=](deregister_atom, std::int64_t handle) -> status {
       self->state.trace("deregister " + std::to_string(handle));
       self->state.plans.erase(handle);
+      self->state.plan_keys.erase(handle);
       return {};
     },
     [=](peers_atom, const peer_table& table) {
@@ -205,10 +232,14 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
       auto tracker = step.bulk;
       auto step_id = request.step_id;
       auto me = caf::actor_cast<device_actor_impl>(self);
+      auto keys = st.plan_keys[request.handle];
       step_hooks hooks;
-      hooks.send = [peers, bulk_addresses, bulk, tracker, step_id, me](const std::string& key,
-                                                                       const tensor& value) {
-        auto receiver = peers->find(receiver_of(key));
+      hooks.send = [peers, bulk_addresses, bulk, tracker, step_id, me, keys](const std::string& key,
+                                                                             const tensor& value) {
+        // Every key a _Send of this partition uses was parsed when it was registered.
+        auto parsed = keys->find(key);
+        auto receiver = parsed == keys->end() ? peers->end()
+                                              : peers->find(parsed->second.recv_device);
         if (receiver == peers->end()) {
           caf::anon_send(me, abort_atom::value, step_id,
                          make_error(errc::not_found, "no device actor for '" + receiver_of(key) + "'"));
@@ -222,7 +253,7 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
           if (address != bulk_addresses->end() && !address->second.empty()) {
             ++tracker->outstanding;
             auto where = receiver->first + " (bulk endpoint " + address->second + ")";
-            auto tensor_name = tensor_of(key);
+            auto tensor_name = parsed->second.tensor;
             bulk->send(address->second, step_id, key, value,
                        [me, step_id, tracker, where, tensor_name](const status& s) {
                          if (!s.ok()) {
@@ -287,12 +318,15 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
     },
     [=](tensor_atom, tensor_transfer& transfer) {
       auto& st = self->state;
-      st.trace("tensor " + tensor_of(transfer.key) + " step " + std::to_string(transfer.step_id));
+      auto admitted = st.admit(transfer.key);
+      auto tensor_name = [&] { return admitted ? admitted->tensor : transfer.key; };
+      if (st.options.trace)
+        st.trace("tensor " + tensor_name() + " step " + std::to_string(transfer.step_id));
       if (st.ended.count(transfer.step_id) > 0)
         return;
-      if (auto admitted = st.admit(transfer.key); !admitted) {
-        st.trace("refused " + tensor_of(transfer.key) + " step " +
-                 std::to_string(transfer.step_id) + ": " + admitted.error().message());
+      if (!admitted) {
+        st.trace("refused " + tensor_name() + " step " + std::to_string(transfer.step_id) + ": " +
+                 admitted.error().message());
         return;
       }
       // A tensor may arrive before this device was told to run the step.
@@ -301,13 +335,16 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
     },
     [=](tensor_atom, const tensor_chunk& chunk) {
       auto& st = self->state;
-      st.trace("chunk " + tensor_of(chunk.key) + " step " + std::to_string(chunk.step_id) +
-               " at " + std::to_string(chunk.offset));
+      auto admitted = st.admit(chunk.key);
+      auto tensor_name = [&] { return admitted ? admitted->tensor : chunk.key; };
+      if (st.options.trace)
+        st.trace("chunk " + tensor_name() + " step " + std::to_string(chunk.step_id) + " at " +
+                 std::to_string(chunk.offset));
       if (st.ended.count(chunk.step_id) > 0)
         return;
-      if (auto admitted = st.admit(chunk.key); !admitted) {
-        st.trace("refused " + tensor_of(chunk.key) + " step " + std::to_string(chunk.step_id) +
-                 ": " + admitted.error().message());
+      if (!admitted) {
+        st.trace("refused " + tensor_name() + " step " + std::to_string(chunk.step_id) + ": " +
+                 admitted.error().message());
         return;
       }
       auto& step = st.steps[chunk.step_id];
