@@ -100,8 +100,8 @@ struct task_state {
     if (auto i = shards.find(name); i != shards.end())
       return i->second;
     for (auto& dev : device_objects)
-      if (auto state = dev->resources().find_variable(name)) {
-        auto shard = spawn_shard_actor(self->system(), variable_shard{name, std::move(state)});
+      if (dev->resources().find_variable(name)) {
+        auto shard = spawn_shard_actor(self->system(), variable_shard{name, dev});
         // A shard lives as long as its task.
         self->link_to(shard);
         shards.emplace(name, shard);

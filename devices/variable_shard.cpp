@@ -4,8 +4,8 @@
 
 namespace actorflow {
 
-variable_shard::variable_shard(std::string name, std::shared_ptr<variable_state> state)
-  : name_(std::move(name)), state_(std::move(state)) {}
+variable_shard::variable_shard(std::string name, std::shared_ptr<device> dev)
+  : name_(std::move(name)), dev_(std::move(dev)), state_(dev_->resources().variable(name_)) {}
 
 result<versioned_value> variable_shard::read() const {
   std::lock_guard<std::mutex> guard{state_->mutex};
@@ -18,21 +18,6 @@ result<versioned_value> variable_shard::read() const {
 std::int64_t variable_shard::version() const {
   std::lock_guard<std::mutex> guard{state_->mutex};
   return state_->version;
-}
-
-status variable_shard::check_like(const tensor& other, const char* what) const {
-  auto& stored = state_->value;
-  if (!stored.is_initialized())
-    return make_error(errc::failed_precondition,
-                      "Attempting to use uninitialized value " + name_ + " (" + what + ")");
-  if (!other.is_initialized() || other.type() != stored.type() || other.shape() != stored.shape())
-    return make_error(errc::invalid_argument,
-                      std::string{what} + " to variable '" + name_ + "': the variable is " +
-                        to_string(stored.type()) + stored.shape().to_string() + " but the value is " +
-                        (other.is_initialized()
-                           ? std::string{to_string(other.type())} + other.shape().to_string()
-                           : std::string{"empty"}));
-  return {};
 }
 
 result<std::int64_t> variable_shard::assign(tensor value) {
@@ -50,37 +35,39 @@ result<std::int64_t> variable_shard::assign(tensor value) {
   return ++state_->version;
 }
 
-template <class Update>
-result<std::int64_t> variable_shard::update(const tensor& other, const char* what, Update&& fn) {
-  std::lock_guard<std::mutex> guard{state_->mutex};
-  AF_RETURN_IF_ERROR(check_like(other, what));
-  auto& stored = state_->value;
-  if (!is_floating(stored.type()) && !is_integer(stored.type()))
-    return make_error(errc::invalid_argument, std::string{what} + " to variable '" + name_ +
-                                                "': dtype " + to_string(stored.type()) +
-                                                " has no arithmetic");
-  // Only the variable holds the buffer: write it in place. Otherwise a reader still holds it.
-  bool in_place = stored.buffer_ref().use_count() == 1;
-  tensor out = in_place ? stored : tensor{stored.type(), stored.shape()};
-  auto count = static_cast<std::size_t>(stored.num_elements());
-  visit_dtype(stored.type(), [&](auto zero) {
-    using T = decltype(zero);
-    if constexpr (!std::is_same_v<T, bool>) {
-      const T* a = stored.data<T>();
-      const T* b = other.data<T>();
-      T* o = out.data<T>();
-      for (std::size_t i = 0; i < count; ++i)
-        o[i] = fn(a[i], b[i]);
-    }
-    return 0;
-  });
-  if (!in_place)
-    stored = std::move(out);
-  return ++state_->version;
+result<std::int64_t>
+variable_shard::run_kernel(const std::string& op,
+                           const std::function<std::vector<tensor>(dtype)>& make_inputs) {
+  dtype type;
+  {
+    std::lock_guard<std::mutex> guard{state_->mutex};
+    if (!state_->value.is_initialized())
+      return make_error(errc::failed_precondition,
+                        "Attempting to use uninitialized value " + name_ + " (" + op + ")");
+    type = state_->value.type();
+  }
+  auto& [def, kernel] = kernels_[{op, type}];
+  if (!kernel) {
+    def = std::make_unique<node>();
+    def->name = name_ + "/shard_" + op;
+    def->op = op;
+    def->attrs = {{"variable", name_}};
+    def->kernel_type = type;
+    def->output_types = {type};
+    def->output_shapes = {tensor_shape{}};
+    auto made = kernel_registry::global().create(*def, dev_->type());
+    if (!made)
+      return made.error();
+    kernel = std::move(*made);
+  }
+  kernel_context ctx{*def, *dev_, 0, make_inputs(type)};
+  kernel->compute(ctx);
+  AF_RETURN_IF_ERROR(ctx.status());
+  return version();
 }
 
 result<std::int64_t> variable_shard::assign_add(const tensor& delta) {
-  return update(delta, "assign_add", [](auto a, auto b) { return a + b; });
+  return run_kernel("AssignAdd", [&](dtype) { return std::vector<tensor>{tensor{}, delta}; });
 }
 
 result<std::int64_t> variable_shard::apply_gradient_descent(double learning_rate,
@@ -89,9 +76,11 @@ result<std::int64_t> variable_shard::apply_gradient_descent(double learning_rate
     return make_error(errc::invalid_argument,
                       "a gradient for '" + name_ + "' must be floating point, got " +
                         to_string(gradient.type()));
-  return update(gradient, "apply_gradient_descent", [learning_rate](auto a, auto b) {
-    using T = decltype(a);
-    return static_cast<T>(a - static_cast<T>(learning_rate) * b);
+  return run_kernel("ApplyGradientDescent", [&](dtype type) {
+    // The rate in the variable's dtype, as the kernel reads it.
+    auto rate = type == dtype::float32 ? tensor::scalar(static_cast<float>(learning_rate))
+                                       : tensor::scalar(learning_rate);
+    return std::vector<tensor>{tensor{}, std::move(rate), gradient};
   });
 }
 

@@ -1,23 +1,27 @@
 #pragma once
 /// One variable (or one shard of a partitioned variable) as a parameter server serves it: reads
-/// and updates of its stored value, counted by a version. It shares the variable's storage with
-/// the device that runs the graph's ops on it (the same variable_state, same mutex), so updates
-/// from a training step and from the shard protocol (actors/protocols/ps.hpp) apply one at a
-/// time, and a read shares the stored buffer without copying it: an update never writes a
-/// buffer someone else still holds, so a read racing an update sees the old or the new value,
-/// never half of one.
-///   variable_shard w{"w", device.resources().variable("w")};
+/// and updates of its stored value, counted by a version. It lives on the device that runs the
+/// graph's ops on the variable and updates it with that device's own kernels (AssignAdd,
+/// ApplyGradientDescent), so updates from a training step and from the shard protocol
+/// (actors/protocols/ps.hpp) apply one at a time under the variable's mutex, by the same code.
+/// A read shares the stored buffer without copying it: an update never writes a buffer someone
+/// else still holds, so a read racing an update sees the old or the new value, never half.
+///   variable_shard w{"w", cpu_device};           // the device whose resources hold "w"
 ///   auto now = w.read();                         // {value, version}
 ///   w.apply_gradient_descent(0.1, gradient);     // value -= 0.1 * gradient; version + 1
-/// A plain class; the shard actor (actors/shard_actor.hpp) owns one and orders its calls.
+/// The shard actor (actors/shard_actor.hpp) owns one and orders its calls.
 
+#include "devices/device.hpp"
 #include "devices/kernel.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace actorflow {
 
@@ -29,7 +33,8 @@ struct versioned_value {
 
 class variable_shard {
 public:
-  variable_shard(std::string name, std::shared_ptr<variable_state> state);
+  /// The variable `name` of `dev`'s resources (created empty when it does not exist yet).
+  variable_shard(std::string name, std::shared_ptr<device> dev);
 
   const std::string& name() const { return name_; }
 
@@ -39,25 +44,29 @@ public:
   std::int64_t version() const;
 
   /// Each update returns the version after it.
-  /// Replaces the value (the variable takes `value` as its own: do not write it afterwards).
+  /// Replaces the value (same dtype and shape once initialised; the variable takes `value` as
+  /// its own: do not write it afterwards).
   result<std::int64_t> assign(tensor value);
-  /// value += delta (same dtype and shape).
+  /// value += delta (the AssignAdd kernel).
   result<std::int64_t> assign_add(const tensor& delta);
-  /// value -= learning_rate * gradient (TensorFlow's ApplyGradientDescent); floating point.
+  /// value -= learning_rate * gradient (the ApplyGradientDescent kernel); floating point.
   result<std::int64_t> apply_gradient_descent(double learning_rate, const tensor& gradient);
   /// Puts back a snapshot: the value and its version (checkpoint restore).
   result<std::int64_t> restore(versioned_value snapshot);
 
 private:
-  /// The stored value, checked initialised and like `other` (dtype and shape).
-  status check_like(const tensor& other, const char* what) const;
-  /// Applies `update(stored, other, out)` elementwise, in place when nobody else holds the
-  /// stored buffer, else into a fresh one that replaces it.
-  template <class Update>
-  result<std::int64_t> update(const tensor& other, const char* what, Update&& fn);
+  /// Runs the device's kernel for `op` on this variable with the inputs `make_inputs` gives for
+  /// the variable's dtype (input 0, the variable itself, is named by the node's "variable"
+  /// attribute instead); the version after it.
+  result<std::int64_t> run_kernel(const std::string& op,
+                                  const std::function<std::vector<tensor>(dtype)>& make_inputs);
 
   std::string name_;
+  std::shared_ptr<device> dev_;
   std::shared_ptr<variable_state> state_;
+  /// Kernels made once per (op, dtype), with the node each was made for.
+  std::map<std::pair<std::string, dtype>, std::pair<std::unique_ptr<node>, std::unique_ptr<op_kernel>>>
+    kernels_;
 };
 
 } // namespace actorflow

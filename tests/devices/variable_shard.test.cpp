@@ -1,4 +1,6 @@
+#include "devices/thread_pool.hpp"
 #include "devices/variable_shard.hpp"
+#include "graph/device_name.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -6,11 +8,13 @@ using namespace actorflow;
 
 namespace {
 
+/// Variable "w" of a CPU device of its own, holding `initial` (uninitialised when empty).
 variable_shard make_shard(std::vector<float> initial) {
-  auto state = std::make_shared<variable_state>();
+  std::shared_ptr<device> cpu = make_cpu_device(
+    *device_name::parse("/job:ps/replica:0/task:0/device:CPU:0"), std::make_shared<thread_pool>("intra", 0));
   if (!initial.empty())
-    state->value = tensor::from_vector<float>(initial);
-  return variable_shard{"w", state};
+    cpu->resources().variable("w")->value = tensor::from_vector<float>(initial);
+  return variable_shard{"w", cpu};
 }
 
 } // namespace
