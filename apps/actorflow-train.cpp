@@ -283,6 +283,51 @@ result<fashion_mnist> load_data(const train_options& o) {
   return fashion_mnist{std::move(*train_set), std::move(*test_set)};
 }
 
+/// What one MLP step reports to the hooks, from its fetched (loss, correct).
+train::step_report mlp_report(std::int64_t step, std::int64_t steps_per_epoch,
+                              const std::vector<tensor>& loss_and_correct, const batch& b,
+                              clock_type::time_point started) {
+  train::step_report report;
+  report.step = step;
+  report.epoch = static_cast<int>((step - 1) / steps_per_epoch) + 1;
+  report.loss = loss_and_correct.at(0).scalar_value<double>();
+  report.batch_accuracy =
+    loss_and_correct.at(1).scalar_value<double>() / static_cast<double>(b.size);
+  report.examples = b.size;
+  report.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+  return report;
+}
+
+/// The progress line after every step, and a metrics row every --log-every steps (and at the
+/// first and last) when `metrics` is not null.
+std::unique_ptr<train::training_hook> progress_hook(const train_options& o, std::int64_t total_steps,
+                                                    train::throughput_meter& throughput,
+                                                    progress_printer& progress,
+                                                    train::metrics_log* metrics) {
+  return train::make_observer_hook([&o, total_steps, &throughput, &progress,
+                                    metrics](const train::step_report& r) {
+    auto examples_per_second = throughput.add(r);
+    if (metrics != nullptr && (r.step == 1 || r.step % o.log_every == 0 || r.step == total_steps))
+      metrics->add({r.step, r.epoch, r.loss, r.batch_accuracy, examples_per_second});
+    progress.update(r.step, r.epoch, o.epochs, r.loss, examples_per_second);
+  });
+}
+
+/// The end of a run that reports results: the curve, then "examples/s: N" and "test
+/// accuracy: X" as the last lines.
+status report_results(const train_options& o, const train::metrics_log& metrics,
+                      const std::string& title, const train::throughput_meter& throughput,
+                      double accuracy, progress_printer& progress) {
+  AF_RETURN_IF_ERROR(train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(), title));
+  progress.line("metrics: " + o.output_dir + "/metrics.csv, curve: " + o.output_dir + "/curve.svg");
+  char line[64];
+  std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
+  progress.line(line);
+  std::snprintf(line, sizeof line, "test accuracy: %.4f", accuracy);
+  progress.line(line);
+  return {};
+}
+
 int run_mlp(const train_options& o, const training_target& where) {
   if (auto st = prepare_output_directories(o); !st.ok())
     return fail(st);
@@ -347,12 +392,7 @@ int run_mlp(const train_options& o, const training_target& where) {
   train::throughput_meter throughput;
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
-  hooks.push_back(train::make_observer_hook([&](const train::step_report& r) {
-    auto examples_per_second = throughput.add(r);
-    if (r.step == 1 || r.step % o.log_every == 0 || r.step == total_steps)
-      metrics.add({r.step, r.epoch, r.loss, r.batch_accuracy, examples_per_second});
-    progress.update(r.step, r.epoch, o.epochs, r.loss, examples_per_second);
-  }));
+  hooks.push_back(progress_hook(o, total_steps, throughput, progress, &metrics));
   if (checkpoints)
     hooks.push_back(train::make_checkpoint_hook(
       [&](std::int64_t at) { return checkpoints_saver.save(s, *checkpoints, at); },
@@ -364,30 +404,17 @@ int run_mlp(const train_options& o, const training_target& where) {
     auto r = s.run({m.loss, m.correct}, tower_feeds(m, batch.images, batch.one_hot), {m.train});
     if (!r)
       return r.error();
-    train::step_report report;
-    report.step = next;
-    report.epoch = static_cast<int>((next - 1) / steps_per_epoch) + 1;
-    report.loss = r->at(0).scalar_value<double>();
-    report.batch_accuracy = r->at(1).scalar_value<double>() / static_cast<double>(batch.size);
-    report.examples = batch.size;
-    report.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-    return report;
+    return mlp_report(next, steps_per_epoch, *r, batch, started);
   });
   if (!trained.ok())
     return fail(trained);
   auto accuracy = evaluate(s, m, *test_set);
   if (!accuracy)
     return fail(accuracy.error());
-  if (auto st = train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(),
-                                       "actorflow: MLP on Fashion-MNIST (" + o.optimizer + ")");
+  if (auto st = report_results(o, metrics, "actorflow: MLP on Fashion-MNIST (" + o.optimizer + ")",
+                               throughput, *accuracy, progress);
       !st.ok())
     return fail(st);
-  progress.line("metrics: " + o.output_dir + "/metrics.csv, curve: " + o.output_dir + "/curve.svg");
-  char line[64];
-  std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
-  progress.line(line);
-  std::snprintf(line, sizeof line, "test accuracy: %.4f", *accuracy);
-  progress.line(line);
   return 0;
 }
 
@@ -582,12 +609,8 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     train::throughput_meter throughput;
     std::vector<std::unique_ptr<train::training_hook>> hooks;
     hooks.push_back(train::make_finite_loss_hook());
-    hooks.push_back(train::make_observer_hook([&](const train::step_report& r) {
-      auto examples_per_second = throughput.add(r);
-      if (chief && (r.step == 1 || r.step % o.log_every == 0 || r.step == total_steps))
-        metrics.add({r.step, r.epoch, r.loss, r.batch_accuracy, examples_per_second});
-      progress.update(r.step, r.epoch, o.epochs, r.loss, examples_per_second);
-    }));
+    // The chief alone writes metrics.
+    hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr));
     if (chief && checkpoints)
       hooks.push_back(train::make_checkpoint_hook(
         [&](std::int64_t at) { return checkpoints_saver.save(s, *checkpoints, at); },
@@ -602,28 +625,27 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       auto r = s.run(fetches, {{m.images, b.images}, {m.labels, b.one_hot}});
       if (!r)
         return r.error();
+      // Every gradient goes out before any answer is awaited: a round closes only once every
+      // worker's gradient for it arrived.
       caf::scoped_actor self{default_actor_system()};
+      for (std::size_t i = 0; i < gradients.size(); ++i)
+        self->send(shards.at(gradients[i].second.name()), protocol::accumulate_atom::value,
+                   protocol::make_sync_gradient(round, task, r->at(i + 2), o.learning_rate,
+                                                replicas));
       auto bound = std::chrono::seconds(std::max(60, o.init_timeout_seconds));
       std::int64_t reached = round;
       status failure;
-      std::vector<std::function<void()>> waits;
-      for (std::size_t i = 0; i < gradients.size(); ++i) {
-        auto& shard = shards.at(gradients[i].second.name());
-        auto handle = self->request(shard, bound, protocol::accumulate_atom::value,
-                                    protocol::make_sync_gradient(round, task, r->at(i + 2),
-                                                                 o.learning_rate, replicas));
-        waits.push_back([&, i, handle]() mutable {
-          std::move(handle).receive(
-            [&](protocol::sync_outcome& outcome) { reached = std::max(reached, outcome.global_step); },
-            [&](caf::error& err) {
-              if (failure.ok())
-                failure = status_from_error(err).with_context("pushing a gradient of '" +
-                                                              gradients[i].second.name() + "'");
-            });
-        });
-      }
-      for (auto& wait : waits)
-        wait();
+      for (std::size_t answered = 0; answered < gradients.size() && failure.ok(); ++answered)
+        self->receive(
+          [&](protocol::sync_outcome& outcome) { reached = std::max(reached, outcome.global_step); },
+          [&](caf::error& err) {
+            failure = status_from_error(err).with_context("pushing a gradient to its shard");
+          },
+          caf::after(bound) >> [&] {
+            failure = make_error(errc::deadline_exceeded,
+                                 "a synchronous round did not complete within " +
+                                   std::to_string(bound.count()) + " s");
+          });
       AF_RETURN_IF_ERROR(failure);
       round = reached;
       r->resize(2);
@@ -638,46 +660,34 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
                               {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
       if (!r)
         return r.error();
-      train::step_report report;
-      if (o.sync) {
-        // The shared global step: the rounds applied so far.
-        next = round;
-        report.last = round >= total_steps;
-      }
-      report.step = next;
-      report.epoch = static_cast<int>((next - 1) / steps_per_epoch) + 1;
-      report.loss = r->at(0).scalar_value<double>();
-      report.batch_accuracy = r->at(1).scalar_value<double>() / static_cast<double>(batch.size);
-      report.examples = batch.size;
-      report.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+      // In sync mode the step is the shared global step: the rounds applied so far.
+      auto report = mlp_report(o.sync ? round : next, steps_per_epoch, *r, batch, started);
+      report.last = o.sync && round >= total_steps;
       return report;
     });
     if (!trained.ok()) {
       exit_code = fail(trained);
     } else {
-      auto steps = o.sync ? result<std::vector<tensor>>{std::vector<tensor>{
-                              tensor::scalar<std::int64_t>(round)}}
-                          : s.run({global_step.read});
-      char line[96];
-      std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
       if (chief) {
+        // Sync: the rounds; async: every worker's steps, counted in the shared variable.
+        std::int64_t global = round;
+        if (!o.sync)
+          if (auto counted = s.run({global_step.read}))
+            global = counted->at(0).scalar_value<std::int64_t>();
+        progress.line("global step: " + std::to_string(global));
         train::data_parallel_mlp single;
         single.towers.push_back({m.images, m.labels, m.loss, m.correct});
         auto accuracy = evaluate(s, single, *test_set);
         if (!accuracy)
           return fail(accuracy.error());
-        if (auto st = train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(),
-                                             "actorflow: MLP between-graph (" + o.optimizer + ")");
+        if (auto st = report_results(o, metrics,
+                                     "actorflow: MLP between-graph (" + o.optimizer + ")",
+                                     throughput, *accuracy, progress);
             !st.ok())
           return fail(st);
-        progress.line("metrics: " + o.output_dir + "/metrics.csv, curve: " + o.output_dir +
-                      "/curve.svg");
-        if (steps)
-          progress.line("global step: " + std::to_string(steps->at(0).scalar_value<std::int64_t>()));
-        progress.line(line);
-        std::snprintf(line, sizeof line, "test accuracy: %.4f", *accuracy);
-        progress.line(line);
       } else {
+        char line[64];
+        std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
         progress.line(line);
       }
     }
