@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -147,9 +148,25 @@ TEST_CASE("a blocking session notices its master going down instead of waiting f
   caf::anon_send(task, protocol::stop_atom::value);
 }
 
+namespace {
+
+/// An allocator a host application might install as the process default.
+class host_allocator final : public allocator {
+public:
+  void* allocate(std::size_t bytes) override { return std::aligned_alloc(tensor_alignment, bytes); }
+  void deallocate(void* ptr, std::size_t) override { std::free(ptr); }
+  const char* name() const override { return "host application"; }
+};
+
+} // namespace
+
 TEST_CASE("a session with an env of its own leaves the process's BLAS threads and allocator alone") {
   auto saved_blas = blas_threads();
   auto* saved_allocator = default_host_allocator();
+  // The host's own allocator, which actorflow's default env would replace by its pool. Static:
+  // the session's tasks end asynchronously and may free their tensors after this test.
+  static host_allocator mine;
+  set_default_host_allocator(&mine);
   set_blas_threads(1);
   auto env = std::make_shared<runtime_env>(runtime_env::settings{false, false});
   graph g;
@@ -166,6 +183,7 @@ TEST_CASE("a session with an env of its own leaves the process's BLAS threads an
     CHECK(r->at(0).scalar_value<float>() == 6.f);
   }
   CHECK(blas_threads() == 1);
-  CHECK(default_host_allocator() == saved_allocator);
+  CHECK(default_host_allocator() == &mine);
+  set_default_host_allocator(saved_allocator);
   set_blas_threads(saved_blas);
 }
