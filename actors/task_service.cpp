@@ -48,11 +48,9 @@ struct task_state {
   std::shared_ptr<thread_pool> intra_op;
   /// Full name and actor of every device, in device order.
   std::vector<std::pair<std::string, device_actor>> devices;
-  /// The devices themselves: their resource managers hold the variables the shards serve.
-  std::vector<std::shared_ptr<device>> device_objects;
-  /// A shard actor per variable, spawned when first asked for (variables appear when a graph
-  /// first initialises them).
-  std::map<std::string, shard_actor> shards;
+  /// A shard actor per variable of the devices, spawned as each variable appears; stopped with
+  /// the task (set when the task starts).
+  std::shared_ptr<shard_table> shards;
   /// Tasks of other jobs that reported they finished, by job.
   std::map<std::string, std::set<std::int32_t>> finished;
   /// Workers that joined (task_joined_atom) and still live: (job, task) by their actor.
@@ -84,6 +82,8 @@ struct task_state {
   ~task_state() {
     bulk_in.reset();
     bulk_out->close();
+    if (shards)
+      shards->stop();
   }
 
   std::string task_name() const {
@@ -94,29 +94,10 @@ struct task_state {
     return device_list{devices, bulk_in ? bulk_in->address() : std::string{}, incarnation};
   }
 
-  /// The shard of variable `name`, spawned now if its device holds it and no shard serves it
-  /// yet; a null handle when no device of the task holds it.
-  shard_actor shard_of(caf::local_actor* self, const std::string& name) {
-    if (auto i = shards.find(name); i != shards.end())
-      return i->second;
-    for (auto& dev : device_objects)
-      if (dev->resources().find_variable(name)) {
-        auto shard = spawn_shard_actor(self->system(), variable_shard{name, dev});
-        // A shard lives as long as its task.
-        self->link_to(shard);
-        shards.emplace(name, shard);
-        return shard;
-      }
-    return {};
-  }
-
-  task_manifest manifest(caf::local_actor* self) {
+  task_manifest manifest() {
     task_manifest out;
     out.devices = list_devices();
-    for (auto& dev : device_objects)
-      for (auto& name : dev->resources().variable_names())
-        if (auto shard = shard_of(self, name))
-          out.shards.emplace_back(name, shard);
+    out.shards = shards->all();
     return out;
   }
 
@@ -147,8 +128,7 @@ void shut_down(task_self self, caf::error reason) {
   st.bulk_out->close();
   for (auto& [name, actor] : st.devices)
     self->send_exit(actor, caf::exit_reason::user_shutdown);
-  for (auto& [name, shard] : st.shards)
-    self->send_exit(shard, caf::exit_reason::user_shutdown);
+  st.shards->stop();
   if (st.master)
     self->send_exit(st.master, caf::exit_reason::user_shutdown);
   self->quit(std::move(reason));
@@ -203,10 +183,11 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   actor_options.inter_op_pool = options.run_inline ? nullptr : st.inter_op;
   actor_options.trace = options.trace;
   actor_options.bulk = st.bulk_out;
+  st.shards = std::make_shared<shard_table>(self->system());
   for (int i = 0; i < std::max(1, options.cpu_device_count); ++i) {
     auto name = task_device(job, task, "CPU", i);
     std::shared_ptr<device> dev = make_cpu_device(name, st.intra_op);
-    st.device_objects.push_back(dev);
+    st.shards->serve(dev);
     auto actor = spawn_device_actor(self->system(), dev, actor_options);
     // Linked: a task that dies takes its devices along, and a device that dies takes the task.
     self->link_to(actor);
@@ -240,7 +221,7 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
 
   return {
     [self](devices_atom) { return self->state.list_devices(); },
-    [self](manifest_atom) { return self->state.manifest(self); },
+    [self](manifest_atom) { return self->state.manifest(); },
     [self](task_done_atom, const std::string& job, std::int32_t task) -> caf::result<std::int32_t> {
       auto& st = self->state;
       if (!st.options.cluster || !st.options.cluster->has_job(job))
@@ -283,7 +264,7 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
       shut_down(self, make_wire_error(errc::aborted, "task " + st.task_name() + ": " + why));
     },
     [self](shard_atom, const std::string& name) -> caf::result<shard_actor> {
-      if (auto shard = self->state.shard_of(self, name))
+      if (auto shard = self->state.shards->find(name))
         return shard;
       return make_wire_error(errc::not_found, "task " + self->state.task_name() +
                                                 " holds no variable '" + name + "'");

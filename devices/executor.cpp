@@ -300,7 +300,8 @@ bool step_execution::process(int id, std::vector<int>& ready) {
       break;
   }
   auto& dev = plan_->dev();
-  if (dev.is_synchronous()) {
+  // Asynchronous kernels (variable updates a shard actor orders) finish through dev.compute.
+  if (dev.is_synchronous() && !it.kernel->is_async()) {
     kernel_context ctx{*it.def, dev, step_id_, std::move(inputs)};
     try {
       it.kernel->compute(ctx);

@@ -2,6 +2,7 @@
 
 #include "devices/device.hpp"
 #include "devices/thread_pool.hpp"
+#include "graph/op_registry.hpp"
 
 #include <algorithm>
 
@@ -10,11 +11,25 @@ namespace actorflow {
 // --- resource_manager ----------------------------------------------------------------------
 
 std::shared_ptr<variable_state> resource_manager::variable(const std::string& name) {
-  std::lock_guard<std::mutex> guard{mutex_};
-  auto& slot = variables_[name];
-  if (slot == nullptr)
+  std::shared_ptr<variable_state> state;
+  std::function<void(const std::string&)> observer;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    auto& slot = variables_[name];
+    if (slot != nullptr)
+      return slot;
     slot = std::make_shared<variable_state>();
-  return slot;
+    state = slot;
+    observer = observer_;
+  }
+  if (observer)
+    observer(name);
+  return state;
+}
+
+void resource_manager::on_variable_created(std::function<void(const std::string&)> observer) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  observer_ = std::move(observer);
 }
 
 std::shared_ptr<variable_state> resource_manager::find_variable(const std::string& name) const {
@@ -60,6 +75,56 @@ void kernel_context::set_output(int i, tensor t) {
 thread_pool& kernel_context::intra_op_pool() { return device_.intra_op_pool(); }
 
 resource_manager& kernel_context::resources() { return device_.resources(); }
+
+// --- ordered updates -----------------------------------------------------------------------
+
+namespace {
+
+/// Wraps the kernel of an op that updates a variable (Assign*, Apply*): where a shard actor
+/// orders the variable's updates, the update waits for its turn in that actor's mailbox;
+/// elsewhere it runs at once. compute() always runs at once: it is what the shard itself calls.
+class ordered_update_kernel final : public op_kernel {
+public:
+  ordered_update_kernel(const node& n, std::unique_ptr<op_kernel> inner)
+    : op_kernel(n), variable_(n.attr_or<std::string>("variable", "")), inner_(std::move(inner)) {}
+
+  void compute(kernel_context& ctx) override { inner_->compute(ctx); }
+  bool is_async() const override { return true; }
+
+  void compute_async(kernel_context& ctx, std::function<void()> done) override {
+    std::function<void(pending_update)> order;
+    if (auto state = ctx.resources().find_variable(variable_)) {
+      std::lock_guard<std::mutex> guard{state->mutex};
+      order = state->order_update;
+    }
+    if (!order) {
+      inner_->compute_async(ctx, std::move(done));
+      return;
+    }
+    // The executor keeps ctx alive until done() runs.
+    order([this, &ctx, done = std::move(done)](bool apply) mutable {
+      if (apply) {
+        try {
+          inner_->compute_async(ctx, std::move(done));
+          return;
+        } catch (const std::exception& e) {
+          ctx.fail(make_error(errc::internal, std::string{"kernel threw: "} + e.what()));
+        }
+      } else {
+        ctx.fail(make_error(errc::aborted, "the shard of variable '" + variable_ +
+                                             "' stopped before applying " + op() + " node '" +
+                                             name() + "'"));
+      }
+      done();
+    });
+  }
+
+private:
+  std::string variable_;
+  std::unique_ptr<op_kernel> inner_;
+};
+
+} // namespace
 
 // --- kernel_registry -----------------------------------------------------------------------
 
@@ -113,6 +178,8 @@ result<std::unique_ptr<op_kernel>> kernel_registry::create(const node& n,
   if (!made)
     return made.error().with_context("cannot make the " + device_type + " kernel for node '" +
                                      n.name + "' (" + n.op + ")");
+  if (auto* def = op_registry::global().find(n.op); def != nullptr && def->takes_variable_ref)
+    return std::unique_ptr<op_kernel>{std::make_unique<ordered_update_kernel>(n, std::move(*made))};
   return made;
 }
 

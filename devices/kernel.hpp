@@ -22,6 +22,10 @@ namespace actorflow {
 class device;
 class thread_pool;
 
+/// An update of a variable waiting for its turn: called once, with true to apply it now, or
+/// with false when it will never be applied (whoever ordered updates stopped first).
+using pending_update = std::function<void(bool apply)>;
+
 /// A variable's storage on a device. `value` is replaced, not written in place, when other
 /// tensors still share its buffer, so readers never see a half-made update.
 struct variable_state {
@@ -30,19 +34,27 @@ struct variable_state {
   /// How many updates (assigns, adds, optimizer steps) the variable has applied; guarded by
   /// `mutex` like the value.
   std::int64_t version = 0;
+  /// Set while a shard actor serves the variable (actors/shard_actor.hpp): the graph's update
+  /// kernels hand their update to it, so its mailbox orders them with the shard protocol's.
+  /// Empty otherwise: updates then apply on the kernel's thread under `mutex`. Guarded by it.
+  std::function<void(pending_update)> order_update;
 };
 
 /// Per-device, per-session state that outlives steps: the variables.
 class resource_manager {
 public:
-  /// The variable named `name`, created empty on first use.
+  /// The variable named `name`, created empty on first use (then announced to the observer).
   std::shared_ptr<variable_state> variable(const std::string& name);
   /// The variable if it exists.
   std::shared_ptr<variable_state> find_variable(const std::string& name) const;
   std::vector<std::string> variable_names() const;
+  /// Called (on the creating thread, outside this manager's lock) with every variable created
+  /// from now on: a task serves each with a shard actor as it appears.
+  void on_variable_created(std::function<void(const std::string&)> observer);
 
 private:
   mutable std::mutex mutex_;
+  std::function<void(const std::string&)> observer_;
   std::unordered_map<std::string, std::shared_ptr<variable_state>> variables_;
 };
 

@@ -93,4 +93,15 @@ result<std::int64_t> variable_shard::restore(versioned_value snapshot) {
   return state_->version;
 }
 
+variable_shard::~variable_shard() {
+  if (state_ && orders_updates_)
+    order_updates_through(nullptr);
+}
+
+void variable_shard::order_updates_through(std::function<void(pending_update)> order) {
+  orders_updates_ = static_cast<bool>(order);
+  std::lock_guard<std::mutex> guard{state_->mutex};
+  state_->order_update = std::move(order);
+}
+
 } // namespace actorflow

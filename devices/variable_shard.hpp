@@ -35,6 +35,10 @@ class variable_shard {
 public:
   /// The variable `name` of `dev`'s resources (created empty when it does not exist yet).
   variable_shard(std::string name, std::shared_ptr<device> dev);
+  /// Gives the device's update kernels back their own thread if this shard ordered them.
+  ~variable_shard();
+  variable_shard(variable_shard&&) = default;
+  variable_shard& operator=(variable_shard&&) = default;
 
   const std::string& name() const { return name_; }
 
@@ -54,6 +58,11 @@ public:
   /// Puts back a snapshot: the value and its version (checkpoint restore).
   result<std::int64_t> restore(versioned_value snapshot);
 
+  /// From now on the device's update kernels for this variable hand their updates to `order`
+  /// (variable_state::order_update) instead of applying them on their own thread; an empty
+  /// function gives them back their thread.
+  void order_updates_through(std::function<void(pending_update)> order);
+
 private:
   /// Runs the device's kernel for `op` on this variable with the inputs `make_inputs` gives for
   /// the variable's dtype (input 0, the variable itself, is named by the node's "variable"
@@ -64,6 +73,7 @@ private:
   std::string name_;
   std::shared_ptr<device> dev_;
   std::shared_ptr<variable_state> state_;
+  bool orders_updates_ = false;
   /// Kernels made once per (op, dtype), with the node each was made for.
   std::map<std::pair<std::string, dtype>, std::pair<std::unique_ptr<node>, std::unique_ptr<op_kernel>>>
     kernels_;

@@ -2,6 +2,7 @@
 // graph's ops, and counting every update from either side.
 #include "actors/master.hpp"
 #include "actors/session_actor.hpp"
+#include "actors/shard_actor.hpp"
 #include "actors/task_service.hpp"
 #include "actors/testing.hpp"
 #include "graph/ops.hpp"
@@ -85,5 +86,95 @@ TEST_CASE("a task's manifest lists a shard per variable, which reads and updates
   CHECK(wrong.find("variable 'w'") != std::string::npos);
   caf::anon_send(ps, stop_atom::value);
   caf::anon_send(master, stop_atom::value);
+  sys.run_all();
+}
+
+namespace {
+
+/// The device's AssignAdd kernel for variable "w", as a graph partition would run it: through
+/// compute_async, the way the executor runs every update.
+struct graph_assign_add {
+  node def;
+  std::unique_ptr<op_kernel> kernel;
+
+  graph_assign_add() {
+    def.name = "w/AssignAdd";
+    def.op = "AssignAdd";
+    def.attrs = {{"variable", std::string{"w"}}};
+    def.kernel_type = dtype::float32;
+    def.output_types = {dtype::float32};
+    def.output_shapes = {tensor_shape{{1}}};
+    auto made = kernel_registry::global().create(def, "CPU");
+    REQUIRE(made.ok());
+    kernel = std::move(*made);
+  }
+
+  /// Starts the update; `finished` turns true (with the kernel's status) when it is done.
+  std::shared_ptr<kernel_context> start(device& dev, float delta, std::optional<status>& finished) {
+    auto ctx = std::make_shared<kernel_context>(
+      def, dev, 1, std::vector<tensor>{tensor{}, tensor::from_vector<float>({delta})});
+    kernel->compute_async(*ctx, [ctx, &finished] { finished = ctx->status(); });
+    return ctx;
+  }
+};
+
+float stored(device& dev) {
+  auto state = dev.resources().find_variable("w");
+  std::lock_guard<std::mutex> guard{state->mutex};
+  return state->value.to_vector<float>().at(0);
+}
+
+} // namespace
+
+TEST_CASE("the graph's updates of a served variable wait their turn in its shard's mailbox") {
+  testing::deterministic_system sys;
+  std::shared_ptr<device> dev = make_cpu_device(device_name::parse("/job:ps/replica:0/task:0/device:CPU:0").value(), nullptr);
+  auto table = std::make_shared<shard_table>(sys.system());
+  table->serve(dev);
+  // Creating the variable spawns its shard; the shard orders updates once it started.
+  dev->resources().variable("w")->value = tensor::from_vector<float>({1.f});
+  auto shard = table->find("w");
+  REQUIRE(shard);
+  sys.run_all();
+  graph_assign_add add;
+
+  SECTION("queued behind the protocol's assign, applied only when the shard runs") {
+    caf::scoped_actor client{sys.system()};
+    client->send(shard, assign_atom::value, tensor::from_vector<float>({5.f}));
+    std::optional<status> finished;
+    auto ctx = add.start(*dev, 1.f, finished);
+    CHECK_FALSE(finished.has_value()); // waiting in the mailbox, not applied on this thread
+    CHECK(stored(*dev) == 1.f);
+    sys.run_all();
+    REQUIRE(finished.has_value());
+    CHECK(finished->ok());
+    // assign(5) first, then += 1: in the other order it would be 5.
+    CHECK(stored(*dev) == 6.f);
+    client->receive([](std::int64_t version) { CHECK(version == 1); }, // the assign's answer
+                    caf::after(0s) >> [] { FAIL("the assign was not answered"); });
+    client->send(shard, version_atom::value);
+    sys.run_all();
+    client->receive([](std::int64_t version) { CHECK(version == 2); },
+                    caf::after(0s) >> [] { FAIL("no version"); });
+  }
+
+  SECTION("an update still queued when the shard stops fails its step, naming the variable") {
+    caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+    std::optional<status> finished;
+    auto ctx = add.start(*dev, 1.f, finished);
+    sys.run_all();
+    REQUIRE(finished.has_value());
+    CHECK(finished->code() == errc::aborted);
+    CHECK(finished->message().find("shard of variable 'w' stopped") != std::string::npos);
+    CHECK(stored(*dev) == 1.f);
+    // Without a shard, updates apply on the kernel's own thread again.
+    table->stop();
+    finished.reset();
+    add.start(*dev, 2.f, finished);
+    REQUIRE(finished.has_value());
+    CHECK(finished->ok());
+    CHECK(stored(*dev) == 3.f);
+  }
+  table->stop();
   sys.run_all();
 }
