@@ -77,11 +77,10 @@ inline void emit(const figure& f) {
 }
 
 /// Runs `/usr/bin/python3 <bench dir>/<script> <args>` (ACTORFLOW_BENCH_PYTHON overrides the
-/// interpreter) and returns the number after `"key":` in its output, or nothing, with a warning
-/// on stderr, when Python, torch or the script fails: a missing baseline is not a failure.
-inline std::optional<double> python_json_number(const std::string& source_dir,
-                                                const std::string& script, const std::string& args,
-                                                const std::string& key) {
+/// interpreter) and returns what it printed, or nothing, with a warning on stderr, when Python,
+/// torch or the script fails: a missing baseline is not a failure.
+inline std::optional<std::string> python_output(const std::string& source_dir,
+                                                const std::string& script, const std::string& args) {
   const char* python = std::getenv("ACTORFLOW_BENCH_PYTHON");
   std::string command = std::string(python ? python : "/usr/bin/python3") + " '" + source_dir +
                         "/" + script + "' " + args;
@@ -100,15 +99,31 @@ inline std::optional<double> python_json_number(const std::string& source_dir,
                  command.c_str(), rc);
     return std::nullopt;
   }
+  return text;
+}
+
+/// The positive number after `"key":` in a script's JSON output; nothing, with a warning, when
+/// there is none.
+inline std::optional<double> json_field(const std::string& text, const std::string& key) {
   auto quoted = "\"" + key + "\":";
   auto at = text.find(quoted);
   double value = at == std::string::npos ? 0.0 : std::strtod(text.c_str() + at + quoted.size(), nullptr);
   if (!(value > 0.0)) {
-    std::fprintf(stderr, "warning: no positive '%s' in the output of `%s`: %s\n", key.c_str(),
-                 command.c_str(), text.c_str());
+    std::fprintf(stderr, "warning: no positive '%s' in the baseline's output: %s\n", key.c_str(),
+                 text.c_str());
     return std::nullopt;
   }
   return value;
+}
+
+/// python_output, then the number after `"key":` in it.
+inline std::optional<double> python_json_number(const std::string& source_dir,
+                                                const std::string& script, const std::string& args,
+                                                const std::string& key) {
+  auto text = python_output(source_dir, script, args);
+  if (!text)
+    return std::nullopt;
+  return json_field(*text, key);
 }
 
 } // namespace bench

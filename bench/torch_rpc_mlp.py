@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""Baseline for between_graph_async_examples_per_s: PyTorch 1.13's torch.distributed.rpc with a
+parameter server and two trainers training the MLP of actorflow-train asynchronously.
+
+    /usr/bin/python3 bench/torch_rpc_mlp.py [--epochs 1] [--batch 128]
+
+Three processes on loopback (torch.multiprocessing, MASTER_ADDR=127.0.0.1, a free port), one
+thread each, as the actorflow run (--threads 1):
+- "ps" holds the weights of the 784-256-128-10 ReLU MLP (Glorot-uniform weights, zero biases);
+  a pull returns them, a push applies SGD at 0.1 under a lock (one update at a time, as a
+  shard's mailbox orders them).
+- "trainer0" and "trainer1" each take their half of the Fashion-MNIST training set (disjoint,
+  shuffled with seed + rank) and, per batch of 128, pull the weights, compute the softmax
+  cross-entropy gradients with autograd and push them, never waiting for the other trainer.
+Each trainer times its own steps; when both are done the ps evaluates on the test set. Prints
+one JSON line {"examples_per_second": (both trainers' added up), "accuracy": ..., "torch": ...};
+exits 2 when torch, its RPC backend or the data is unusable.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+DATA = "/usr/share/datasets/fashion-mnist"
+TRAINERS = 2
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_idx(path, header_ints):
+    with gzip.open(path, "rb") as f:
+        return f.read()[4 * header_ints:]
+
+
+def load(kind):
+    import numpy as np
+    import torch
+    images = np.frombuffer(read_idx(f"{DATA}/{kind}-images-idx3-ubyte.gz", 4), dtype=np.uint8)
+    labels = np.frombuffer(read_idx(f"{DATA}/{kind}-labels-idx1-ubyte.gz", 2), dtype=np.uint8)
+    x = torch.from_numpy(images.reshape(-1, 784).astype(np.float32) / 255.0)
+    y = torch.from_numpy(labels.astype(np.int64))
+    return x, y
+
+
+def make_model():
+    import torch
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 256), torch.nn.ReLU(),
+        torch.nn.Linear(256, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10))
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            torch.nn.init.xavier_uniform_(layer.weight)
+            torch.nn.init.zeros_(layer.bias)
+    return model
+
+
+# --- the parameter server's state and RPC targets (run in the "ps" process) ---
+_model = None
+_lock = threading.Lock()
+_lr = 0.1
+
+
+def ps_pull():
+    with _lock:
+        return [p.detach().clone() for p in _model.parameters()]
+
+
+def ps_push(grads):
+    import torch
+    with _lock, torch.no_grad():
+        for p, g in zip(_model.parameters(), grads):
+            p -= _lr * g
+    return True
+
+
+def run(rank, port, epochs, batch, result_queue):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ.setdefault("TP_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    import torch
+    import torch.distributed.rpc as rpc
+    global _model
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    names = ["ps"] + [f"trainer{k}" for k in range(TRAINERS)]
+    if rank == 0:
+        _model = make_model()
+    options = rpc.TensorPipeRpcBackendOptions(num_worker_threads=4, rpc_timeout=300,
+                                              init_method="tcp://127.0.0.1:%d" % port)
+    rpc.init_rpc(names[rank], rank=rank, world_size=len(names), rpc_backend_options=options)
+    if rank > 0:
+        task = rank - 1
+        x_all, y_all = load("train")
+        n = x_all.shape[0]
+        begin, end = n * task // TRAINERS, n * (task + 1) // TRAINERS
+        x_mine, y_mine = x_all[begin:end], y_all[begin:end]
+        local = make_model()
+        loss_fn = torch.nn.CrossEntropyLoss()
+        generator = torch.Generator().manual_seed(1 + task)
+        steps = 0
+        start = time.perf_counter()
+        for _ in range(epochs):
+            order = torch.randperm(x_mine.shape[0], generator=generator)
+            for i in range(x_mine.shape[0] // batch):
+                idx = order[i * batch:(i + 1) * batch]
+                weights = rpc.rpc_sync("ps", ps_pull)
+                with torch.no_grad():
+                    for p, w in zip(local.parameters(), weights):
+                        p.copy_(w)
+                local.zero_grad()
+                loss_fn(local(x_mine[idx]), y_mine[idx]).backward()
+                rpc.rpc_sync("ps", ps_push, args=([p.grad for p in local.parameters()],))
+                steps += 1
+        seconds = time.perf_counter() - start
+        result_queue.put({"trainer": task, "examples_per_second": steps * batch / seconds})
+    # Waits for every process: the trainers are done once it returns.
+    rpc.shutdown()
+    if rank == 0:
+        x_test, y_test = load("t10k")
+        with torch.no_grad():
+            accuracy = (_model(x_test).argmax(1) == y_test).float().mean().item()
+        result_queue.put({"accuracy": accuracy, "torch": torch.__version__})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=128)
+    args = parser.parse_args()
+    try:
+        import numpy  # noqa: F401
+        import torch.multiprocessing as mp
+        import torch.distributed.rpc as rpc
+        if not rpc.is_available():
+            raise RuntimeError("torch.distributed.rpc is not available")
+        load("t10k")
+    except Exception as e:  # noqa: BLE001
+        print("torch_rpc_mlp.py: %s" % e, file=sys.stderr)
+        return 2
+    os.environ.setdefault("GLOG_minloglevel", "2")  # quiet the RPC agents' shutdown lines
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    try:
+        mp.start_processes(run, args=(free_port(), args.epochs, args.batch, queue),
+                           nprocs=1 + TRAINERS, join=True, start_method="spawn")
+    except Exception as e:  # noqa: BLE001
+        print("torch_rpc_mlp.py: %s" % e, file=sys.stderr)
+        return 2
+    result = {"examples_per_second": 0.0}
+    while not queue.empty():
+        item = queue.get()
+        result["examples_per_second"] += item.pop("examples_per_second", 0.0)
+        item.pop("trainer", None)
+        result.update(item)
+    if "accuracy" not in result or result["examples_per_second"] <= 0:
+        print("torch_rpc_mlp.py: incomplete results: %s" % result, file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
