@@ -286,9 +286,11 @@ master_actor::behavior_type master(master_self self, master_options options) {
   self->link_to(st.coordinator);
   // Ids unique across masters: tasks of a real cluster serve several masters' partitions and
   // steps at once. Tasks a master owns alone count from 1, which keeps tests deterministic.
-  if (st.options.cluster) {
+  if (st.options.id_base >= 0 || st.options.cluster) {
     std::random_device entropy;
-    auto id_base = (static_cast<std::int64_t>(entropy()) << 20) & 0x7fffffffffffffffLL;
+    auto id_base = st.options.id_base >= 0
+                     ? st.options.id_base
+                     : (static_cast<std::int64_t>(entropy()) << 20) & 0x7fffffffffffffffLL;
     st.next_handle = id_base;
     st.next_step = id_base;
     st.next_session = id_base;

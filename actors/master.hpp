@@ -38,6 +38,11 @@ struct master_options {
   /// "/job:worker/task:1"; TensorFlow's device_filters). Empty: every task. A between-graph
   /// worker's master needs only the ps tasks and its own, and must not wait for the others.
   std::vector<std::string> device_filters;
+  /// Where the master's partition, step and session ids start: they must not collide with
+  /// another master's on the tasks both use. Negative: random with a cluster (masters of
+  /// different processes), 0 (ids from 1, deterministic) with task_services alone; masters that
+  /// share in-process task services need bases of their own.
+  std::int64_t id_base = -1;
 };
 
 protocol::master_actor spawn_master(caf::actor_system& sys, master_options options);

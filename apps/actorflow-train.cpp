@@ -435,24 +435,14 @@ result<dataset> shard_of(const dataset& all, int task, int workers) {
   return dataset{std::move(*images), std::move(*labels)};
 }
 
-/// Waits until every variable can be read (the chief initialised or restored them), or
-/// `timeout_seconds` pass; the error then names what is still uninitialised or unreachable.
+/// Waits until every variable in `reads` can be read (the chief initialised or restored them),
+/// or --init-timeout passes; the error then names what is still uninitialised or unreachable.
 status wait_for_variables(session& s, const std::vector<output>& reads, int timeout_seconds) {
-  auto deadline = clock_type::now() + std::chrono::seconds(timeout_seconds);
-  while (true) {
-    auto r = s.run(reads);
-    if (r)
-      return {};
-    auto code = r.error().code();
-    bool not_yet = code == errc::failed_precondition || code == errc::unavailable ||
-                   code == errc::deadline_exceeded;
-    if (!not_yet)
-      return r.error();
-    if (clock_type::now() >= deadline)
-      return r.error().with_context("the variables were not ready within " +
-                                    std::to_string(timeout_seconds) + " s (--init-timeout)");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  train::readiness_wait wait;
+  wait.check = [&] { return s.run(reads).error(); };
+  wait.timeout = std::chrono::seconds(timeout_seconds);
+  auto waited = train::wait_until_ready(wait);
+  return waited ? status{} : waited.error();
 }
 
 /// Between-graph replication, asynchronous: this process is one worker with a graph of its own.

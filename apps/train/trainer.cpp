@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <thread>
 
 namespace actorflow::train {
 
@@ -99,6 +100,31 @@ double throughput_meter::add(const step_report& report) {
 
 double throughput_meter::overall() const {
   return step_seconds_ > 0 ? static_cast<double>(examples_) / step_seconds_ : 0.0;
+}
+
+result<int> wait_until_ready(const readiness_wait& wait) {
+  auto now = wait.now ? wait.now : [] { return std::chrono::steady_clock::now(); };
+  auto deadline = now() + wait.timeout;
+  for (int tries = 1;; ++tries) {
+    auto st = wait.check();
+    if (st.ok())
+      return tries;
+    auto code = st.code();
+    bool not_yet = code == errc::failed_precondition || code == errc::unavailable ||
+                   code == errc::deadline_exceeded;
+    if (!not_yet)
+      return st;
+    if (now() >= deadline) {
+      auto ms = wait.timeout.count();
+      auto bound = ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+      return st.with_context("the variables were not ready within " + bound + " (" +
+                             wait.timeout_source + ")");
+    }
+    if (wait.pause)
+      wait.pause();
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 } // namespace actorflow::train

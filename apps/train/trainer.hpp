@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace actorflow::train {
@@ -94,5 +95,25 @@ private:
   double current_ = 0;
   bool window_closed_ = false;
 };
+
+/// How a worker that is not the chief waits for the variables (TensorFlow's
+/// SessionManager.wait_for_session): `check` runs until it succeeds, `pause` between tries.
+struct readiness_wait {
+  /// Reads what must be ready (the variables); ok once the chief initialised or restored them.
+  std::function<status()> check;
+  /// How long to keep trying, and what the error then blames (a flag, say).
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  std::string timeout_source = "--init-timeout";
+  /// Between tries: 100 ms of sleep unless a test says otherwise.
+  std::function<void()> pause;
+  /// The clock the timeout is measured on; steady_clock unless a test says otherwise.
+  std::function<std::chrono::steady_clock::time_point()> now;
+};
+
+/// Tries `wait.check` until it succeeds. Failures that mean "not yet" (an uninitialised
+/// variable, a task not up yet, a timeout) are retried; any other error ends the wait at once.
+/// When the time runs out, the last failure (naming what is still uninitialised or unreachable)
+/// comes back with what ran out. Returns how many tries it took.
+result<int> wait_until_ready(const readiness_wait& wait);
 
 } // namespace actorflow::train
