@@ -1,9 +1,12 @@
 #include "actors/shard_actor.hpp"
 
+#include "actors/bulk_channel.hpp"
 #include "actors/protocols/wire.hpp"
 #include "devices/gradient_accumulator.hpp"
 
 #include <caf/all.hpp>
+
+#include <string_view>
 
 namespace actorflow {
 
@@ -39,17 +42,105 @@ namespace {
 using namespace protocol;
 
 using update_atom = caf::atom_constant<caf::atom("update")>;
+/// A bulk frame for this shard arrived at its task (shard_table::deliver_bulk).
+using bulk_arrived_atom = caf::atom_constant<caf::atom("bulkin")>;
+/// A read's frame was written (or failed): (read id, outcome).
+using read_written_atom = caf::atom_constant<caf::atom("readout")>;
 
-/// What a shard handles: its protocol and the graph's queued updates.
-using shard_actor_impl = shard_actor::extend<caf::reacts_to<update_atom, queued_update>>;
+/// What a shard handles: its protocol, the graph's queued updates and bulk frames.
+using shard_actor_impl =
+  shard_actor::extend<caf::reacts_to<update_atom, queued_update>,
+                      caf::reacts_to<bulk_arrived_atom, std::string, tensor>,
+                      caf::reacts_to<read_written_atom, std::uint64_t, status>>;
 
 struct shard_state {
   std::optional<variable_shard> shard;
   /// Synchronous training: the current round's gradients, and who waits for it to be applied.
   std::optional<gradient_accumulator> accumulator;
   std::vector<caf::typed_response_promise<sync_outcome>> waiting;
+  /// Bulk pushes by frame key: frames that came before their message, and messages waiting for
+  /// their frame. Bounded by the pushers' one frame per message.
+  std::map<std::string, tensor> frames;
+  std::map<std::string, std::function<void(tensor)>> awaiting_frames;
+  /// Reads over the bulk channel: the task's sender, and the reads whose frame is on its way,
+  /// with the version each answers.
+  std::shared_ptr<bulk_sender> bulk;
+  std::uint64_t next_read = 0;
+  std::map<std::uint64_t, std::pair<caf::typed_response_promise<std::int64_t>, std::int64_t>> reads;
+
+  /// Runs `use` with the bulk frame `key`: now when it is here, else when it comes.
+  void with_frame(const std::string& key, std::function<void(tensor)> use) {
+    if (auto i = frames.find(key); i != frames.end()) {
+      auto value = std::move(i->second);
+      frames.erase(i);
+      use(std::move(value));
+      return;
+    }
+    awaiting_frames.emplace(key, std::move(use));
+  }
+
+  void frame_arrived(const std::string& key, tensor value) {
+    if (auto i = awaiting_frames.find(key); i != awaiting_frames.end()) {
+      auto use = std::move(i->second);
+      awaiting_frames.erase(i);
+      use(std::move(value));
+      return;
+    }
+    frames.emplace(key, std::move(value));
+  }
+
   static inline const char* name = "actorflow.shard";
 };
+
+using shard_self = shard_actor_impl::stateful_pointer<shard_state>;
+
+/// Delivers an update's outcome (the version after it, or its error) to `rp`.
+void deliver(caf::typed_response_promise<std::int64_t>& rp, const result<std::int64_t>& r) {
+  if (r)
+    rp.deliver(*r);
+  else
+    rp.deliver(make_wire_error(r.error().code(), r.error().message()));
+}
+
+/// A gradient for the current synchronous round: answered through `rp` once its round has been
+/// applied, or at once when stale or wrong.
+void accumulate(shard_self self, sync_gradient& offered,
+                caf::typed_response_promise<sync_outcome> rp) {
+  auto& st = self->state;
+  auto& s = *st.shard;
+  if (!st.accumulator) {
+    auto now = s.read();
+    if (!now) {
+      rp.deliver(make_wire_error(now.error().code(), now.error().message()));
+      return;
+    }
+    st.accumulator.emplace(s.name(), now->value.type(), now->value.shape(),
+                           offered.replicas_to_aggregate);
+  }
+  auto& acc = *st.accumulator;
+  auto outcome = acc.offer(offered.local_step, offered.worker, offered.gradient);
+  if (!outcome) {
+    rp.deliver(make_wire_error(outcome.error().code(), outcome.error().message()));
+    return;
+  }
+  if (*outcome != gradient_accumulator::offer_outcome::accepted) {
+    rp.deliver(sync_outcome{false, acc.global_step()});
+    return;
+  }
+  st.waiting.push_back(std::move(rp));
+  if (auto average = acc.take_average()) {
+    // The round is complete: apply its average once and release everyone in it.
+    auto applied = s.apply_gradient_descent(offered.learning_rate, *average);
+    auto waiting = std::move(st.waiting);
+    st.waiting.clear();
+    for (auto& w : waiting) {
+      if (applied)
+        w.deliver(sync_outcome{true, acc.global_step()});
+      else
+        w.deliver(make_wire_error(applied.error().code(), applied.error().message()));
+    }
+  }
+}
 
 /// An answer, or the status as an "actorflow" error the requester receives.
 template <class T>
@@ -59,9 +150,10 @@ caf::result<T> answer(result<T> r) {
   return make_wire_error(r.error().code(), r.error().message());
 }
 
-shard_actor_impl::behavior_type shard_behavior(shard_actor_impl::stateful_pointer<shard_state> self,
-                                               variable_shard shard) {
+shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard shard,
+                                               std::shared_ptr<bulk_sender> bulk) {
   self->state.shard.emplace(std::move(shard));
+  self->state.bulk = std::move(bulk);
   auto& s = *self->state.shard;
   // The device's update kernels queue behind this mailbox from now on. A weak handle: the
   // variable must not keep its shard alive; once the shard is gone, updates apply in place.
@@ -93,35 +185,68 @@ shard_actor_impl::behavior_type shard_behavior(shard_actor_impl::stateful_pointe
     [&s](restore_atom, shard_value& snapshot) {
       return answer(s.restore({std::move(snapshot.value), snapshot.version}));
     },
-    [self, &s](accumulate_atom, sync_gradient& offered) -> caf::result<sync_outcome> {
-      auto& st = self->state;
-      if (!st.accumulator) {
-        auto now = s.read();
-        if (!now)
-          return make_wire_error(now.error().code(), now.error().message());
-        st.accumulator.emplace(s.name(), now->value.type(), now->value.shape(),
-                               offered.replicas_to_aggregate);
-      }
-      auto& acc = *st.accumulator;
-      auto outcome = acc.offer(offered.local_step, offered.worker, offered.gradient);
-      if (!outcome)
-        return make_wire_error(outcome.error().code(), outcome.error().message());
-      if (*outcome != gradient_accumulator::offer_outcome::accepted)
-        return sync_outcome{false, acc.global_step()};
+    [self](accumulate_atom, sync_gradient& offered) {
       auto rp = self->make_response_promise<sync_outcome>();
-      st.waiting.push_back(rp);
-      if (auto average = acc.take_average()) {
-        // The round is complete: apply its average once and release everyone in it.
-        auto applied = s.apply_gradient_descent(offered.learning_rate, *average);
-        auto waiting = std::move(st.waiting);
-        st.waiting.clear();
-        for (auto& w : waiting) {
-          if (applied)
-            w.deliver(sync_outcome{true, acc.global_step()});
-          else
-            w.deliver(make_wire_error(applied.error().code(), applied.error().message()));
-        }
-      }
+      accumulate(self, offered, rp);
+      return rp;
+    },
+    [self, &s](read_atom, const bulk_tensor& reply, const std::string& endpoint)
+      -> caf::result<std::int64_t> {
+      auto& st = self->state;
+      if (!st.bulk)
+        return make_wire_error(errc::unimplemented, "the task of shard '" + s.name() +
+                                                      "' has no bulk channel to write reads from");
+      auto now = s.read();
+      if (!now)
+        return make_wire_error(now.error().code(), now.error().message());
+      auto rp = self->make_response_promise<std::int64_t>();
+      auto id = ++st.next_read;
+      st.reads.emplace(id, std::make_pair(rp, now->version));
+      // The frame shares the stored buffer: an update meanwhile replaces it, never writes it.
+      caf::weak_actor_ptr me{self->ctrl()};
+      st.bulk->send(endpoint, 0, reply.key, std::move(now->value), [me, id](const status& written) {
+        if (auto strong = me.lock())
+          caf::anon_send(caf::actor_cast<shard_actor_impl>(strong), read_written_atom::value, id,
+                         written);
+      });
+      return rp;
+    },
+    [self, &s](read_written_atom, std::uint64_t id, const status& written) {
+      auto& reads = self->state.reads;
+      auto i = reads.find(id);
+      if (i == reads.end())
+        return;
+      auto [rp, version] = std::move(i->second);
+      reads.erase(i);
+      if (written.ok())
+        rp.deliver(version);
+      else
+        rp.deliver(make_wire_error(written.code(), "writing shard '" + s.name() +
+                                                     "' over the bulk channel: " + written.message()));
+    },
+    [self](bulk_arrived_atom, const std::string& key, tensor& value) {
+      self->state.frame_arrived(key, std::move(value));
+    },
+    [self, &s](assign_add_atom, const bulk_tensor& delta) {
+      auto rp = self->make_response_promise<std::int64_t>();
+      self->state.with_frame(delta.key, [rp, &s](tensor value) mutable {
+        deliver(rp, s.assign_add(value));
+      });
+      return rp;
+    },
+    [self, &s](apply_gd_atom, double learning_rate, const bulk_tensor& gradient) {
+      auto rp = self->make_response_promise<std::int64_t>();
+      self->state.with_frame(gradient.key, [rp, &s, learning_rate](tensor value) mutable {
+        deliver(rp, s.apply_gradient_descent(learning_rate, value));
+      });
+      return rp;
+    },
+    [self](accumulate_atom, sync_gradient& offered, const bulk_tensor& gradient) {
+      auto rp = self->make_response_promise<sync_outcome>();
+      self->state.with_frame(gradient.key, [self, offered, rp](tensor value) mutable {
+        offered.gradient = std::move(value);
+        accumulate(self, offered, std::move(rp));
+      });
       return rp;
     },
   };
@@ -129,8 +254,9 @@ shard_actor_impl::behavior_type shard_behavior(shard_actor_impl::stateful_pointe
 
 } // namespace
 
-shard_actor spawn_shard_actor(caf::actor_system& sys, variable_shard shard) {
-  return sys.spawn(shard_behavior, std::move(shard));
+shard_actor spawn_shard_actor(caf::actor_system& sys, variable_shard shard,
+                              std::shared_ptr<bulk_sender> bulk) {
+  return sys.spawn(shard_behavior, std::move(shard), std::move(bulk));
 }
 
 // --- shard_table ---------------------------------------------------------------------------
@@ -154,7 +280,7 @@ void shard_table::serve(const std::shared_ptr<device>& dev) {
 }
 
 shard_actor shard_table::spawn_locked(const std::string& name, const std::shared_ptr<device>& dev) {
-  auto shard = spawn_shard_actor(system_, variable_shard{name, dev});
+  auto shard = spawn_shard_actor(system_, variable_shard{name, dev}, bulk_);
   shards_.emplace(name, shard);
   return shard;
 }
@@ -184,6 +310,21 @@ std::vector<std::pair<std::string, shard_actor>> shard_table::all() {
     if (auto shard = find(name))
       out.emplace_back(name, std::move(shard));
   return out;
+}
+
+status shard_table::deliver_bulk(const std::string& key, tensor value) {
+  // "shard;<variable>;<id>": the variable is between the prefix and the last ';'.
+  std::string_view prefix = shard_bulk_prefix;
+  auto last = key.rfind(';');
+  if (key.compare(0, prefix.size(), prefix) != 0 || last == std::string::npos || last < prefix.size())
+    return make_error(errc::invalid_argument, "'" + key + "' is not a shard's bulk key");
+  auto variable = key.substr(prefix.size(), last - prefix.size());
+  auto shard = find(variable);
+  if (!shard)
+    return make_error(errc::not_found, "no shard of variable '" + variable + "' here");
+  caf::anon_send(caf::actor_cast<shard_actor_impl>(shard), bulk_arrived_atom::value, key,
+                 std::move(value));
+  return {};
 }
 
 void shard_table::stop() {

@@ -21,14 +21,21 @@
 
 namespace actorflow {
 
-protocol::shard_actor spawn_shard_actor(caf::actor_system& sys, variable_shard shard);
+class bulk_sender;
+
+/// `bulk`: where reads over the bulk channel are written from (the task's sender); without
+/// one such reads fail.
+protocol::shard_actor spawn_shard_actor(caf::actor_system& sys, variable_shard shard,
+                                        std::shared_ptr<bulk_sender> bulk = nullptr);
 
 /// A task's shard actors: one per variable of its devices, spawned when the variable appears
 /// (or when first asked for, for variables older than the table) and stopped with the table.
 /// Thread-safe: devices create variables on their kernels' threads.
 class shard_table : public std::enable_shared_from_this<shard_table> {
 public:
-  explicit shard_table(caf::actor_system& sys) : system_(sys) {}
+  /// `bulk`: the task's sender, for reads over the bulk channel.
+  explicit shard_table(caf::actor_system& sys, std::shared_ptr<bulk_sender> bulk = nullptr)
+    : system_(sys), bulk_(std::move(bulk)) {}
   ~shard_table();
   shard_table(const shard_table&) = delete;
   shard_table& operator=(const shard_table&) = delete;
@@ -37,6 +44,9 @@ public:
   void serve(const std::shared_ptr<device>& dev);
   /// The shard of variable `name`; null when no served device holds it.
   protocol::shard_actor find(const std::string& name);
+  /// Hands a bulk frame whose key starts with protocol::shard_bulk_prefix to the shard it names
+  /// (its task's bulk endpoint calls this); not_found when no device here holds the variable.
+  status deliver_bulk(const std::string& key, tensor value);
   /// Every variable's shard, by name.
   std::vector<std::pair<std::string, protocol::shard_actor>> all();
   /// Stops every shard; the table serves nothing afterwards.
@@ -46,6 +56,7 @@ private:
   protocol::shard_actor spawn_locked(const std::string& name, const std::shared_ptr<device>& dev);
 
   caf::actor_system& system_;
+  std::shared_ptr<bulk_sender> bulk_;
   std::mutex mutex_;
   bool stopped_ = false;
   std::vector<std::shared_ptr<device>> devices_;

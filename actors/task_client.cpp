@@ -1,5 +1,6 @@
 #include "actors/task_client.hpp"
 
+#include "actors/bulk_channel.hpp"
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
 #include "actors/session_master.hpp"
@@ -8,6 +9,10 @@
 #include <caf/io/all.hpp>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <random>
 
 namespace actorflow {
 
@@ -70,10 +75,10 @@ status tell_tasks(caf::actor_system& sys, const cluster_spec& cluster, const std
 
 } // namespace
 
-result<std::map<std::string, protocol::shard_actor>>
+result<std::map<std::string, shard_location>>
 find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
             double timeout_seconds) {
-  std::map<std::string, protocol::shard_actor> shards;
+  std::map<std::string, shard_location> shards;
   auto bound = request_bound(timeout_seconds);
   for (int i = 0; i < cluster.num_tasks(job); ++i) {
     std::string name, address;
@@ -86,7 +91,7 @@ find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::stri
       .receive(
         [&](protocol::task_manifest& manifest) {
           for (auto& [variable, shard] : manifest.shards)
-            shards[variable] = shard;
+            shards[variable] = shard_location{shard, manifest.devices.bulk_address};
         },
         [&](caf::error& err) {
           outcome = status_from_error(err).with_context("asking task " + name + " for its shards");
@@ -115,6 +120,133 @@ status report_task_joined(caf::actor_system& sys, const cluster_spec& cluster,
                       return self->request(target, bound, protocol::task_joined_atom::value, job,
                                            static_cast<std::int32_t>(task), presence);
                     });
+}
+
+// --- shard_pusher ----------------------------------------------------------------------------
+
+/// Frames shipped and not yet written, and the first failure; shared with the writer threads.
+struct shard_pusher::pending {
+  std::mutex mutex;
+  std::condition_variable written;
+  int outstanding = 0;
+  status failure;
+};
+
+shard_pusher::shard_pusher()
+  : pending_(std::make_shared<pending>()), sender_(std::make_shared<bulk_sender>()) {
+  // Keys unique across the pushers of every process a shard hears from.
+  std::random_device entropy;
+  char prefix[40];
+  std::snprintf(prefix, sizeof prefix, "%08x%08x.", entropy(), entropy());
+  id_prefix_ = prefix;
+}
+
+shard_pusher::~shard_pusher() {
+  static_cast<void>(flush());
+  sender_->close();
+}
+
+std::optional<protocol::bulk_tensor>
+shard_pusher::ship(const shard_location& where, const std::string& variable, const tensor& value) {
+  if (where.bulk_address.empty() || value.bytes() < bulk_min_bytes())
+    return std::nullopt;
+  protocol::bulk_tensor ticket{std::string{protocol::shard_bulk_prefix} + variable + ";" +
+                               id_prefix_ + std::to_string(++next_id_)};
+  {
+    std::lock_guard<std::mutex> guard{pending_->mutex};
+    ++pending_->outstanding;
+  }
+  auto what = "pushing '" + variable + "' over the bulk channel to " + where.bulk_address;
+  sender_->send(where.bulk_address, 0, ticket.key, value,
+                [state = pending_, what](const status& s) {
+                  std::lock_guard<std::mutex> guard{state->mutex};
+                  if (!s.ok() && state->failure.ok())
+                    state->failure = s.with_context(what);
+                  if (--state->outstanding == 0)
+                    state->written.notify_all();
+                });
+  return ticket;
+}
+
+status shard_pusher::flush() {
+  std::unique_lock<std::mutex> lock{pending_->mutex};
+  pending_->written.wait(lock, [this] { return pending_->outstanding == 0; });
+  auto failure = std::move(pending_->failure);
+  pending_->failure = status{};
+  return failure;
+}
+
+// --- shard_puller ----------------------------------------------------------------------------
+
+/// Frames that arrived, by key, until their pull takes them.
+struct shard_puller::inbox {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::map<std::string, tensor> frames;
+  std::uint64_t next_id = 0;
+  std::string id_prefix;
+};
+
+result<std::unique_ptr<shard_puller>> shard_puller::listen(const std::string& host) {
+  auto frames = std::make_shared<inbox>();
+  std::random_device entropy;
+  char prefix[40];
+  std::snprintf(prefix, sizeof prefix, "%08x%08x.", entropy(), entropy());
+  frames->id_prefix = prefix;
+  auto endpoint = bulk_endpoint::listen(
+    host, [weak = std::weak_ptr<inbox>(frames)](std::int64_t, std::string key, tensor value) {
+      auto in = weak.lock();
+      if (!in)
+        return make_error(errc::unavailable, "the shard puller has stopped");
+      {
+        std::lock_guard<std::mutex> guard{in->mutex};
+        in->frames[std::move(key)] = std::move(value);
+      }
+      in->arrived.notify_all();
+      return status{};
+    });
+  if (!endpoint)
+    return endpoint.error().with_context("listening for shard reads");
+  return std::unique_ptr<shard_puller>{new shard_puller(std::move(frames), std::move(*endpoint))};
+}
+
+shard_puller::shard_puller(std::shared_ptr<inbox> arrived, std::unique_ptr<bulk_endpoint> endpoint)
+  : inbox_(std::move(arrived)), endpoint_(std::move(endpoint)) {}
+
+shard_puller::~shard_puller() = default;
+
+const std::string& shard_puller::address() const { return endpoint_->address(); }
+
+result<protocol::shard_value> shard_puller::pull(caf::actor_system& sys, const shard_location& where,
+                                                 const std::string& variable,
+                                                 double timeout_seconds) {
+  std::string key;
+  {
+    std::lock_guard<std::mutex> guard{inbox_->mutex};
+    key = "read;" + variable + ";" + inbox_->id_prefix + std::to_string(++inbox_->next_id);
+  }
+  auto what = "reading shard '" + variable + "' over the bulk channel";
+  auto bound = request_bound(timeout_seconds);
+  caf::scoped_actor self{sys};
+  std::int64_t version = 0;
+  status outcome;
+  self->request(where.shard, bound, protocol::read_atom::value, protocol::bulk_tensor{key},
+                address())
+    .receive([&](std::int64_t v) { version = v; },
+             [&](caf::error& err) { outcome = status_from_error(err).with_context(what); });
+  AF_RETURN_IF_ERROR(outcome);
+  // Written before the answer came; on its way through the endpoint's reader at most.
+  std::unique_lock<std::mutex> lock{inbox_->mutex};
+  auto ready = [&] { return inbox_->frames.count(key) > 0; };
+  if (timeout_seconds <= 0)
+    inbox_->arrived.wait(lock, ready);
+  else if (!inbox_->arrived.wait_for(lock, std::chrono::duration<double>(timeout_seconds), ready))
+    return make_error(errc::deadline_exceeded,
+                      what + ": the frame did not arrive within " +
+                        std::to_string(timeout_seconds) + " s");
+  auto value = std::move(inbox_->frames.at(key));
+  inbox_->frames.erase(key);
+  return protocol::shard_value{std::move(value), version};
 }
 
 } // namespace actorflow

@@ -6,13 +6,20 @@
 #include "actors/cluster_spec.hpp"
 #include "actors/protocols/task.hpp"
 #include "graph/status.hpp"
+#include "graph/tensor.hpp"
 
 #include <caf/fwd.hpp>
 
+#include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace actorflow {
+
+class bulk_endpoint;
+class bulk_sender;
 
 /// Tells every task of `to_job` that task `task` of job `job` has finished (protocols/task.hpp's
 /// task_done_atom); once all of a job's tasks have, each ps task stops by itself. Waits at most
@@ -22,11 +29,50 @@ status report_task_done(caf::actor_system& sys, const cluster_spec& cluster,
                         const std::string& to_job, const std::string& job, int task,
                         double timeout_seconds);
 
+/// A parameter shard and where its task takes bulk frames ("host:port"; empty when nowhere).
+struct shard_location {
+  protocol::shard_actor shard;
+  std::string bulk_address;
+};
+
 /// The parameter shards of every task of `job`, by variable name (from each task's manifest).
 /// Errors name the task that could not be asked.
-result<std::map<std::string, protocol::shard_actor>>
+result<std::map<std::string, shard_location>>
 find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
             double timeout_seconds);
+
+/// Sends large pushes to shards over their task's bulk channel, as device actors send large
+/// tensors: ship() writes the tensor as a frame and gives the bulk_tensor to send in its
+/// place; small tensors, and shards whose task has no endpoint, go in the message as usual.
+///   shard_pusher pusher;
+///   auto ticket = pusher.ship(where, "w", gradient);     // nullopt: send the tensor itself
+///   AF_RETURN_IF_ERROR(pusher.flush());                  // every frame written, or why not
+///   ticket ? send(where.shard, apply_gd_atom::value, lr, *ticket)
+///          : send(where.shard, apply_gd_atom::value, lr, gradient);
+/// Not thread-safe: one pusher per pushing thread.
+class shard_pusher {
+public:
+  shard_pusher();
+  ~shard_pusher();
+  shard_pusher(const shard_pusher&) = delete;
+  shard_pusher& operator=(const shard_pusher&) = delete;
+
+  /// Starts writing `value` for `variable`'s shard at `where` when it has at least
+  /// bulk_min_bytes() and the shard's task has an endpoint; the ticket then, else nothing.
+  std::optional<protocol::bulk_tensor> ship(const shard_location& where,
+                                            const std::string& variable, const tensor& value);
+  /// Waits until every frame shipped so far is written; the first failure names the
+  /// variable and the endpoint. Send the messages after this: a frame that failed never
+  /// arrives, and its message would wait for it.
+  status flush();
+
+private:
+  struct pending;
+  std::shared_ptr<pending> pending_;
+  std::shared_ptr<bulk_sender> sender_;
+  std::string id_prefix_;
+  std::uint64_t next_id_ = 0;
+};
 
 /// Tells every task of `to_job` that task `task` of job `job`, served by `self_task`, works
 /// with it (task_joined_atom): they watch `self_task` and stop when every such worker went
@@ -34,5 +80,33 @@ find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::stri
 status report_task_joined(caf::actor_system& sys, const cluster_spec& cluster,
                           const std::string& to_job, const std::string& job, int task,
                           const protocol::task_actor& self_task, double timeout_seconds);
+
+/// Reads large shards over the bulk channel: a bulk endpoint of its own (listening on `host`)
+/// where the shards write the values it asks for, so they skip CAF's serialization.
+///   auto puller = shard_puller::listen("127.0.0.1");
+///   auto w = (*puller)->pull(sys, where, "w", 10.0);     // {value, version}
+/// Thread-safe.
+class shard_puller {
+public:
+  static result<std::unique_ptr<shard_puller>> listen(const std::string& host);
+  ~shard_puller();
+  shard_puller(const shard_puller&) = delete;
+  shard_puller& operator=(const shard_puller&) = delete;
+
+  /// The value and version of `variable`'s shard at `where`, waiting at most `timeout_seconds`
+  /// for the answer and again for the frame (0: without bound); errors name the variable.
+  result<protocol::shard_value> pull(caf::actor_system& sys, const shard_location& where,
+                                     const std::string& variable, double timeout_seconds);
+
+  /// "host:port" of the endpoint.
+  const std::string& address() const;
+
+private:
+  struct inbox;
+  shard_puller(std::shared_ptr<inbox> arrived, std::unique_ptr<bulk_endpoint> endpoint);
+
+  std::shared_ptr<inbox> inbox_;
+  std::unique_ptr<bulk_endpoint> endpoint_;
+};
 
 } // namespace actorflow

@@ -183,7 +183,7 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   actor_options.inter_op_pool = options.run_inline ? nullptr : st.inter_op;
   actor_options.trace = options.trace;
   actor_options.bulk = st.bulk_out;
-  st.shards = std::make_shared<shard_table>(self->system());
+  st.shards = std::make_shared<shard_table>(self->system(), st.bulk_out);
   for (int i = 0; i < std::max(1, options.cpu_device_count); ++i) {
     auto name = task_device(job, task, "CPU", i);
     std::shared_ptr<device> dev = make_cpu_device(name, st.intra_op);
@@ -197,7 +197,19 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   for (auto& [name, actor] : st.devices)
     self->send(actor, peers_atom::value, peers);
   if (!options.bulk_host.empty()) {
-    auto endpoint = bulk_endpoint::listen(options.bulk_host, deliver_to_device_actors(peers.devices));
+    // Frames for the devices carry rendezvous keys ("/job:..."), frames for the shards
+    // "shard;<variable>;<id>".
+    auto to_devices = deliver_to_device_actors(peers.devices);
+    std::weak_ptr<shard_table> shards = st.shards;
+    auto deliver = [to_devices, shards](std::int64_t step_id, std::string key, tensor value) {
+      if (key.rfind(shard_bulk_prefix, 0) != 0)
+        return to_devices(step_id, std::move(key), std::move(value));
+      auto table = shards.lock();
+      if (!table)
+        return make_error(errc::unavailable, "the task's shards have stopped");
+      return table->deliver_bulk(key, std::move(value));
+    };
+    auto endpoint = bulk_endpoint::listen(options.bulk_host, deliver);
     if (endpoint)
       st.bulk_in = std::move(*endpoint);
     else // Not fatal: large tensors for this task then come through CAF.

@@ -468,6 +468,7 @@ void add_actorflow_message_types(caf::actor_system_config& cfg) {
   // A handle that is a whole answer (shard_atom) is a message element of its own.
   cfg.add_message_type<shard_actor>("actorflow::shard_actor");
   cfg.add_message_type<sync_gradient>("actorflow::sync_gradient");
+  cfg.add_message_type<bulk_tensor>("actorflow::bulk_tensor");
   cfg.add_message_type<sync_outcome>("actorflow::sync_outcome");
   cfg.add_message_type<task_presence>("actorflow::task_presence");
   cfg.add_message_type<task_manifest>("actorflow::task_manifest");

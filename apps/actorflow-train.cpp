@@ -580,7 +580,8 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     if (o.sync)
       steps_per_epoch = (train_set->size() / workers) / o.batch_size;
     auto total_steps = steps_per_epoch * o.epochs;
-    std::map<std::string, protocol::shard_actor> shards;
+    std::map<std::string, shard_location> shards;
+    shard_pusher pusher;
     if (o.sync) {
       auto found = find_shards(default_actor_system(), cluster, o.ps_job, 10);
       if (!found)
@@ -616,12 +617,24 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       if (!r)
         return r.error();
       // Every gradient goes out before any answer is awaited: a round closes only once every
-      // worker's gradient for it arrived.
+      // worker's gradient for it arrived. Large ones travel over the bulk channel.
+      std::vector<std::optional<protocol::bulk_tensor>> tickets;
+      for (std::size_t i = 0; i < gradients.size(); ++i) {
+        auto& variable = gradients[i].second.name();
+        tickets.push_back(pusher.ship(shards.at(variable), variable, r->at(i + 2)));
+      }
+      AF_RETURN_IF_ERROR(pusher.flush());
       caf::scoped_actor self{default_actor_system()};
-      for (std::size_t i = 0; i < gradients.size(); ++i)
-        self->send(shards.at(gradients[i].second.name()), protocol::accumulate_atom::value,
-                   protocol::make_sync_gradient(round, task, r->at(i + 2), o.learning_rate,
-                                                replicas));
+      for (std::size_t i = 0; i < gradients.size(); ++i) {
+        auto& shard = shards.at(gradients[i].second.name()).shard;
+        auto offer = protocol::make_sync_gradient(round, task, tensor{}, o.learning_rate, replicas);
+        if (tickets[i]) {
+          self->send(shard, protocol::accumulate_atom::value, std::move(offer), *tickets[i]);
+        } else {
+          offer.gradient = r->at(i + 2);
+          self->send(shard, protocol::accumulate_atom::value, std::move(offer));
+        }
+      }
       auto bound = std::chrono::seconds(std::max(60, o.init_timeout_seconds));
       std::int64_t reached = round;
       status failure;

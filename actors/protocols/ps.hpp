@@ -19,6 +19,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace actorflow::protocol {
 
@@ -32,6 +33,22 @@ struct shard_value {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_value& x) {
   return f(caf::meta::type_name("shard_value"), x.value, x.version);
+}
+
+/// A pushed tensor that travels over the shard's task's bulk channel (actors/bulk_channel.hpp)
+/// instead of inside the message, as large device transfers do: the key of its frame. The
+/// frame and the message may reach the task in either order; the shard applies the update once
+/// it has both. Keys start with shard_bulk_prefix and the variable's name:
+/// "shard;<variable>;<id unique to the sender>" (actors/task_client.hpp's shard_pusher makes them).
+struct bulk_tensor {
+  std::string key;
+};
+
+inline constexpr const char* shard_bulk_prefix = "shard;";
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bulk_tensor& x) {
+  return f(caf::meta::type_name("bulk_tensor"), x.key);
 }
 
 /// A gradient offered for a synchronous round (make_sync_gradient).
@@ -76,18 +93,27 @@ typename Inspector::result_type inspect(Inspector& f, sync_outcome& x) {
 using shard_actor = caf::typed_actor<
   // The value and version now.
   caf::replies_to<read_atom>::with<shard_value>,
+  // The same for large values: the value goes as a bulk frame with the given key to the bulk
+  // endpoint at the address ("host:port"); the answer, once the frame is written, is the
+  // version it had (actors/task_client.hpp's shard_puller does both sides).
+  caf::replies_to<read_atom, bulk_tensor, std::string>::with<std::int64_t>,
   // Replaces the value (same dtype and shape once initialised).
   caf::replies_to<assign_atom, tensor>::with<std::int64_t>,
   // value += delta.
   caf::replies_to<assign_add_atom, tensor>::with<std::int64_t>,
+  caf::replies_to<assign_add_atom, bulk_tensor>::with<std::int64_t>,
   // value -= learning_rate * gradient (ApplyGradientDescent).
   caf::replies_to<apply_gd_atom, double, tensor>::with<std::int64_t>,
+  caf::replies_to<apply_gd_atom, double, bulk_tensor>::with<std::int64_t>,
   // How many updates the shard has applied.
   caf::replies_to<version_atom>::with<std::int64_t>,
   // Puts back a snapshot (a read's answer): value and version, for checkpoints.
   caf::replies_to<restore_atom, shard_value>::with<std::int64_t>,
   // A gradient for the current synchronous round (devices/gradient_accumulator.hpp): answered
   // when the round it joined has been applied (the average, once), or at once when stale.
-  caf::replies_to<accumulate_atom, sync_gradient>::with<sync_outcome>>;
+  // With a bulk_tensor, the gradient (left empty in the sync_gradient) travels over the bulk
+  // channel.
+  caf::replies_to<accumulate_atom, sync_gradient>::with<sync_outcome>,
+  caf::replies_to<accumulate_atom, sync_gradient, bulk_tensor>::with<sync_outcome>>;
 
 } // namespace actorflow::protocol

@@ -4,6 +4,8 @@
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
 #include "actors/session.hpp"
+#include "actors/bulk_channel.hpp"
+#include "actors/task_client.hpp"
 #include "graph/graph.hpp"
 #include "graph/ops.hpp"
 #include "support/processes.hpp"
@@ -231,6 +233,95 @@ TEST_CASE("a plain CAF actor of another program pulls and pushes a shard of a ru
   auto seen = trainer.run({w.read});
   REQUIRE(seen.ok());
   CHECK(seen->at(0).to_vector<float>() == std::vector<float>{11, 12, 13});
+  ps.signal(SIGTERM);
+  CHECK(ps.wait_exit(10s) == 0);
+}
+
+TEST_CASE("large pushes to and reads of a shard travel over its ps task's bulk channel",
+          "[apps][worker]") {
+  auto port = free_loopback_port();
+  REQUIRE(port != 0);
+  auto address = "127.0.0.1:" + std::to_string(port);
+  worker_process ps{{"--cluster", "ps=" + address, "--job", "ps", "--task", "0", "--threads", "1"}};
+  REQUIRE(ps.wait_for_line("serving on", 20s));
+
+  // w: 256 KiB of ones, beyond bulk_min_bytes(); b: small.
+  constexpr std::int64_t n = 65536;
+  graph g;
+  actorflow::variable w, b;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    w = ops::variable(g, ops::constant(g, std::vector<float>(n, 1.f), {n}), "w");
+    b = ops::variable(g, ops::constant(g, std::vector<float>{1.f}, {1}), "b");
+  }
+  session_options options;
+  options.target = "caf://" + address;
+  options.timeout_seconds = 10;
+  session trainer{g, options};
+  REQUIRE(trainer.run_targets({ops::global_variables_initializer(g)}).ok());
+
+  client_system client;
+  auto& sys = *client.system;
+  auto cluster = cluster_spec::parse("ps=" + address);
+  REQUIRE(cluster.ok());
+  auto shards = find_shards(sys, *cluster, "ps", 10);
+  REQUIRE(shards.ok());
+  REQUIRE(shards->count("w") == 1);
+  auto where = shards->at("w");
+  CHECK_FALSE(where.bulk_address.empty());
+  caf::scoped_actor self{sys};
+  std::string failure;
+  auto fail = [&](caf::error& err) { failure = sys.render(err); };
+  std::int64_t version = 0;
+  auto got_version = [&](std::int64_t v) { version = v; };
+
+  // Frame first: the pusher writes it, then the message names it.
+  shard_pusher pusher;
+  auto ticket = pusher.ship(where, "w", tensor::from_vector<float>(std::vector<float>(n, 2.f)));
+  REQUIRE(ticket.has_value());
+  CHECK(ticket->key.rfind("shard;w;", 0) == 0);
+  REQUIRE(pusher.flush().ok());
+  self->request(where.shard, 10s, protocol::apply_gd_atom::value, 0.25, *ticket)
+    .receive(got_version, fail);
+  INFO(failure);
+  REQUIRE(failure.empty());
+  CHECK(version == 2); // the initializer's assign, then this push: 1 - 0.25 * 2 = 0.5
+
+  // Message first: the update waits for its frame; a later question is answered before it.
+  protocol::bulk_tensor late{"shard;w;written-later"};
+  auto pending = self->request(where.shard, 10s, protocol::assign_add_atom::value, late);
+  self->request(where.shard, 10s, protocol::version_atom::value).receive(got_version, fail);
+  REQUIRE(failure.empty());
+  CHECK(version == 2);
+  bulk_sender raw;
+  std::optional<status> written;
+  raw.send(where.bulk_address, 0, late.key, tensor::from_vector<float>(std::vector<float>(n, 0.25f)),
+           [&](const status& s) { written = s; });
+  std::move(pending).receive(got_version, fail);
+  REQUIRE(failure.empty());
+  CHECK(version == 3);
+  raw.close();
+  REQUIRE(written.has_value());
+  CHECK(written->ok());
+
+  // A small push stays in the message.
+  CHECK_FALSE(pusher.ship(shards->at("b"), "b", tensor::from_vector<float>({1.f})).has_value());
+
+  // A large read comes back the same way, with the version it had.
+  auto puller = shard_puller::listen("127.0.0.1");
+  REQUIRE(puller.ok());
+  auto pulled = (*puller)->pull(sys, where, "w", 10);
+  INFO(pulled.error().message());
+  REQUIRE(pulled.ok());
+  CHECK(pulled->version == 3);
+  REQUIRE(pulled->value.num_elements() == n);
+  CHECK(pulled->value.to_vector<float>().front() == 0.75f);
+
+  auto seen = trainer.run({w.read});
+  REQUIRE(seen.ok());
+  auto values = seen->at(0).to_vector<float>();
+  CHECK(values.front() == 0.75f);
+  CHECK(values.back() == 0.75f);
   ps.signal(SIGTERM);
   CHECK(ps.wait_exit(10s) == 0);
 }
