@@ -5,6 +5,10 @@
 //   shard_updates_per_s_loopback:  the ps task an actorflow-worker process, each pusher in an
 //                                  actor system of its own connected over loopback.
 // The version the shard reports at the end checks that every push was applied exactly once.
+// And large pushes (the MLP's 784x256 float32 gradient, 784 KiB), one at a time from one client
+// over loopback:
+//   shard_large_push_ms_bulk: over the ps task's bulk channel (shard_pusher); baseline: the same
+//                             gradient inside the CAF message, same run.
 #include "support/processes.hpp"
 #include "bench_util.hpp"
 
@@ -13,6 +17,7 @@
 #include "actors/protocols/wire.hpp"
 #include "actors/session.hpp"
 #include "actors/session_actor.hpp"
+#include "actors/task_client.hpp"
 #include "actors/task_service.hpp"
 #include "graph/ops.hpp"
 
@@ -35,6 +40,8 @@ namespace {
 constexpr int pushes_per_pusher = 20000;
 constexpr int in_flight = 64;
 constexpr std::int64_t elements = 256; // 1 KiB of float32
+constexpr std::int64_t big_elements = 784 * 256;
+constexpr int large_pushes = 200;
 
 /// Sends `total` gradient steps to `shard`, `in_flight` at a time; sets `done` at the end.
 void pusher(caf::event_based_actor* self, shard_actor shard, std::shared_ptr<std::promise<status>> done) {
@@ -85,11 +92,13 @@ result<double> push_rate(std::vector<std::pair<caf::actor_system*, shard_actor>>
 /// The graph that creates w on the ps and its initializer.
 struct shard_graph {
   graph g;
-  actorflow::variable w;
+  actorflow::variable w, big;
   output init;
   shard_graph() {
     auto on_ps = g.device("/job:ps/task:0");
     w = ops::variable(g, ops::constant(g, std::vector<float>(elements, 0.f), {elements}), "w");
+    big = ops::variable(g, ops::constant(g, std::vector<float>(big_elements, 0.f), {big_elements}),
+                        "big");
     init = ops::global_variables_initializer(g);
   }
 };
@@ -210,6 +219,52 @@ int main() {
   f.note = "the same from 2 client processes' worth of actor systems over loopback; baseline: "
            "in one process, same run";
   bench::emit(f);
+
+  // Large pushes, one at a time: in the message, then over the bulk channel.
+  auto cluster = cluster_spec::parse("ps=" + address);
+  auto shards = cluster ? find_shards(first, *cluster, "ps", 30) : result<std::map<std::string, shard_location>>{cluster.error()};
+  if (!shards || shards->count("big") == 0) {
+    std::fprintf(stderr, "error: no shard 'big': %s\n", shards.error().to_string().c_str());
+    return 1;
+  }
+  auto big = shards->at("big");
+  auto gradient = tensor::from_vector<float>(std::vector<float>(big_elements, 1e-6f));
+  caf::scoped_actor self{first};
+  status failed;
+  auto fail = [&](caf::error& e) { failed = make_error(errc::unavailable, first.render(e)); };
+  auto in_message = bench::time_seconds([&] {
+    for (int i = 0; i < large_pushes && failed.ok(); ++i)
+      self->request(big.shard, 60s, apply_gd_atom::value, 1.0, gradient)
+        .receive([](std::int64_t) {}, fail);
+  });
+  shard_pusher pusher;
+  auto over_bulk = bench::time_seconds([&] {
+    for (int i = 0; i < large_pushes && failed.ok(); ++i) {
+      auto ticket = pusher.ship(big, "big", gradient);
+      if (!ticket) {
+        failed = make_error(errc::unavailable, "the ps task has no bulk endpoint");
+        break;
+      }
+      if (auto st = pusher.flush(); !st.ok()) {
+        failed = st;
+        break;
+      }
+      self->request(big.shard, 60s, apply_gd_atom::value, 1.0, *ticket)
+        .receive([](std::int64_t) {}, fail);
+    }
+  });
+  if (!failed.ok()) {
+    std::fprintf(stderr, "error: large pushes: %s\n", failed.to_string().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "large pushes: version %lld after %d\n",
+               static_cast<long long>(version_of(first, big.shard)), 2 * large_pushes);
+  bench::figure large{"shard_large_push_ms_bulk", 1000.0 * over_bulk / large_pushes, "ms/push"};
+  large.baseline = 1000.0 * in_message / large_pushes;
+  large.ratio = large.value / *large.baseline;
+  large.note = "784 KiB gradient steps, one at a time from one client over loopback, over the "
+               "bulk channel; baseline: inside the CAF message, same run";
+  bench::emit(large);
   ps.signal(SIGTERM);
   ps.wait_exit(10s);
   return 0;
