@@ -279,6 +279,33 @@ status xent_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   return {};
 }
 
+/// The attributes a convolution's or pool's gradient op repeats from the op.
+std::map<std::string, attr_value> window_attrs(const node& op) {
+  std::map<std::string, attr_value> attrs;
+  for (auto* name : {"ksize", "strides", "padding"})
+    if (auto i = op.attrs.find(name); i != op.attrs.end())
+      attrs.emplace(name, i->second);
+  return attrs;
+}
+
+status conv2d_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  auto x = input_of(g, op, 0);
+  auto filter = input_of(g, op, 1);
+  dx[0] = make(g, "Conv2DBackpropInput", {x, filter, dy[0]}, window_attrs(op));
+  dx[1] = make(g, "Conv2DBackpropFilter", {x, filter, dy[0]}, window_attrs(op));
+  return {};
+}
+
+status max_pool_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  dx[0] = make(g, "MaxPoolGrad", {input_of(g, op, 0), output_of(g, op), dy[0]}, window_attrs(op));
+  return {};
+}
+
+status avg_pool_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  dx[0] = make(g, "AvgPoolGrad", {input_of(g, op, 0), dy[0]}, window_attrs(op));
+  return {};
+}
+
 status cast_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   auto from = input_of(g, op, 0).type();
   auto to = op.attr_or<dtype>("dtype", output_of(g, op).type());
@@ -377,6 +404,9 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("Softmax", softmax_grad);
   r.add("SoftmaxCrossEntropyWithLogits", xent_grad);
   r.add("Cast", cast_grad);
+  r.add("Conv2D", conv2d_grad);
+  r.add("MaxPool", max_pool_grad);
+  r.add("AvgPool", avg_pool_grad);
   r.add("Fill", fill_grad);
   r.add("AddN", add_n_grad);
   r.add("SumToShapeOf", sum_to_shape_of_grad);

@@ -77,6 +77,8 @@ private:
 void register_standard_ops(op_registry& registry);
 /// Ops only gradients use: ReluGrad, SigmoidGrad, ... (graph/gradient_ops.cpp).
 void register_gradient_ops(op_registry& registry);
+/// Convolution and pooling ops and their gradients' ops (graph/conv_ops.cpp).
+void register_conv_ops(op_registry& registry);
 /// Optimizer update ops: ApplyGradientDescent, ApplyMomentum, ApplyAdam (graph/training_ops.cpp).
 void register_training_ops(op_registry& registry);
 

@@ -201,6 +201,42 @@ output argmax(output x, std::int64_t axis, const std::string& name) {
   return make(graph_of(x), "ArgMax", name, {x}, {{"axis", axis}});
 }
 
+namespace {
+
+/// {h, w} as TensorFlow's NHWC attribute [1, h, w, 1]; anything else passes through for the
+/// op's shape function to refuse by name.
+std::vector<std::int64_t> nhwc_window(std::vector<std::int64_t> hw) {
+  if (hw.size() == 2)
+    return {1, hw[0], hw[1], 1};
+  return hw;
+}
+
+output pool(const char* op, output x, std::vector<std::int64_t> ksize,
+            std::vector<std::int64_t> strides, const std::string& padding, const std::string& name) {
+  return make(graph_of(x), op, name, {x},
+              {{"ksize", nhwc_window(std::move(ksize))},
+               {"strides", nhwc_window(std::move(strides))},
+               {"padding", padding}});
+}
+
+} // namespace
+
+output conv2d(output x, output filter, std::vector<std::int64_t> strides, const std::string& padding,
+              const std::string& name) {
+  return make(graph_of(x), "Conv2D", name, {x, filter},
+              {{"strides", nhwc_window(std::move(strides))}, {"padding", padding}});
+}
+
+output max_pool(output x, std::vector<std::int64_t> ksize, std::vector<std::int64_t> strides,
+                const std::string& padding, const std::string& name) {
+  return pool("MaxPool", x, std::move(ksize), std::move(strides), padding, name);
+}
+
+output avg_pool(output x, std::vector<std::int64_t> ksize, std::vector<std::int64_t> strides,
+                const std::string& padding, const std::string& name) {
+  return pool("AvgPool", x, std::move(ksize), std::move(strides), padding, name);
+}
+
 output reshape(output x, std::vector<std::int64_t> shape, const std::string& name) {
   return make(graph_of(x), "Reshape", name, {x}, {{"shape", std::move(shape)}});
 }

@@ -97,6 +97,17 @@ output argmax(output x, std::int64_t axis, const std::string& name = "ArgMax");
 /// "Reshape": attr shape (one dimension may be -1).
 output reshape(output x, std::vector<std::int64_t> shape, const std::string& name = "Reshape");
 
+/// "Conv2D": x [batch, height, width, in] (NHWC) convolved with filter [kh, kw, in, out];
+/// strides {sh, sw}; padding "SAME" or "VALID" (graph/conv_geometry.hpp).
+output conv2d(output x, output filter, std::vector<std::int64_t> strides, const std::string& padding,
+              const std::string& name = "Conv2D");
+/// "MaxPool" / "AvgPool" over NHWC windows {kh, kw} moved by strides {sh, sw}. AvgPool divides
+/// by the window's elements inside the input (SAME padding adds none).
+output max_pool(output x, std::vector<std::int64_t> ksize, std::vector<std::int64_t> strides,
+                const std::string& padding, const std::string& name = "MaxPool");
+output avg_pool(output x, std::vector<std::int64_t> ksize, std::vector<std::int64_t> strides,
+                const std::string& padding, const std::string& name = "AvgPool");
+
 /// "ConcatV2": inputs x0 .. x{N-1} (N >= 1, one dtype), attr axis (int64; negative counts from
 /// the end). TensorFlow's ConcatV2 takes the axis as a last int32 input; here it is an attribute,
 /// like Sum's axes and Reshape's shape, so that shape inference and the kernel know it without

@@ -273,6 +273,7 @@ status assign_like(shape_context& c) {
 void register_standard_ops(op_registry& r) {
   register_gradient_ops(r);
   register_training_ops(r);
+  register_conv_ops(r);
   auto add = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer,
                   bool stateful = false, bool takes_ref = false) {
     r.add(op_def{std::move(name), inputs, stateful, takes_ref, std::move(infer)});

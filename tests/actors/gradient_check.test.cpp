@@ -672,3 +672,39 @@ TEST_CASE("run-time shape gradients of large float32 tensors match closed forms"
   CHECK(bad_b == 0);
   CHECK(bad_c == 0);
 }
+
+TEST_CASE("Conv2D gradients match for both paddings and strides, for input and filter",
+          "[actors][gradients]") {
+  std::uint64_t seed = base_seed + 900;
+  std::mt19937_64 e{seed};
+  INFO("seed " << seed);
+  std::uint64_t n = 0;
+  for (std::string padding : {"SAME", "VALID"})
+    for (std::int64_t stride : {1, 2}) {
+      auto x = uniform(e, shape({2, 5, 6, 2}), -1, 1);
+      auto filter = uniform(e, shape({3, 2, 2, 3}), -1, 1);
+      check_gradients("Conv2D " + padding + " stride " + std::to_string(stride), seed + n++,
+                      {fixed(x), fixed(filter)},
+                      [padding, stride](graph&, const std::vector<output>& in) {
+                        return ops::conv2d(in[0], in[1], {stride, stride}, padding);
+                      });
+    }
+}
+
+TEST_CASE("MaxPool and AvgPool gradients match for both paddings", "[actors][gradients]") {
+  std::uint64_t seed = base_seed + 950;
+  std::mt19937_64 e{seed};
+  INFO("seed " << seed);
+  std::uint64_t n = 0;
+  for (std::string padding : {"SAME", "VALID"}) {
+    // distinct(): no ties, so the maximum (and its finite difference) is unambiguous.
+    check_gradients("MaxPool 2x2/2 " + padding, seed + n++, {fixed(distinct(e, shape({2, 5, 4, 3})))},
+                    [padding](graph&, const std::vector<output>& in) {
+                      return ops::max_pool(in[0], {2, 2}, {2, 2}, padding);
+                    });
+    check_gradients("AvgPool 3x2/1 " + padding, seed + n++, {fixed(uniform(e, shape({2, 5, 4, 3}), -1, 1))},
+                    [padding](graph&, const std::vector<output>& in) {
+                      return ops::avg_pool(in[0], {3, 2}, {1, 1}, padding);
+                    });
+  }
+}

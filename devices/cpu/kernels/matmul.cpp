@@ -1,7 +1,6 @@
 // MatMul: float32/float64 through the BLAS (cblas_sgemm/dgemm), integers through Eigen.
+#include "devices/cpu/kernels/blas.hpp"
 #include "devices/cpu/kernels/kernel_util.hpp"
-
-#include <cblas.h>
 
 #include <climits>
 
@@ -17,18 +16,12 @@ using row_major_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen:
 /// C[m,n] = op(A) op(B) with row-major operands; lda/ldb are the stored row lengths.
 void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
           const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c) {
-  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
-              transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda),
-              b, static_cast<blasint>(ldb), 0.0f, c, static_cast<blasint>(n));
+  cpu::gemm(transpose_a, transpose_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
 }
 
 void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
           const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double* c) {
-  cblas_dgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
-              transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0, a, static_cast<blasint>(lda),
-              b, static_cast<blasint>(ldb), 0.0, c, static_cast<blasint>(n));
+  cpu::gemm(transpose_a, transpose_b, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n);
 }
 
 template <class T>

@@ -15,6 +15,7 @@ void register_cpu_kernels(kernel_registry& registry) {
   register_unary_kernels(registry);
   register_binary_kernels(registry);
   register_cast_kernels(registry);
+  register_conv_kernels(registry);
   register_matmul_kernels(registry);
   register_reduction_kernels(registry);
   register_argmax_kernels(registry);

@@ -1,0 +1,338 @@
+// Conv2D and its gradients by im2col + GEMM on the BLAS; MaxPool and AvgPool and their
+// gradients by direct loops; float32 and float64, NHWC (graph/conv_ops.cpp has the op
+// definitions, graph/conv_geometry.hpp the window arithmetic all of them share).
+// im2col unrolls each output position's window into a row of kh*kw*in values (zeros where the
+// window hangs over the padding), so that the convolution of a batch chunk is one GEMM with the
+// filter seen as a [kh*kw*in, out] matrix, which HWIO already is in memory.
+#include "devices/cpu/kernels/blas.hpp"
+#include "devices/cpu/kernels/kernel_util.hpp"
+#include "graph/conv_geometry.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+namespace actorflow {
+
+namespace {
+
+using namespace cpu;
+
+/// Rows of the unrolled matrix per chunk: bounds the scratch to about 64 MiB of float32.
+constexpr std::int64_t max_chunk_elements = std::int64_t{16} << 20;
+
+/// attr `name` [1, h, w, 1] as (h, w); an error naming the attribute otherwise.
+result<std::pair<std::int64_t, std::int64_t>> window_attr(const node& n, const char* name) {
+  auto* v = n.attr<std::vector<std::int64_t>>(name);
+  if (v == nullptr || v->size() != 4 || (*v)[0] != 1 || (*v)[3] != 1)
+    return bad_attr(n, name, "[1, height, width, 1]");
+  return std::make_pair((*v)[1], (*v)[2]);
+}
+
+status rank4(const tensor& t, const char* what) {
+  if (t.shape().rank() != 4)
+    return make_error(errc::invalid_argument, std::string{what} + " must have rank 4 (NHWC), got " +
+                                                t.shape().to_string());
+  return {};
+}
+
+/// The convolution's sizes, checked against the inputs x [n,h,w,c] and filter [kh,kw,c,o].
+struct conv_shape {
+  std::int64_t batch = 0, channels = 0, filters = 0;
+  conv_geometry g;
+  /// Elements of one unrolled row.
+  std::int64_t row() const { return g.k_h * g.k_w * channels; }
+  /// Output positions per image.
+  std::int64_t positions() const { return g.out_h * g.out_w; }
+};
+
+result<conv_shape> make_conv_shape(const node& n, const tensor& x, const tensor& filter) {
+  AF_RETURN_IF_ERROR(rank4(x, "the input"));
+  if (filter.shape().rank() != 4)
+    return make_error(errc::invalid_argument,
+                      "the filter must have rank 4 ([height, width, in, out]), got " +
+                        filter.shape().to_string());
+  if (x.shape().dim(3) != filter.shape().dim(2))
+    return make_error(errc::invalid_argument,
+                      "the input " + x.shape().to_string() + " has " +
+                        std::to_string(x.shape().dim(3)) + " channels but the filter " +
+                        filter.shape().to_string() + " expects " +
+                        std::to_string(filter.shape().dim(2)));
+  auto strides = window_attr(n, "strides");
+  if (!strides)
+    return strides.error();
+  auto g = conv_geometry::make(x.shape().dim(1), x.shape().dim(2), filter.shape().dim(0),
+                               filter.shape().dim(1), strides->first, strides->second,
+                               n.attr_or<std::string>("padding", ""));
+  if (!g)
+    return g.error();
+  return conv_shape{x.shape().dim(0), x.shape().dim(3), filter.shape().dim(3), *g};
+}
+
+/// Images per chunk so that the unrolled matrix stays within max_chunk_elements.
+std::int64_t images_per_chunk(const conv_shape& s) {
+  auto per_image = std::max<std::int64_t>(1, s.positions() * s.row());
+  return std::max<std::int64_t>(1, max_chunk_elements / per_image);
+}
+
+/// Unrolls images [first, first + count) of x into col [count * positions, row].
+template <class T>
+void im2col(const conv_shape& s, const T* x, std::int64_t first, std::int64_t count, T* col) {
+  auto& g = s.g;
+  auto c = s.channels;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const T* image = x + (first + i) * g.in_h * g.in_w * c;
+    for (std::int64_t oh = 0; oh < g.out_h; ++oh)
+      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+        T* row = col + ((i * g.out_h + oh) * g.out_w + ow) * s.row();
+        for (std::int64_t kh = 0; kh < g.k_h; ++kh) {
+          auto ih = oh * g.stride_h - g.pad_top + kh;
+          for (std::int64_t kw = 0; kw < g.k_w; ++kw) {
+            auto iw = ow * g.stride_w - g.pad_left + kw;
+            T* dst = row + (kh * g.k_w + kw) * c;
+            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
+              std::fill(dst, dst + c, T{0});
+            else
+              std::copy_n(image + (ih * g.in_w + iw) * c, c, dst);
+          }
+        }
+      }
+  }
+}
+
+/// The reverse: adds col's rows back into images [first, first + count) of dx.
+template <class T>
+void col2im(const conv_shape& s, const T* col, std::int64_t first, std::int64_t count, T* dx) {
+  auto& g = s.g;
+  auto c = s.channels;
+  for (std::int64_t i = 0; i < count; ++i) {
+    T* image = dx + (first + i) * g.in_h * g.in_w * c;
+    for (std::int64_t oh = 0; oh < g.out_h; ++oh)
+      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+        const T* row = col + ((i * g.out_h + oh) * g.out_w + ow) * s.row();
+        for (std::int64_t kh = 0; kh < g.k_h; ++kh) {
+          auto ih = oh * g.stride_h - g.pad_top + kh;
+          if (ih < 0 || ih >= g.in_h)
+            continue;
+          for (std::int64_t kw = 0; kw < g.k_w; ++kw) {
+            auto iw = ow * g.stride_w - g.pad_left + kw;
+            if (iw < 0 || iw >= g.in_w)
+              continue;
+            const T* src = row + (kh * g.k_w + kw) * c;
+            T* dst = image + (ih * g.in_w + iw) * c;
+            for (std::int64_t k = 0; k < c; ++k)
+              dst[k] += src[k];
+          }
+        }
+      }
+  }
+}
+
+/// Conv2D (pass forward), Conv2DBackpropInput (input), Conv2DBackpropFilter (filter).
+enum class conv_pass { forward, input, filter };
+
+template <class T, conv_pass Pass>
+class conv_kernel : public op_kernel {
+public:
+  using op_kernel::op_kernel;
+
+  void compute(kernel_context& ctx) override {
+    int inputs = Pass == conv_pass::forward ? 2 : 3;
+    if (!check_inputs(ctx, inputs, dtype_of<T>()))
+      return;
+    const tensor& x = ctx.input(0);
+    const tensor& filter = ctx.input(1);
+    auto s = make_conv_shape(ctx.def(), x, filter);
+    if (!s) {
+      ctx.fail(s.error());
+      return;
+    }
+    tensor_shape out_shape{s->batch, s->g.out_h, s->g.out_w, s->filters};
+    const T* dy = nullptr;
+    if (Pass != conv_pass::forward) {
+      const tensor& grad = ctx.input(2);
+      if (grad.shape() != out_shape) {
+        ctx.fail(make_error(errc::invalid_argument,
+                            "the output gradient is " + grad.shape().to_string() +
+                              " but the convolution's output is " + out_shape.to_string()));
+        return;
+      }
+      dy = grad.data<T>();
+    }
+    tensor out = ctx.allocate_output(0, dtype_of<T>(),
+                                     Pass == conv_pass::forward  ? out_shape
+                                     : Pass == conv_pass::input ? x.shape()
+                                                                : filter.shape());
+    if (Pass != conv_pass::forward)
+      view(out.data<T>(), out.num_elements()).setZero();
+    if (s->batch == 0 || s->positions() == 0 || s->filters == 0 || s->row() == 0)
+      return;
+    auto chunk = images_per_chunk(*s);
+    std::vector<T> col(static_cast<std::size_t>(std::min(chunk, s->batch) * s->positions() * s->row()));
+    auto per_image_out = s->positions() * s->filters;
+    for (std::int64_t first = 0; first < s->batch; first += chunk) {
+      auto count = std::min(chunk, s->batch - first);
+      auto rows = count * s->positions();
+      if (Pass == conv_pass::forward) {
+        // out[rows, filters] = col[rows, row] * filter[row, filters]
+        im2col(*s, x.data<T>(), first, count, col.data());
+        gemm(false, false, rows, s->filters, s->row(), T{1}, col.data(), s->row(),
+             filter.data<T>(), s->filters, T{0}, out.data<T>() + first * per_image_out, s->filters);
+      } else if (Pass == conv_pass::filter) {
+        // dfilter[row, filters] += col^T[row, rows] * dy[rows, filters]
+        im2col(*s, x.data<T>(), first, count, col.data());
+        gemm(true, false, s->row(), s->filters, rows, T{1}, col.data(), s->row(),
+             dy + first * per_image_out, s->filters, T{1}, out.data<T>(), s->filters);
+      } else {
+        // dcol[rows, row] = dy[rows, filters] * filter^T[filters, row], folded back into dx
+        gemm(false, true, rows, s->row(), s->filters, T{1}, dy + first * per_image_out,
+             s->filters, filter.data<T>(), s->filters, T{0}, col.data(), s->row());
+        col2im(*s, col.data(), first, count, out.data<T>());
+      }
+    }
+  }
+};
+
+template <class T>
+using conv2d_kernel = conv_kernel<T, conv_pass::forward>;
+template <class T>
+using conv2d_input_kernel = conv_kernel<T, conv_pass::input>;
+template <class T>
+using conv2d_filter_kernel = conv_kernel<T, conv_pass::filter>;
+
+// --- pooling -------------------------------------------------------------------------------
+
+result<conv_geometry> pool_geometry(const node& n, const tensor& x) {
+  AF_RETURN_IF_ERROR(rank4(x, "the input"));
+  auto ksize = window_attr(n, "ksize");
+  if (!ksize)
+    return ksize.error();
+  auto strides = window_attr(n, "strides");
+  if (!strides)
+    return strides.error();
+  return conv_geometry::make(x.shape().dim(1), x.shape().dim(2), ksize->first, ksize->second,
+                             strides->first, strides->second, n.attr_or<std::string>("padding", ""));
+}
+
+/// Calls visit(image, oh, ow, ih_begin, ih_end, iw_begin, iw_end) for every output position:
+/// the window's rows and columns inside the input.
+template <class Visit>
+void for_each_window(const conv_geometry& g, std::int64_t batch, Visit&& visit) {
+  for (std::int64_t n = 0; n < batch; ++n)
+    for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+      auto h0 = oh * g.stride_h - g.pad_top;
+      auto h_begin = std::max<std::int64_t>(h0, 0);
+      auto h_end = std::min(h0 + g.k_h, g.in_h);
+      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+        auto w0 = ow * g.stride_w - g.pad_left;
+        visit(n, oh, ow, h_begin, h_end, std::max<std::int64_t>(w0, 0),
+              std::min(w0 + g.k_w, g.in_w));
+      }
+    }
+}
+
+enum class pool_kind { max, average };
+
+/// MaxPool / AvgPool (Grad false): x -> y; MaxPoolGrad (x, y, dy) / AvgPoolGrad (x, dy) -> dx.
+template <class T, pool_kind Kind, bool Grad>
+class pool_kernel : public op_kernel {
+public:
+  using op_kernel::op_kernel;
+
+  void compute(kernel_context& ctx) override {
+    int inputs = !Grad ? 1 : Kind == pool_kind::max ? 3 : 2;
+    if (!check_inputs(ctx, inputs, dtype_of<T>()))
+      return;
+    const tensor& x = ctx.input(0);
+    auto g = pool_geometry(ctx.def(), x);
+    if (!g) {
+      ctx.fail(g.error());
+      return;
+    }
+    auto batch = x.shape().dim(0);
+    auto c = x.shape().dim(3);
+    tensor_shape out_shape{batch, g->out_h, g->out_w, c};
+    const T* in = x.data<T>();
+    if (!Grad) {
+      tensor y = ctx.allocate_output(0, dtype_of<T>(), out_shape);
+      T* out = y.data<T>();
+      for_each_window(*g, batch, [&](auto n, auto oh, auto ow, auto h0, auto h1, auto w0, auto w1) {
+        T* o = out + ((n * g->out_h + oh) * g->out_w + ow) * c;
+        std::fill(o, o + c, Kind == pool_kind::max ? -std::numeric_limits<T>::infinity() : T{0});
+        for (auto ih = h0; ih < h1; ++ih)
+          for (auto iw = w0; iw < w1; ++iw) {
+            const T* v = in + ((n * g->in_h + ih) * g->in_w + iw) * c;
+            for (std::int64_t k = 0; k < c; ++k)
+              o[k] = Kind == pool_kind::max ? std::max(o[k], v[k]) : o[k] + v[k];
+          }
+        if (Kind == pool_kind::average) {
+          auto count = static_cast<T>((h1 - h0) * (w1 - w0));
+          for (std::int64_t k = 0; k < c; ++k)
+            o[k] /= count;
+        }
+      });
+      return;
+    }
+    const tensor& grad = ctx.input(Kind == pool_kind::max ? 2 : 1);
+    if (grad.shape() != out_shape) {
+      ctx.fail(make_error(errc::invalid_argument, "the output gradient is " +
+                                                    grad.shape().to_string() +
+                                                    " but the pool's output is " +
+                                                    out_shape.to_string()));
+      return;
+    }
+    tensor dx = ctx.allocate_output(0, dtype_of<T>(), x.shape());
+    T* out = dx.data<T>();
+    view(out, dx.num_elements()).setZero();
+    const T* dy = grad.data<T>();
+    std::vector<std::int64_t> best(static_cast<std::size_t>(c));
+    for_each_window(*g, batch, [&](auto n, auto oh, auto ow, auto h0, auto h1, auto w0, auto w1) {
+      const T* d = dy + ((n * g->out_h + oh) * g->out_w + ow) * c;
+      if (Kind == pool_kind::average) {
+        auto count = static_cast<T>((h1 - h0) * (w1 - w0));
+        for (auto ih = h0; ih < h1; ++ih)
+          for (auto iw = w0; iw < w1; ++iw) {
+            T* o = out + ((n * g->in_h + ih) * g->in_w + iw) * c;
+            for (std::int64_t k = 0; k < c; ++k)
+              o[k] += d[k] / count;
+          }
+        return;
+      }
+      // The gradient goes to the window's first maximum of each channel (TensorFlow's choice).
+      std::fill(best.begin(), best.end(), std::int64_t{-1});
+      for (auto ih = h0; ih < h1; ++ih)
+        for (auto iw = w0; iw < w1; ++iw) {
+          auto at = ((n * g->in_h + ih) * g->in_w + iw) * c;
+          for (std::int64_t k = 0; k < c; ++k)
+            if (best[static_cast<std::size_t>(k)] < 0 || in[at + k] > in[best[static_cast<std::size_t>(k)]])
+              best[static_cast<std::size_t>(k)] = at + k;
+        }
+      for (std::int64_t k = 0; k < c; ++k)
+        if (best[static_cast<std::size_t>(k)] >= 0)
+          out[best[static_cast<std::size_t>(k)]] += d[k];
+    });
+  }
+};
+
+template <class T>
+using max_pool_kernel = pool_kernel<T, pool_kind::max, false>;
+template <class T>
+using max_pool_grad_kernel = pool_kernel<T, pool_kind::max, true>;
+template <class T>
+using avg_pool_kernel = pool_kernel<T, pool_kind::average, false>;
+template <class T>
+using avg_pool_grad_kernel = pool_kernel<T, pool_kind::average, true>;
+
+} // namespace
+
+void register_conv_kernels(kernel_registry& registry) {
+  add_typed_kernels<conv2d_kernel, float, double>(registry, "Conv2D");
+  add_typed_kernels<conv2d_input_kernel, float, double>(registry, "Conv2DBackpropInput");
+  add_typed_kernels<conv2d_filter_kernel, float, double>(registry, "Conv2DBackpropFilter");
+  add_typed_kernels<max_pool_kernel, float, double>(registry, "MaxPool");
+  add_typed_kernels<max_pool_grad_kernel, float, double>(registry, "MaxPoolGrad");
+  add_typed_kernels<avg_pool_kernel, float, double>(registry, "AvgPool");
+  add_typed_kernels<avg_pool_grad_kernel, float, double>(registry, "AvgPoolGrad");
+}
+
+} // namespace actorflow
