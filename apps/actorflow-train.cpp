@@ -205,12 +205,13 @@ private:
   clock_type::time_point last_redraw_{};
 };
 
-/// The model actorflow-train runs: data parallel over worker towers on a cluster, or build_mlp
-/// as a single tower when local.
-result<train::data_parallel_mlp> build_model(graph& g, optimizer& opt, const training_target& where) {
+/// The model actorflow-train runs (--model mlp or cnn): data parallel over worker towers on a
+/// cluster, or a single tower when local.
+result<train::data_parallel_mlp> build_model(graph& g, optimizer& opt, const training_target& where,
+                                             train::classifier kind) {
   if (where.layout)
-    return train::build_data_parallel_mlp(g, opt, *where.layout);
-  auto single = train::build_mlp(g, opt);
+    return train::build_data_parallel_mlp(g, opt, *where.layout, kind);
+  auto single = train::build_classifier(g, opt, kind);
   train::data_parallel_mlp m;
   m.towers.push_back({single.images, single.labels, single.loss, single.correct});
   m.loss = single.loss;
@@ -328,6 +329,9 @@ status report_results(const train_options& o, const train::metrics_log& metrics,
   return {};
 }
 
+/// "MLP" or "CNN", for titles.
+std::string model_title(const train_options& o) { return o.model == "cnn" ? "CNN" : "MLP"; }
+
 int run_mlp(const train_options& o, const training_target& where) {
   if (auto st = prepare_output_directories(o); !st.ok())
     return fail(st);
@@ -340,7 +344,10 @@ int run_mlp(const train_options& o, const training_target& where) {
   graph g;
   g.seed = static_cast<std::int64_t>(o.seed);
   auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
-  auto built = build_model(g, *opt, where);
+  auto kind = train::classifier_named(o.model);
+  if (!kind)
+    return fail(kind.error());
+  auto built = build_model(g, *opt, where, *kind);
   if (!built)
     return fail(built.error());
   auto& m = *built;
@@ -411,7 +418,7 @@ int run_mlp(const train_options& o, const training_target& where) {
   auto accuracy = evaluate(s, m, *test_set);
   if (!accuracy)
     return fail(accuracy.error());
-  if (auto st = report_results(o, metrics, "actorflow: MLP on Fashion-MNIST (" + o.optimizer + ")",
+  if (auto st = report_results(o, metrics, "actorflow: " + model_title(o) + " on Fashion-MNIST (" + o.optimizer + ")",
                                throughput, *accuracy, progress);
       !st.ok())
     return fail(st);
@@ -491,13 +498,16 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     return usage_error(make_error(errc::invalid_argument,
                                   "--replicas-to-aggregate " + std::to_string(replicas) +
                                     " is more than the " + std::to_string(workers) + " workers"));
-  train::mlp_model m;
+  train::classifier_model m;
   actorflow::variable global_step;
   output train_op;
   std::vector<gradient_and_variable> gradients;
   {
     auto on_cluster = g.device(*setter);
-    m = train::build_mlp(g, *opt);
+    auto kind = train::classifier_named(o.model);
+    if (!kind)
+      return fail(kind.error());
+    m = train::build_classifier(g, *opt, *kind);
     // Synchronous rounds push gradients to the shards instead of applying them here.
     if (o.sync)
       gradients = opt->compute_gradients(m.loss, m.weights);
@@ -684,7 +694,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         if (!accuracy)
           return fail(accuracy.error());
         if (auto st = report_results(o, metrics,
-                                     "actorflow: MLP between-graph (" + o.optimizer + ")",
+                                     "actorflow: " + model_title(o) + " between-graph (" + o.optimizer + ")",
                                      throughput, *accuracy, progress);
             !st.ok())
           return fail(st);
@@ -720,8 +730,8 @@ int main(int argc, char** argv) {
   if (!o.job.empty() || (o.cluster.empty() && o.target.empty() && !o.local &&
                          std::getenv("TF_CONFIG") != nullptr)) {
     // Between-graph: --cluster/--job/--task, or TF_CONFIG (which --job/--task may override).
-    if (o.model != "mlp") {
-      std::cerr << "actorflow-train: between-graph training runs the MLP (--model mlp)\n";
+    if (o.model == "linreg") {
+      std::cerr << "actorflow-train: between-graph training runs a classifier (--model mlp or cnn)\n";
       return 2;
     }
     cluster_spec cluster;

@@ -39,6 +39,48 @@ output mlp_logits(const std::vector<variable>& vars, output images) {
   return ops::matmul(h2, vars[4]) + vars[5];
 }
 
+/// The CNN's filters, weights and biases: conv1, conv2 (5x5, 16 and 32 filters), hidden, logits.
+std::vector<variable> make_cnn_variables(graph& g) {
+  std::vector<variable> vars;
+  auto glorot = [&](std::vector<std::int64_t> shape, std::int64_t fan_in, std::int64_t fan_out) {
+    auto limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+    return ops::random_uniform(g, std::move(shape), -limit, limit);
+  };
+  auto layer = [&](std::vector<std::int64_t> shape, std::int64_t fan_in, std::int64_t fan_out,
+                   const std::string& name, const char* weights_name) {
+    auto scope = g.name_scope(name);
+    auto outputs = shape.back();
+    vars.push_back(ops::variable(g, glorot(std::move(shape), fan_in, fan_out), weights_name));
+    vars.push_back(ops::variable(g, ops::zeros(g, {outputs}), "biases"));
+  };
+  layer({5, 5, 1, 16}, 25 * 1, 25 * 16, "conv1", "filter");
+  layer({5, 5, 16, 32}, 25 * 16, 25 * 32, "conv2", "filter");
+  layer({512, 128}, 512, 128, "hidden", "weights");
+  layer({128, 10}, 128, 10, "logits", "weights");
+  return vars;
+}
+
+output cnn_logits(const std::vector<variable>& vars, output images) {
+  // 28x28x1 -> conv 24x24x16 -> pool 12x12x16 -> conv 8x8x32 -> pool 4x4x32 -> 512.
+  auto conv = [](output x, const variable& filter, const variable& biases) {
+    auto y = ops::relu(ops::conv2d(x, filter, {1, 1}, "VALID") + biases);
+    return ops::max_pool(y, {2, 2}, {2, 2}, "VALID");
+  };
+  auto x = ops::reshape(images, {-1, 28, 28, 1});
+  auto pool2 = conv(conv(x, vars[0], vars[1]), vars[2], vars[3]);
+  auto flat = ops::reshape(pool2, {-1, 4 * 4 * 32});
+  auto hidden = ops::relu(ops::matmul(flat, vars[4]) + vars[5]);
+  return ops::matmul(hidden, vars[6]) + vars[7];
+}
+
+std::vector<variable> make_variables(graph& g, classifier kind) {
+  return kind == classifier::cnn ? make_cnn_variables(g) : make_mlp_variables(g);
+}
+
+output logits_of(classifier kind, const std::vector<variable>& vars, output images) {
+  return kind == classifier::cnn ? cnn_logits(vars, images) : mlp_logits(vars, images);
+}
+
 output mean_loss(output logits, output labels) {
   return ops::reduce_mean(ops::softmax_cross_entropy_with_logits(logits, labels), {}, false, "loss");
 }
@@ -50,20 +92,36 @@ output count_correct(output logits, output labels) {
 
 } // namespace
 
-mlp_model build_mlp(graph& g, optimizer& opt) {
-  mlp_model m;
+result<classifier> classifier_named(const std::string& name) {
+  if (name == "mlp")
+    return classifier::mlp;
+  if (name == "cnn")
+    return classifier::cnn;
+  return make_error(errc::invalid_argument, "no classifier '" + name + "' (mlp, cnn)");
+}
+
+classifier_model build_classifier(graph& g, optimizer& opt, classifier kind) {
+  classifier_model m;
   m.images = ops::placeholder(g, dtype::float32, {-1, 784}, "images");
   m.labels = ops::placeholder(g, dtype::float32, {-1, 10}, "labels");
-  m.weights = make_mlp_variables(g);
-  m.logits = mlp_logits(m.weights, m.images);
+  m.weights = make_variables(g, kind);
+  m.logits = logits_of(kind, m.weights, m.images);
   m.loss = mean_loss(m.logits, m.labels);
   m.correct = count_correct(m.logits, m.labels);
   m.train = opt.minimize(m.loss);
   return m;
 }
 
+classifier_model build_mlp(graph& g, optimizer& opt) {
+  return build_classifier(g, opt, classifier::mlp);
+}
+
+classifier_model build_cnn(graph& g, optimizer& opt) {
+  return build_classifier(g, opt, classifier::cnn);
+}
+
 result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
-                                                  const replica_layout& layout) {
+                                                  const replica_layout& layout, classifier kind) {
   data_parallel_mlp m;
   auto worker = [&](int task) { return "/job:" + layout.worker_job + "/task:" + std::to_string(task); };
   {
@@ -75,7 +133,7 @@ result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
     if (!setter)
       return setter.error();
     auto on_ps = g.device(*setter);
-    m.weights = make_mlp_variables(g);
+    m.weights = make_variables(g, kind);
   }
   std::vector<std::vector<gradient_and_variable>> tower_gradients;
   for (int task = 0; task < layout.worker_tasks; ++task) {
@@ -84,7 +142,7 @@ result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
     mlp_tower t;
     t.images = ops::placeholder(g, dtype::float32, {-1, 784}, "images");
     t.labels = ops::placeholder(g, dtype::float32, {-1, 10}, "labels");
-    auto logits = mlp_logits(m.weights, t.images);
+    auto logits = logits_of(kind, m.weights, t.images);
     t.loss = mean_loss(logits, t.labels);
     t.correct = count_correct(logits, t.labels);
     tower_gradients.push_back(opt.compute_gradients(t.loss, m.weights));

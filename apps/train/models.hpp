@@ -17,14 +17,29 @@ namespace actorflow::train {
 /// "sgd", "momentum" (0.9) or "adam".
 std::unique_ptr<optimizer> make_optimizer(const std::string& name, double learning_rate);
 
-struct mlp_model {
+/// The Fashion-MNIST classifiers: build_mlp's and build_cnn's.
+enum class classifier { mlp, cnn };
+
+/// "mlp" or "cnn"; an error naming the choices otherwise.
+result<classifier> classifier_named(const std::string& name);
+
+/// A Fashion-MNIST classifier (the MLP or the CNN): fed images [b,784] and one-hot labels [b,10].
+struct classifier_model {
   output images, labels, logits, loss, correct, train;
   std::vector<variable> weights;
 };
 
 /// 784-256-128-10 ReLU network, Glorot-uniform weights (seeded by the graph seed), zero biases,
 /// mean softmax cross-entropy; `correct` counts the batch's right answers.
-mlp_model build_mlp(graph& g, optimizer& opt);
+classifier_model build_mlp(graph& g, optimizer& opt);
+
+/// A LeNet-style CNN on the same inputs, reshaped to [b,28,28,1] (NHWC): 5x5 convolutions of 16
+/// and 32 filters (VALID), each with bias, ReLU and 2x2 max pooling, then dense 512-128-10.
+/// Glorot-uniform weights (seeded by the graph seed), zero biases, mean softmax cross-entropy.
+classifier_model build_cnn(graph& g, optimizer& opt);
+
+/// build_mlp or build_cnn.
+classifier_model build_classifier(graph& g, optimizer& opt, classifier kind);
 
 /// Where the data-parallel MLP runs: its variables on the ps tasks (round robin, by
 /// replica_device_setter), one tower per worker task.
@@ -49,12 +64,13 @@ struct data_parallel_mlp {
   std::vector<variable> weights;
 };
 
-/// The MLP of build_mlp trained in-graph data parallel (TensorFlow's in-graph replication):
+/// The MLP of build_mlp (or the CNN: `kind`) trained in-graph data parallel (TensorFlow's in-graph replication):
 /// each tower computes gradients on its worker for its share of the batch; each gradient is
 /// averaged next to its variable on the ps, where the optimizer applies it. With equal shares
 /// the update equals build_mlp's on the whole batch. Errors: a layout the setter refuses.
 result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
-                                                  const replica_layout& layout);
+                                                  const replica_layout& layout,
+                                                  classifier kind = classifier::mlp);
 
 
 /// SPEC's classic linear regression: x = 100 uniform floats (seeded), y = 0.1 x + 0.3,

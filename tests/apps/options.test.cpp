@@ -24,6 +24,19 @@ TEST_CASE("defaults train the MLP for three epochs of SGD at 0.1 with batch 128"
   CHECK(o->optimizer == "sgd");
 }
 
+TEST_CASE("the CNN defaults to Adam at 0.001 on batches of 32, each overridable") {
+  auto cnn = parse({"--model", "cnn"});
+  REQUIRE(cnn.ok());
+  CHECK(cnn->optimizer == "adam");
+  CHECK(cnn->learning_rate == 0.001);
+  CHECK(cnn->batch_size == 32);
+  auto given = parse({"--model=cnn", "--optimizer=momentum", "--batch-size=64"});
+  REQUIRE(given.ok());
+  CHECK(given->optimizer == "momentum");
+  CHECK(given->learning_rate == 0.01);
+  CHECK(given->batch_size == 64);
+}
+
 TEST_CASE("linreg defaults to the classic learning rate of 0.5 unless one is given") {
   CHECK(parse({"--model", "linreg"})->learning_rate == 0.5);
   CHECK(parse({"--model=linreg", "--learning-rate=0.25"})->learning_rate == 0.25);

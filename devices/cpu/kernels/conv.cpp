@@ -168,7 +168,10 @@ public:
     if (s->batch == 0 || s->positions() == 0 || s->filters == 0 || s->row() == 0)
       return;
     auto chunk = images_per_chunk(*s);
-    std::vector<T> col(static_cast<std::size_t>(std::min(chunk, s->batch) * s->positions() * s->row()));
+    // Reused across steps by this thread: a fresh buffer per call would be mapped and faulted
+    // in from scratch every time.
+    thread_local std::vector<T> col;
+    col.resize(static_cast<std::size_t>(std::min(chunk, s->batch) * s->positions() * s->row()));
     auto per_image_out = s->positions() * s->filters;
     for (std::int64_t first = 0; first < s->batch; first += chunk) {
       auto count = std::min(chunk, s->batch - first);
