@@ -1,7 +1,10 @@
 // MLP training throughput: actorflow-train's 784-256-128-10 network with SGD at 0.1, batch 128,
 // on Fashion-MNIST, at 1 and 2 threads, beside PyTorch 1.13 training the same model on the same
 // data in the same run (bench/torch_mlp.py). Also the time per step split into graph execution
-// (the device running its partition) and framework overhead (everything else in session::run).
+// (the device running its partition) and framework overhead (everything else in session::run),
+// and the bound the step's GEMMs alone set: mlp_gemm_bound_examples_per_s times the step's eight
+// matrix products (forward, and the backward products the gradients build, with the same
+// transposes) through cblas_sgemm in the same run; the ratio is the share of that bound reached.
 #include "bench_util.hpp"
 
 #include "actors/session.hpp"
@@ -9,8 +12,11 @@
 #include "serialization/idx_reader.hpp"
 #include "train/models.hpp"
 
+#include <cblas.h>
+
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #ifndef ACTORFLOW_BENCH_SOURCE_DIR
 #define ACTORFLOW_BENCH_SOURCE_DIR "bench"
@@ -30,11 +36,20 @@ struct measured {
   double overhead_ms = 0;
 };
 
-result<measured> train_actorflow(const dataset& data, int threads) {
+/// The run of one model: MLP (SGD 0.1, batch 128) or CNN (Adam 0.001, batch 32), as
+/// actorflow-train's defaults.
+struct model_run {
+  train::classifier kind = train::classifier::mlp;
+  int batch = batch_size;
+  int steps = timed_steps;
+};
+
+result<measured> train_actorflow(const dataset& data, int threads, model_run run = {}) {
   graph g;
   g.seed = 1;
-  auto opt = train::make_optimizer("sgd", 0.1);
-  auto m = train::build_mlp(g, *opt);
+  bool cnn = run.kind == train::classifier::cnn;
+  auto opt = cnn ? train::make_optimizer("adam", 0.001) : train::make_optimizer("sgd", 0.1);
+  auto m = train::build_classifier(g, *opt, run.kind);
   AF_RETURN_IF_ERROR(g.status());
   session_options options;
   options.inter_op_parallelism_threads = threads;
@@ -43,7 +58,7 @@ result<measured> train_actorflow(const dataset& data, int threads) {
   session s{g, options};
   AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
   batch_options shuffled;
-  shuffled.batch_size = batch_size;
+  shuffled.batch_size = run.batch;
   shuffled.seed = 1;
   shuffled.drop_last = true;
   auto batches = batch_iterator::create(data, shuffled);
@@ -59,7 +74,7 @@ result<measured> train_actorflow(const dataset& data, int threads) {
   double execution = 0, total_in_run = 0;
   status failure;
   auto seconds = bench::time_seconds([&] {
-    for (int i = 0; i < timed_steps && failure.ok(); ++i) {
+    for (int i = 0; i < run.steps && failure.ok(); ++i) {
       step_stats stats;
       failure = step(&stats);
       execution += stats.execution_seconds;
@@ -68,10 +83,51 @@ result<measured> train_actorflow(const dataset& data, int threads) {
   });
   AF_RETURN_IF_ERROR(failure);
   measured out;
-  out.examples_per_second = timed_steps * batch_size / seconds;
-  out.execution_ms = 1e3 * execution / timed_steps;
-  out.overhead_ms = 1e3 * (total_in_run - execution) / timed_steps;
+  out.examples_per_second = run.steps * run.batch / seconds;
+  out.execution_ms = 1e3 * execution / run.steps;
+  out.overhead_ms = 1e3 * (total_in_run - execution) / run.steps;
   return out;
+}
+
+/// One product of the step: C[m,n] = op(A) op(B).
+struct gemm_shape {
+  bool transpose_a, transpose_b;
+  int m, n, k;
+};
+
+/// Examples/s if a step cost only its GEMMs: the MLP's three forward products, and for each
+/// layer the products gradients() builds for c = a b: da = dc b^T and db = a^T dc (none for
+/// the images).
+double gemm_bound(int threads) {
+  openblas_set_num_threads(threads);
+  const int b = batch_size;
+  std::vector<gemm_shape> shapes{
+    {false, false, b, 256, 784}, {false, false, b, 128, 256}, {false, false, b, 10, 128}, // forward
+    {true, false, 784, 256, b},                                                          // dW1
+    {false, true, b, 256, 128}, {true, false, 256, 128, b},                              // dH1, dW2
+    {false, true, b, 128, 10}, {true, false, 128, 10, b}};                               // dH2, dW3
+  std::vector<std::vector<float>> a, bm, c;
+  for (auto& s : shapes) {
+    a.emplace_back(static_cast<std::size_t>(s.m) * s.k, 0.01f);
+    bm.emplace_back(static_cast<std::size_t>(s.k) * s.n, 0.01f);
+    c.emplace_back(static_cast<std::size_t>(s.m) * s.n, 0.f);
+  }
+  auto step = [&] {
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      auto& s = shapes[i];
+      cblas_sgemm(CblasRowMajor, s.transpose_a ? CblasTrans : CblasNoTrans,
+                  s.transpose_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.f, a[i].data(),
+                  s.transpose_a ? s.m : s.k, bm[i].data(), s.transpose_b ? s.k : s.n, 0.f,
+                  c[i].data(), s.n);
+    }
+  };
+  for (int i = 0; i < warmup_steps; ++i)
+    step();
+  auto seconds = bench::time_seconds([&] {
+    for (int i = 0; i < timed_steps; ++i)
+      step();
+  });
+  return timed_steps * batch_size / seconds;
 }
 
 } // namespace
@@ -102,10 +158,34 @@ int main() {
     if (torch)
       f.ratio = ours->examples_per_second / *torch;
     bench::emit(f);
+    auto bound = gemm_bound(threads);
+    bench::figure b{"mlp_gemm_bound_examples_per_s" + suffix, bound, "examples/s"};
+    b.baseline = ours->examples_per_second;
+    b.ratio = ours->examples_per_second / bound;
+    b.note = "the step's 8 GEMMs alone through cblas_sgemm, same run; ratio: actorflow's rate over this bound";
+    bench::emit(b);
     bench::emit({"mlp_step_execution_ms" + suffix, ours->execution_ms, "ms/step", std::nullopt,
                  std::nullopt, "device executing its partition"});
     bench::emit({"mlp_step_overhead_ms" + suffix, ours->overhead_ms, "ms/step", std::nullopt,
                  std::nullopt, "session::run minus execution: messages, feeds, fetches"});
   }
+  // The CNN at one thread (its small GEMMs gain nothing from more BLAS threads).
+  model_run cnn{train::classifier::cnn, 32, 300};
+  auto torch_cnn = bench::python_json_number(
+    ACTORFLOW_BENCH_SOURCE_DIR, "torch_mlp.py",
+    "--model cnn --threads 1 --batch 32 --steps 300 --warmup " + std::to_string(warmup_steps),
+    "examples_per_second");
+  auto ours_cnn = train_actorflow(*data, 1, cnn);
+  if (!ours_cnn) {
+    std::fprintf(stderr, "mlp_training: cnn: %s\n", ours_cnn.error().to_string().c_str());
+    return 1;
+  }
+  bench::figure c{"cnn_train_examples_per_s_t1", ours_cnn->examples_per_second, "examples/s",
+                  torch_cnn, std::nullopt,
+                  "actorflow-train's CNN (5x5x16, 5x5x32, 512-128-10), Adam 0.001, batch 32, 1 thread; "
+                  "baseline PyTorch 1.13 CPU, same model, data, batch"};
+  if (torch_cnn)
+    c.ratio = ours_cnn->examples_per_second / *torch_cnn;
+  bench::emit(c);
   return 0;
 }

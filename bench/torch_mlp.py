@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""Baseline for bench_mlp_training: PyTorch 1.13 on the CPU training the same MLP.
+"""Baseline for bench_mlp_training: PyTorch 1.13 on the CPU training the same MLP or CNN.
 
-    /usr/bin/python3 bench/torch_mlp.py --threads 1 [--batch 128] [--steps 200] [--warmup 20]
+    /usr/bin/python3 bench/torch_mlp.py --threads 1 [--model mlp|cnn] [--batch 128] [--steps 200] [--warmup 20]
 
 The model, data and batch size match actorflow-train --model mlp: 784-256-128-10 ReLU,
 Glorot-uniform weights, zero biases, softmax cross-entropy, SGD at 0.1, Fashion-MNIST training
-images scaled to [0, 1], shuffled with a fixed seed. Prints one JSON line
+images scaled to [0, 1], shuffled with a fixed seed. --model cnn trains actorflow-train's CNN
+instead (5x5 convolutions of 16 and 32 filters, VALID, each with ReLU and 2x2 max pooling, then
+512-128-10; Adam at 0.001, as actorflow-train --model cnn). Prints one JSON line
 {"examples_per_second": ..., "torch": "..."}; exits 2 when torch or the data is missing.
 """
 
@@ -25,6 +27,7 @@ def read_idx(path, header_ints):
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
@@ -46,15 +49,27 @@ def main() -> int:
     torch.manual_seed(1)
     x_all = torch.from_numpy(images.reshape(-1, 784).astype(np.float32) / 255.0)
     y_all = torch.from_numpy(labels.astype(np.int64))
-    model = torch.nn.Sequential(
-        torch.nn.Linear(784, 256), torch.nn.ReLU(),
-        torch.nn.Linear(256, 128), torch.nn.ReLU(),
-        torch.nn.Linear(128, 10))
+    if args.model == "cnn":
+        model = torch.nn.Sequential(
+            torch.nn.Unflatten(1, (1, 28, 28)),
+            torch.nn.Conv2d(1, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(),
+            torch.nn.Linear(512, 128), torch.nn.ReLU(),
+            torch.nn.Linear(128, 10))
+    else:
+        model = torch.nn.Sequential(
+            torch.nn.Linear(784, 256), torch.nn.ReLU(),
+            torch.nn.Linear(256, 128), torch.nn.ReLU(),
+            torch.nn.Linear(128, 10))
     for layer in model:
-        if isinstance(layer, torch.nn.Linear):
+        if isinstance(layer, (torch.nn.Linear, torch.nn.Conv2d)):
             torch.nn.init.xavier_uniform_(layer.weight)
             torch.nn.init.zeros_(layer.bias)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    if args.model == "cnn":
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = torch.nn.CrossEntropyLoss()
     order = torch.randperm(x_all.shape[0])
     batches = x_all.shape[0] // args.batch
