@@ -75,6 +75,13 @@ std::int64_t images_per_chunk(const conv_shape& s) {
   return std::max<std::int64_t>(1, max_chunk_elements / per_image);
 }
 
+/// The window columns [begin, end) of output column `ow` that fall inside the input: a window
+/// row inside the input is one contiguous run of (end - begin) * channels values in NHWC.
+std::pair<std::int64_t, std::int64_t> columns_inside(const conv_geometry& g, std::int64_t ow) {
+  auto iw0 = ow * g.stride_w - g.pad_left;
+  return {std::max<std::int64_t>(0, -iw0), std::min(g.k_w, g.in_w - iw0)};
+}
+
 /// Unrolls images [first, first + count) of x into col [count * positions, row].
 template <class T>
 void im2col(const conv_shape& s, const T* x, std::int64_t first, std::int64_t count, T* col) {
@@ -85,16 +92,19 @@ void im2col(const conv_shape& s, const T* x, std::int64_t first, std::int64_t co
     for (std::int64_t oh = 0; oh < g.out_h; ++oh)
       for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
         T* row = col + ((i * g.out_h + oh) * g.out_w + ow) * s.row();
+        auto [kw_begin, kw_end] = columns_inside(g, ow);
+        auto iw0 = ow * g.stride_w - g.pad_left;
         for (std::int64_t kh = 0; kh < g.k_h; ++kh) {
           auto ih = oh * g.stride_h - g.pad_top + kh;
-          for (std::int64_t kw = 0; kw < g.k_w; ++kw) {
-            auto iw = ow * g.stride_w - g.pad_left + kw;
-            T* dst = row + (kh * g.k_w + kw) * c;
-            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
-              std::fill(dst, dst + c, T{0});
-            else
-              std::copy_n(image + (ih * g.in_w + iw) * c, c, dst);
+          T* dst = row + kh * g.k_w * c;
+          if (ih < 0 || ih >= g.in_h || kw_begin >= kw_end) {
+            std::fill(dst, dst + g.k_w * c, T{0});
+            continue;
           }
+          std::fill(dst, dst + kw_begin * c, T{0});
+          std::copy(image + (ih * g.in_w + iw0 + kw_begin) * c,
+                    image + (ih * g.in_w + iw0 + kw_end) * c, dst + kw_begin * c);
+          std::fill(dst + kw_end * c, dst + g.k_w * c, T{0});
         }
       }
   }
@@ -110,19 +120,16 @@ void col2im(const conv_shape& s, const T* col, std::int64_t first, std::int64_t 
     for (std::int64_t oh = 0; oh < g.out_h; ++oh)
       for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
         const T* row = col + ((i * g.out_h + oh) * g.out_w + ow) * s.row();
+        auto [kw_begin, kw_end] = columns_inside(g, ow);
+        auto iw0 = ow * g.stride_w - g.pad_left;
         for (std::int64_t kh = 0; kh < g.k_h; ++kh) {
           auto ih = oh * g.stride_h - g.pad_top + kh;
           if (ih < 0 || ih >= g.in_h)
             continue;
-          for (std::int64_t kw = 0; kw < g.k_w; ++kw) {
-            auto iw = ow * g.stride_w - g.pad_left + kw;
-            if (iw < 0 || iw >= g.in_w)
-              continue;
-            const T* src = row + (kh * g.k_w + kw) * c;
-            T* dst = image + (ih * g.in_w + iw) * c;
-            for (std::int64_t k = 0; k < c; ++k)
-              dst[k] += src[k];
-          }
+          const T* src = row + (kh * g.k_w + kw_begin) * c;
+          T* dst = image + (ih * g.in_w + iw0 + kw_begin) * c;
+          for (std::int64_t k = 0, n = (kw_end - kw_begin) * c; k < n; ++k)
+            dst[k] += src[k];
         }
       }
   }
@@ -289,6 +296,7 @@ public:
     view(out, dx.num_elements()).setZero();
     const T* dy = grad.data<T>();
     std::vector<std::int64_t> best(static_cast<std::size_t>(c));
+    std::vector<T> best_value(static_cast<std::size_t>(c));
     for_each_window(*g, batch, [&](auto n, auto oh, auto ow, auto h0, auto h1, auto w0, auto w1) {
       const T* d = dy + ((n * g->out_h + oh) * g->out_w + ow) * c;
       if (Kind == pool_kind::average) {
@@ -302,17 +310,24 @@ public:
         return;
       }
       // The gradient goes to the window's first maximum of each channel (TensorFlow's choice).
-      std::fill(best.begin(), best.end(), std::int64_t{-1});
+      if (h0 >= h1 || w0 >= w1)
+        return;
+      auto first = ((n * g->in_h + h0) * g->in_w + w0) * c;
+      for (std::int64_t k = 0; k < c; ++k) {
+        best[static_cast<std::size_t>(k)] = first + k;
+        best_value[static_cast<std::size_t>(k)] = in[first + k];
+      }
       for (auto ih = h0; ih < h1; ++ih)
         for (auto iw = w0; iw < w1; ++iw) {
           auto at = ((n * g->in_h + ih) * g->in_w + iw) * c;
           for (std::int64_t k = 0; k < c; ++k)
-            if (best[static_cast<std::size_t>(k)] < 0 || in[at + k] > in[best[static_cast<std::size_t>(k)]])
+            if (in[at + k] > best_value[static_cast<std::size_t>(k)]) {
+              best_value[static_cast<std::size_t>(k)] = in[at + k];
               best[static_cast<std::size_t>(k)] = at + k;
+            }
         }
       for (std::int64_t k = 0; k < c; ++k)
-        if (best[static_cast<std::size_t>(k)] >= 0)
-          out[best[static_cast<std::size_t>(k)]] += d[k];
+        out[best[static_cast<std::size_t>(k)]] += d[k];
     });
   }
 };
