@@ -3,10 +3,12 @@
 #include "actors/bulk_channel.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/master.hpp"
+#include "actors/logging.hpp"
 #include "actors/shard_actor.hpp"
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/device.hpp"
 #include "devices/device.hpp"
+#include "devices/device_factory.hpp"
 #include "devices/runtime_env.hpp"
 #include "devices/thread_pool.hpp"
 
@@ -17,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <utility>
@@ -27,15 +30,6 @@ namespace {
 
 using namespace protocol;
 
-device_name task_device(const std::string& job, int task, const std::string& type, int id) {
-  device_name name;
-  name.job = job;
-  name.replica = 0;
-  name.task = task;
-  name.type = type;
-  name.id = id;
-  return name;
-}
 
 /// Everything a task owns. The pools outlive the device actors that use them: each device
 /// holds its intra-op pool and each actor's options hold the inter-op pool.
@@ -184,14 +178,32 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   actor_options.trace = options.trace;
   actor_options.bulk = st.bulk_out;
   st.shards = std::make_shared<shard_table>(self->system(), st.bulk_out);
-  for (int i = 0; i < std::max(1, options.cpu_device_count); ++i) {
-    auto name = task_device(job, task, "CPU", i);
-    std::shared_ptr<device> dev = make_cpu_device(name, st.intra_op);
+  // Every device type's factory makes its devices (devices/device_factory.hpp).
+  device_factory_options made_with;
+  made_with.job = job;
+  made_with.task = task;
+  made_with.cpu_device_count = options.cpu_device_count;
+  made_with.intra_op = st.intra_op;
+  made_devices made;
+  if (auto tried = make_task_devices(made_with); tried) {
+    made = std::move(*tried);
+  } else {
+    // The task ends with the error (its behavior below serves nobody).
+    std::cerr << "actorflow: task " << st.task_name() << ": " << tried.error().message() << '\n';
+    self->quit(make_wire_error(tried.error().code(), tried.error().message()));
+  }
+  // Why a type has no devices here, once per process (TensorFlow logs it at INFO).
+  static std::once_flag noted;
+  std::call_once(noted, [&] {
+    for (auto& note : made.notes)
+      log_verbose(note);
+  });
+  for (auto& dev : made.devices) {
     st.shards->serve(dev);
     auto actor = spawn_device_actor(self->system(), dev, actor_options);
     // Linked: a task that dies takes its devices along, and a device that dies takes the task.
     self->link_to(actor);
-    st.devices.emplace_back(name.to_string(), actor);
+    st.devices.emplace_back(dev->full_name(), actor);
   }
   auto peers = st.own_peers();
   for (auto& [name, actor] : st.devices)
@@ -304,7 +316,7 @@ std::vector<std::string> task_device_names(const std::string& job, int task,
                                            const task_service_options& options) {
   std::vector<std::string> names;
   for (int i = 0; i < std::max(1, options.cpu_device_count); ++i)
-    names.push_back(task_device(job, task, "CPU", i).to_string());
+    names.push_back(task_device_name(job, task, "CPU", i).to_string());
   return names;
 }
 

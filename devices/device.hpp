@@ -60,6 +60,8 @@ std::unique_ptr<device> make_cpu_device(device_name name, std::shared_ptr<thread
 
 /// Number of GPUs this process can use (0 when built without CUDA or when none is present).
 int gpu_count();
+/// Why gpu_count() is 0 ("built without CUDA", "no CUDA driver", ...); empty when it is not.
+std::string gpu_absence_reason();
 
 /// Sets the BLAS's own (process-wide) thread count to `n` so that it does not start a second
 /// pool that fights the intra-op pool for cores.

@@ -5,4 +5,8 @@ namespace actorflow {
 
 int gpu_count() { return 0; }
 
+std::string gpu_absence_reason() {
+  return "actorflow was built without CUDA (configure where the CUDA toolkit is found)";
+}
+
 } // namespace actorflow

@@ -1,0 +1,70 @@
+// Device factories: a task's devices come from every registered factory, named in the task,
+// with notes (not errors) for types the process has none of.
+#include "devices/device_factory.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace actorflow;
+
+namespace {
+
+/// Makes one device of type "XPU" (the CPU's implementation under another name) for tasks of
+/// job "xpu-test", and fails for job "broken-test"; nothing for other jobs, so that the rest of
+/// this test program's tasks are unaffected.
+class xpu_factory final : public device_factory {
+public:
+  std::string type() const override { return "XPU"; }
+  status create(const device_factory_options& options, made_devices& made) override {
+    if (options.job == "broken-test")
+      return make_error(errc::unavailable, "the XPU driver is gone");
+    if (options.job == "xpu-test")
+      made.devices.push_back(make_cpu_device(task_device_name(options.job, options.task, "XPU", 0),
+                                             options.intra_op));
+    return {};
+  }
+};
+
+std::vector<std::string> names(const made_devices& made) {
+  std::vector<std::string> out;
+  for (auto& d : made.devices)
+    out.push_back(d->full_name());
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a task's devices come from every registered factory, in order", "[devices][factory]") {
+  device_factory_options options;
+  options.job = "worker";
+  options.task = 1;
+  options.cpu_device_count = 2;
+  auto made = make_task_devices(options);
+  REQUIRE(made.ok());
+  CHECK(names(*made) == std::vector<std::string>{"/job:worker/replica:0/task:1/device:CPU:0",
+                                                 "/job:worker/replica:0/task:1/device:CPU:1"});
+  if (gpu_count() == 0) {
+    // A process without GPUs says why, as a note for the verbose log.
+    REQUIRE(made->notes.size() == 1);
+    CHECK(made->notes[0].rfind("no GPU devices: ", 0) == 0);
+  }
+
+  static bool registered = [] {
+    register_device_factory(std::make_shared<xpu_factory>());
+    return true;
+  }();
+  CHECK(registered);
+  options.job = "xpu-test";
+  options.cpu_device_count = 1;
+  auto with_xpu = make_task_devices(options);
+  REQUIRE(with_xpu.ok());
+  CHECK(names(*with_xpu) == std::vector<std::string>{"/job:xpu-test/replica:0/task:1/device:CPU:0",
+                                                     "/job:xpu-test/replica:0/task:1/device:XPU:0"});
+  CHECK(with_xpu->devices.back()->type() == "XPU");
+
+  options.job = "broken-test";
+  auto broken = make_task_devices(options);
+  REQUIRE_FALSE(broken.ok());
+  CHECK(broken.error().message().find("making the XPU devices of /job:broken-test/task:1") !=
+        std::string::npos);
+  CHECK(broken.error().message().find("the XPU driver is gone") != std::string::npos);
+}
