@@ -4,7 +4,8 @@
 // (the device running its partition) and framework overhead (everything else in session::run),
 // and the bound the step's GEMMs alone set: mlp_gemm_bound_examples_per_s times the step's eight
 // matrix products (forward, and the backward products the gradients build, with the same
-// transposes) through cblas_sgemm in the same run; the ratio is the share of that bound reached.
+// transposes) through cblas_sgemm in the same run; the ratio is the share of that bound reached;
+// and the MLP with its nodes run inline on the device actor (no inter-op pool) beside the pool.
 #include "bench_util.hpp"
 
 #include "actors/session.hpp"
@@ -42,6 +43,9 @@ struct model_run {
   train::classifier kind = train::classifier::mlp;
   int batch = batch_size;
   int steps = timed_steps;
+  /// Nodes run on the device actor's thread instead of the inter-op pool (session_options::
+  /// run_inline): what the pool's thread handoffs cost.
+  bool inline_nodes = false;
 };
 
 result<measured> train_actorflow(const dataset& data, int threads, model_run run = {}) {
@@ -55,6 +59,7 @@ result<measured> train_actorflow(const dataset& data, int threads, model_run run
   options.inter_op_parallelism_threads = threads;
   options.intra_op_parallelism_threads = threads;
   options.use_per_session_threads = true;
+  options.run_inline = run.inline_nodes;
   session s{g, options};
   AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
   batch_options shuffled;
@@ -164,6 +169,17 @@ int main() {
     b.ratio = ours->examples_per_second / bound;
     b.note = "the step's 8 GEMMs alone through cblas_sgemm, same run; ratio: actorflow's rate over this bound";
     bench::emit(b);
+    model_run inline_run;
+    inline_run.inline_nodes = true;
+    if (auto in_line = train_actorflow(*data, threads, inline_run)) {
+      bench::figure i{"mlp_train_examples_per_s_inline" + suffix, in_line->examples_per_second,
+                      "examples/s"};
+      i.baseline = ours->examples_per_second;
+      i.ratio = in_line->examples_per_second / ours->examples_per_second;
+      i.note = "the same with every node run on the device actor's thread (run_inline), no "
+               "inter-op pool; baseline: with the pool, same run";
+      bench::emit(i);
+    }
     bench::emit({"mlp_step_execution_ms" + suffix, ours->execution_ms, "ms/step", std::nullopt,
                  std::nullopt, "device executing its partition"});
     bench::emit({"mlp_step_overhead_ms" + suffix, ours->overhead_ms, "ms/step", std::nullopt,
