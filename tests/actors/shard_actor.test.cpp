@@ -178,3 +178,67 @@ TEST_CASE("the graph's updates of a served variable wait their turn in its shard
   table->stop();
   sys.run_all();
 }
+
+TEST_CASE("a shard's synchronous rounds, message by message: K gradients applied once, stale ones "
+          "dropped at once, backups never waited for") {
+  testing::deterministic_system sys;
+  std::shared_ptr<device> dev =
+    make_cpu_device(device_name::parse("/job:ps/replica:0/task:0/device:CPU:0").value(), nullptr);
+  auto table = std::make_shared<shard_table>(sys.system());
+  table->serve(dev);
+  dev->resources().variable("w")->value = tensor::from_vector<float>({1.f, 1.f});
+  auto shard = table->find("w");
+  REQUIRE(shard);
+  sys.run_all();
+  // Three workers, rounds of two (replicas_to_aggregate 2, total 3: one backup).
+  std::vector<std::unique_ptr<caf::scoped_actor>> workers;
+  for (int k = 0; k < 3; ++k)
+    workers.push_back(std::make_unique<caf::scoped_actor>(sys.system()));
+  auto offer = [&](int k, std::int64_t step, float g) {
+    (*workers[k])->send(shard, accumulate_atom::value,
+                        make_sync_gradient(step, k, tensor::from_vector<float>({g, g}), 0.5, 2));
+    sys.run_all();
+  };
+  auto answer = [&](int k) {
+    std::optional<sync_outcome> got;
+    (*workers[k])->receive([&](sync_outcome& o) { got = o; }, caf::after(0s) >> [] {});
+    return got;
+  };
+
+  offer(0, 0, 2.f);
+  CHECK_FALSE(answer(0).has_value()); // the round waits for a second gradient
+  CHECK(stored(*dev) == 1.f);
+  offer(1, 0, 4.f);
+  // Applied once, the average: 1 - 0.5 * (2 + 4) / 2 = -0.5; both told, at global step 1.
+  for (int k : {0, 1}) {
+    auto got = answer(k);
+    REQUIRE(got.has_value());
+    CHECK(got->applied);
+    CHECK(got->global_step == 1);
+  }
+  CHECK(stored(*dev) == -0.5f);
+
+  // The backup's gradient for step 0 comes late: dropped at once, nothing applied.
+  offer(2, 0, 100.f);
+  auto late = answer(2);
+  REQUIRE(late.has_value());
+  CHECK_FALSE(late->applied);
+  CHECK(late->global_step == 1);
+  CHECK(stored(*dev) == -0.5f);
+
+  // Round 2 closes with whichever two come first, the former backup among them.
+  offer(2, 1, 1.f);
+  offer(0, 1, 3.f);
+  for (int k : {2, 0}) {
+    auto got = answer(k);
+    REQUIRE(got.has_value());
+    CHECK(got->applied);
+    CHECK(got->global_step == 2);
+  }
+  CHECK(stored(*dev) == -1.5f); // -0.5 - 0.5 * (1 + 3) / 2
+  (*workers[0])->send(shard, version_atom::value);
+  sys.run_all();
+  (*workers[0])->receive([](std::int64_t v) { CHECK(v == 2); }, caf::after(0s) >> [] { FAIL("no version"); });
+  table->stop();
+  sys.run_all();
+}
