@@ -58,9 +58,11 @@ private:
 /// for its own threads.
 std::unique_ptr<device> make_cpu_device(device_name name, std::shared_ptr<thread_pool> intra_op);
 
-/// Number of GPUs this process can use (0 when built without CUDA or when none is present).
+/// Number of GPUs the CUDA driver shows this process (after CUDA_VISIBLE_DEVICES); 0 without a
+/// driver. Asked once, at the first call.
 int gpu_count();
-/// Why gpu_count() is 0 ("built without CUDA", "no CUDA driver", ...); empty when it is not.
+/// Why gpu_count() is 0 ("no CUDA driver (...)", "no CUDA device visible ..."); empty when it
+/// is not.
 std::string gpu_absence_reason();
 
 /// Sets the BLAS's own (process-wide) thread count to `n` so that it does not start a second

@@ -18,13 +18,17 @@ public:
   }
 };
 
-/// Until a GPU device is built: the process has no GPUs, and says why.
+/// Until a GPU device is built: no GPU devices, and a note saying why (no driver, nothing
+/// visible, or GPUs this build cannot use yet).
 class gpu_device_factory final : public device_factory {
 public:
   std::string type() const override { return "GPU"; }
   status create(const device_factory_options&, made_devices& made) override {
-    if (gpu_count() == 0)
+    if (auto n = gpu_count(); n == 0)
       made.notes.push_back("no GPU devices: " + gpu_absence_reason());
+    else
+      made.notes.push_back("no GPU devices: the driver shows " + std::to_string(n) +
+                           " GPU(s), but this build has no GPU device yet");
     return {};
   }
 };

@@ -33,6 +33,21 @@ std::vector<std::string> names(const made_devices& made) {
 
 } // namespace
 
+TEST_CASE("the GPU count comes from the CUDA driver, with a reason when there is none",
+          "[devices][factory]") {
+  if (gpu_count() > 0) {
+    CHECK(gpu_absence_reason().empty());
+    return;
+  }
+  auto why = gpu_absence_reason();
+  INFO(why);
+  // Without libcuda.so.1 (this machine, CI) the reason names it; with a driver and no device
+  // visible, it says so.
+  bool no_driver = why.find("no CUDA driver") != std::string::npos && why.find("libcuda.so.1") != std::string::npos;
+  bool none_visible = why.find("no CUDA device visible") != std::string::npos;
+  CHECK((no_driver || none_visible));
+}
+
 TEST_CASE("a task's devices come from every registered factory, in order", "[devices][factory]") {
   device_factory_options options;
   options.job = "worker";
@@ -42,11 +57,12 @@ TEST_CASE("a task's devices come from every registered factory, in order", "[dev
   REQUIRE(made.ok());
   CHECK(names(*made) == std::vector<std::string>{"/job:worker/replica:0/task:1/device:CPU:0",
                                                  "/job:worker/replica:0/task:1/device:CPU:1"});
-  if (gpu_count() == 0) {
-    // A process without GPUs says why, as a note for the verbose log.
-    REQUIRE(made->notes.size() == 1);
-    CHECK(made->notes[0].rfind("no GPU devices: ", 0) == 0);
-  }
+  // Without a GPU device type yet, the GPU factory makes none and says why, as a note for the
+  // verbose log: no driver here, or GPUs this build cannot use.
+  REQUIRE(made->notes.size() == 1);
+  CHECK(made->notes[0].rfind("no GPU devices: ", 0) == 0);
+  if (gpu_count() == 0)
+    CHECK(made->notes[0].find(gpu_absence_reason()) != std::string::npos);
 
   static bool registered = [] {
     register_device_factory(std::make_shared<xpu_factory>());
