@@ -183,3 +183,36 @@ TEST_CASE("ArgMax over classes picks each row's predicted label", "[kernels][red
                         {logits});
   CHECK(out.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 0});
 }
+
+TEST_CASE("float32 sums of many elements keep their precision (float64 accumulation)",
+          "[kernels][reduction]") {
+  kernel_test_env env;
+  auto sum = [&](tensor x, std::vector<std::int64_t> axes) {
+    return env.run_ok(make_node("Sum", "sum", dtype::float32,
+                                {{"axes", std::move(axes)}, {"keep_dims", false}}),
+                      {std::move(x)});
+  };
+  // 0.1f is 0.100000001490116...; a float accumulator drifts by about 1e-3 relative here.
+  const double tenth = static_cast<double>(0.1f);
+  SECTION("everything") {
+    const std::int64_t n = (std::int64_t{1} << 24) + 3;
+    auto total = sum(tensor::from_vector<float>(std::vector<float>(static_cast<std::size_t>(n), 0.1f)), {});
+    CHECK(std::abs(total.scalar_value<float>() - n * tenth) <= 1e-6 * n * tenth);
+  }
+  SECTION("the outer axis of [2^22, 4]") {
+    const std::int64_t rows = std::int64_t{1} << 22;
+    auto columns = sum(tensor::from_vector<float>(std::vector<float>(static_cast<std::size_t>(rows * 4), 0.1f),
+                                                  {rows, 4}),
+                       {0});
+    for (auto v : columns.to_vector<float>())
+      CHECK(std::abs(v - rows * tenth) <= 1e-6 * rows * tenth);
+  }
+  SECTION("a strided pattern: axes 0 and 2 of [2^20, 2, 4]") {
+    const std::int64_t rows = std::int64_t{1} << 20;
+    auto middle = sum(tensor::from_vector<float>(std::vector<float>(static_cast<std::size_t>(rows * 8), 0.1f),
+                                                 {rows, 2, 4}),
+                      {0, 2});
+    for (auto v : middle.to_vector<float>())
+      CHECK(std::abs(v - rows * 4 * tenth) <= 1e-6 * rows * 4 * tenth);
+  }
+}

@@ -10,7 +10,9 @@
 // Anything else falls back to a strided walk over the input.
 #include "devices/cpu/kernels/kernel_util.hpp"
 
+#include <algorithm>
 #include <limits>
+#include <type_traits>
 
 namespace actorflow {
 
@@ -19,6 +21,10 @@ namespace {
 using namespace cpu;
 
 struct sum_reducer {
+  /// float32 sums accumulate in float64: a float accumulator stops growing once it is 2^24
+  /// times its addends (2^29 ones summed to 4.03e8), and loses digits well before.
+  template <class T>
+  using accumulator = std::conditional_t<std::is_same_v<T, float>, double, T>;
   template <class T>
   static T identity() { return T(0); }
   template <class T>
@@ -30,6 +36,8 @@ struct sum_reducer {
 };
 
 struct max_reducer {
+  template <class T>
+  using accumulator = T;
   template <class T>
   static T identity() {
     return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
@@ -53,7 +61,12 @@ template <class T, class Reducer>
 T reduce_contiguous(const T* p, std::int64_t n) {
   if (n == 0)
     return Reducer::template identity<T>();
-  return Reducer::reduce(view(p, n));
+  using acc = typename Reducer::template accumulator<T>;
+  if constexpr (std::is_same_v<acc, T>) {
+    return Reducer::reduce(view(p, n));
+  } else {
+    return static_cast<T>(Reducer::reduce(view(p, n).template cast<acc>()));
+  }
 }
 
 /// out[0, cols) = reduction over `rows` rows of length `cols` starting at `p` (row stride cols).
@@ -64,9 +77,17 @@ void reduce_columns(const T* p, std::int64_t rows, std::int64_t cols, T* out) {
     o.setConstant(Reducer::template identity<T>());
     return;
   }
-  o = view(p, cols);
-  for (std::int64_t r = 1; r < rows; ++r)
-    Reducer::accumulate(o, view(p + r * cols, cols));
+  using acc = typename Reducer::template accumulator<T>;
+  if constexpr (std::is_same_v<acc, T>) {
+    o = view(p, cols);
+    for (std::int64_t r = 1; r < rows; ++r)
+      Reducer::accumulate(o, view(p + r * cols, cols));
+  } else {
+    array<acc> total = view(p, cols).template cast<acc>();
+    for (std::int64_t r = 1; r < rows; ++r)
+      Reducer::accumulate(total, view(p + r * cols, cols).template cast<acc>());
+    o = total.template cast<T>();
+  }
 }
 
 template <class T, class Reducer, bool mean>
@@ -206,9 +227,11 @@ private:
   }
 
   /// The general case: walk the input in order, tracking the output offset with an odometer.
-  static void reduce_strided(const std::vector<group>& groups, const T* p, T* out,
+  static void reduce_strided(const std::vector<group>& groups, const T* p, T* out_values,
                              std::int64_t out_count) {
-    view(out, out_count).setConstant(Reducer::template identity<T>());
+    using acc = typename Reducer::template accumulator<T>;
+    std::vector<acc> out(static_cast<std::size_t>(out_count),
+                         static_cast<acc>(Reducer::template identity<T>()));
     auto g = groups.size();
     // Output stride of each group: 0 for reduced groups, else the product of later kept sizes.
     std::vector<std::int64_t> out_strides(g, 0);
@@ -225,7 +248,7 @@ private:
     std::vector<std::int64_t> index(g, 0);
     std::int64_t o = 0;
     for (std::int64_t i = 0; i < total; ++i) {
-      out[o] = Reducer::combine(out[o], p[i]);
+      out[static_cast<std::size_t>(o)] = Reducer::combine(out[static_cast<std::size_t>(o)], static_cast<acc>(p[i]));
       for (std::size_t d = g; d-- > 0;) {
         o += out_strides[d];
         if (++index[d] < groups[d].size)
@@ -234,6 +257,8 @@ private:
         index[d] = 0;
       }
     }
+    for (std::int64_t i = 0; i < out_count; ++i)
+      out_values[i] = static_cast<T>(out[static_cast<std::size_t>(i)]);
   }
 
   std::vector<std::int64_t> axes_;
