@@ -56,9 +56,9 @@ int main(int argc, char** argv) {
     {"--cluster", [&](const std::string& v) { o.cluster = v; return status{}; }},
     {"--host", [&](const std::string& v) { o.host = v; return status{}; }},
     {"--port", [&](const std::string& v) { return apps::parse_int_flag("--port", v, 0, o.port); }},
-    {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
+    {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads, apps::max_threads_flag); }},
     {"--cpu-devices",
-     [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices); }},
+     [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices, apps::max_cpu_devices_flag); }},
   };
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}};
   if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())

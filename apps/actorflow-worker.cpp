@@ -79,12 +79,12 @@ std::optional<failure> parse_flags(int argc, char** argv, worker_options& o) {
        task_given = true;
        return apps::parse_int_flag("--task", v, 0, task);
      }},
-    {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
+    {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads, apps::max_threads_flag); }},
     {"--bind", [&](const std::string& v) { o.bind = v; return status{}; }},
     {"--worker-grace",
      [&](const std::string& v) { return apps::parse_int_flag("--worker-grace", v, 0, o.worker_grace); }},
     {"--cpu-devices",
-     [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices); }},
+     [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices, apps::max_cpu_devices_flag); }},
   };
   flags.switches = {{"--master", &o.master}, {"--help", &o.help}, {"-h", &o.help}};
   if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())

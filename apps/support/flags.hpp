@@ -9,6 +9,7 @@
 
 #include <charconv>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -26,9 +27,11 @@ struct flag_set {
 /// Parses argv[1..argc); errors name the flag at fault (unknown, or missing its value).
 status parse_flags(int argc, const char* const* argv, const flag_set& flags);
 
-/// Parses a whole number of at least `min` into `out`; the error quotes the flag and the text.
+/// Parses a whole number of at least `min` (and at most `max`) into `out`; the error quotes the
+/// flag and the text.
 template <class Int>
-status parse_int_flag(const std::string& flag, const std::string& text, Int min, Int& out) {
+status parse_int_flag(const std::string& flag, const std::string& text, Int min, Int& out,
+                      Int max = std::numeric_limits<Int>::max()) {
   Int value{};
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size() || text.empty())
@@ -36,8 +39,16 @@ status parse_int_flag(const std::string& flag, const std::string& text, Int min,
   if (value < min)
     return make_error(errc::invalid_argument,
                       flag + ": must be at least " + std::to_string(min) + ", got " + text);
+  if (value > max)
+    return make_error(errc::invalid_argument,
+                      flag + ": must be at most " + std::to_string(max) + ", got " + text);
   out = value;
   return {};
 }
+
+/// The most threads (--threads) and CPU devices (--cpu-devices) a process may ask for: far
+/// beyond any machine's cores, well below what makes thread creation fail.
+inline constexpr int max_threads_flag = 1024;
+inline constexpr int max_cpu_devices_flag = 256;
 
 } // namespace actorflow::apps

@@ -116,7 +116,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
        return one_of("--optimizer", v, {"sgd", "momentum", "adam"}, o.optimizer);
      }},
     {"--seed", [&](auto& v) { return apps::parse_int_flag<std::uint64_t>("--seed", v, 0, o.seed); }},
-    {"--threads", [&](auto& v) { return apps::parse_int_flag("--threads", v, 0, o.threads); }},
+    {"--threads", [&](auto& v) { return apps::parse_int_flag("--threads", v, 0, o.threads, apps::max_threads_flag); }},
     {"--steps", [&](auto& v) { return apps::parse_int_flag("--steps", v, 1, o.steps); }},
     {"--data-dir", [&](auto& v) { o.data_dir = v; return status{}; }},
     {"--output-dir", [&](auto& v) { o.output_dir = v; return status{}; }},

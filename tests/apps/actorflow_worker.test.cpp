@@ -158,6 +158,11 @@ TEST_CASE("a worker given an invalid spec or a job not in it exits 2 naming the 
   CHECK(unknown_task == 2);
   CHECK(unknown_task_text.find("task 1") != std::string::npos);
 
+  // Thousands of devices would take minutes to make and ignore SIGTERM meanwhile.
+  auto [devices, devices_text] = run_failing_worker({"--cpu-devices", "100000"});
+  CHECK(devices == 2);
+  CHECK(devices_text.find("--cpu-devices: must be at most 256, got 100000") != std::string::npos);
+
   auto [bad_flag, bad_flag_text] = run_failing_worker({"--jobs", "worker"});
   CHECK(bad_flag == 2);
   CHECK(bad_flag_text.find("--jobs") != std::string::npos);

@@ -69,6 +69,10 @@ TEST_CASE("bad flags give one message naming the flag") {
   REQUIRE_FALSE(not_a_number.ok());
   CHECK(not_a_number.error().message().find("--epochs") != std::string::npos);
   CHECK(not_a_number.error().message().find("'three'") != std::string::npos);
+  // 100000 threads would abort the process (std::system_error) instead of saying so.
+  auto threads = parse({"--threads", "100000"});
+  REQUIRE_FALSE(threads.ok());
+  CHECK(threads.error().message() == "--threads: must be at most 1024, got 100000");
   auto zero = parse({"--batch-size", "0"});
   REQUIRE_FALSE(zero.ok());
   CHECK(zero.error().message().find("--batch-size") != std::string::npos);
