@@ -240,7 +240,8 @@ result<cluster_spec> cluster_spec::parse(std::string_view text) {
   auto trimmed = trim(text);
   if (trimmed.empty())
     return invalid("the spec is empty");
-  if (trimmed.front() == '{')
+  // JSON of any kind is JSON, not a file name: '[1,2,3]' is refused as the wrong shape.
+  if (trimmed.front() == '{' || trimmed.front() == '[' || trimmed.front() == '"')
     return from_json(trimmed);
   if (trimmed.find('=') != std::string_view::npos)
     return from_inline(trimmed);

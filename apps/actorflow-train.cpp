@@ -329,6 +329,20 @@ status report_results(const train_options& o, const train::metrics_log& metrics,
   return {};
 }
 
+/// The checkpoint to restore: the newest in `checkpoints` that verifies, after a line on
+/// standard error for each newer one that is damaged; nullopt when the directory has none. When
+/// it has some and none verifies, the error says so and why the newest failed.
+result<std::optional<std::string>> checkpoint_to_restore(const checkpoint_manager& checkpoints) {
+  auto found = checkpoints.find_latest();
+  for (auto& why : found.skipped)
+    std::cerr << "actorflow-train: skipping a damaged checkpoint: " << why.message() << '\n';
+  if (!found.path && !found.skipped.empty())
+    return make_error(errc::data_loss, "every checkpoint in '" + checkpoints.directory() +
+                                         "' is damaged (" + std::to_string(found.skipped.size()) +
+                                         "); the newest: " + found.skipped.front().message());
+  return found.path;
+}
+
 /// "MLP" or "CNN", for titles.
 std::string model_title(const train_options& o) { return o.model == "cnn" ? "CNN" : "MLP"; }
 
@@ -365,7 +379,10 @@ int run_mlp(const train_options& o, const training_target& where) {
   if (!o.checkpoint_dir.empty()) {
     checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
     if (o.resume) {
-      auto latest = checkpoints->latest();
+      auto restorable = checkpoint_to_restore(*checkpoints);
+      if (!restorable)
+        return fail(restorable.error().with_context("--resume"));
+      auto& latest = *restorable;
       if (!latest)
         return fail(make_error(errc::not_found, "--resume: no checkpoint in '" + o.checkpoint_dir + "'"));
       auto data = read_checkpoint(*latest);
@@ -549,7 +566,10 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       std::optional<std::string> latest;
       if (!o.checkpoint_dir.empty()) {
         checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
-        latest = checkpoints->latest();
+        auto restorable = checkpoint_to_restore(*checkpoints);
+        if (!restorable)
+          return fail(restorable.error());
+        latest = *restorable;
       }
       if (latest) {
         auto data = read_checkpoint(*latest);

@@ -527,14 +527,21 @@ result<std::string> checkpoint_manager::save(std::int64_t step, const checkpoint
   return path;
 }
 
-std::optional<std::string> checkpoint_manager::latest() const {
+std::optional<std::string> checkpoint_manager::latest() const { return find_latest().path; }
+
+checkpoint_manager::search checkpoint_manager::find_latest() const {
+  search found;
   auto names = committed_names();
   for (auto i = names.rbegin(); i != names.rend(); ++i) {
     auto path = directory_ + "/" + *i;
-    if (verify_checkpoint(path).ok())
-      return path;
+    auto verified = verify_checkpoint(path);
+    if (verified.ok()) {
+      found.path = path;
+      break;
+    }
+    found.skipped.push_back(std::move(verified));
   }
-  return std::nullopt;
+  return found;
 }
 
 } // namespace actorflow

@@ -93,6 +93,15 @@ public:
   /// back to older ones when newer ones are damaged or missing; nullopt when there is none.
   std::optional<std::string> latest() const;
 
+  /// What latest() looked at: the newest checkpoint that verifies (if any), and why each newer
+  /// one was passed over (each status names its file), newest first. Callers say what was
+  /// skipped rather than restoring an older step silently.
+  struct search {
+    std::optional<std::string> path;
+    std::vector<status> skipped;
+  };
+  search find_latest() const;
+
   /// The committed checkpoints' paths, oldest first (unverified).
   std::vector<std::string> checkpoints() const;
 

@@ -257,6 +257,18 @@ TEST_CASE("malformed JSON is reported with its byte position", "[actors][cluster
              Contains("job 'ps' task 1: expected a \"host:port\" string, got 2222"));
 }
 
+TEST_CASE("JSON that is not an object is refused as the wrong shape, not looked up as a file",
+          "[actors][cluster_spec]") {
+  for (std::string text : {"[1,2,3]", "\"ps\""}) {
+    INFO(text);
+    auto spec = cluster_spec::parse(text);
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.error().code() == errc::invalid_argument);
+    CHECK(spec.error().message().find("expected a JSON object") != std::string::npos);
+    CHECK(spec.error().message().find("file") == std::string::npos);
+  }
+}
+
 TEST_CASE("a file that cannot be read is an error naming it", "[actors][cluster_spec]") {
   temp_dir dir;
   auto missing = cluster_spec::from_json_file(dir.path() + "/missing.json");

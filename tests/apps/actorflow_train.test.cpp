@@ -114,6 +114,22 @@ TEST_CASE("bad flags, missing data and unwritable directories give one line and 
   CHECK(lines_of(unwritable.output).size() == 1);
   CHECK(unwritable.output.find("/proc/actorflow-out") != std::string::npos);
 
+  // Only damaged checkpoints: --resume says so, naming the file, and does not start afresh.
+  auto damaged = fresh_dir("damaged");
+  std::filesystem::create_directories(damaged);
+  {
+    std::FILE* f = std::fopen((damaged + "/ckpt-7.afckpt").c_str(), "wb");
+    REQUIRE(f != nullptr);
+    std::fputs("not a checkpoint", f);
+    std::fclose(f);
+  }
+  auto resumed = run_train("--local --epochs 1 --resume --checkpoint-dir " + damaged +
+                           " --output-dir " + damaged + "/out");
+  CHECK(resumed.exit_code != 0);
+  CHECK(resumed.output.find("every checkpoint in '" + damaged + "' is damaged") != std::string::npos);
+  CHECK(resumed.output.find("ckpt-7.afckpt") != std::string::npos);
+  std::filesystem::remove_all(damaged);
+
   auto help = run_train("--help");
   CHECK(help.exit_code == 0);
   CHECK(help.output.find("--checkpoint-dir") != std::string::npos);

@@ -268,11 +268,33 @@ TEST_CASE("latest falls back past a corrupted or missing newest checkpoint") {
   auto latest = manager.latest();
   REQUIRE(latest.has_value());
   CHECK(*latest == previous);
+  // What was passed over, and why, naming the file.
+  auto search = manager.find_latest();
+  REQUIRE(search.skipped.size() == 1);
+  CHECK(search.skipped[0].message().find("ckpt-3.afckpt") != std::string::npos);
   CHECK(first_value(*latest) == 2.f);
   // The next save is the newest again and counts towards the three kept.
   REQUIRE(manager.save(4, {{"v", tensor::from_vector<float>({4.f, 0.f, 0.f})}}).ok());
   CHECK(*manager.latest() == dir.path() + "/ckpt-4.afckpt");
   CHECK(manager.checkpoints().size() == 3);
+}
+
+TEST_CASE("when every checkpoint is damaged the search says why for each, newest first") {
+  temp_dir dir;
+  checkpoint_manager manager{dir.path(), 3};
+  for (std::int64_t step = 1; step <= 2; ++step) {
+    REQUIRE(manager.save(step, {{"v", tensor::from_vector<float>({1.f})}}).ok());
+    auto path = manager.path_for_step(step);
+    auto bytes = read_file_bytes(path);
+    bytes.resize(bytes.size() / 2);
+    write_file_bytes(path, bytes);
+  }
+  auto search = manager.find_latest();
+  CHECK_FALSE(search.path.has_value());
+  REQUIRE(search.skipped.size() == 2);
+  CHECK(search.skipped[0].message().find("ckpt-2.afckpt") != std::string::npos);
+  CHECK(search.skipped[1].message().find("ckpt-1.afckpt") != std::string::npos);
+  CHECK(search.skipped[0].code() == errc::data_loss);
 }
 
 TEST_CASE("without a readable index the manager finds checkpoints by step") {
