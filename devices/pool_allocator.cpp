@@ -45,18 +45,31 @@ std::size_t pool_allocator::class_index(std::size_t bytes) {
   return 3 + static_cast<std::size_t>(k - 8) * 4 + (quarters - 1);
 }
 
-pool_allocator::pool_allocator(std::size_t max_cached_bytes)
-  : max_cached_bytes_(max_cached_bytes) {}
+std::size_t pool_allocator::class_size_of_index(std::size_t i) {
+  if (i < 3)
+    return std::size_t{64} << i;
+  auto k = (i - 3) / 4 + 8;
+  auto quarters = (i - 3) % 4 + 1;
+  auto base = std::size_t{1} << k;
+  return base + quarters * (base >> 2);
+}
+
+pool_allocator::pool_allocator(std::size_t max_cached_bytes,
+                               std::chrono::milliseconds large_block_idle)
+  : max_cached_bytes_(max_cached_bytes), large_block_idle_(large_block_idle) {}
 
 pool_allocator::~pool_allocator() { trim(); }
 
 void* pool_allocator::allocate(std::size_t bytes) {
+  maybe_release_idle_large_blocks();
   auto size = class_size(bytes);
   auto& cls = classes_[class_index(bytes)];
   allocations_.fetch_add(1, std::memory_order_relaxed);
   void* p = nullptr;
   {
     std::lock_guard<std::mutex> guard{cls.mutex};
+    if (size >= large_block_bytes)
+      cls.last_used = std::chrono::steady_clock::now();
     if (!cls.free_blocks.empty()) {
       p = cls.free_blocks.back();
       cls.free_blocks.pop_back();
@@ -80,6 +93,7 @@ void* pool_allocator::allocate(std::size_t bytes) {
 void pool_allocator::deallocate(void* ptr, std::size_t bytes) {
   if (ptr == nullptr)
     return;
+  maybe_release_idle_large_blocks();
   auto size = class_size(bytes);
   bytes_in_use_.fetch_sub(size, std::memory_order_relaxed);
   // Reserve room in the cache first so that concurrent frees cannot overshoot the bound.
@@ -91,7 +105,40 @@ void pool_allocator::deallocate(void* ptr, std::size_t bytes) {
   }
   auto& cls = classes_[class_index(bytes)];
   std::lock_guard<std::mutex> guard{cls.mutex};
+  if (size >= large_block_bytes)
+    cls.last_used = std::chrono::steady_clock::now();
   cls.free_blocks.push_back(ptr);
+}
+
+void pool_allocator::maybe_release_idle_large_blocks() {
+  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  auto next = next_idle_check_.load(std::memory_order_relaxed);
+  if (now < next)
+    return;
+  auto second = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::seconds(1)).count();
+  // One thread checks; the others go on.
+  if (!next_idle_check_.compare_exchange_strong(next, now + second, std::memory_order_relaxed))
+    return;
+  release_idle_large_blocks();
+}
+
+void pool_allocator::release_idle_large_blocks() {
+  auto now = std::chrono::steady_clock::now();
+  for (auto i = class_index(large_block_bytes); i < num_classes; ++i) {
+    auto& cls = classes_[i];
+    std::vector<void*> idle;
+    {
+      std::lock_guard<std::mutex> guard{cls.mutex};
+      if (cls.free_blocks.empty() || now - cls.last_used < large_block_idle_)
+        continue;
+      idle.swap(cls.free_blocks);
+    }
+    // Every block of class i has the same size: the class size of its index.
+    for (void* block : idle) {
+      std::free(block);
+      bytes_cached_.fetch_sub(class_size_of_index(i), std::memory_order_relaxed);
+    }
+  }
 }
 
 pool_allocator_stats pool_allocator::stats() const {
@@ -114,16 +161,7 @@ void pool_allocator::trim() {
     }
     if (blocks.empty())
       continue;
-    // Every block of class i has the same size; recover it from any representative request.
-    std::size_t size = 0;
-    if (i < 3)
-      size = std::size_t{64} << i;
-    else {
-      auto k = (i - 3) / 4 + 8;
-      auto quarters = (i - 3) % 4 + 1;
-      auto base = std::size_t{1} << k;
-      size = base + quarters * (base >> 2);
-    }
+    auto size = class_size_of_index(i);
     for (void* p : blocks)
       std::free(p);
     bytes_cached_.fetch_sub(size * blocks.size(), std::memory_order_relaxed);

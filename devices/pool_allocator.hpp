@@ -10,6 +10,7 @@
 #include "graph/tensor.hpp"
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -41,8 +42,11 @@ struct pool_allocator_stats {
 class pool_allocator final : public allocator {
 public:
   /// `max_cached_bytes` bounds the free lists; a freed block that would exceed it goes back to
-  /// the system instead.
-  explicit pool_allocator(std::size_t max_cached_bytes = default_max_cached_bytes);
+  /// the system instead. Cached blocks of large_block_bytes or more that nobody has used for
+  /// `large_block_idle` go back to the system too (a 2 GiB tensor used once must not hold 2 GiB
+  /// for the rest of the process): checked at most once a second by allocate and deallocate.
+  explicit pool_allocator(std::size_t max_cached_bytes = default_max_cached_bytes,
+                          std::chrono::milliseconds large_block_idle = default_large_block_idle);
   /// Releases the cached blocks. Blocks still in use must not be freed after this.
   ~pool_allocator() override;
   pool_allocator(const pool_allocator&) = delete;
@@ -57,23 +61,39 @@ public:
   /// Returns every cached block to the system; blocks in use are unaffected.
   void trim();
 
+  /// Returns the cached large blocks of every size nobody allocated or freed for
+  /// large_block_idle to the system now (what allocate and deallocate do once a second).
+  void release_idle_large_blocks();
+
   /// The size of the block a request of `bytes` gets.
   static std::size_t class_size(std::size_t bytes);
 
   static constexpr std::size_t default_max_cached_bytes = std::size_t{4} << 30;
+  static constexpr std::size_t large_block_bytes = std::size_t{64} << 20;
+  static constexpr std::chrono::milliseconds default_large_block_idle{5000};
 
 private:
   static std::size_t class_index(std::size_t bytes);
+  /// The block size of class `i` (every block of a class has it).
+  static std::size_t class_size_of_index(std::size_t i);
 
   struct size_class {
     std::mutex mutex;
     std::vector<void*> free_blocks;
+    /// The last allocate or deallocate of this size (large classes only).
+    std::chrono::steady_clock::time_point last_used{};
   };
+
+  /// release_idle_large_blocks when a second has passed since the last time.
+  void maybe_release_idle_large_blocks();
 
   // 3 small classes plus 4 quarter steps for each power of two from 2^8 to 2^63.
   static constexpr std::size_t num_classes = 3 + 4 * 56;
 
   std::size_t max_cached_bytes_;
+  std::chrono::milliseconds large_block_idle_;
+  /// steady_clock ticks of the next idle check.
+  std::atomic<std::int64_t> next_idle_check_{0};
   std::array<size_class, num_classes> classes_;
   std::atomic<std::size_t> bytes_in_use_{0};
   std::atomic<std::size_t> peak_bytes_in_use_{0};

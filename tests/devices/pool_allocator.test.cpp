@@ -154,3 +154,30 @@ TEST_CASE("install_host_pool_allocator makes the pool the default for new tensor
   tensor t{dtype::float64, {10}};
   CHECK(host_pool_allocator().stats().allocations == before + 1);
 }
+
+TEST_CASE("large cached blocks nobody used for a while go back to the system; small ones stay",
+          "[pool_allocator]") {
+  using namespace std::chrono_literals;
+  auto large = pool_allocator::large_block_bytes;
+  SECTION("idle past the bound") {
+    pool_allocator pool{pool_allocator::default_max_cached_bytes, 0ms};
+    pool.deallocate(pool.allocate(large), large);
+    pool.deallocate(pool.allocate(4096), 4096);
+    CHECK(pool.stats().bytes_cached == pool_allocator::class_size(large) + 4096);
+    pool.release_idle_large_blocks();
+    CHECK(pool.stats().bytes_cached == 4096);
+    // The next large request gets fresh memory.
+    auto before = pool.stats().system_allocations;
+    pool.deallocate(pool.allocate(large), large);
+    CHECK(pool.stats().system_allocations == before + 1);
+  }
+  SECTION("recently used") {
+    pool_allocator pool{pool_allocator::default_max_cached_bytes, 1h};
+    pool.deallocate(pool.allocate(large), large);
+    pool.release_idle_large_blocks();
+    CHECK(pool.stats().bytes_cached == pool_allocator::class_size(large));
+    auto before = pool.stats().reuse_hits;
+    pool.deallocate(pool.allocate(large), large);
+    CHECK(pool.stats().reuse_hits == before + 1);
+  }
+}
