@@ -1,5 +1,7 @@
 #include "actors/device_actor.hpp"
 
+#include "actors/logging.hpp"
+
 #include "devices/executor.hpp"
 #include "devices/rendezvous.hpp"
 #include "devices/thread_pool.hpp"
@@ -78,6 +80,8 @@ struct device_step {
   std::shared_ptr<bulk_tracker> bulk = std::make_shared<bulk_tracker>();
   /// The step's result while bulk sends are still in flight.
   std::optional<step_result> finished;
+  /// Bytes of the tensors that arrived before the step started here (0 once it has).
+  std::uint64_t early_bytes = 0;
 };
 
 struct device_state {
@@ -100,6 +104,48 @@ struct device_state {
   /// Steps that ended recently: late tensors for them are dropped instead of piling up.
   std::unordered_set<std::int64_t> ended;
   std::deque<std::int64_t> ended_order;
+  /// Steps holding tensors that came before the step did, oldest first, and their bytes.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> early_steps;
+  std::uint64_t early_bytes = 0;
+
+  /// Keeps an early tensor of `bytes` for `step_id` (not started here), after dropping the
+  /// early steps that outlived their time or, oldest first, those over the byte budget.
+  void hold_early(std::int64_t step_id, device_step& step, std::uint64_t bytes) {
+    auto now = std::chrono::steady_clock::now();
+    while (!early_steps.empty() && now - early_steps.front().first >= options.early_tensor_ttl)
+      drop_early(early_steps.front().second, "did not start within " +
+                                               std::to_string(options.early_tensor_ttl.count()) +
+                                               " ms");
+    while (!early_steps.empty() && early_bytes + bytes > options.early_tensor_budget_bytes &&
+           early_steps.front().second != step_id)
+      drop_early(early_steps.front().second,
+                 "waited longest while early tensors exceeded " +
+                   std::to_string(options.early_tensor_budget_bytes) + " bytes");
+    if (step.early_bytes == 0)
+      early_steps.emplace_back(now, step_id);
+    step.early_bytes += bytes;
+    early_bytes += bytes;
+  }
+
+  /// The step started: its early tensors belong to it now.
+  void started(device_step& step) {
+    early_bytes -= step.early_bytes;
+    step.early_bytes = 0;
+  }
+
+  void drop_early(std::int64_t step_id, const std::string& why) {
+    early_steps.pop_front();
+    auto i = steps.find(step_id);
+    if (i == steps.end() || i->second.early_bytes == 0)
+      return; // started meanwhile (or already gone): its entry was stale
+    early_bytes -= i->second.early_bytes;
+    auto line = "dropped " + std::to_string(i->second.early_bytes) + " bytes of tensors for step " +
+                std::to_string(step_id) + ", which " + why;
+    trace(line);
+    log_verbose(dev->full_name() + ": " + line);
+    steps.erase(i);
+    mark_ended(step_id);
+  }
 
   void trace(const std::string& line) const {
     if (options.trace)
@@ -224,6 +270,7 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
                            {}};
       auto promise = self->make_response_promise<step_result>();
       auto& step = st.steps[request.step_id];
+      st.started(step);
       step.promise = promise;
       auto meeting_point = step.meeting_point;
       auto peers = st.peers;
@@ -330,6 +377,9 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
         return;
       }
       // A tensor may arrive before this device was told to run the step.
+      auto& step = st.steps[transfer.step_id];
+      if (!step.execution && !step.meeting_point->aborted())
+        st.hold_early(transfer.step_id, step, transfer.value.bytes());
       auto meeting_point = st.steps[transfer.step_id].meeting_point;
       meeting_point->deliver(transfer.key, std::move(transfer.value));
     },
@@ -357,8 +407,11 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
                                                               ", refused a tensor chunk"));
         return;
       }
-      if (done->is_initialized())
-        step.meeting_point->deliver(chunk.key, std::move(*done));
+      if (done->is_initialized()) {
+        if (!step.execution && !step.meeting_point->aborted())
+          st.hold_early(chunk.step_id, step, done->bytes());
+        st.steps[chunk.step_id].meeting_point->deliver(chunk.key, std::move(*done));
+      }
     },
     [=](abort_atom, std::int64_t step_id, const status& reason) {
       auto& st = self->state;

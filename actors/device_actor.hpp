@@ -11,6 +11,8 @@
 
 #include <caf/actor_system.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,6 +31,12 @@ struct device_actor_options {
   /// (peer_table::bulk_addresses, at least bulk_min_bytes()); null sends everything through
   /// CAF. Shared by the task's device actors; its owner closes it before the actor system ends.
   std::shared_ptr<bulk_sender> bulk;
+  /// Tensors may arrive for a step before the device is told to run it. Those of a step that
+  /// has not started within early_tensor_ttl are dropped (a step that never runs must not hold
+  /// them forever), and so are the oldest such steps' whenever all of them together exceed
+  /// early_tensor_budget_bytes. Either way the step, should it come, fails waiting for them.
+  std::chrono::milliseconds early_tensor_ttl{std::chrono::seconds(60)};
+  std::uint64_t early_tensor_budget_bytes = std::uint64_t{1} << 30;
 };
 
 /// The device is shared: its task keeps it too (its variables back the task's shards).

@@ -104,3 +104,54 @@ TEST_CASE("a tensor keyed for an earlier life of its sender is refused; the curr
   caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
   sys.run_all();
 }
+
+TEST_CASE("tensors for steps that never start are dropped after a time and beyond a byte budget") {
+  testing::deterministic_system sys;
+  device_actor_options options;
+  options.trace = sys.tracer();
+  SECTION("over the budget, the oldest early step goes first") {
+    options.early_tensor_budget_bytes = 1000;
+  }
+  SECTION("past their time") {
+    options.early_tensor_ttl = std::chrono::milliseconds{0};
+  }
+  auto receiver = spawn_device_actor(
+    sys.system(),
+    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
+    options);
+  peer_table peers;
+  peers.devices[receiver_device] = receiver;
+  peers.incarnations[sender_device] = current_life;
+  caf::anon_send(receiver, peers_atom::value, peers);
+  auto key = make_rendezvous_key(sender_device, receiver_device, "x:0", current_life).to_string();
+  // 400 bytes each, for steps nobody runs.
+  for (std::int64_t step : {101, 102, 103}) {
+    caf::anon_send(receiver, tensor_atom::value,
+                   make_tensor_transfer(step, key, tensor::from_vector<float>(std::vector<float>(100, 1.f))));
+    sys.run_all();
+  }
+  std::vector<std::string> dropped;
+  for (auto& line : sys.trace())
+    if (line.find("dropped 400 bytes of tensors for step ") != std::string::npos)
+      dropped.push_back(line);
+  // Budget: 101 goes when 103 would make 1200 bytes. Time: each arrival finds the earlier ones
+  // outlived (a TTL of 0), so 101 and 102 go.
+  REQUIRE_FALSE(dropped.empty());
+  CHECK(dropped[0].find("step 101") != std::string::npos);
+  if (options.early_tensor_ttl.count() == 0) {
+    REQUIRE(dropped.size() == 2);
+    CHECK(dropped[1].find("step 102, which did not start within 0 ms") != std::string::npos);
+  } else {
+    REQUIRE(dropped.size() == 1);
+    CHECK(dropped[0].find("exceeded 1000 bytes") != std::string::npos);
+  }
+  // A late tensor for a dropped step is ignored, not held again.
+  sys.clear_trace();
+  caf::anon_send(receiver, tensor_atom::value,
+                 make_tensor_transfer(101, key, tensor::from_vector<float>(std::vector<float>(100, 1.f))));
+  sys.run_all();
+  for (auto& line : sys.trace())
+    CHECK(line.find("dropped") == std::string::npos);
+  caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
+  sys.run_all();
+}
