@@ -554,24 +554,42 @@ status bulk_sender::write_item(destination& d, const item& it) {
   auto header = encode_bulk_frame_header(it.step_id, it.key, it.value);
   if (!header)
     return header.error();
-  int fd;
-  {
+  // A kept connection the endpoint has reset since (it restarted, or timed us out) fails on the
+  // first write with nothing written: the frame then goes again, once, on a fresh connection.
+  for (int attempt = 0;; ++attempt) {
+    int fd;
+    {
+      std::lock_guard<std::mutex> lock{d.mutex};
+      fd = d.fd;
+    }
+    bool reused = fd >= 0;
+    if (!reused) {
+      auto connected = connect_to(d.address, d.mutex, d.fd, d.closing);
+      if (!connected)
+        return connected.error().with_context("cannot connect to bulk endpoint " + d.address);
+      fd = *connected;
+    }
+    std::size_t written = 0;
+    auto s = write_frame(fd, d.address, *header, it.value, written);
+    if (s.ok() || !reused || written > 0 || attempt > 0)
+      return s;
     std::lock_guard<std::mutex> lock{d.mutex};
-    fd = d.fd;
+    if (d.fd == fd) {
+      ::close(d.fd);
+      d.fd = -1;
+    }
   }
-  if (fd < 0) {
-    auto connected = connect_to(d.address, d.mutex, d.fd, d.closing);
-    if (!connected)
-      return connected.error().with_context("cannot connect to bulk endpoint " + d.address);
-    fd = *connected;
-  }
+}
+
+status bulk_sender::write_frame(int fd, const std::string& address,
+                                const std::vector<std::uint8_t>& header, const tensor& value,
+                                std::size_t& written) {
   iovec parts[2];
-  parts[0].iov_base = header->data();
-  parts[0].iov_len = header->size();
-  parts[1].iov_base = it.value.raw_data();
-  parts[1].iov_len = it.value.bytes();
-  std::size_t total = header->size() + it.value.bytes();
-  std::size_t written = 0;
+  parts[0].iov_base = const_cast<std::uint8_t*>(header.data());
+  parts[0].iov_len = header.size();
+  parts[1].iov_base = value.raw_data();
+  parts[1].iov_len = value.bytes();
+  std::size_t total = header.size() + value.bytes();
   while (written < total) {
     iovec left[2];
     int count = 0;
@@ -593,7 +611,7 @@ status bulk_sender::write_item(destination& d, const item& it) {
     if (n < 0) {
       if (errno == EINTR)
         continue;
-      return make_error(errc::unavailable, "writing to bulk endpoint " + d.address + " after " +
+      return make_error(errc::unavailable, "writing to bulk endpoint " + address + " after " +
                                              std::to_string(written) + " of " +
                                              std::to_string(total) + " bytes: " +
                                              std::strerror(errno));

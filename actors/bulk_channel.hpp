@@ -181,6 +181,10 @@ private:
 
   void write_loop(destination& d);
   status write_item(destination& d, const item& it);
+  /// Writes header and value to `fd` from byte `written` on, counting in `written`.
+  static status write_frame(int fd, const std::string& address,
+                            const std::vector<std::uint8_t>& header, const tensor& value,
+                            std::size_t& written);
 
   std::mutex mutex_;
   bool closed_ = false;

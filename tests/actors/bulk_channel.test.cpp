@@ -31,7 +31,9 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <future>
 #include <random>
+#include <thread>
 
 using namespace actorflow;
 using namespace actorflow::test;
@@ -370,4 +372,56 @@ TEST_CASE("a device actor fails the step, naming the receiver and its endpoint, 
   CHECK(result.outcome.message().find(receiver_device) != std::string::npos);
   CHECK(result.outcome.message().find(gone) != std::string::npos);
   CHECK(p.bulk->tensors_sent() == 0);
+}
+
+TEST_CASE("a frame that finds its kept connection reset goes again on a fresh one",
+          "[actors][bulk]") {
+  // A plain listener playing an endpoint that resets the first connection after one frame.
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  auto target = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  auto accept_one = [&] {
+    pollfd p{listener, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 10000) == 1);
+    return ::accept(listener, nullptr, nullptr);
+  };
+  auto read_some = [](int fd) {
+    char buffer[4096];
+    pollfd p{fd, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 10000) == 1);
+    return ::recv(fd, buffer, sizeof buffer, 0);
+  };
+
+  bulk_sender sender;
+  std::promise<status> first, second;
+  sender.send(target, 1, "a;b;x:0", tensor::from_vector<float>({1.f, 2.f}),
+              [&](const status& s) { first.set_value(s); });
+  int conn1 = accept_one();
+  REQUIRE(conn1 >= 0);
+  CHECK(read_some(conn1) > 0);
+  REQUIRE(first.get_future().get().ok());
+  // Reset, not a clean close: the sender's next write on it fails with nothing written.
+  linger hard{1, 0};
+  REQUIRE(::setsockopt(conn1, SOL_SOCKET, SO_LINGER, &hard, sizeof hard) == 0);
+  ::close(conn1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100)); // the reset reaches the sender
+
+  sender.send(target, 2, "a;b;x:0", tensor::from_vector<float>({3.f, 4.f}),
+              [&](const status& s) { second.set_value(s); });
+  int conn2 = accept_one();
+  REQUIRE(conn2 >= 0);
+  CHECK(read_some(conn2) > 0);
+  auto retried = second.get_future().get();
+  INFO(retried.message());
+  CHECK(retried.ok());
+  sender.close();
+  ::close(conn2);
+  ::close(listener);
 }
