@@ -4,7 +4,9 @@
 #include "actors/protocols/wire.hpp"
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -103,11 +105,32 @@ result<fixed_header> check_fixed(const void* data, std::size_t size) {
   return h;
 }
 
-/// Reads exactly `size` bytes; `got` says how many arrived before an end or error.
-bool read_exact(int fd, void* data, std::size_t size, std::size_t& got) {
+/// Waits until `fd` has bytes (or its end) to read; false after `timeout` without any.
+bool wait_readable(int fd, std::chrono::milliseconds timeout) {
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    auto ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(timeout.count(), INT_MAX)));
+    if (ready > 0)
+      return true;
+    if (ready == 0)
+      return false;
+    if (errno != EINTR)
+      return true; // let recv report the error
+  }
+}
+
+/// Reads exactly `size` bytes, each wait for more bounded by `stall`; `got` says how many
+/// arrived before an end, error or stall (`stalled` set).
+bool read_exact(int fd, void* data, std::size_t size, std::size_t& got,
+                std::chrono::milliseconds stall, bool& stalled) {
   auto* p = static_cast<char*>(data);
   got = 0;
+  stalled = false;
   while (got < size) {
+    if (!wait_readable(fd, stall)) {
+      stalled = true;
+      return false;
+    }
     auto n = ::recv(fd, p + got, size - got, 0);
     if (n > 0) {
       got += static_cast<std::size_t>(n);
@@ -118,6 +141,13 @@ bool read_exact(int fd, void* data, std::size_t size, std::size_t& got) {
     }
   }
   return true;
+}
+
+/// Whether the peer of a connection it never writes to has closed it: any readable state (an
+/// end, a reset) means so.
+bool peer_hung_up(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 void set_no_delay(int fd) {
@@ -289,7 +319,8 @@ result<bulk_frame_header> decode_bulk_frame_header(const void* data, std::size_t
 // ---- bulk_endpoint ----
 
 result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& host,
-                                                             deliver_function deliver) {
+                                                             deliver_function deliver,
+                                                             timeouts limits) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -321,14 +352,17 @@ result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& 
                   : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     auto shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     auto address = shown + ":" + std::to_string(port);
-    return std::unique_ptr<bulk_endpoint>{new bulk_endpoint(fd, std::move(address), std::move(deliver))};
+    return std::unique_ptr<bulk_endpoint>{
+      new bulk_endpoint(fd, std::move(address), std::move(deliver), limits)};
   }
   return make_error(errc::unavailable,
                     "bulk endpoint: cannot listen on '" + host + "': " + last_error);
 }
 
-bulk_endpoint::bulk_endpoint(int listen_fd, std::string address, deliver_function deliver)
-    : listen_fd_(listen_fd), address_(std::move(address)), deliver_(std::move(deliver)) {
+bulk_endpoint::bulk_endpoint(int listen_fd, std::string address, deliver_function deliver,
+                             timeouts limits)
+    : listen_fd_(listen_fd), address_(std::move(address)), deliver_(std::move(deliver)),
+      limits_(limits) {
   acceptor_ = std::thread{[this] { accept_loop(); }};
 }
 
@@ -418,9 +452,20 @@ void bulk_endpoint::read_loop(connection& c) {
 }
 
 status bulk_endpoint::read_frame(int fd, bool& clean_end) {
+  if (!wait_readable(fd, limits_.idle))
+    return make_error(errc::deadline_exceeded,
+                      "idle for " + std::to_string(limits_.idle.count()) + " ms between frames");
+  auto stalled_after = [&](std::size_t got, const std::string& where) {
+    return make_error(errc::deadline_exceeded,
+                      "the sender stalled for " + std::to_string(limits_.stall.count()) +
+                        " ms " + where + " after " + std::to_string(got) + " bytes");
+  };
   std::uint8_t fixed[bulk_fixed_header_bytes];
   std::size_t got = 0;
-  if (!read_exact(fd, fixed, sizeof fixed, got)) {
+  bool stalled = false;
+  if (!read_exact(fd, fixed, sizeof fixed, got, limits_.stall, stalled)) {
+    if (stalled)
+      return stalled_after(got, "inside a frame header");
     clean_end = got == 0;
     return make_error(errc::data_loss, "connection ended inside a frame header (" +
                                          std::to_string(got) + " bytes)");
@@ -431,8 +476,10 @@ status bulk_endpoint::read_frame(int fd, bool& clean_end) {
   // Bounded by the checks above: at most the key limit plus 8 bytes per allowed dimension.
   std::vector<std::uint8_t> header(*size);
   std::memcpy(header.data(), fixed, sizeof fixed);
-  if (!read_exact(fd, header.data() + sizeof fixed, header.size() - sizeof fixed, got))
-    return make_error(errc::data_loss, "connection ended inside a frame header");
+  if (!read_exact(fd, header.data() + sizeof fixed, header.size() - sizeof fixed, got,
+                  limits_.stall, stalled))
+    return stalled ? stalled_after(sizeof fixed + got, "inside a frame header")
+                   : make_error(errc::data_loss, "connection ended inside a frame header");
   auto h = decode_bulk_frame_header(header.data(), header.size());
   if (!h)
     return h.error();
@@ -443,10 +490,12 @@ status bulk_endpoint::read_frame(int fd, bool& clean_end) {
     return make_error(errc::resource_exhausted,
                       "out of memory allocating a tensor of " + std::to_string(h->byte_count) + " bytes");
   }
-  if (h->byte_count > 0 &&
-      !read_exact(fd, value.raw_data(), static_cast<std::size_t>(h->byte_count), got))
-    return make_error(errc::data_loss, "connection ended after " + std::to_string(got) + " of " +
-                                         std::to_string(h->byte_count) + " bytes of '" + h->key + "'");
+  if (h->byte_count > 0 && !read_exact(fd, value.raw_data(), static_cast<std::size_t>(h->byte_count),
+                                        got, limits_.stall, stalled))
+    return stalled ? stalled_after(got, "inside tensor '" + h->key + "'")
+                   : make_error(errc::data_loss, "connection ended after " + std::to_string(got) +
+                                                   " of " + std::to_string(h->byte_count) +
+                                                   " bytes of '" + h->key + "'");
   if (h->type == dtype::boolean) {
     const auto* bytes = static_cast<const std::uint8_t*>(value.raw_data());
     for (std::uint64_t i = 0; i < h->byte_count; ++i)
@@ -563,6 +612,15 @@ status bulk_sender::write_item(destination& d, const item& it) {
       fd = d.fd;
     }
     bool reused = fd >= 0;
+    if (reused && peer_hung_up(fd)) {
+      // The endpoint closed it (idle too long, or restarted): a write would vanish into it.
+      std::lock_guard<std::mutex> lock{d.mutex};
+      if (d.fd == fd) {
+        ::close(d.fd);
+        d.fd = -1;
+      }
+      reused = false;
+    }
     if (!reused) {
       auto connected = connect_to(d.address, d.mutex, d.fd, d.closing);
       if (!connected)

@@ -21,6 +21,7 @@
 #include "graph/tensor.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -83,6 +84,15 @@ result<std::size_t> bulk_frame_header_size(const void* data, std::size_t size);
 /// input. Allocates at most the key and the dimensions, both capped.
 result<bulk_frame_header> decode_bulk_frame_header(const void* data, std::size_t size);
 
+/// How long a bulk endpoint's connection may stay silent: between frames (a sender keeps its
+/// connection across steps, and reconnects when it was closed), and inside a frame (a sender
+/// that stalls mid-frame holds a connection and a buffer). Either ends the connection, with a
+/// line naming the endpoint.
+struct bulk_endpoint_timeouts {
+  std::chrono::milliseconds idle{std::chrono::minutes(10)};
+  std::chrono::milliseconds stall{std::chrono::seconds(30)};
+};
+
 /// The receiving side of one task: a listener on (host, port 0), an acceptor thread and one
 /// reader thread per accepted connection (at most max_connections; more are refused). Each
 /// complete frame becomes a tensor (allocated once from the default host allocator, read
@@ -97,9 +107,12 @@ public:
 
   static constexpr std::size_t max_connections = 64;
 
+  using timeouts = bulk_endpoint_timeouts;
+
   /// Listens on `host` (a name or address) at a port the system picks.
   static result<std::unique_ptr<bulk_endpoint>> listen(const std::string& host,
-                                                       deliver_function deliver);
+                                                       deliver_function deliver,
+                                                       timeouts limits = {});
 
   ~bulk_endpoint();
   bulk_endpoint(const bulk_endpoint&) = delete;
@@ -118,7 +131,7 @@ private:
     std::atomic<bool> finished{false};
   };
 
-  bulk_endpoint(int listen_fd, std::string address, deliver_function deliver);
+  bulk_endpoint(int listen_fd, std::string address, deliver_function deliver, timeouts limits);
   void accept_loop();
   void read_loop(connection& c);
   status read_frame(int fd, bool& clean_end);
@@ -127,6 +140,7 @@ private:
   int listen_fd_ = -1;
   std::string address_;
   deliver_function deliver_;
+  timeouts limits_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> received_{0};
   std::mutex mutex_;

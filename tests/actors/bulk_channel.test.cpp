@@ -425,3 +425,78 @@ TEST_CASE("a frame that finds its kept connection reset goes again on a fresh on
   ::close(conn2);
   ::close(listener);
 }
+
+TEST_CASE("a bulk endpoint closes connections that stay silent between frames or stall inside one",
+          "[actors][bulk]") {
+  bulk_endpoint_timeouts limits;
+  limits.idle = std::chrono::milliseconds{200};
+  limits.stall = std::chrono::milliseconds{200};
+  std::atomic<int> delivered{0};
+  auto endpoint = bulk_endpoint::listen("127.0.0.1", [&](std::int64_t, std::string, tensor) {
+    ++delivered;
+    return status{};
+  }, limits);
+  REQUIRE(endpoint.ok());
+  auto port = static_cast<std::uint16_t>(std::stoi((*endpoint)->address().substr(10)));
+  auto connect_and_send = [&](const std::vector<std::uint8_t>& bytes) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    if (!bytes.empty())
+      REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+    return fd;
+  };
+  auto closed_within = [](int fd, int ms) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, ms) != 1)
+      return false;
+    char byte;
+    return ::recv(fd, &byte, 1, 0) <= 0;
+  };
+  // Silent from the start: closed after the idle bound.
+  int idle = connect_and_send({});
+  CHECK(closed_within(idle, 10000));
+  ::close(idle);
+  // Half a header, then nothing: closed after the stall bound.
+  auto header = encode_bulk_frame_header(1, "a;b;x:0", tensor{dtype::float32, {2}});
+  REQUIRE(header.ok());
+  std::vector<std::uint8_t> half(header->begin(), header->begin() + 10);
+  int stalled = connect_and_send(half);
+  CHECK(closed_within(stalled, 10000));
+  ::close(stalled);
+  CHECK(delivered == 0);
+}
+
+TEST_CASE("a sender whose kept connection the endpoint closed for idling reconnects, and no frame vanishes", "[actors][bulk]") {
+  bulk_endpoint_timeouts limits;
+  limits.idle = std::chrono::milliseconds{100};
+  std::atomic<int> delivered{0};
+  auto endpoint = bulk_endpoint::listen("127.0.0.1", [&](std::int64_t, std::string, tensor) {
+    ++delivered;
+    return status{};
+  }, limits);
+  REQUIRE(endpoint.ok());
+  bulk_sender sender;
+  auto send = [&](std::int64_t step) {
+    std::promise<status> written;
+    sender.send((*endpoint)->address(), step, "a;b;x:0", tensor::from_vector<float>({1.f}),
+                [&](const status& s) { written.set_value(s); });
+    return written.get_future().get();
+  };
+  auto delivered_within = [&](int count) {
+    for (int i = 0; i < 1000 && delivered < count; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return delivered >= count;
+  };
+  REQUIRE(send(1).ok());
+  REQUIRE(delivered_within(1));
+  // Longer than the idle bound: the endpoint has closed the sender's connection by now.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  REQUIRE(send(2).ok());
+  CHECK(delivered_within(2));
+  sender.close();
+}

@@ -155,7 +155,7 @@ TEST_CASE("install_host_pool_allocator makes the pool the default for new tensor
   CHECK(host_pool_allocator().stats().allocations == before + 1);
 }
 
-TEST_CASE("large cached blocks nobody used for a while go back to the system; small ones stay",
+TEST_CASE("large cached blocks nobody used for a while go back to the system, small ones stay",
           "[pool_allocator]") {
   using namespace std::chrono_literals;
   auto large = pool_allocator::large_block_bytes;

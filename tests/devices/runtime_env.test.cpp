@@ -54,7 +54,7 @@ TEST_CASE("an env that does not install the pooling allocator keeps the host's d
   CHECK(default_host_allocator() == &host_pool_allocator());
 }
 
-TEST_CASE("two envs share no pools; one env hands out the same shared pools") {
+TEST_CASE("two envs share no pools, one env hands out the same shared pools") {
   runtime_env first{runtime_env::settings{false, false}};
   runtime_env second{runtime_env::settings{false, false}};
   auto a = first.shared_pools(1, 1);

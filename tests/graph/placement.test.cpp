@@ -270,7 +270,7 @@ TEST_CASE("an unpinned node with no GPU kernel goes to the CPU", "[graph][placem
                                         "Exp: " + gpu0});
 }
 
-TEST_CASE("requests without a task use the default task; pinned tasks are honoured",
+TEST_CASE("requests without a task use the default task, pinned tasks are honoured",
           "[graph][placement]") {
   auto devices = parse_all({
     "/job:worker/replica:0/task:0/device:CPU:0",
