@@ -421,8 +421,10 @@ void bulk_endpoint::accept_loop() {
         ++i;
       }
     }
-    if (connections_.size() >= max_connections) {
-      log("refusing a connection: " + std::to_string(max_connections) + " already open");
+    if (connections_.size() >= max_connections && !evict_idle_connection()) {
+      log("refusing a connection: " + std::to_string(max_connections) +
+          " already open, none idle between frames for " +
+          std::to_string(limits_.evictable.count()) + " ms");
       ::close(fd);
       continue;
     }
@@ -437,10 +439,32 @@ void bulk_endpoint::accept_loop() {
   }
 }
 
+bool bulk_endpoint::evict_idle_connection() {
+  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  auto bound = std::chrono::duration_cast<std::chrono::steady_clock::duration>(limits_.evictable).count();
+  connection* oldest = nullptr;
+  for (auto& c : connections_) {
+    if (c->finished || c->evicted || !c->between_frames)
+      continue;
+    auto since = c->idle_since.load();
+    if (now - since >= bound && (oldest == nullptr || since < oldest->idle_since.load()))
+      oldest = c.get();
+  }
+  if (oldest == nullptr)
+    return false;
+  oldest->evicted = true;
+  ::shutdown(oldest->fd, SHUT_RDWR);
+  return true;
+}
+
 void bulk_endpoint::read_loop(connection& c) {
   for (;;) {
     bool clean_end = false;
-    auto s = read_frame(c.fd, clean_end);
+    auto s = read_frame(c, clean_end);
+    if (c.evicted) {
+      log("closed a connection idle between frames to make room for a new one");
+      return;
+    }
     if (clean_end || stopping_)
       return;
     if (!s.ok()) {
@@ -451,10 +475,14 @@ void bulk_endpoint::read_loop(connection& c) {
   }
 }
 
-status bulk_endpoint::read_frame(int fd, bool& clean_end) {
+status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
+  auto fd = c.fd;
+  c.idle_since = std::chrono::steady_clock::now().time_since_epoch().count();
+  c.between_frames = true;
   if (!wait_readable(fd, limits_.idle))
     return make_error(errc::deadline_exceeded,
                       "idle for " + std::to_string(limits_.idle.count()) + " ms between frames");
+  c.between_frames = false;
   auto stalled_after = [&](std::size_t got, const std::string& where) {
     return make_error(errc::deadline_exceeded,
                       "the sender stalled for " + std::to_string(limits_.stall.count()) +

@@ -91,6 +91,10 @@ result<bulk_frame_header> decode_bulk_frame_header(const void* data, std::size_t
 struct bulk_endpoint_timeouts {
   std::chrono::milliseconds idle{std::chrono::minutes(10)};
   std::chrono::milliseconds stall{std::chrono::seconds(30)};
+  /// With max_connections open, a new connection takes the place of the one idle longest
+  /// between frames, if that has been idle this long (its sender reconnects when it next
+  /// sends); only when none has is the new one refused.
+  std::chrono::milliseconds evictable{std::chrono::seconds(1)};
 };
 
 /// The receiving side of one task: a listener on (host, port 0), an acceptor thread and one
@@ -129,12 +133,21 @@ private:
     int fd = -1;
     std::thread reader;
     std::atomic<bool> finished{false};
+    /// Whether the reader waits for a frame to begin (nothing half read), and since when
+    /// (steady_clock ticks).
+    std::atomic<bool> between_frames{true};
+    std::atomic<std::int64_t> idle_since{0};
+    /// Set when the acceptor closed it to make room.
+    std::atomic<bool> evicted{false};
   };
 
   bulk_endpoint(int listen_fd, std::string address, deliver_function deliver, timeouts limits);
   void accept_loop();
   void read_loop(connection& c);
-  status read_frame(int fd, bool& clean_end);
+  status read_frame(connection& c, bool& clean_end);
+  /// Shuts the connection idle longest between frames (at least limits_.evictable); false when
+  /// there is none. Called with mutex_ held.
+  bool evict_idle_connection();
   void log(const std::string& line) const;
 
   int listen_fd_ = -1;

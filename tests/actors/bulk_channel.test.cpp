@@ -500,3 +500,39 @@ TEST_CASE("a sender whose kept connection the endpoint closed for idling reconne
   CHECK(delivered_within(2));
   sender.close();
 }
+
+TEST_CASE("with every connection slot held by idle peers, a real sender still gets through",
+          "[actors][bulk]") {
+  bulk_endpoint_timeouts limits;
+  limits.evictable = std::chrono::milliseconds{0};
+  std::atomic<int> delivered{0};
+  auto endpoint = bulk_endpoint::listen("127.0.0.1", [&](std::int64_t, std::string, tensor) {
+    ++delivered;
+    return status{};
+  }, limits);
+  REQUIRE(endpoint.ok());
+  auto port = static_cast<std::uint16_t>(std::stoi((*endpoint)->address().substr(10)));
+  std::vector<int> squatters;
+  for (std::size_t i = 0; i < bulk_endpoint::max_connections; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    squatters.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100)); // all accepted by now
+  bulk_sender sender;
+  std::promise<status> written;
+  sender.send((*endpoint)->address(), 1, "a;b;x:0", tensor::from_vector<float>({1.f}),
+              [&](const status& s) { written.set_value(s); });
+  REQUIRE(written.get_future().get().ok());
+  for (int i = 0; i < 1000 && delivered == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(delivered == 1);
+  sender.close();
+  for (int fd : squatters)
+    ::close(fd);
+}
