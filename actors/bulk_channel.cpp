@@ -341,7 +341,7 @@ result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& 
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_storage bound{};
     socklen_t length = sizeof bound;
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 16) != 0 ||
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0 ||
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
       last_error = system_error("bind/listen");
       ::close(fd);
