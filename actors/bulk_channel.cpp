@@ -385,6 +385,32 @@ bulk_endpoint::~bulk_endpoint() {
   }
 }
 
+bool bulk_endpoint::take_budget(std::uint64_t bytes) {
+  std::unique_lock<std::mutex> lock{budget_mutex_};
+  // Wakes now and then to notice a stopping endpoint.
+  while (!(in_flight_ == 0 || in_flight_ + bytes <= limits_.in_flight_bytes)) {
+    if (stopping_)
+      return false;
+    budget_freed_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  in_flight_ += bytes;
+  peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+  return true;
+}
+
+void bulk_endpoint::return_budget(std::uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock{budget_mutex_};
+    in_flight_ -= bytes;
+  }
+  budget_freed_.notify_all();
+}
+
+std::uint64_t bulk_endpoint::peak_bytes_in_flight() const {
+  std::lock_guard<std::mutex> lock{budget_mutex_};
+  return peak_in_flight_;
+}
+
 void bulk_endpoint::log(const std::string& line) const {
   std::cerr << "actorflow: bulk endpoint " + address_ + ": " + line + "\n" << std::flush;
 }
@@ -511,6 +537,13 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
   auto h = decode_bulk_frame_header(header.data(), header.size());
   if (!h)
     return h.error();
+  if (!take_budget(h->byte_count))
+    return make_error(errc::aborted, "the endpoint is stopping");
+  struct budget_hold {
+    bulk_endpoint& endpoint;
+    std::uint64_t bytes;
+    ~budget_hold() { endpoint.return_budget(bytes); }
+  } hold{*this, h->byte_count};
   tensor value;
   try {
     value = tensor{h->type, h->shape};

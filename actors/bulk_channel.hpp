@@ -95,6 +95,10 @@ struct bulk_endpoint_timeouts {
   /// between frames, if that has been idle this long (its sender reconnects when it next
   /// sends); only when none has is the new one refused.
   std::chrono::milliseconds evictable{std::chrono::seconds(1)};
+  /// Bytes of tensors all readers together may be receiving at once: a reader whose frame
+  /// would go beyond waits (and TCP holds its sender back) until others have delivered. A
+  /// frame larger than the whole budget is read alone.
+  std::uint64_t in_flight_bytes = std::uint64_t{2} << 30;
 };
 
 /// The receiving side of one task: a listener on (host, port 0), an acceptor thread and one
@@ -127,6 +131,8 @@ public:
 
   /// Tensors received and delivered so far.
   std::uint64_t tensors_received() const { return received_.load(); }
+  /// The most tensor bytes its readers were receiving at once.
+  std::uint64_t peak_bytes_in_flight() const;
 
 private:
   struct connection {
@@ -156,6 +162,15 @@ private:
   timeouts limits_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> received_{0};
+  /// Tensor bytes being received now (under budget_mutex_), and the most there were.
+  mutable std::mutex budget_mutex_;
+  std::condition_variable budget_freed_;
+  std::uint64_t in_flight_ = 0;
+  std::uint64_t peak_in_flight_ = 0;
+  /// Waits until `bytes` fit the in-flight budget (or nothing else is in flight), then takes
+  /// them; false when the endpoint is stopping.
+  bool take_budget(std::uint64_t bytes);
+  void return_budget(std::uint64_t bytes);
   std::mutex mutex_;
   std::list<std::unique_ptr<connection>> connections_;
   std::thread acceptor_;

@@ -536,3 +536,62 @@ TEST_CASE("with every connection slot held by idle peers, a real sender still ge
   for (int fd : squatters)
     ::close(fd);
 }
+
+TEST_CASE("frames beyond the endpoint's in-flight byte budget wait for the ones being received",
+          "[actors][bulk]") {
+  bulk_endpoint_timeouts limits;
+  limits.in_flight_bytes = 1000;
+  std::mutex mutex;
+  std::vector<std::string> order;
+  auto endpoint = bulk_endpoint::listen("127.0.0.1", [&](std::int64_t, std::string key, tensor) {
+    std::lock_guard<std::mutex> guard{mutex};
+    order.push_back(key);
+    return status{};
+  }, limits);
+  REQUIRE(endpoint.ok());
+  auto port = static_cast<std::uint16_t>(std::stoi((*endpoint)->address().substr(10)));
+  auto connect = [&] {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    return fd;
+  };
+  auto frame = [](const std::string& key) {
+    tensor value = tensor::from_vector<float>(std::vector<float>(200, 1.f)); // 800 bytes
+    auto bytes = *encode_bulk_frame_header(1, key, value);
+    auto* data = static_cast<const std::uint8_t*>(value.raw_data());
+    bytes.insert(bytes.end(), data, data + value.bytes());
+    return bytes;
+  };
+  auto received = [&] {
+    std::lock_guard<std::mutex> guard{mutex};
+    return order.size();
+  };
+  auto first = frame("a;b;first:0");
+  auto second = frame("a;b;second:0");
+  int a = connect();
+  int b = connect();
+  // A's header and half its bytes: 800 bytes in flight.
+  auto half = first.size() - 400;
+  REQUIRE(::send(a, first.data(), half, MSG_NOSIGNAL) == static_cast<ssize_t>(half));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // B's whole frame would make 1600: it waits.
+  REQUIRE(::send(b, second.data(), second.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(second.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(received() == 0);
+  REQUIRE(::send(a, first.data() + half, first.size() - half, MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(first.size() - half));
+  for (int i = 0; i < 1000 && received() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  {
+    std::lock_guard<std::mutex> guard{mutex};
+    CHECK(order == std::vector<std::string>{"a;b;first:0", "a;b;second:0"});
+  }
+  CHECK((*endpoint)->peak_bytes_in_flight() == 800);
+  ::close(a);
+  ::close(b);
+}
