@@ -78,6 +78,9 @@ struct master_state {
   /// Sessions by the actor that stands for their client (session_config::owner).
   std::multimap<caf::actor_addr, std::int64_t> owned_by;
   std::int64_t next_session = 0;
+  /// Session handles are drawn at random (unguessable: 'another handle - 1' is no other
+  /// client's session) when the master serves a cluster; counted from 1 otherwise (tests).
+  bool random_session_handles = false;
   std::int64_t next_handle = 0;
   std::int64_t next_step = 0;
 
@@ -85,6 +88,16 @@ struct master_state {
 };
 
 using master_self = master_actor::stateful_pointer<master_state>;
+
+/// A positive 62-bit handle from the system's entropy source, not in `taken`.
+std::int64_t random_session_handle(const std::map<std::int64_t, master_session>& taken) {
+  std::random_device entropy;
+  for (;;) {
+    auto handle = static_cast<std::int64_t>(((static_cast<std::uint64_t>(entropy()) << 32) | entropy()) >> 2);
+    if (handle > 0 && taken.count(handle) == 0)
+      return handle;
+  }
+}
 
 void ask_devices(master_self self, const task_actor& service, const std::string& where,
                  std::shared_ptr<countdown> done) {
@@ -294,6 +307,7 @@ master_actor::behavior_type master(master_self self, master_options options) {
     st.next_handle = id_base;
     st.next_step = id_base;
     st.next_session = id_base;
+    st.random_session_handles = st.options.cluster != nullptr;
   }
 
   self->set_down_handler([self](const caf::down_msg& down) {
@@ -328,7 +342,8 @@ master_actor::behavior_type master(master_self self, master_options options) {
         out.outcome = found;
         if (found.ok()) {
           auto& st = self->state;
-          out.handle = ++st.next_session;
+          out.handle = st.random_session_handles ? random_session_handle(st.sessions)
+                                                 : ++st.next_session;
           st.sessions[out.handle] = master_session{def.definition, config, {}};
           if (config.owner) {
             // A client that goes away without closing (its process died, its connection

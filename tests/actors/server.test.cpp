@@ -127,3 +127,39 @@ TEST_CASE("a server runs in the host's actor system when given one, and checks i
   REQUIRE_FALSE(refused.ok());
   CHECK(contains(refused.error().message(), "a server needs CAF's middleman"));
 }
+
+TEST_CASE("a cluster task's master hands out session handles nobody can guess from their own") {
+  auto port = testing::free_loopback_port();
+  auto spec = cluster_spec::parse("ps=127.0.0.1:" + std::to_string(port));
+  REQUIRE(spec.ok());
+  server_options options;
+  options.threads = 1;
+  auto ps = server::start(std::make_shared<const cluster_spec>(*spec), "ps", 0, options);
+  REQUIRE(ps.ok());
+  graph g;
+  ops::constant(g, 1.f, "one");
+  auto def = protocol::make_graph_def(g);
+  REQUIRE(def.ok());
+  auto& sys = (*ps)->system();
+  caf::scoped_actor client{sys};
+  std::vector<std::int64_t> handles;
+  for (int i = 0; i < 2; ++i)
+    client->request((*ps)->master(), 10s, protocol::create_atom::value,
+                    protocol::make_session_config(), *def)
+      .receive([&](protocol::session_created& made) {
+                 REQUIRE(made.outcome.ok());
+                 handles.push_back(made.handle);
+               },
+               [](caf::error&) { FAIL("no session"); });
+  REQUIRE(handles.size() == 2);
+  // Not a counter: the neighbour of one client's handle is nobody's session.
+  CHECK(std::abs(handles[1] - handles[0]) > 1);
+  for (auto guess : {handles[1] - 1, handles[1] + 1}) {
+    if (guess == handles[0])
+      continue;
+    status extended;
+    client->request((*ps)->master(), 10s, protocol::extend_atom::value, guess, *def)
+      .receive([&](status& s) { extended = s; }, [](caf::error&) { FAIL("no answer"); });
+    CHECK(extended.code() == errc::not_found);
+  }
+}
