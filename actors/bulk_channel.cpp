@@ -2,6 +2,7 @@
 
 #include "actors/cluster_spec.hpp"
 #include "actors/protocols/wire.hpp"
+#include "actors/tensor_header.hpp"
 
 #include <arpa/inet.h>
 #include <algorithm>
@@ -87,16 +88,15 @@ result<fixed_header> check_fixed(const void* data, std::size_t size) {
     return make_error(errc::data_loss, "not a bulk frame (bad magic)");
   if (h.version != bulk_frame_version)
     return make_error(errc::data_loss, "bulk frame of unknown version " + std::to_string(h.version));
-  if (h.type > static_cast<std::uint8_t>(dtype::boolean))
-    return make_error(errc::data_loss, "bulk frame with unknown dtype " + std::to_string(h.type));
+  if (auto type = tensor_header::dtype_of_code(h.type); !type)
+    return type.error().with_context("bulk frame");
   if (h.reserved != 0)
     return make_error(errc::data_loss, "bulk frame with a non-zero reserved byte");
   if (h.key_length == 0 || h.key_length > max_bulk_key_bytes)
     return make_error(errc::data_loss, "bulk frame with a key of " + std::to_string(h.key_length) +
                                          " bytes (limit " + std::to_string(max_bulk_key_bytes) + ")");
-  if (h.rank > max_tensor_rank)
-    return make_error(errc::data_loss, "bulk frame of rank " + std::to_string(h.rank) +
-                                         " exceeds the limit of " + std::to_string(max_tensor_rank));
+  if (auto st = tensor_header::check_rank(h.rank); !st.ok())
+    return st.with_context("bulk frame");
   if (h.byte_count > max_tensor_bytes())
     return make_error(errc::resource_exhausted,
                       "bulk frame of " + std::to_string(h.byte_count) +
@@ -288,28 +288,18 @@ result<bulk_frame_header> decode_bulk_frame_header(const void* data, std::size_t
   out.key.assign(reinterpret_cast<const char*>(p), h->key_length);
   p += h->key_length;
   std::vector<std::int64_t> dims(h->rank);
-  std::uint64_t elements = 1;
-  bool overflow = false;
   for (auto& dim : dims) {
     dim = get<std::int64_t>(p);
     p += 8;
-    if (dim < 0)
-      return make_error(errc::data_loss, "bulk frame with negative dimension " + std::to_string(dim));
-    auto d = static_cast<std::uint64_t>(dim);
-    if (d != 0 && elements > std::numeric_limits<std::uint64_t>::max() / d)
-      overflow = true;
-    else
-      elements *= d;
   }
-  out.shape = tensor_shape{std::move(dims)};
-  auto element_size = size_of(out.type);
-  if (overflow || elements > std::numeric_limits<std::uint64_t>::max() / element_size)
-    return make_error(errc::data_loss, "bulk frame of shape " + out.shape.to_string() +
-                                         " has more elements than fit in 64 bits");
-  if (elements * element_size != h->byte_count)
+  auto sized = tensor_header::sized_shape(std::move(dims), out.type);
+  if (!sized)
+    return sized.error().with_context("bulk frame");
+  out.shape = std::move(sized->first);
+  if (sized->second != h->byte_count)
     return make_error(errc::data_loss, std::string{"bulk frame: tensor "} + to_string(out.type) +
                                          out.shape.to_string() + " needs " +
-                                         std::to_string(elements * element_size) +
+                                         std::to_string(sized->second) +
                                          " bytes but the frame carries " +
                                          std::to_string(h->byte_count));
   out.byte_count = h->byte_count;
@@ -557,13 +547,9 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
                    : make_error(errc::data_loss, "connection ended after " + std::to_string(got) +
                                                    " of " + std::to_string(h->byte_count) +
                                                    " bytes of '" + h->key + "'");
-  if (h->type == dtype::boolean) {
-    const auto* bytes = static_cast<const std::uint8_t*>(value.raw_data());
-    for (std::uint64_t i = 0; i < h->byte_count; ++i)
-      if (bytes[i] > 1)
-        return make_error(errc::data_loss, "boolean tensor '" + h->key + "' with byte value " +
-                                             std::to_string(bytes[i]));
-  }
+  if (h->type == dtype::boolean)
+    if (auto st = tensor_header::check_booleans(value.raw_data(), h->byte_count, 0); !st.ok())
+      return st.with_context("tensor '" + h->key + "'");
   auto key = h->key;
   // Counted before delivery, so that whoever sees the tensor arrive also sees the count.
   ++received_;

@@ -1,4 +1,5 @@
 #include "actors/protocols/wire.hpp"
+#include "actors/tensor_header.hpp"
 
 #include "actors/device_actor.hpp"
 #include "actors/protocols/device.hpp"
@@ -54,63 +55,46 @@ caf::error check_block(caf::deserializer& source, std::uint64_t claimed, std::si
   return caf::none;
 }
 
+caf::error as_wire_error(const status& st) {
+  return st.ok() ? caf::error{} : make_wire_error(st.code(), st.message());
+}
+
 /// Reads a dtype code, refusing unknown ones.
 caf::error load_dtype(caf::deserializer& source, dtype& type) {
   std::uint8_t raw = 0;
   if (auto err = source(raw))
     return err;
-  if (raw > static_cast<std::uint8_t>(dtype::boolean))
-    return make_wire_error(errc::data_loss, "tensor with unknown dtype " + std::to_string(raw));
-  type = static_cast<dtype>(raw);
+  auto checked = tensor_header::dtype_of_code(raw);
+  if (!checked)
+    return as_wire_error(checked.error());
+  type = *checked;
   return caf::none;
 }
 
 /// Reads uint32 rank and the dimensions of a tensor of `type`; `bytes` becomes the byte count
-/// the shape needs. Refuses a rank over max_tensor_rank, negative dimensions and shapes whose
-/// byte count does not fit in 64 bits.
+/// the shape needs (tensor_header's checks: rank, negative dimensions, 64-bit overflow).
 caf::error load_dims(caf::deserializer& source, dtype type, tensor_shape& shape,
                      std::uint64_t& bytes) {
   std::uint32_t rank = 0;
   if (auto err = source(rank))
     return err;
-  if (rank > max_tensor_rank)
-    return make_wire_error(errc::data_loss, "tensor of rank " + std::to_string(rank) +
-                                              " exceeds the limit of " +
-                                              std::to_string(max_tensor_rank));
+  if (auto st = tensor_header::check_rank(rank); !st.ok())
+    return as_wire_error(st);
   std::vector<std::int64_t> dims(rank);
-  std::uint64_t elements = 1;
-  bool overflow = false;
-  for (auto& dim : dims) {
+  for (auto& dim : dims)
     if (auto err = source(dim))
       return err;
-    if (dim < 0)
-      return make_wire_error(errc::data_loss,
-                             "tensor with negative dimension " + std::to_string(dim));
-    auto d = static_cast<std::uint64_t>(dim);
-    if (d != 0 && elements > std::numeric_limits<std::uint64_t>::max() / d)
-      overflow = true;
-    else
-      elements *= d;
-  }
-  tensor_shape result{std::move(dims)};
-  auto element_size = size_of(type);
-  if (overflow || elements > std::numeric_limits<std::uint64_t>::max() / element_size)
-    return make_wire_error(errc::data_loss, "tensor of shape " + result.to_string() +
-                                              " has more elements than fit in 64 bits");
-  bytes = elements * element_size;
-  shape = std::move(result);
+  auto sized = tensor_header::sized_shape(std::move(dims), type);
+  if (!sized)
+    return as_wire_error(sized.error());
+  shape = std::move(sized->first);
+  bytes = sized->second;
   return caf::none;
 }
 
 /// Refuses boolean bytes other than 0 and 1; `first_index` names the first byte's element.
 caf::error check_booleans(const void* data, std::uint64_t size, std::uint64_t first_index) {
-  const auto* bytes = static_cast<const std::uint8_t*>(data);
-  for (std::uint64_t i = 0; i < size; ++i)
-    if (bytes[i] > 1)
-      return make_wire_error(errc::data_loss, "boolean tensor with byte value " +
-                                                std::to_string(bytes[i]) + " at element " +
-                                                std::to_string(first_index + i));
-  return caf::none;
+  return as_wire_error(tensor_header::check_booleans(data, size, first_index));
 }
 
 /// A positive byte count from the environment variable `name`; `fallback` when it is unset,
