@@ -1,6 +1,7 @@
 #include "actors/device_actor.hpp"
 
 #include "actors/logging.hpp"
+#include "actors/tensor_route.hpp"
 
 #include "devices/executor.hpp"
 #include "devices/rendezvous.hpp"
@@ -293,36 +294,36 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
           return;
         }
         const auto& to = receiver->second;
-        // A large tensor for another process whose task has a bulk endpoint skips CAF: one
-        // kernel copy out of this buffer, one into the receiver's (actors/bulk_channel.hpp).
-        if (bulk && to.node() != me.node() && value.bytes() >= bulk_min_bytes()) {
-          auto address = bulk_addresses->find(receiver->first);
-          if (address != bulk_addresses->end() && !address->second.empty()) {
-            ++tracker->outstanding;
-            auto where = receiver->first + " (bulk endpoint " + address->second + ")";
-            auto tensor_name = parsed->second.tensor;
-            bulk->send(address->second, step_id, key, value,
-                       [me, step_id, tracker, where, tensor_name](const status& s) {
-                         if (!s.ok()) {
-                           auto failure = make_error(errc::unavailable,
-                                                     "sending '" + tensor_name + "' to " + where +
-                                                       " failed: " + s.message());
-                           tracker->fail(failure);
-                           caf::anon_send(me, abort_atom::value, step_id, failure);
-                         }
-                         --tracker->outstanding;
-                         caf::anon_send(me, bulk_sent_atom::value, step_id);
-                       });
-            return;
-          }
+        auto address = bulk_addresses->find(receiver->first);
+        auto route = choose_tensor_route(
+          {to.node() == me.node(), bulk != nullptr,
+           address != bulk_addresses->end() ? std::string_view{address->second} : std::string_view{},
+           value.bytes()});
+        if (route == tensor_route::bulk) {
+          // One kernel copy out of this buffer, one into the receiver's (bulk_channel.hpp).
+          ++tracker->outstanding;
+          auto where = receiver->first + " (bulk endpoint " + address->second + ")";
+          auto tensor_name = parsed->second.tensor;
+          bulk->send(address->second, step_id, key, value,
+                     [me, step_id, tracker, where, tensor_name](const status& s) {
+                       if (!s.ok()) {
+                         auto failure = make_error(errc::unavailable,
+                                                   "sending '" + tensor_name + "' to " + where +
+                                                     " failed: " + s.message());
+                         tracker->fail(failure);
+                         caf::anon_send(me, abort_atom::value, step_id, failure);
+                       }
+                       --tracker->outstanding;
+                       caf::anon_send(me, bulk_sent_atom::value, step_id);
+                     });
+          return;
         }
-        // Only a tensor leaving the process is encoded, and over the cap it must be chunked;
-        // in the process it stays shared by reference.
-        if (to.node() != me.node() && value.bytes() > wire_chunk_bytes()) {
+        if (route == tensor_route::chunks) {
           for (auto& chunk : make_tensor_chunks(step_id, key, value, wire_chunk_bytes()))
             caf::anon_send(to, tensor_atom::value, std::move(chunk));
           return;
         }
+        // In the process the tensor stays shared by reference; across, it is encoded once.
         caf::anon_send(to, tensor_atom::value, make_tensor_transfer(step_id, key, value));
       };
       hooks.recv = [meeting_point](const std::string& key, rendezvous::callback deliver) {

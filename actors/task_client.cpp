@@ -1,6 +1,7 @@
 #include "actors/task_client.hpp"
 
 #include "actors/bulk_channel.hpp"
+#include "actors/tensor_route.hpp"
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
 #include "actors/session_master.hpp"
@@ -148,7 +149,8 @@ shard_pusher::~shard_pusher() {
 
 std::optional<protocol::bulk_tensor>
 shard_pusher::ship(const shard_location& where, const std::string& variable, const tensor& value) {
-  if (where.bulk_address.empty() || value.bytes() < bulk_min_bytes())
+  // The pusher talks to shards of other processes (the caller's own task reads them directly).
+  if (choose_tensor_route({false, true, where.bulk_address, value.bytes()}) != tensor_route::bulk)
     return std::nullopt;
   protocol::bulk_tensor ticket{std::string{protocol::shard_bulk_prefix} + variable + ";" +
                                id_prefix_ + std::to_string(++next_id_)};
