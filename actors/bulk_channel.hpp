@@ -15,7 +15,9 @@
 ///   key bytes, int64 dims..., the tensor's bytes.
 /// The receiving side treats every byte as hostile: it checks the whole header before it
 /// allocates the tensor, and closes a connection (one line on stderr) on the first bad frame.
-/// No CAF here: device_actor.hpp connects the channel to device actors.
+/// No CAF here: device_actor.hpp connects the channel to device actors. One file per part:
+/// bulk_frame.cpp (the codec), bulk_socket.{hpp,cpp} (sockets), bulk_endpoint.cpp (receiving),
+/// bulk_sender.cpp (sending); tensor_route.hpp decides which tensors take the channel.
 
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"

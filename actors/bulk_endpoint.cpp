@@ -1,0 +1,279 @@
+// The bulk channel's receiving side (actors/bulk_channel.hpp): listener, readers, budgets.
+#include "actors/bulk_channel.hpp"
+
+#include "actors/bulk_socket.hpp"
+#include "actors/tensor_header.hpp"
+
+#include <arpa/inet.h>
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+namespace actorflow {
+
+using namespace bulk_detail;
+
+
+result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& host,
+                                                             deliver_function deliver,
+                                                             timeouts limits) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0)
+    return make_error(errc::unavailable,
+                      "bulk endpoint: cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard{found, ::freeaddrinfo};
+  std::string last_error = "no address";
+  for (auto* a = found; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_error = system_error("socket");
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_storage bound{};
+    socklen_t length = sizeof bound;
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
+      last_error = system_error("bind/listen");
+      ::close(fd);
+      continue;
+    }
+    auto port = bound.ss_family == AF_INET6
+                  ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                  : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    auto shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    auto address = shown + ":" + std::to_string(port);
+    return std::unique_ptr<bulk_endpoint>{
+      new bulk_endpoint(fd, std::move(address), std::move(deliver), limits)};
+  }
+  return make_error(errc::unavailable,
+                    "bulk endpoint: cannot listen on '" + host + "': " + last_error);
+}
+
+bulk_endpoint::bulk_endpoint(int listen_fd, std::string address, deliver_function deliver,
+                             timeouts limits)
+    : listen_fd_(listen_fd), address_(std::move(address)), deliver_(std::move(deliver)),
+      limits_(limits) {
+  acceptor_ = std::thread{[this] { accept_loop(); }};
+}
+
+bulk_endpoint::~bulk_endpoint() {
+  stopping_ = true;
+  // Wakes the acceptor blocked in accept() (Linux returns EINVAL after shutdown).
+  ::shutdown(listen_fd_, SHUT_RDWR);
+  acceptor_.join();
+  ::close(listen_fd_);
+  std::list<std::unique_ptr<connection>> connections;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    connections.swap(connections_);
+    for (auto& c : connections)
+      ::shutdown(c->fd, SHUT_RDWR);
+  }
+  for (auto& c : connections) {
+    c->reader.join();
+    ::close(c->fd);
+  }
+}
+
+bool bulk_endpoint::take_budget(std::uint64_t bytes) {
+  std::unique_lock<std::mutex> lock{budget_mutex_};
+  // Wakes now and then to notice a stopping endpoint.
+  while (!(in_flight_ == 0 || in_flight_ + bytes <= limits_.in_flight_bytes)) {
+    if (stopping_)
+      return false;
+    budget_freed_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  in_flight_ += bytes;
+  peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+  return true;
+}
+
+void bulk_endpoint::return_budget(std::uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock{budget_mutex_};
+    in_flight_ -= bytes;
+  }
+  budget_freed_.notify_all();
+}
+
+std::uint64_t bulk_endpoint::peak_bytes_in_flight() const {
+  std::lock_guard<std::mutex> lock{budget_mutex_};
+  return peak_in_flight_;
+}
+
+void bulk_endpoint::log(const std::string& line) const {
+  std::cerr << "actorflow: bulk endpoint " + address_ + ": " + line + "\n" << std::flush;
+}
+
+void bulk_endpoint::accept_loop() {
+  while (!stopping_) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (stopping_)
+        return;
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors or memory: back off instead of spinning.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      log(system_error("accept") + "; no longer accepting");
+      return;
+    }
+    set_no_delay(fd);
+    std::lock_guard<std::mutex> lock{mutex_};
+    if (stopping_) {
+      ::close(fd);
+      return;
+    }
+    // Reap readers whose connection ended.
+    for (auto i = connections_.begin(); i != connections_.end();) {
+      if ((*i)->finished) {
+        (*i)->reader.join();
+        ::close((*i)->fd);
+        i = connections_.erase(i);
+      } else {
+        ++i;
+      }
+    }
+    if (connections_.size() >= max_connections && !evict_idle_connection()) {
+      log("refusing a connection: " + std::to_string(max_connections) +
+          " already open, none idle between frames for " +
+          std::to_string(limits_.evictable.count()) + " ms");
+      ::close(fd);
+      continue;
+    }
+    auto c = std::make_unique<connection>();
+    c->fd = fd;
+    auto* raw = c.get();
+    c->reader = std::thread{[this, raw] {
+      read_loop(*raw);
+      raw->finished = true;
+    }};
+    connections_.push_back(std::move(c));
+  }
+}
+
+bool bulk_endpoint::evict_idle_connection() {
+  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  auto bound = std::chrono::duration_cast<std::chrono::steady_clock::duration>(limits_.evictable).count();
+  connection* oldest = nullptr;
+  for (auto& c : connections_) {
+    if (c->finished || c->evicted || !c->between_frames)
+      continue;
+    auto since = c->idle_since.load();
+    if (now - since >= bound && (oldest == nullptr || since < oldest->idle_since.load()))
+      oldest = c.get();
+  }
+  if (oldest == nullptr)
+    return false;
+  oldest->evicted = true;
+  ::shutdown(oldest->fd, SHUT_RDWR);
+  return true;
+}
+
+void bulk_endpoint::read_loop(connection& c) {
+  for (;;) {
+    bool clean_end = false;
+    auto s = read_frame(c, clean_end);
+    if (c.evicted) {
+      log("closed a connection idle between frames to make room for a new one");
+      return;
+    }
+    if (clean_end || stopping_)
+      return;
+    if (!s.ok()) {
+      log("closing a connection: " + s.message());
+      ::shutdown(c.fd, SHUT_RDWR);
+      return;
+    }
+  }
+}
+
+status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
+  auto fd = c.fd;
+  c.idle_since = std::chrono::steady_clock::now().time_since_epoch().count();
+  c.between_frames = true;
+  if (!wait_readable(fd, limits_.idle))
+    return make_error(errc::deadline_exceeded,
+                      "idle for " + std::to_string(limits_.idle.count()) + " ms between frames");
+  c.between_frames = false;
+  auto stalled_after = [&](std::size_t got, const std::string& where) {
+    return make_error(errc::deadline_exceeded,
+                      "the sender stalled for " + std::to_string(limits_.stall.count()) +
+                        " ms " + where + " after " + std::to_string(got) + " bytes");
+  };
+  std::uint8_t fixed[bulk_fixed_header_bytes];
+  std::size_t got = 0;
+  bool stalled = false;
+  if (!read_exact(fd, fixed, sizeof fixed, got, limits_.stall, stalled)) {
+    if (stalled)
+      return stalled_after(got, "inside a frame header");
+    clean_end = got == 0;
+    return make_error(errc::data_loss, "connection ended inside a frame header (" +
+                                         std::to_string(got) + " bytes)");
+  }
+  auto size = bulk_frame_header_size(fixed, sizeof fixed);
+  if (!size)
+    return size.error();
+  // Bounded by the checks above: at most the key limit plus 8 bytes per allowed dimension.
+  std::vector<std::uint8_t> header(*size);
+  std::memcpy(header.data(), fixed, sizeof fixed);
+  if (!read_exact(fd, header.data() + sizeof fixed, header.size() - sizeof fixed, got,
+                  limits_.stall, stalled))
+    return stalled ? stalled_after(sizeof fixed + got, "inside a frame header")
+                   : make_error(errc::data_loss, "connection ended inside a frame header");
+  auto h = decode_bulk_frame_header(header.data(), header.size());
+  if (!h)
+    return h.error();
+  if (!take_budget(h->byte_count))
+    return make_error(errc::aborted, "the endpoint is stopping");
+  struct budget_hold {
+    bulk_endpoint& endpoint;
+    std::uint64_t bytes;
+    ~budget_hold() { endpoint.return_budget(bytes); }
+  } hold{*this, h->byte_count};
+  tensor value;
+  try {
+    value = tensor{h->type, h->shape};
+  } catch (const std::bad_alloc&) {
+    return make_error(errc::resource_exhausted,
+                      "out of memory allocating a tensor of " + std::to_string(h->byte_count) + " bytes");
+  }
+  if (h->byte_count > 0 && !read_exact(fd, value.raw_data(), static_cast<std::size_t>(h->byte_count),
+                                        got, limits_.stall, stalled))
+    return stalled ? stalled_after(got, "inside tensor '" + h->key + "'")
+                   : make_error(errc::data_loss, "connection ended after " + std::to_string(got) +
+                                                   " of " + std::to_string(h->byte_count) +
+                                                   " bytes of '" + h->key + "'");
+  if (h->type == dtype::boolean)
+    if (auto st = tensor_header::check_booleans(value.raw_data(), h->byte_count, 0); !st.ok())
+      return st.with_context("tensor '" + h->key + "'");
+  auto key = h->key;
+  // Counted before delivery, so that whoever sees the tensor arrive also sees the count.
+  ++received_;
+  if (auto s = deliver_(h->step_id, std::move(h->key), std::move(value)); !s.ok())
+    return s.with_context("tensor '" + key + "'");
+  return {};
+}
+
+} // namespace actorflow

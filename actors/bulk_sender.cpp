@@ -1,0 +1,195 @@
+// The bulk channel's sending side (actors/bulk_channel.hpp): a connection, writer and queue
+// per destination.
+#include "actors/bulk_channel.hpp"
+
+#include "actors/bulk_socket.hpp"
+
+#include <arpa/inet.h>
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+namespace actorflow {
+
+using namespace bulk_detail;
+
+
+bulk_sender::~bulk_sender() { close(); }
+
+void bulk_sender::send(const std::string& address, std::int64_t step_id, std::string key,
+                       tensor value, completion done) {
+  destination* d = nullptr;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    if (!closed_) {
+      auto& slot = destinations_[address];
+      if (!slot) {
+        slot = std::make_unique<destination>();
+        slot->address = address;
+        auto* raw = slot.get();
+        slot->writer = std::thread{[this, raw] { write_loop(*raw); }};
+      }
+      d = slot.get();
+      std::lock_guard<std::mutex> queue_lock{d->mutex};
+      d->queue.push_back(item{step_id, std::move(key), std::move(value), std::move(done)});
+    }
+  }
+  if (d == nullptr) {
+    done(make_error(errc::unavailable, "bulk sender closed"));
+    return;
+  }
+  d->wake.notify_one();
+}
+
+void bulk_sender::close() {
+  std::map<std::string, std::unique_ptr<destination>> destinations;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    closed_ = true;
+    destinations.swap(destinations_);
+  }
+  for (auto& [address, d] : destinations) {
+    {
+      std::lock_guard<std::mutex> lock{d->mutex};
+      d->closing = true;
+      if (d->fd >= 0)
+        ::shutdown(d->fd, SHUT_RDWR);
+    }
+    d->wake.notify_one();
+  }
+  for (auto& [address, d] : destinations)
+    d->writer.join();
+}
+
+void bulk_sender::write_loop(destination& d) {
+  for (;;) {
+    item it;
+    {
+      std::unique_lock<std::mutex> lock{d.mutex};
+      d.wake.wait(lock, [&] { return d.closing || !d.queue.empty(); });
+      if (d.closing)
+        break;
+      it = std::move(d.queue.front());
+      d.queue.pop_front();
+    }
+    auto s = write_item(d, it);
+    if (s.ok()) {
+      ++sent_;
+    } else {
+      // The stream may hold half a frame: start over on a new connection next time.
+      std::lock_guard<std::mutex> lock{d.mutex};
+      if (d.fd >= 0) {
+        ::close(d.fd);
+        d.fd = -1;
+      }
+    }
+    // Drop our hold on the tensor before reporting, so the sender's memory is free by then.
+    it.value = tensor{};
+    it.done(s);
+  }
+  std::deque<item> left;
+  {
+    std::lock_guard<std::mutex> lock{d.mutex};
+    left.swap(d.queue);
+    if (d.fd >= 0) {
+      ::close(d.fd);
+      d.fd = -1;
+    }
+  }
+  for (auto& it : left)
+    it.done(make_error(errc::unavailable, "bulk sender closed before sending to " + d.address));
+}
+
+status bulk_sender::write_item(destination& d, const item& it) {
+  auto header = encode_bulk_frame_header(it.step_id, it.key, it.value);
+  if (!header)
+    return header.error();
+  // A kept connection the endpoint has reset since (it restarted, or timed us out) fails on the
+  // first write with nothing written: the frame then goes again, once, on a fresh connection.
+  for (int attempt = 0;; ++attempt) {
+    int fd;
+    {
+      std::lock_guard<std::mutex> lock{d.mutex};
+      fd = d.fd;
+    }
+    bool reused = fd >= 0;
+    if (reused && peer_hung_up(fd)) {
+      // The endpoint closed it (idle too long, or restarted): a write would vanish into it.
+      std::lock_guard<std::mutex> lock{d.mutex};
+      if (d.fd == fd) {
+        ::close(d.fd);
+        d.fd = -1;
+      }
+      reused = false;
+    }
+    if (!reused) {
+      auto connected = connect_to(d.address, d.mutex, d.fd, d.closing);
+      if (!connected)
+        return connected.error().with_context("cannot connect to bulk endpoint " + d.address);
+      fd = *connected;
+    }
+    std::size_t written = 0;
+    auto s = write_frame(fd, d.address, *header, it.value, written);
+    if (s.ok() || !reused || written > 0 || attempt > 0)
+      return s;
+    std::lock_guard<std::mutex> lock{d.mutex};
+    if (d.fd == fd) {
+      ::close(d.fd);
+      d.fd = -1;
+    }
+  }
+}
+
+status bulk_sender::write_frame(int fd, const std::string& address,
+                                const std::vector<std::uint8_t>& header, const tensor& value,
+                                std::size_t& written) {
+  iovec parts[2];
+  parts[0].iov_base = const_cast<std::uint8_t*>(header.data());
+  parts[0].iov_len = header.size();
+  parts[1].iov_base = value.raw_data();
+  parts[1].iov_len = value.bytes();
+  std::size_t total = header.size() + value.bytes();
+  while (written < total) {
+    iovec left[2];
+    int count = 0;
+    auto skip = written;
+    for (auto& part : parts) {
+      if (skip >= part.iov_len) {
+        skip -= part.iov_len;
+        continue;
+      }
+      left[count].iov_base = static_cast<char*>(part.iov_base) + skip;
+      left[count].iov_len = part.iov_len - skip;
+      skip = 0;
+      ++count;
+    }
+    msghdr message{};
+    message.msg_iov = left;
+    message.msg_iovlen = static_cast<decltype(message.msg_iovlen)>(count);
+    auto n = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return make_error(errc::unavailable, "writing to bulk endpoint " + address + " after " +
+                                             std::to_string(written) + " of " +
+                                             std::to_string(total) + " bytes: " +
+                                             std::strerror(errno));
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+} // namespace actorflow
