@@ -16,14 +16,7 @@ namespace {
 std::atomic<std::size_t> min_bytes_override{0};
 
 std::size_t min_bytes_from_environment() {
-  const char* text = std::getenv("ACTORFLOW_BULK_MIN_BYTES");
-  if (text == nullptr || *text == '\0')
-    return default_bulk_min_bytes;
-  char* end = nullptr;
-  auto value = std::strtoull(text, &end, 10);
-  if (end == text || *end != '\0' || value == 0)
-    return default_bulk_min_bytes;
-  return static_cast<std::size_t>(value);
+  return size_from_environment("ACTORFLOW_BULK_MIN_BYTES", default_bulk_min_bytes);
 }
 
 template <class T>

@@ -97,8 +97,15 @@ caf::error check_booleans(const void* data, std::uint64_t size, std::uint64_t fi
   return as_wire_error(tensor_header::check_booleans(data, size, first_index));
 }
 
-/// A positive byte count from the environment variable `name`; `fallback` when it is unset,
-/// empty, not a number or 0.
+std::size_t clamp_chunk_bytes(std::size_t bytes) {
+  return std::clamp<std::size_t>(bytes, 1, max_tensor_message_bytes);
+}
+
+std::atomic<std::size_t> chunk_bytes_override{0};
+std::atomic<std::size_t> max_tensor_bytes_override{0};
+
+} // namespace
+
 std::size_t size_from_environment(const char* name, std::size_t fallback) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0')
@@ -109,15 +116,6 @@ std::size_t size_from_environment(const char* name, std::size_t fallback) {
     return fallback;
   return static_cast<std::size_t>(value);
 }
-
-std::size_t clamp_chunk_bytes(std::size_t bytes) {
-  return std::clamp<std::size_t>(bytes, 1, max_tensor_message_bytes);
-}
-
-std::atomic<std::size_t> chunk_bytes_override{0};
-std::atomic<std::size_t> max_tensor_bytes_override{0};
-
-} // namespace
 
 std::size_t wire_chunk_bytes() {
   if (auto bytes = chunk_bytes_override.load(std::memory_order_relaxed))

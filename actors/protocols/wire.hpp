@@ -61,6 +61,10 @@ inline constexpr std::size_t default_max_tensor_bytes = std::size_t{8} << 30;
 /// The largest encoded partition graph one message may carry.
 inline constexpr std::size_t max_graph_message_bytes = std::size_t{256} << 20;
 
+/// A positive byte count from the environment variable `name` (the ACTORFLOW_*_BYTES limits);
+/// `fallback` when it is unset, empty, not a number or 0.
+std::size_t size_from_environment(const char* name, std::size_t fallback);
+
 /// The most dimensions a tensor on the wire may have (TensorFlow's limit).
 inline constexpr std::size_t max_tensor_rank = 254;
 
