@@ -109,9 +109,14 @@ struct device_state {
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> early_steps;
   std::uint64_t early_bytes = 0;
 
-  /// Keeps an early tensor of `bytes` for `step_id` (not started here), after dropping the
-  /// early steps that outlived their time or, oldest first, those over the byte budget.
-  void hold_early(std::int64_t step_id, device_step& step, std::uint64_t bytes) {
+  /// Accounts a tensor of `bytes` arriving for `step_id`. Before the step has started here it
+  /// is held as early, after dropping the early steps that outlived their time or, oldest
+  /// first, those over the byte budget. False when that dropped `step_id` itself: the tensor
+  /// is then dropped too.
+  bool hold_if_early(std::int64_t step_id, std::uint64_t bytes) {
+    auto& step = steps[step_id];
+    if (step.execution || step.meeting_point->aborted())
+      return true;
     auto now = std::chrono::steady_clock::now();
     while (!early_steps.empty() && now - early_steps.front().first >= options.early_tensor_ttl)
       drop_early(early_steps.front().second, "did not start within " +
@@ -122,10 +127,14 @@ struct device_state {
       drop_early(early_steps.front().second,
                  "waited longest while early tensors exceeded " +
                    std::to_string(options.early_tensor_budget_bytes) + " bytes");
-    if (step.early_bytes == 0)
+    auto i = steps.find(step_id);
+    if (i == steps.end())
+      return false;
+    if (i->second.early_bytes == 0)
       early_steps.emplace_back(now, step_id);
-    step.early_bytes += bytes;
+    i->second.early_bytes += bytes;
     early_bytes += bytes;
+    return true;
   }
 
   /// The step started: its early tensors belong to it now.
@@ -378,11 +387,9 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
         return;
       }
       // A tensor may arrive before this device was told to run the step.
-      auto& step = st.steps[transfer.step_id];
-      if (!step.execution && !step.meeting_point->aborted())
-        st.hold_early(transfer.step_id, step, transfer.value.bytes());
-      auto meeting_point = st.steps[transfer.step_id].meeting_point;
-      meeting_point->deliver(transfer.key, std::move(transfer.value));
+      if (!st.hold_if_early(transfer.step_id, transfer.value.bytes()))
+        return;
+      st.steps[transfer.step_id].meeting_point->deliver(transfer.key, std::move(transfer.value));
     },
     [=](tensor_atom, const tensor_chunk& chunk) {
       auto& st = self->state;
@@ -408,11 +415,8 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
                                                               ", refused a tensor chunk"));
         return;
       }
-      if (done->is_initialized()) {
-        if (!step.execution && !step.meeting_point->aborted())
-          st.hold_early(chunk.step_id, step, done->bytes());
+      if (done->is_initialized() && st.hold_if_early(chunk.step_id, done->bytes()))
         st.steps[chunk.step_id].meeting_point->deliver(chunk.key, std::move(*done));
-      }
     },
     [=](abort_atom, std::int64_t step_id, const status& reason) {
       auto& st = self->state;
