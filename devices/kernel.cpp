@@ -5,6 +5,7 @@
 #include "graph/op_registry.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 namespace actorflow {
 
@@ -93,7 +94,7 @@ public:
 
   void compute_async(kernel_context& ctx, std::function<void()> done) override {
     std::function<void(pending_update)> order;
-    if (auto state = ctx.resources().find_variable(variable_)) {
+    if (auto state = variable_state_of(ctx)) {
       std::lock_guard<std::mutex> guard{state->mutex};
       order = state->order_update;
     }
@@ -120,8 +121,21 @@ public:
   }
 
 private:
+  /// The variable's storage, looked up by name until it exists and kept from then on: a
+  /// device's resource manager never drops a variable, and a kernel serves one device.
+  std::shared_ptr<variable_state> variable_state_of(kernel_context& ctx) {
+    auto known = std::atomic_load(&state_);
+    if (!known) {
+      known = ctx.resources().find_variable(variable_);
+      if (known)
+        std::atomic_store(&state_, known);
+    }
+    return known;
+  }
+
   std::string variable_;
   std::unique_ptr<op_kernel> inner_;
+  std::shared_ptr<variable_state> state_;
 };
 
 } // namespace
