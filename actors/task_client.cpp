@@ -133,14 +133,22 @@ struct shard_pusher::pending {
   status failure;
 };
 
-shard_pusher::shard_pusher()
-  : pending_(std::make_shared<pending>()), sender_(std::make_shared<bulk_sender>()) {
-  // Keys unique across the pushers of every process a shard hears from.
+namespace {
+
+/// "<16 hex digits>.": the start of bulk keys unique across the pushers and pullers of every
+/// process a shard hears from.
+std::string random_key_prefix() {
   std::random_device entropy;
   char prefix[40];
   std::snprintf(prefix, sizeof prefix, "%08x%08x.", entropy(), entropy());
-  id_prefix_ = prefix;
+  return prefix;
 }
+
+} // namespace
+
+shard_pusher::shard_pusher()
+  : pending_(std::make_shared<pending>()), sender_(std::make_shared<bulk_sender>()),
+    id_prefix_(random_key_prefix()) {}
 
 shard_pusher::~shard_pusher() {
   static_cast<void>(flush());
@@ -191,10 +199,7 @@ struct shard_puller::inbox {
 
 result<std::unique_ptr<shard_puller>> shard_puller::listen(const std::string& host) {
   auto frames = std::make_shared<inbox>();
-  std::random_device entropy;
-  char prefix[40];
-  std::snprintf(prefix, sizeof prefix, "%08x%08x.", entropy(), entropy());
-  frames->id_prefix = prefix;
+  frames->id_prefix = random_key_prefix();
   auto endpoint = bulk_endpoint::listen(
     host, [weak = std::weak_ptr<inbox>(frames)](std::int64_t, std::string key, tensor value) {
       auto in = weak.lock();
