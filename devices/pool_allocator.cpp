@@ -78,6 +78,8 @@ void* pool_allocator::allocate(std::size_t bytes) {
   if (p != nullptr) {
     reuse_hits_.fetch_add(1, std::memory_order_relaxed);
     bytes_cached_.fetch_sub(size, std::memory_order_relaxed);
+    if (size >= large_block_bytes)
+      large_blocks_cached_.fetch_sub(1, std::memory_order_relaxed);
   } else {
     p = system_allocate(size);
     system_allocations_.fetch_add(1, std::memory_order_relaxed);
@@ -105,12 +107,20 @@ void pool_allocator::deallocate(void* ptr, std::size_t bytes) {
   }
   auto& cls = classes_[class_index(bytes)];
   std::lock_guard<std::mutex> guard{cls.mutex};
-  if (size >= large_block_bytes)
+  if (size >= large_block_bytes) {
     cls.last_used = std::chrono::steady_clock::now();
+    // The first large block cached starts the once-a-second checks.
+    if (large_blocks_cached_.fetch_add(1, std::memory_order_relaxed) == 0)
+      next_idle_check_.store((cls.last_used + std::chrono::seconds(1)).time_since_epoch().count(),
+                             std::memory_order_relaxed);
+  }
   cls.free_blocks.push_back(ptr);
 }
 
 void pool_allocator::maybe_release_idle_large_blocks() {
+  // The common case, every allocation of a step: no large block cached, no clock to read.
+  if (large_blocks_cached_.load(std::memory_order_relaxed) == 0)
+    return;
   auto now = std::chrono::steady_clock::now().time_since_epoch().count();
   auto next = next_idle_check_.load(std::memory_order_relaxed);
   if (now < next)
@@ -138,6 +148,7 @@ void pool_allocator::release_idle_large_blocks() {
       std::free(block);
       bytes_cached_.fetch_sub(class_size_of_index(i), std::memory_order_relaxed);
     }
+    large_blocks_cached_.fetch_sub(idle.size(), std::memory_order_relaxed);
   }
 }
 
@@ -162,6 +173,8 @@ void pool_allocator::trim() {
     if (blocks.empty())
       continue;
     auto size = class_size_of_index(i);
+    if (size >= large_block_bytes)
+      large_blocks_cached_.fetch_sub(blocks.size(), std::memory_order_relaxed);
     for (void* p : blocks)
       std::free(p);
     bytes_cached_.fetch_sub(size * blocks.size(), std::memory_order_relaxed);

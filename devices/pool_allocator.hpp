@@ -92,6 +92,8 @@ private:
 
   std::size_t max_cached_bytes_;
   std::chrono::milliseconds large_block_idle_;
+  /// Cached blocks of large_block_bytes or more: idle checks are skipped while there are none.
+  std::atomic<std::size_t> large_blocks_cached_{0};
   /// steady_clock ticks of the next idle check.
   std::atomic<std::int64_t> next_idle_check_{0};
   std::array<size_class, num_classes> classes_;
