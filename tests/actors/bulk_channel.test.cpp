@@ -165,6 +165,40 @@ struct two_processes {
   }
 };
 
+/// A TCP connection to `port` on loopback.
+int connect_to_loopback(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  return fd;
+}
+
+/// The port of an endpoint listening on "127.0.0.1:PORT".
+std::uint16_t port_of(const bulk_endpoint& endpoint) {
+  const auto& address = endpoint.address();
+  return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+/// An endpoint on loopback that counts the tensors it delivers.
+struct counting_endpoint {
+  std::atomic<int> delivered{0};
+  std::unique_ptr<bulk_endpoint> endpoint;
+
+  explicit counting_endpoint(bulk_endpoint_timeouts limits = {}) {
+    auto made = bulk_endpoint::listen("127.0.0.1", [this](std::int64_t, std::string, tensor) {
+      ++delivered;
+      return status{};
+    }, limits);
+    REQUIRE(made.ok());
+    endpoint = std::move(*made);
+  }
+  std::uint16_t port() const { return port_of(*endpoint); }
+};
+
 } // namespace
 
 TEST_CASE("a bulk frame header round-trips its step, key, dtype, shape and byte count",
@@ -267,21 +301,11 @@ TEST_CASE("hostile bulk frame headers are refused before anything is allocated",
 TEST_CASE("a bulk endpoint closes a connection that sends a hostile frame, allocating nothing large",
           "[actors][bulk]") {
   scoped_counting_allocator allocations;
-  std::atomic<int> delivered{0};
-  auto endpoint = bulk_endpoint::listen("127.0.0.1", [&](std::int64_t, std::string, tensor) {
-    ++delivered;
-    return status{};
-  });
-  REQUIRE(endpoint.ok());
-  auto port = static_cast<std::uint16_t>(std::stoi((*endpoint)->address().substr(10)));
+  counting_endpoint counted;
+  auto& delivered = counted.delivered;
+  auto port = counted.port();
   auto send_and_expect_close = [&](std::vector<std::uint8_t> bytes) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(port);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    int fd = connect_to_loopback(port);
     REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
     // The endpoint hangs up: the read sees the end (or a reset) within the bound.
     pollfd p{fd, POLLIN, 0};
@@ -305,7 +329,7 @@ TEST_CASE("a bulk endpoint closes a connection that sends a hostile frame, alloc
   frame.insert(frame.end(), bad_magic.begin(), bad_magic.end());
   send_and_expect_close(frame);
   CHECK(delivered == 1);
-  endpoint->reset();
+  counted.endpoint.reset();
   CHECK(allocations.largest() < 4096);
 }
 
@@ -431,21 +455,10 @@ TEST_CASE("a bulk endpoint closes connections that stay silent between frames or
   bulk_endpoint_timeouts limits;
   limits.idle = std::chrono::milliseconds{200};
   limits.stall = std::chrono::milliseconds{200};
-  std::atomic<int> delivered{0};
-  auto endpoint = bulk_endpoint::listen("127.0.0.1", [&](std::int64_t, std::string, tensor) {
-    ++delivered;
-    return status{};
-  }, limits);
-  REQUIRE(endpoint.ok());
-  auto port = static_cast<std::uint16_t>(std::stoi((*endpoint)->address().substr(10)));
+  counting_endpoint counted{limits};
+  auto& delivered = counted.delivered;
   auto connect_and_send = [&](const std::vector<std::uint8_t>& bytes) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(port);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    int fd = connect_to_loopback(counted.port());
     if (!bytes.empty())
       REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
     return fd;
@@ -474,16 +487,13 @@ TEST_CASE("a bulk endpoint closes connections that stay silent between frames or
 TEST_CASE("a sender whose kept connection the endpoint closed for idling reconnects, and no frame vanishes", "[actors][bulk]") {
   bulk_endpoint_timeouts limits;
   limits.idle = std::chrono::milliseconds{100};
-  std::atomic<int> delivered{0};
-  auto endpoint = bulk_endpoint::listen("127.0.0.1", [&](std::int64_t, std::string, tensor) {
-    ++delivered;
-    return status{};
-  }, limits);
-  REQUIRE(endpoint.ok());
+  counting_endpoint counted{limits};
+  auto& delivered = counted.delivered;
+  auto& endpoint = counted.endpoint;
   bulk_sender sender;
   auto send = [&](std::int64_t step) {
     std::promise<status> written;
-    sender.send((*endpoint)->address(), step, "a;b;x:0", tensor::from_vector<float>({1.f}),
+    sender.send(endpoint->address(), step, "a;b;x:0", tensor::from_vector<float>({1.f}),
                 [&](const status& s) { written.set_value(s); });
     return written.get_future().get();
   };
@@ -505,28 +515,16 @@ TEST_CASE("with every connection slot held by idle peers, a real sender still ge
           "[actors][bulk]") {
   bulk_endpoint_timeouts limits;
   limits.evictable = std::chrono::milliseconds{0};
-  std::atomic<int> delivered{0};
-  auto endpoint = bulk_endpoint::listen("127.0.0.1", [&](std::int64_t, std::string, tensor) {
-    ++delivered;
-    return status{};
-  }, limits);
-  REQUIRE(endpoint.ok());
-  auto port = static_cast<std::uint16_t>(std::stoi((*endpoint)->address().substr(10)));
+  counting_endpoint counted{limits};
+  auto& delivered = counted.delivered;
+  auto& endpoint = counted.endpoint;
   std::vector<int> squatters;
-  for (std::size_t i = 0; i < bulk_endpoint::max_connections; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(port);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    squatters.push_back(fd);
-  }
+  for (std::size_t i = 0; i < bulk_endpoint::max_connections; ++i)
+    squatters.push_back(connect_to_loopback(counted.port()));
   std::this_thread::sleep_for(std::chrono::milliseconds(100)); // all accepted by now
   bulk_sender sender;
   std::promise<status> written;
-  sender.send((*endpoint)->address(), 1, "a;b;x:0", tensor::from_vector<float>({1.f}),
+  sender.send(endpoint->address(), 1, "a;b;x:0", tensor::from_vector<float>({1.f}),
               [&](const status& s) { written.set_value(s); });
   REQUIRE(written.get_future().get().ok());
   for (int i = 0; i < 1000 && delivered == 0; ++i)
@@ -549,17 +547,7 @@ TEST_CASE("frames beyond the endpoint's in-flight byte budget wait for the ones 
     return status{};
   }, limits);
   REQUIRE(endpoint.ok());
-  auto port = static_cast<std::uint16_t>(std::stoi((*endpoint)->address().substr(10)));
-  auto connect = [&] {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(port);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    return fd;
-  };
+  auto connect = [&] { return connect_to_loopback(port_of(**endpoint)); };
   auto frame = [](const std::string& key) {
     tensor value = tensor::from_vector<float>(std::vector<float>(200, 1.f)); // 800 bytes
     auto bytes = *encode_bulk_frame_header(1, key, value);
