@@ -1,5 +1,6 @@
 // Between-graph replication with real processes on loopback: ps tasks are actorflow-worker,
 // workers are actorflow-train processes with graphs of their own.
+#include "actors/cluster_spec.hpp"
 #include "support/processes.hpp"
 
 #include <catch2/catch.hpp>
@@ -42,30 +43,41 @@ std::string last_starting(const std::vector<std::string>& lines, const std::stri
   return found;
 }
 
-} // namespace
-
-TEST_CASE("between-graph async: 2 ps and 3 workers train one model, and every process ends by itself") {
-  std::vector<std::string> ps{address(), address()};
-  std::vector<std::string> workers{address(), address(), address()};
-  auto spec = "ps=" + ps[0] + "," + ps[1] + ";worker=" + workers[0] + "," + workers[1] + "," +
-              workers[2];
+/// A cluster spec of `ps` ps tasks and `workers` worker tasks on free loopback ports, and its
+/// ps tasks (actorflow-worker, one thread each) already serving.
+std::pair<std::string, std::vector<std::unique_ptr<child_process>>> start_ps_tasks(int ps,
+                                                                                   int workers) {
+  std::string spec = "ps=";
+  for (int t = 0; t < ps; ++t)
+    spec += (t > 0 ? "," : "") + address();
+  spec += ";worker=";
+  for (int t = 0; t < workers; ++t)
+    spec += (t > 0 ? "," : "") + address();
   std::vector<std::unique_ptr<child_process>> ps_tasks;
-  for (int t = 0; t < 2; ++t) {
+  for (int t = 0; t < ps; ++t) {
     ps_tasks.push_back(std::make_unique<child_process>(
       ACTORFLOW_WORKER_BINARY,
       std::vector<std::string>{"--cluster", spec, "--job", "ps", "--task", std::to_string(t),
                                "--threads", "1"}));
     REQUIRE(ps_tasks.back()->wait_for_line("serving on", 20s));
   }
+  return {spec, std::move(ps_tasks)};
+}
+
+} // namespace
+
+TEST_CASE("between-graph async: 2 ps and 3 workers train one model, and every process ends by itself") {
+  auto [spec, ps_tasks] = start_ps_tasks(2, 3);
   auto output_dir = "/tmp/af-between-graph-" + std::to_string(::getpid());
   auto worker = [&](int task) {
     std::vector<std::string> args{"--epochs", "3", "--threads", "1", "--log-every", "1000",
                                   "--output-dir", output_dir};
     if (task == 2) {
       // The last worker is told who it is the TensorFlow way: TF_CONFIG, no flags.
-      auto json = std::string{R"({"cluster": {"ps": [")"} + ps[0] + R"(", ")" + ps[1] +
-                  R"("], "worker": [")" + workers[0] + R"(", ")" + workers[1] + R"(", ")" +
-                  workers[2] + R"("]}, "task": {"type": "worker", "index": 2}})";
+      auto cluster = actorflow::cluster_spec::parse(spec);
+      REQUIRE(cluster.ok());
+      auto json = R"({"cluster": )" + cluster->to_json() +
+                  R"(, "task": {"type": "worker", "index": 2}})";
       ::setenv("TF_CONFIG", json.c_str(), 1);
       auto child = std::make_unique<child_process>(ACTORFLOW_TRAIN_BINARY, args);
       ::unsetenv("TF_CONFIG");
@@ -208,18 +220,7 @@ TEST_CASE("a worker started before its ps task waits for it, and a chief restart
 }
 
 TEST_CASE("between-graph sync: 2 ps and 3 workers in rounds of all three train one model") {
-  std::vector<std::string> ps{address(), address()};
-  std::vector<std::string> workers{address(), address(), address()};
-  auto spec = "ps=" + ps[0] + "," + ps[1] + ";worker=" + workers[0] + "," + workers[1] + "," +
-              workers[2];
-  std::vector<std::unique_ptr<child_process>> ps_tasks;
-  for (int t = 0; t < 2; ++t) {
-    ps_tasks.push_back(std::make_unique<child_process>(
-      ACTORFLOW_WORKER_BINARY,
-      std::vector<std::string>{"--cluster", spec, "--job", "ps", "--task", std::to_string(t),
-                               "--threads", "1"}));
-    REQUIRE(ps_tasks.back()->wait_for_line("serving on", 20s));
-  }
+  auto [spec, ps_tasks] = start_ps_tasks(2, 3);
   auto output_dir = "/tmp/af-sync3-" + std::to_string(::getpid());
   // Rounds average 3 x 128 examples: the learning rate scales with them (0.2 rather than 0.1).
   auto worker = [&](int task) {
