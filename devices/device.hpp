@@ -1,6 +1,8 @@
 #pragma once
 /// Devices: where kernels run. The CPU device runs kernels synchronously on the calling thread;
-/// asynchronous devices (GPUs) enqueue work on a stream and call `done` when it has finished.
+/// asynchronous devices (GPUs, the test device) enqueue work on a stream and call `done` when
+/// it has finished. Tensors of such devices live in their own memory space (tensor::on_host()
+/// is false): the executor copies what crosses between host and device memory.
 ///   auto cpu = make_cpu_device(device_name::parse("/job:localhost/replica:0/task:0/device:CPU:0").value(),
 ///                              shared_pools);
 ///   cpu->compute(kernel, ctx, [] { /* outputs are ready */ });
@@ -12,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace actorflow {
@@ -25,14 +28,25 @@ public:
   /// The full name, "/job:localhost/replica:0/task:0/device:CPU:0".
   const device_name& name() const { return name_; }
   const std::string& full_name() const { return full_name_; }
-  /// "CPU" or "GPU".
+  /// "CPU", "GPU", "TEST".
   const std::string& type() const { return *name_.type; }
 
   /// Where this device's tensors live.
   virtual allocator* device_allocator() = 0;
+  /// The memory its tensors live in; null for devices that compute in host memory (the CPU).
+  const memory_space* memory() { return device_allocator()->space(); }
   /// Pool for multithreaded kernels.
   virtual thread_pool& intra_op_pool() = 0;
   resource_manager& resources() { return resources_; }
+
+  /// Bytes in use, at peak and at most of the device's own memory; nullopt for host-memory
+  /// devices, whose tensors come from the host pool.
+  struct memory_usage {
+    std::size_t bytes_in_use = 0;
+    std::size_t peak_bytes_in_use = 0;
+    std::size_t bytes_limit = 0;
+  };
+  virtual std::optional<memory_usage> memory_stats() const { return std::nullopt; }
 
   /// Whether compute() always finishes before it returns (lets the executor run inline).
   virtual bool is_synchronous() const = 0;
@@ -41,9 +55,19 @@ public:
   /// compute returns).
   virtual void compute(op_kernel& kernel, kernel_context& ctx, std::function<void()> done) = 0;
 
-  /// Copies a host tensor onto this device (identity for the CPU) and back; used by send/recv.
-  virtual result<tensor> from_host(const tensor& host) = 0;
-  virtual result<tensor> to_host(const tensor& on_device) = 0;
+  /// Callback of an asynchronous copy: the copy, or why there is none. Called exactly once,
+  /// on any thread, never inside the call that started the copy unless the device is
+  /// synchronous.
+  using copy_done = std::function<void(result<tensor>)>;
+  /// Copies a host tensor into this device's memory, after the work enqueued so far. Devices in
+  /// host memory hand the same tensor back.
+  virtual void copy_from_host(const tensor& host, copy_done done) = 0;
+  /// Copies a tensor of this device to host memory once the work that makes it has finished
+  /// (send/recv to another device, task or process; fetches).
+  virtual void copy_to_host(const tensor& on_device, copy_done done) = 0;
+  /// A deep copy in this device's memory, ordered after the work enqueued so far (Assign's
+  /// private copy of its value). Errors name the device (out of memory, mostly).
+  virtual result<tensor> copy_on_device(const tensor& on_device) = 0;
 
 protected:
   explicit device(device_name name) : name_(std::move(name)), full_name_(name_.to_string()) {}

@@ -2,8 +2,8 @@
 
 #include "graph/op_registry.hpp"
 
+#include <algorithm>
 #include <new>
-#include <set>
 #include <stdexcept>
 
 namespace actorflow {
@@ -34,10 +34,6 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
     auto& n = g.at(static_cast<int>(i));
     auto& it = plan->items_[i];
     auto* def = op_registry::global().find(n.op);
-    // Work that small inputs do not bound: a shape input can ask for any amount of output.
-    static const std::set<std::string> unbounded_ops{
-      "Fill", "RandomUniform", "RandomStandardNormal", "TruncatedNormal", "MatMul"};
-    it.may_inline = unbounded_ops.count(n.op) == 0;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
       auto is_ref = def != nullptr && def->is_variable_ref_input(static_cast<int>(k));
       it.variable_ref_inputs.push_back(is_ref);
@@ -53,6 +49,7 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
       if (!kernel)
         return kernel.error().with_context("node '" + n.name + "' on " + dev.full_name());
       it.kernel = std::move(*kernel);
+      it.may_inline = !it.kernel->is_expensive();
     }
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
       auto& in = n.inputs[k];
@@ -275,42 +272,47 @@ bool step_execution::process(int id, std::vector<int>& ready) {
   release_inputs(id);
   switch (it.kind) {
     case executor_plan::node_kind::send:
+      if (!inputs[0].on_host()) {
+        // Whatever leaves a device with memory of its own travels in host memory.
+        plan_->dev().copy_to_host(inputs[0], [self = shared_from_this(), id](result<tensor> host) {
+          if (!host) {
+            self->fail_later(id, host.error());
+            return;
+          }
+          self->hooks_.send(self->plan_->items()[static_cast<std::size_t>(id)].key, *host);
+          self->complete_later(id);
+        });
+        return false;
+      }
       hooks_.send(it.key, inputs[0]);
       complete(id, ready);
       return true;
     case executor_plan::node_kind::recv:
       hooks_.recv(it.key, [self = shared_from_this(), id](result<tensor> value) {
         if (!value) {
-          self->fail(id, value.error());
-          self->finish_one();
+          self->fail_later(id, value.error());
           return;
         }
         auto& item = self->plan_->items()[static_cast<std::size_t>(id)];
         self->slots_[static_cast<std::size_t>(item.first_slot)] = std::move(*value);
-        std::vector<int> next;
-        self->complete(id, next);
-        auto newly = next.size();
-        // Keep the outstanding count above zero while the consumers are dispatched.
-        self->outstanding_.fetch_add(static_cast<std::int64_t>(newly), std::memory_order_acq_rel);
-        self->dispatch(next, false);
-        self->finish_one();
+        self->complete_later(id);
       });
       return false;
     case executor_plan::node_kind::kernel:
       break;
   }
   auto& dev = plan_->dev();
+  // A device with memory of its own gets its inputs there first (feeds, received tensors and
+  // the CPU's constants arrive in host memory).
+  if (dev.memory() != nullptr && inputs_need_copies(id, inputs)) {
+    copy_inputs_then_compute(id, std::move(inputs));
+    return false;
+  }
   // Asynchronous kernels (variable updates a shard actor orders) finish through dev.compute.
   if (dev.is_synchronous() && !it.kernel->is_async()) {
     kernel_context ctx{*it.def, dev, step_id_, std::move(inputs)};
-    try {
-      it.kernel->compute(ctx);
-    } catch (const std::bad_alloc&) {
-      ctx.fail(make_error(errc::resource_exhausted, "out of memory"));
-    } catch (const std::exception& e) {
-      // No exception may cross into the actor that runs this step.
-      ctx.fail(make_error(errc::internal, std::string{"kernel threw: "} + e.what()));
-    }
+    if (auto st = run_guarded([&] { it.kernel->compute(ctx); }); !st.ok())
+      ctx.fail(std::move(st));
     if (!ctx.status().ok()) {
       fail(id, ctx.status());
       return true;
@@ -321,24 +323,93 @@ bool step_execution::process(int id, std::vector<int>& ready) {
     complete(id, ready);
     return true;
   }
+  compute_later(id, std::move(inputs));
+  return false;
+}
+
+void step_execution::compute_later(int id, std::vector<tensor> inputs) {
+  auto& it = plan_->items()[static_cast<std::size_t>(id)];
+  auto& dev = plan_->dev();
   auto ctx = std::make_shared<kernel_context>(*it.def, dev, step_id_, std::move(inputs));
   dev.compute(*it.kernel, *ctx, [self = shared_from_this(), id, ctx] {
     auto& item = self->plan_->items()[static_cast<std::size_t>(id)];
     if (!ctx->status().ok()) {
-      self->fail(id, ctx->status());
-      self->finish_one();
+      self->fail_later(id, ctx->status());
       return;
     }
     auto& outs = ctx->outputs();
     for (int k = 0; k < item.num_outputs && k < static_cast<int>(outs.size()); ++k)
       self->slots_[static_cast<std::size_t>(item.first_slot + k)] = std::move(outs[static_cast<std::size_t>(k)]);
-    std::vector<int> next;
-    self->complete(id, next);
-    self->outstanding_.fetch_add(static_cast<std::int64_t>(next.size()), std::memory_order_acq_rel);
-    self->dispatch(next, false);
-    self->finish_one();
+    self->complete_later(id);
   });
+}
+
+bool step_execution::inputs_need_copies(int id, const std::vector<tensor>& inputs) const {
+  auto& it = plan_->items()[static_cast<std::size_t>(id)];
+  for (std::size_t k = 0; k < inputs.size(); ++k)
+    if (needs_copy(it, static_cast<int>(k), inputs[k]))
+      return true;
   return false;
+}
+
+bool step_execution::needs_copy(const executor_plan::item& it, int k, const tensor& input) const {
+  if (!input.is_initialized() || it.variable_ref_inputs[static_cast<std::size_t>(k)])
+    return false;
+  return it.kernel->host_memory_input(k) != input.on_host();
+}
+
+void step_execution::copy_inputs_then_compute(int id, std::vector<tensor> inputs) {
+  struct copies {
+    std::vector<tensor> inputs;
+    std::atomic<int> left{0};
+    std::mutex mutex;
+    status failed;
+  };
+  auto& it = plan_->items()[static_cast<std::size_t>(id)];
+  auto& dev = plan_->dev();
+  auto state = std::make_shared<copies>();
+  state->inputs = std::move(inputs);
+  std::vector<int> to_copy;
+  for (std::size_t k = 0; k < state->inputs.size(); ++k)
+    if (needs_copy(it, static_cast<int>(k), state->inputs[k]))
+      to_copy.push_back(static_cast<int>(k));
+  state->left.store(static_cast<int>(to_copy.size()), std::memory_order_relaxed);
+  for (auto k : to_copy) {
+    auto source = state->inputs[static_cast<std::size_t>(k)];
+    auto copied = [self = shared_from_this(), state, id, k](result<tensor> copy) {
+      if (copy) {
+        state->inputs[static_cast<std::size_t>(k)] = std::move(*copy);
+      } else {
+        std::lock_guard<std::mutex> guard{state->mutex};
+        if (state->failed.ok())
+          state->failed = copy.error().with_context("copying input " + std::to_string(k));
+      }
+      if (state->left.fetch_sub(1, std::memory_order_acq_rel) != 1)
+        return;
+      if (!state->failed.ok())
+        self->fail_later(id, state->failed);
+      else
+        self->compute_later(id, std::move(state->inputs));
+    };
+    if (it.kernel->host_memory_input(k))
+      dev.copy_to_host(source, std::move(copied));
+    else
+      dev.copy_from_host(source, std::move(copied));
+  }
+}
+
+void step_execution::complete_later(int id) {
+  std::vector<int> next;
+  complete(id, next);
+  // Keep the outstanding count above zero while the consumers are dispatched.
+  outstanding_.fetch_add(static_cast<std::int64_t>(next.size()), std::memory_order_acq_rel);
+  dispatch(next, false);
+  finish_one();
+}
+
+void step_execution::fail_later(int id, status s) {
+  fail(id, std::move(s));
+  finish_one();
 }
 
 void step_execution::complete(int id, std::vector<int>& ready) {
@@ -368,8 +439,50 @@ void step_execution::finish_one() {
   execution_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now() - started_)
                     .count();
+  auto in_device_memory = std::any_of(fetched.begin(), fetched.end(),
+                                      [](const tensor& t) { return !t.on_host(); });
+  if (in_device_memory) {
+    copy_fetches_to_host(std::move(fetched));
+    return;
+  }
   auto done = std::move(done_);
   done(std::move(final_status), std::move(fetched));
+}
+
+void step_execution::copy_fetches_to_host(std::vector<tensor> fetched) {
+  struct copies {
+    std::vector<tensor> fetched;
+    std::atomic<int> left{0};
+    std::mutex mutex;
+    status failed;
+  };
+  auto state = std::make_shared<copies>();
+  state->fetched = std::move(fetched);
+  std::vector<std::size_t> to_copy;
+  for (std::size_t k = 0; k < state->fetched.size(); ++k)
+    if (!state->fetched[k].on_host())
+      to_copy.push_back(k);
+  state->left.store(static_cast<int>(to_copy.size()), std::memory_order_relaxed);
+  for (auto k : to_copy) {
+    auto source = state->fetched[k];
+    plan_->dev().copy_to_host(source, [self = shared_from_this(), state, k](result<tensor> copy) {
+      if (copy) {
+        state->fetched[k] = std::move(*copy);
+      } else {
+        std::lock_guard<std::mutex> guard{state->mutex};
+        if (state->failed.ok())
+          state->failed = copy.error().with_context(
+            "copying fetched tensor " + std::to_string(k) + " to the host");
+      }
+      if (state->left.fetch_sub(1, std::memory_order_acq_rel) != 1)
+        return;
+      auto done = std::move(self->done_);
+      if (!state->failed.ok())
+        done(std::move(state->failed), {});
+      else
+        done({}, std::move(state->fetched));
+    });
+  }
 }
 
 } // namespace actorflow

@@ -129,6 +129,21 @@ private:
   bool process(int id, std::vector<int>& ready);
   void complete(int id, std::vector<int>& ready);
   void fail(int id, status s);
+  /// For nodes that finish after process() returned (receives, copies, asynchronous
+  /// devices): completes `id` and dispatches what it made ready, or fails it; then counts it
+  /// done.
+  void complete_later(int id);
+  void fail_later(int id, status s);
+  /// Hands node `id` to its device's asynchronous compute().
+  void compute_later(int id, std::vector<tensor> inputs);
+  /// Whether input `k` of a kernel on a device with memory of its own is in the wrong memory
+  /// (host or device) for it.
+  bool needs_copy(const executor_plan::item& it, int k, const tensor& input) const;
+  bool inputs_need_copies(int id, const std::vector<tensor>& inputs) const;
+  /// Copies the inputs that are in the wrong memory, then computes node `id`.
+  void copy_inputs_then_compute(int id, std::vector<tensor> inputs);
+  /// Fetched tensors in device memory go to the host before `done` sees them.
+  void copy_fetches_to_host(std::vector<tensor> fetched);
   /// One outstanding node is done; the last one ends the step. Nodes a finished node makes
   /// ready are added to outstanding_ before it calls this.
   void finish_one();

@@ -1,6 +1,7 @@
 #include "devices/kernel.hpp"
 
 #include "devices/device.hpp"
+#include "devices/test_device.hpp"
 #include "devices/thread_pool.hpp"
 #include "graph/op_registry.hpp"
 
@@ -91,6 +92,8 @@ public:
 
   void compute(kernel_context& ctx) override { inner_->compute(ctx); }
   bool is_async() const override { return true; }
+  bool is_expensive() const override { return inner_->is_expensive(); }
+  bool host_memory_input(int i) const override { return inner_->host_memory_input(i); }
 
   void compute_async(kernel_context& ctx, std::function<void()> done) override {
     std::function<void(pending_update)> order;
@@ -148,6 +151,8 @@ kernel_registry& kernel_registry::global() {
   static kernel_registry* registry = [] {
     auto* r = new kernel_registry;
     register_cpu_kernels(*r);
+    // The test device runs the CPU's kernels on its stream (devices/test_device.hpp).
+    r->add_device_type_like(test_device_type, "CPU");
     return r;
   }();
   return *registry;
@@ -178,6 +183,20 @@ void kernel_registry::add(const std::string& op, const std::string& device_type,
 bool kernel_registry::has(const std::string& op, const std::string& device_type,
                           dtype type) const {
   return factories_.count(key_string(op, device_type, type)) > 0;
+}
+
+void kernel_registry::add_device_type_like(const std::string& new_type,
+                                           const std::string& existing_type) {
+  std::vector<std::pair<std::string, kernel_factory>> copies;
+  for (auto& [key, factory] : factories_) {
+    // key_string's layout: op '\0' device type '\0' dtype.
+    auto first = key.find('\0');
+    auto second = key.find('\0', first + 1);
+    if (key.compare(first + 1, second - first - 1, existing_type) == 0)
+      copies.emplace_back(key.substr(0, first + 1) + new_type + key.substr(second), factory);
+  }
+  for (auto& [key, factory] : copies)
+    factories_[key] = std::move(factory);
 }
 
 result<std::unique_ptr<op_kernel>> kernel_registry::create(const node& n,

@@ -10,6 +10,7 @@
 #include "graph/tensor.hpp"
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -112,6 +113,18 @@ public:
     done();
   }
 
+  /// Whether the kernel's work can exceed what the size of its inputs suggests (Fill and the
+  /// random ops make any amount from a shape, MatMul and Conv2D multiply): such kernels never
+  /// run inline on an actor's thread (TensorFlow's OpKernel::IsExpensive).
+  virtual bool is_expensive() const { return false; }
+  /// Whether input `i` must be in host memory when the kernel runs on a device with memory of
+  /// its own (TensorFlow's HostMemory("shape")): the executor copies it there first. Other
+  /// inputs are copied into the device's memory.
+  virtual bool host_memory_input(int i) const {
+    (void)i;
+    return false;
+  }
+
   const std::string& name() const { return name_; }
   const std::string& op() const { return op_; }
 
@@ -119,6 +132,23 @@ private:
   std::string name_;
   std::string op_;
 };
+
+/// Runs `body` (a kernel's compute, a device's allocation) and turns what it throws into an
+/// error: allocation failures keep their message (bytes asked for, bytes in use), other
+/// exceptions say what they were. No exception may reach the actor running a step.
+template <class Body>
+status run_guarded(Body&& body) {
+  try {
+    body();
+    return {};
+  } catch (const allocation_failure& e) {
+    return make_error(errc::resource_exhausted, e.what());
+  } catch (const std::bad_alloc&) {
+    return make_error(errc::resource_exhausted, "out of host memory");
+  } catch (const std::exception& e) {
+    return make_error(errc::internal, std::string{"kernel threw: "} + e.what());
+  }
+}
 
 /// Makes a kernel for a node; may fail on bad attributes.
 using kernel_factory = std::function<result<std::unique_ptr<op_kernel>>(const node&)>;
@@ -147,6 +177,9 @@ public:
   void add(const std::string& op, const std::string& device_type, std::vector<dtype> types,
            kernel_factory factory);
   bool has(const std::string& op, const std::string& device_type, dtype type) const;
+  /// Registers every kernel of `existing_type` for `new_type` too (the test device runs the
+  /// CPU's kernels on its stream).
+  void add_device_type_like(const std::string& new_type, const std::string& existing_type);
   /// Makes the kernel for `n` on a device of `device_type`; an error names the node, the op,
   /// the device type and the dtype when none is registered.
   result<std::unique_ptr<op_kernel>> create(const node& n, const std::string& device_type) const;

@@ -66,10 +66,11 @@ void set_default_host_allocator(allocator* alloc) {
 }
 
 buffer::buffer(allocator* alloc, std::size_t bytes)
-  : data_(alloc->allocate(bytes)), bytes_(bytes), alloc_(alloc) {}
+  : data_(alloc->allocate(bytes)), bytes_(bytes), alloc_(alloc), space_(alloc->space()) {}
 
-buffer::buffer(void* data, std::size_t bytes, std::function<void(void*)> release)
-  : data_(data), bytes_(bytes), release_(std::move(release)) {}
+buffer::buffer(void* data, std::size_t bytes, std::function<void(void*)> release,
+               const memory_space* space)
+  : data_(data), bytes_(bytes), space_(space), release_(std::move(release)) {}
 
 buffer::~buffer() {
   if (alloc_ != nullptr)
@@ -96,14 +97,25 @@ result<tensor> tensor::reshaped(tensor_shape shape) const {
   return tensor{type_, std::move(shape), buf_};
 }
 
+void tensor::throw_device_memory_access(const char* accessor) const {
+  throw device_memory_access{std::string{accessor} + " needs host memory, but the " +
+                             to_string(type_) + shape_.to_string() + " tensor is in the memory of " +
+                             space()->device + ": copy it to the host first"};
+}
+
 tensor tensor::clone(allocator* alloc) const {
+  require_host("clone");
   tensor copy{type_, shape_, alloc};
+  copy.require_host("clone (into a device allocator)");
   if (bytes() > 0)
     std::memcpy(copy.raw_data(), raw_data(), bytes());
   return copy;
 }
 
 result<tensor> tensor::sliced(int axis, std::int64_t offset, std::int64_t extent) const {
+  if (!on_host())
+    return make_error(errc::invalid_argument, "cannot slice a tensor in the memory of " +
+                                                space()->device + " on the host");
   if (axis < 0 || axis >= shape_.rank())
     return make_error(errc::invalid_argument, "cannot slice axis " + std::to_string(axis) +
                                                 " of a tensor of shape " + shape_.to_string());
@@ -141,6 +153,8 @@ std::string tensor::debug_string(std::size_t max_elements) const {
   out << to_string(type_) << shape_.to_string();
   if (!is_initialized())
     return out.str() + " <empty>";
+  if (!on_host())
+    return out.str() + " in the memory of " + space()->device;
   auto values = to_vector<double>();
   out << " {";
   for (std::size_t i = 0; i < values.size() && i < max_elements; ++i)

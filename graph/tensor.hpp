@@ -12,10 +12,20 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace actorflow {
+
+/// Memory the CPU cannot read directly: one device's (a GPU's, the test device's). Owned by
+/// the device, which outlives its buffers. Host memory has no memory_space object: a buffer
+/// whose space is null is on the host.
+struct memory_space {
+  /// The device's full name, for messages ("/job:w/replica:0/task:0/device:GPU:0").
+  std::string device;
+};
 
 /// Where tensor buffers come from. Implementations must be thread-safe; a buffer is returned
 /// to the allocator that made it, with the same byte count.
@@ -25,6 +35,28 @@ public:
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* ptr, std::size_t bytes) = 0;
   virtual const char* name() const = 0;
+  /// The memory its buffers live in; null for host memory.
+  virtual const memory_space* space() const { return nullptr; }
+};
+
+/// Thrown by allocators that cannot satisfy a request; what() says how many bytes were asked
+/// for, from which allocator, and what is in use. Derives from std::bad_alloc so existing
+/// catch sites keep working.
+class allocation_failure : public std::bad_alloc {
+public:
+  explicit allocation_failure(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+private:
+  std::string message_;
+};
+
+/// Thrown by the host-only accessors (scalar_value, to_vector, clone, sliced) when a tensor's
+/// buffer is in device memory: copy it to the host first (device::copy_to_host). Kernels run
+/// inside try blocks, so this becomes a step error naming the node, never a crash.
+class device_memory_access : public std::logic_error {
+public:
+  using std::logic_error::logic_error;
 };
 
 /// Alignment of every host buffer: enough for AVX-512 loads.
@@ -41,18 +73,22 @@ class buffer {
 public:
   buffer(allocator* alloc, std::size_t bytes);
   /// Wraps memory owned elsewhere (e.g. a GPU allocation); `release` runs when the buffer dies.
-  buffer(void* data, std::size_t bytes, std::function<void(void*)> release);
+  buffer(void* data, std::size_t bytes, std::function<void(void*)> release,
+         const memory_space* space = nullptr);
   ~buffer();
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
 
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
+  /// Null for host memory.
+  const memory_space* space() const { return space_; }
 
 private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   allocator* alloc_ = nullptr;
+  const memory_space* space_ = nullptr;
   std::function<void(void*)> release_;
 };
 
@@ -89,6 +125,17 @@ public:
   std::int64_t num_elements() const { return shape_.num_elements(); }
   std::size_t bytes() const { return static_cast<std::size_t>(num_elements()) * size_of(type_); }
 
+  /// Whether the CPU may read the buffer (an empty tensor counts as host).
+  bool on_host() const { return buf_ == nullptr || buf_->space() == nullptr; }
+  /// The device memory the buffer lives in; null on the host.
+  const memory_space* space() const { return buf_ ? buf_->space() : nullptr; }
+  /// Throws device_memory_access, naming `accessor`, unless on_host().
+  void require_host(const char* accessor) const {
+    if (!on_host())
+      throw_device_memory_access(accessor);
+  }
+
+  /// The buffer's address: host or device memory (a device kernel's pointer).
   void* raw_data() const { return buf_ ? buf_->data() : nullptr; }
   template <class T>
   T* data() const {
@@ -97,11 +144,13 @@ public:
   /// The first element converted to T (scalars, mostly).
   template <class T>
   T scalar_value() const {
+    require_host("scalar_value");
     return visit_dtype(type_, [&](auto zero) { return static_cast<T>(data<decltype(zero)>()[0]); });
   }
   /// All elements converted to T.
   template <class T>
   std::vector<T> to_vector() const {
+    require_host("to_vector");
     std::vector<T> out(static_cast<std::size_t>(num_elements()));
     visit_dtype(type_, [&](auto zero) {
       auto* p = data<decltype(zero)>();
@@ -114,7 +163,8 @@ public:
 
   /// Same buffer, another shape with the same element count.
   result<tensor> reshaped(tensor_shape shape) const;
-  /// A deep copy into a fresh buffer.
+  /// A deep copy into a fresh host buffer (from `alloc`, which must make host memory); the
+  /// devices copy device memory (device::copy_on_device).
   tensor clone(allocator* alloc = nullptr) const;
   /// A copy of indices [offset, offset + extent) along `axis` (e.g. a batch's rows); an error
   /// names the axis or range that does not fit the shape.
@@ -123,10 +173,13 @@ public:
   bool shares_buffer_with(const tensor& other) const { return buf_ && buf_ == other.buf_; }
   const std::shared_ptr<buffer>& buffer_ref() const { return buf_; }
 
-  /// "float32[2,3]" followed by up to `max_elements` values.
+  /// "float32[2,3]" followed by up to `max_elements` values (or by where it lives, for a
+  /// tensor in device memory).
   std::string debug_string(std::size_t max_elements = 8) const;
 
 private:
+  [[noreturn]] void throw_device_memory_access(const char* accessor) const;
+
   dtype type_ = dtype::float32;
   tensor_shape shape_;
   std::shared_ptr<buffer> buf_;

@@ -22,25 +22,29 @@ public:
   bool is_synchronous() const override { return true; }
 
   void compute(op_kernel& kernel, kernel_context& ctx, std::function<void()> done) override {
-    // Exceptions (bad_alloc, mostly) become error values here so none escapes into the actors.
-    try {
-      if (kernel.is_async()) {
-        kernel.compute_async(ctx, std::move(done));
-        return;
+    if (kernel.is_async()) {
+      if (auto st = run_guarded([&] { kernel.compute_async(ctx, done); }); !st.ok()) {
+        ctx.fail(std::move(st));
+        done();
       }
-      kernel.compute(ctx);
-    } catch (const std::bad_alloc&) {
-      ctx.fail(make_error(errc::resource_exhausted, "out of host memory"));
-    } catch (const std::exception& e) {
-      ctx.fail(make_error(errc::internal, std::string{"kernel threw: "} + e.what()));
+      return;
     }
+    if (auto st = run_guarded([&] { kernel.compute(ctx); }); !st.ok())
+      ctx.fail(std::move(st));
     if (done)
       done();
   }
 
   // Host memory is this device's memory: hand the same tensor through.
-  result<tensor> from_host(const tensor& host) override { return host; }
-  result<tensor> to_host(const tensor& on_device) override { return on_device; }
+  void copy_from_host(const tensor& host, copy_done done) override { done(host); }
+  void copy_to_host(const tensor& on_device, copy_done done) override { done(on_device); }
+  result<tensor> copy_on_device(const tensor& on_device) override {
+    tensor copy;
+    if (auto st = run_guarded([&] { copy = on_device.clone(device_allocator()); }); !st.ok())
+      return st.with_context("copying " + std::to_string(on_device.bytes()) + " bytes on " +
+                             full_name());
+    return copy;
+  }
 
 private:
   std::shared_ptr<thread_pool> intra_op_;

@@ -3,6 +3,8 @@
 
 #include "devices/pool_allocator.hpp"
 
+#include <optional>
+
 using namespace actorflow;
 using namespace actorflow::testing;
 
@@ -28,12 +30,20 @@ TEST_CASE("making a CPU device leaves the process's default host allocator alone
 TEST_CASE("host transfers on the CPU device hand back the same tensor", "[cpu_device]") {
   kernel_test_env env;
   auto t = tensor::from_vector<float>({1, 2, 3});
-  auto on_device = env.dev().from_host(t);
-  REQUIRE(on_device.ok());
-  CHECK(on_device->shares_buffer_with(t));
-  auto back = env.dev().to_host(*on_device);
-  REQUIRE(back.ok());
-  CHECK(back->shares_buffer_with(t));
+  std::optional<result<tensor>> on_device;
+  env.dev().copy_from_host(t, [&](result<tensor> r) { on_device = std::move(r); });
+  REQUIRE(on_device.has_value());
+  REQUIRE(on_device->ok());
+  CHECK((*on_device)->shares_buffer_with(t));
+  std::optional<result<tensor>> back;
+  env.dev().copy_to_host(**on_device, [&](result<tensor> r) { back = std::move(r); });
+  REQUIRE(back.has_value());
+  REQUIRE(back->ok());
+  CHECK((*back)->shares_buffer_with(t));
+  auto copy = env.dev().copy_on_device(t);
+  REQUIRE(copy.ok());
+  CHECK_FALSE(copy->shares_buffer_with(t));
+  CHECK(copy->to_vector<float>() == std::vector<float>{1, 2, 3});
 }
 
 TEST_CASE("kernel_context allocates outputs from the device and forwards its pool",

@@ -70,7 +70,12 @@ public:
       // Nobody reads the old buffer any more: overwrite it and allocate nothing.
       std::memcpy(stored.raw_data(), value.raw_data(), value.bytes());
     } else {
-      stored = value.clone(ctx.dev().device_allocator());
+      auto copy = ctx.dev().copy_on_device(value);
+      if (!copy) {
+        ctx.fail(copy.error());
+        return;
+      }
+      stored = std::move(*copy);
     }
     ++var->version;
     ctx.set_output(0, stored);

@@ -141,6 +141,7 @@ enum class conv_pass { forward, input, filter };
 template <class T, conv_pass Pass>
 class conv_kernel : public op_kernel {
 public:
+  bool is_expensive() const override { return true; }
   using op_kernel::op_kernel;
 
   void compute(kernel_context& ctx) override {

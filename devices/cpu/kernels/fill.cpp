@@ -10,6 +10,7 @@ using namespace cpu;
 template <class T>
 class fill_kernel : public op_kernel {
 public:
+  bool is_expensive() const override { return true; }
   fill_kernel(const node& n, tensor_shape shape) : op_kernel(n), shape_(std::move(shape)) {}
 
   static result<std::unique_ptr<op_kernel>> make(const node& n) {

@@ -45,6 +45,7 @@ void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, st
 template <class T>
 class matmul_kernel : public op_kernel {
 public:
+  bool is_expensive() const override { return true; }
   explicit matmul_kernel(const node& n)
     : op_kernel(n), transpose_a_(n.attr_or<bool>("transpose_a", false)),
       transpose_b_(n.attr_or<bool>("transpose_b", false)) {}

@@ -79,6 +79,7 @@ generator make_generator(std::int64_t seed, std::int64_t seed2) {
 template <class T, distribution kind>
 class random_kernel : public op_kernel {
 public:
+  bool is_expensive() const override { return true; }
   random_kernel(const node& n, tensor_shape shape)
     : op_kernel(n), shape_(std::move(shape)),
       generator_(make_generator(n.attr_or<std::int64_t>("seed", 0),
