@@ -1,5 +1,7 @@
 #include "actors/master.hpp"
 
+#include "devices/device_factory.hpp"
+
 #include "actors/device_actor.hpp"
 #include "actors/session_master.hpp"
 #include "actors/device_directory.hpp"
@@ -8,6 +10,7 @@
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
+#include "devices/device_factory.hpp"
 #include "devices/kernel.hpp"
 #include "graph/device_name.hpp"
 #include "graph/partition.hpp"
@@ -218,6 +221,7 @@ result<std::shared_ptr<run_plan>> plan_for(master_self self, master_session& s,
   placement_options placement;
   placement.allow_soft_placement = s.config.allow_soft_placement;
   placement.default_task = st.directory.default_task(s.config.default_task, st.options.own_task);
+  placement.device_priority = device_type_priority;
   auto made = make_run_plan(*s.g, req, st.directory, placement, st.next_handle, placed);
   if (!made)
     return made.error();

@@ -12,6 +12,7 @@
 /// there waits on the thread the actors need.
 
 #include "actors/cluster_spec.hpp"
+#include "devices/gpu_options.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
@@ -58,6 +59,13 @@ struct session_options {
   /// Number of CPU devices (TensorFlow's device_count {"CPU": n}): /cpu:0 .. /cpu:n-1, sharing
   /// the pools. More than one gives cross-device partitions inside one process.
   int cpu_device_count = 1;
+  /// Test devices for this session's own tasks (TEST:0 ..., devices/test_device.hpp): they take
+  /// a GPU's path (streams, device memory, copies) on any machine. -1: ACTORFLOW_TEST_DEVICES
+  /// decides.
+  int test_device_count = -1;
+  /// TensorFlow's GPUOptions for this session's own tasks: per_process_gpu_memory_fraction and
+  /// allow_growth.
+  gpu_options gpu;
 
   /// A master to open the session on, "caf://host:port" (any task of a cluster, or
   /// actorflow-master): it places and runs the graph on its cluster. The client only sends its

@@ -25,6 +25,8 @@ task_service_options own_task_options(const session_options& options, compute_po
   task_service_options task;
   task.pools = std::move(pools);
   task.cpu_device_count = options.cpu_device_count;
+  task.test_device_count = options.test_device_count;
+  task.gpu = options.gpu;
   task.run_inline = options.run_inline;
   task.trace = options.trace;
   task.env = options.env;

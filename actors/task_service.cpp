@@ -187,6 +187,8 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   made_with.job = job;
   made_with.task = task;
   made_with.cpu_device_count = options.cpu_device_count;
+  made_with.test_device_count = options.test_device_count;
+  made_with.gpu = options.gpu;
   made_with.intra_op = st.intra_op;
   made_devices made;
   if (auto tried = make_task_devices(made_with); tried) {

@@ -9,6 +9,7 @@
 #include "actors/cluster_spec.hpp"
 #include "actors/protocols/task.hpp"
 #include "devices/device.hpp"
+#include "devices/gpu_options.hpp"
 #include "devices/runtime_env.hpp"
 
 #include <caf/actor_system.hpp>
@@ -24,6 +25,10 @@ namespace actorflow {
 struct task_service_options {
   /// Number of CPU devices (CPU:0 .. CPU:n-1); values below 1 mean 1.
   int cpu_device_count = 1;
+  /// Test devices (TEST:0 ..., devices/test_device.hpp); -1: ACTORFLOW_TEST_DEVICES decides.
+  int test_device_count = -1;
+  /// How much of each GPU's (and test device's) memory the task takes.
+  gpu_options gpu;
   /// Size of the task's inter-op pool and of its intra-op parallelism (the intra-op pool has
   /// one thread fewer: the calling thread helps); 0 means one per hardware thread.
   int threads = 0;

@@ -1,6 +1,9 @@
 #include "devices/device_factory.hpp"
 
+#include "devices/test_device.hpp"
+
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 
 namespace actorflow {
@@ -10,6 +13,7 @@ namespace {
 class cpu_device_factory final : public device_factory {
 public:
   std::string type() const override { return "CPU"; }
+  int priority() const override { return 70; }
   status create(const device_factory_options& options, made_devices& made) override {
     for (int i = 0; i < std::max(1, options.cpu_device_count); ++i)
       made.devices.push_back(make_cpu_device(
@@ -23,6 +27,7 @@ public:
 class gpu_device_factory final : public device_factory {
 public:
   std::string type() const override { return "GPU"; }
+  int priority() const override { return 210; }
   status create(const device_factory_options&, made_devices& made) override {
     if (auto n = gpu_count(); n == 0)
       made.notes.push_back("no GPU devices: " + gpu_absence_reason());
@@ -33,11 +38,57 @@ public:
   }
 };
 
+/// Test devices where the options or ACTORFLOW_TEST_DEVICES ask for them.
+class test_device_factory final : public device_factory {
+public:
+  std::string type() const override { return test_device_type; }
+  /// Like a GPU: unpinned nodes go to it when it has their kernel.
+  int priority() const override { return 200; }
+  status create(const device_factory_options& options, made_devices& made) override {
+    auto count = options.test_device_count;
+    if (count < 0) {
+      auto from_environment = count_from_environment();
+      if (!from_environment)
+        return from_environment.error();
+      count = *from_environment;
+    }
+    if (count > max_test_devices)
+      return make_error(errc::invalid_argument, std::to_string(count) +
+                                                  " test devices asked for; at most " +
+                                                  std::to_string(max_test_devices));
+    test_device_options test;
+    test.memory_fraction = options.gpu.per_process_gpu_memory_fraction;
+    test.allow_growth = options.gpu.allow_growth;
+    for (int i = 0; i < count; ++i)
+      made.devices.push_back(make_test_device(
+        task_device_name(options.job, options.task, test_device_type, i), options.intra_op, test));
+    return {};
+  }
+
+private:
+  static constexpr int max_test_devices = 16;
+
+  static result<int> count_from_environment() {
+    const char* text = std::getenv("ACTORFLOW_TEST_DEVICES");
+    if (text == nullptr || *text == '\0')
+      return 0;
+    char* end = nullptr;
+    auto value = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || value < 0 || value > max_test_devices)
+      return make_error(errc::invalid_argument,
+                        std::string{"ACTORFLOW_TEST_DEVICES='"} + text +
+                          "' is not a number of test devices from 0 to " +
+                          std::to_string(max_test_devices));
+    return static_cast<int>(value);
+  }
+};
+
 std::mutex registry_mutex;
 
 std::vector<std::shared_ptr<device_factory>>& registry() {
   static std::vector<std::shared_ptr<device_factory>> factories{
-    std::make_shared<cpu_device_factory>(), std::make_shared<gpu_device_factory>()};
+    std::make_shared<cpu_device_factory>(), std::make_shared<gpu_device_factory>(),
+    std::make_shared<test_device_factory>()};
   return factories;
 }
 
@@ -60,6 +111,14 @@ result<made_devices> make_task_devices(const device_factory_options& options) {
       return st.with_context("making the " + factory->type() + " devices of /job:" + options.job +
                              "/task:" + std::to_string(options.task));
   return made;
+}
+
+int device_type_priority(const std::string& type) {
+  std::lock_guard<std::mutex> guard{registry_mutex};
+  for (auto& factory : registry())
+    if (factory->type() == type)
+      return factory->priority();
+  return 0;
 }
 
 device_name task_device_name(const std::string& job, int task, const std::string& type, int id) {

@@ -8,6 +8,7 @@
 /// Devices are named /job:<job>/replica:0/task:<task>/device:<TYPE>:<i>, in factory order.
 
 #include "devices/device.hpp"
+#include "devices/gpu_options.hpp"
 
 #include <memory>
 #include <string>
@@ -24,6 +25,10 @@ struct device_factory_options {
   int cpu_device_count = 1;
   /// The intra-op pool the devices share (null: each makes its own).
   std::shared_ptr<thread_pool> intra_op;
+  /// Test devices to make (devices/test_device.hpp); -1: as many as the environment variable
+  /// ACTORFLOW_TEST_DEVICES says, none without it.
+  int test_device_count = -1;
+  gpu_options gpu;
 };
 
 /// What the factories made, and what they have to say about what they did not (why a process
@@ -38,6 +43,9 @@ public:
   virtual ~device_factory() = default;
   /// "CPU", "GPU".
   virtual std::string type() const = 0;
+  /// How much placement prefers this type for nodes no one pinned; higher first (TensorFlow's
+  /// DeviceFactory priorities: GPU 210, CPU 70).
+  virtual int priority() const = 0;
   /// This type's devices for the task; none (with a note in `made` saying why) is not an error.
   virtual status create(const device_factory_options& options, made_devices& made) = 0;
 };
@@ -49,6 +57,10 @@ void register_device_factory(std::shared_ptr<device_factory> factory);
 /// The devices of every registered factory, in registration order; the first factory's error
 /// stops it.
 result<made_devices> make_task_devices(const device_factory_options& options);
+
+/// The priority of `type`'s factory; 0 for types no factory makes. Thread-safe; what
+/// placement_options::device_priority asks.
+int device_type_priority(const std::string& type);
 
 /// The name of device `id` of `type` in a task.
 device_name task_device_name(const std::string& job, int task, const std::string& type, int id);

@@ -40,12 +40,21 @@ bool supports_all(const graph& g, const std::vector<int>& members, const std::st
   });
 }
 
-/// Devices of `candidates` in preference order: GPUs before CPUs, then by task and index.
-std::vector<device_name> by_preference(std::vector<device_name> candidates) {
-  std::stable_sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) {
-    auto rank = [](const device_name& d) { return *d.type == "GPU" ? 0 : *d.type == "CPU" ? 1 : 2; };
-    if (rank(a) != rank(b))
-      return rank(a) < rank(b);
+/// TensorFlow's priorities for the types it knows; the device layer knows the rest.
+int builtin_priority(const std::string& type) {
+  return type == "GPU" ? 210 : type == "CPU" ? 70 : 0;
+}
+
+/// Devices of `candidates` in preference order: by type priority, then by task and index.
+std::vector<device_name> by_preference(std::vector<device_name> candidates,
+                                       const placement_options& options) {
+  auto priority = [&](const device_name& d) {
+    return options.device_priority ? options.device_priority(*d.type) : builtin_priority(*d.type);
+  };
+  std::stable_sort(candidates.begin(), candidates.end(), [&](auto& a, auto& b) {
+    auto pa = priority(a), pb = priority(b);
+    if (pa != pb)
+      return pa > pb;
     return std::tie(*a.task, *a.id) < std::tie(*b.task, *b.id);
   });
   return candidates;
@@ -119,7 +128,7 @@ status place_nodes(graph& g, const std::vector<int>& node_ids, const std::vector
         if (request.matches(d))
           matching.push_back(d);
       std::vector<device_name> runnable;
-      for (auto& d : by_preference(matching))
+      for (auto& d : by_preference(matching, options))
         if (supports_all(g, grp.members, *d.type, has_kernel))
           runnable.push_back(d);
       auto pinned = grp.pinned_by >= 0 && grp.request.type.has_value();
@@ -144,7 +153,7 @@ status place_nodes(graph& g, const std::vector<int>& node_ids, const std::vector
         for (auto& d : devices)
           if (relaxed.matches(d))
             matching.push_back(d);
-        for (auto& d : by_preference(matching))
+        for (auto& d : by_preference(matching, options))
           if (supports_all(g, grp.members, *d.type, has_kernel)) {
             runnable.push_back(d);
             break;

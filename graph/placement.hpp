@@ -5,8 +5,9 @@
 ///   status s = place_nodes(g, needed_ids, devices, has_kernel, opts, &log);
 /// Rules, in order: a node placed earlier stays; a node colocated with another (attr
 /// "colocate_with", e.g. a variable's assign and read) goes where its group goes; a pinned node
-/// goes to a device matching its request that has a kernel for it; otherwise GPU 0 of the
-/// requested (or default) task if it has a kernel, else CPU 0.
+/// goes to a device matching its request that has a kernel for it; otherwise the device of the
+/// requested (or default) task with the highest priority (GPU 0 before CPU 0) that has a
+/// kernel for it.
 
 #include "graph/device_name.hpp"
 #include "graph/graph.hpp"
@@ -27,6 +28,9 @@ struct placement_options {
   bool allow_soft_placement = false;
   /// Defaults for requests that leave job / task unset (the master's own task).
   device_name default_task;
+  /// How much a device type is preferred for nodes no one pinned (TensorFlow's device factory
+  /// priorities: GPU 210, CPU 70); higher first. Empty: those two, and 0 for other types.
+  std::function<int(const std::string& type)> device_priority;
 };
 
 /// Places every node in `node_ids` that has no assigned device yet, writing the full device

@@ -14,6 +14,7 @@ namespace {
 class xpu_factory final : public device_factory {
 public:
   std::string type() const override { return "XPU"; }
+  int priority() const override { return 5; }
   status create(const device_factory_options& options, made_devices& made) override {
     if (options.job == "broken-test")
       return make_error(errc::unavailable, "the XPU driver is gone");

@@ -5,16 +5,23 @@
 ///   auto n = make_node("Add", "add", dtype::float32);
 ///   auto r = env.run(n, {a, b});                 // r.status, r.outputs
 ///   require_near(r.outputs[0], expected, 1e-6);
-/// One env per test case; it owns a CPU device with a small intra-op pool of its own.
+/// One env per test case; it owns a device with a small intra-op pool of its own: the CPU, or
+/// the device type ACTORFLOW_KERNEL_TEST_DEVICE names ("TEST", "GPU"), so that every kernel
+/// test runs on every device type (ggml's test-backend-ops): inputs are copied into the
+/// device's memory and outputs back, and the float64 references stay on the host.
 
 #include "devices/device.hpp"
 #include "devices/kernel.hpp"
+#include "devices/test_device.hpp"
 #include "devices/thread_pool.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <future>
 #include <map>
 #include <memory>
 #include <random>
@@ -42,14 +49,22 @@ struct kernel_run {
   std::vector<tensor> outputs;
 };
 
-inline device_name test_cpu_name() {
+inline device_name test_device_name(const std::string& type) {
   device_name name;
   name.job = "localhost";
   name.replica = 0;
   name.task = 0;
-  name.type = "CPU";
+  name.type = type;
   name.id = 0;
   return name;
+}
+
+inline device_name test_cpu_name() { return test_device_name("CPU"); }
+
+/// The device type kernel tests run on: ACTORFLOW_KERNEL_TEST_DEVICE, else "CPU".
+inline std::string kernel_test_device_type() {
+  const char* type = std::getenv("ACTORFLOW_KERNEL_TEST_DEVICE");
+  return type != nullptr && *type != '\0' ? std::string{type} : std::string{"CPU"};
 }
 
 class kernel_test_env {
@@ -57,23 +72,50 @@ public:
   /// `intra_op_threads` threads besides the caller, so parallel paths run even on small hosts.
   explicit kernel_test_env(int intra_op_threads = 3)
     : pool_(std::make_shared<thread_pool>("test_intra_op", intra_op_threads)),
-      device_(make_cpu_device(test_cpu_name(), pool_)) {}
+      type_(kernel_test_device_type()), device_(make_device(type_, pool_)) {}
 
   device& dev() { return *device_; }
 
-  /// Makes the CPU kernel for `n`; fails the test when there is none.
+  /// Makes the kernel for `n` on this env's device; fails the test when there is none.
   std::unique_ptr<op_kernel> make_kernel(const node& n) {
-    auto k = kernel_registry::global().create(n, "CPU");
+    auto k = kernel_registry::global().create(n, type_);
     INFO(k.error().to_string());
     REQUIRE(k.ok());
     return std::move(*k);
   }
 
-  /// Runs an existing kernel once (step ids count up).
+  /// Runs an existing kernel once (step ids count up). Host inputs are copied into the
+  /// device's memory first and its outputs back to the host, each wait bounded.
   kernel_run run(op_kernel& kernel, const node& n, std::vector<tensor> inputs) {
+    for (auto& input : inputs)
+      if (input.is_initialized() && input.on_host())
+        input = await_copy([&](device::copy_done done) { device_->copy_from_host(input, done); });
+    last_input_data_.clear();
+    for (auto& input : inputs)
+      last_input_data_.push_back(input.raw_data());
     kernel_context ctx{n, *device_, next_step_++, std::move(inputs)};
-    device_->compute(kernel, ctx, [] {});
-    return {ctx.status(), ctx.outputs()};
+    std::promise<void> finished;
+    device_->compute(kernel, ctx, [&] { finished.set_value(); });
+    REQUIRE(finished.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+    auto outputs = ctx.outputs();
+    last_output_data_.clear();
+    for (auto& output : outputs)
+      last_output_data_.push_back(output.raw_data());
+    for (auto& output : outputs)
+      if (!output.on_host())
+        output = await_copy([&](device::copy_done done) { device_->copy_to_host(output, done); });
+    return {ctx.status(), std::move(outputs)};
+  }
+
+  /// Where output `i` of the last run was, in the device's memory (before its copy to the host).
+  const void* last_output_data(int i) const {
+    return last_output_data_.at(static_cast<std::size_t>(i));
+  }
+  /// Whether the last run's output `output` used input `input`'s buffer (as the kernel saw them,
+  /// in the device's memory): the kernels that forward instead of copying.
+  bool last_output_forwards_input(int output, int input) const {
+    auto* data = last_output_data(output);
+    return data != nullptr && data == last_input_data_.at(static_cast<std::size_t>(input));
   }
 
   /// Makes the kernel for `n` and runs it once.
@@ -92,9 +134,36 @@ public:
   }
 
 private:
+  static std::unique_ptr<device> make_device(const std::string& type,
+                                             std::shared_ptr<thread_pool> pool) {
+    if (type == test_device_type)
+      return make_test_device(test_device_name(type), std::move(pool), {});
+    INFO("ACTORFLOW_KERNEL_TEST_DEVICE names device type '" << type
+                                                            << "', which kernel tests cannot make");
+    REQUIRE(type == "CPU");
+    return make_cpu_device(test_cpu_name(), std::move(pool));
+  }
+
+  template <class Start>
+  static tensor await_copy(Start start) {
+    std::promise<result<tensor>> copied;
+    start([&](result<tensor> r) { copied.set_value(std::move(r)); });
+    auto future = copied.get_future();
+    REQUIRE(future.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+    auto r = future.get();
+    INFO(r.error().to_string());
+    REQUIRE(r.ok());
+    return std::move(*r);
+  }
+
   std::shared_ptr<thread_pool> pool_;
+  std::string type_;
   std::unique_ptr<device> device_;
   std::int64_t next_step_ = 1;
+  // Raw addresses, not tensors: holding a reference would change what kernels that adopt an
+  // unshared buffer (Assign) do.
+  std::vector<const void*> last_input_data_;
+  std::vector<const void*> last_output_data_;
 };
 
 /// Test data from a fixed seed; the seed is printed with every failure via INFO by the caller.

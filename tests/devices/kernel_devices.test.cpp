@@ -1,0 +1,49 @@
+// Which device the kernel tests run on (support/kernel_test_util.hpp). A run asked to use a GPU
+// in a process without one ends before any test, with CTest's "skipped" exit code and the
+// reason, instead of failing every kernel test or passing them on the CPU.
+#include "support/kernel_test_util.hpp"
+
+#include "devices/device_factory.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+using namespace actorflow;
+using namespace actorflow::testing;
+
+namespace {
+
+/// The GPU devices a task of this process would get, or why there are none.
+std::string why_no_gpu_device() {
+  device_factory_options options;
+  options.test_device_count = 0;
+  auto made = make_task_devices(options);
+  if (!made)
+    return made.error().to_string();
+  for (auto& dev : made->devices)
+    if (dev->type() == "GPU")
+      return {};
+  std::string why;
+  for (auto& note : made->notes)
+    why += (why.empty() ? "" : "; ") + note;
+  return why.empty() ? std::string{"no GPU devices"} : why;
+}
+
+const bool gpu_run_checked = [] {
+  if (kernel_test_device_type() != "GPU")
+    return true;
+  if (auto why = why_no_gpu_device(); !why.empty()) {
+    std::printf("SKIPPED: the kernel tests on a GPU: %s\n", why.c_str());
+    std::fflush(stdout);
+    std::_Exit(77);
+  }
+  return true;
+}();
+
+} // namespace
+
+TEST_CASE("kernel tests run on the device type the environment names", "[kernels]") {
+  CHECK(gpu_run_checked);
+  kernel_test_env env;
+  CHECK(env.dev().type() == kernel_test_device_type());
+}
