@@ -12,6 +12,7 @@
 #include "devices/kernel.hpp"
 #include "graph/device_name.hpp"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -77,6 +78,19 @@ private:
   std::string full_name_;
   resource_manager resources_;
 };
+
+/// Blocking forms of a device's asynchronous calls, for code that runs outside steps on a
+/// thread that may wait (variable shards serving reads and updates, checkpoints, tests). Each
+/// waits at most `timeout`, then fails with deadline_exceeded naming the device; never call
+/// them from a device's own stream or callback threads.
+result<tensor> copy_to_host_and_wait(device& dev, const tensor& on_device,
+                                     std::chrono::milliseconds timeout = std::chrono::minutes(1));
+/// A tensor already in `dev`'s memory comes back as it is.
+result<tensor> copy_from_host_and_wait(device& dev, const tensor& host,
+                                       std::chrono::milliseconds timeout = std::chrono::minutes(1));
+/// Runs `kernel` through dev.compute and waits for `done`; the outcome is ctx.status().
+status compute_and_wait(device& dev, op_kernel& kernel, kernel_context& ctx,
+                        std::chrono::milliseconds timeout = std::chrono::minutes(1));
 
 /// The CPU device; `intra_op` is shared with other devices or sessions unless the session asks
 /// for its own threads.

@@ -8,11 +8,20 @@ variable_shard::variable_shard(std::string name, std::shared_ptr<device> dev)
   : name_(std::move(name)), dev_(std::move(dev)), state_(dev_->resources().variable(name_)) {}
 
 result<versioned_value> variable_shard::read() const {
-  std::lock_guard<std::mutex> guard{state_->mutex};
-  if (!state_->value.is_initialized())
-    return make_error(errc::failed_precondition,
-                      "Attempting to use uninitialized value " + name_ + " (reading the shard)");
-  return versioned_value{state_->value, state_->version};
+  versioned_value now;
+  {
+    std::lock_guard<std::mutex> guard{state_->mutex};
+    if (!state_->value.is_initialized())
+      return make_error(errc::failed_precondition,
+                        "Attempting to use uninitialized value " + name_ + " (reading the shard)");
+    now = versioned_value{state_->value, state_->version};
+  }
+  // Readers are other tasks and checkpoints: they get host memory.
+  auto host = copy_to_host_and_wait(*dev_, now.value);
+  if (!host)
+    return host.error().with_context("reading variable '" + name_ + "'");
+  now.value = std::move(*host);
+  return now;
 }
 
 std::int64_t variable_shard::version() const {
@@ -23,6 +32,10 @@ std::int64_t variable_shard::version() const {
 result<std::int64_t> variable_shard::assign(tensor value) {
   if (!value.is_initialized())
     return make_error(errc::invalid_argument, "assigning an empty tensor to '" + name_ + "'");
+  auto on_device = copy_from_host_and_wait(*dev_, value);
+  if (!on_device)
+    return on_device.error().with_context("assigning to variable '" + name_ + "'");
+  value = std::move(*on_device);
   std::lock_guard<std::mutex> guard{state_->mutex};
   auto& stored = state_->value;
   if (stored.is_initialized() && (stored.type() != value.type() || stored.shape() != value.shape()))
@@ -60,8 +73,19 @@ variable_shard::run_kernel(const std::string& op,
       return made.error();
     kernel = std::move(*made);
   }
-  kernel_context ctx{*def, *dev_, 0, make_inputs(type)};
-  kernel->compute(ctx);
+  auto inputs = make_inputs(type);
+  for (auto& input : inputs)
+    if (input.is_initialized()) {
+      auto on_device = copy_from_host_and_wait(*dev_, input);
+      if (!on_device)
+        return on_device.error().with_context(op + " on variable '" + name_ + "'");
+      input = std::move(*on_device);
+    }
+  kernel_context ctx{*def, *dev_, 0, std::move(inputs)};
+  // On this thread, not through the device's compute(): this shard is what orders the
+  // variable's updates, and the kernel's ordered wrapper would queue behind it.
+  if (auto st = run_guarded([&] { kernel->compute(ctx); }); !st.ok())
+    ctx.fail(std::move(st));
   AF_RETURN_IF_ERROR(ctx.status());
   return version();
 }
@@ -87,6 +111,10 @@ result<std::int64_t> variable_shard::apply_gradient_descent(double learning_rate
 result<std::int64_t> variable_shard::restore(versioned_value snapshot) {
   if (!snapshot.value.is_initialized())
     return make_error(errc::invalid_argument, "restoring an empty value into '" + name_ + "'");
+  auto on_device = copy_from_host_and_wait(*dev_, snapshot.value);
+  if (!on_device)
+    return on_device.error().with_context("restoring variable '" + name_ + "'");
+  snapshot.value = std::move(*on_device);
   std::lock_guard<std::mutex> guard{state_->mutex};
   state_->value = std::move(snapshot.value);
   state_->version = snapshot.version;

@@ -24,22 +24,14 @@ std::unique_ptr<device> make_test_device_with(test_device_options options = {}) 
   return make_test_device(test_device_name(test_device_type), nullptr, options);
 }
 
-result<tensor> await_copy(const std::function<void(device::copy_done)>& start) {
-  std::promise<result<tensor>> copied;
-  start([&](result<tensor> r) { copied.set_value(std::move(r)); });
-  auto future = copied.get_future();
-  REQUIRE(future.wait_for(bounded_wait) == std::future_status::ready);
-  return future.get();
-}
-
 tensor to_device(device& dev, const tensor& host) {
-  auto copy = await_copy([&](device::copy_done done) { dev.copy_from_host(host, done); });
+  auto copy = copy_from_host_and_wait(dev, host);
   REQUIRE(copy.ok());
   return *copy;
 }
 
 tensor to_host(device& dev, const tensor& on_device) {
-  auto copy = await_copy([&](device::copy_done done) { dev.copy_to_host(on_device, done); });
+  auto copy = copy_to_host_and_wait(dev, on_device);
   REQUIRE(copy.ok());
   return *copy;
 }

@@ -1,3 +1,4 @@
+#include "devices/test_device.hpp"
 #include "devices/thread_pool.hpp"
 #include "devices/variable_shard.hpp"
 #include "graph/device_name.hpp"
@@ -8,24 +9,32 @@ using namespace actorflow;
 
 namespace {
 
-/// Variable "w" of a CPU device of its own, holding `initial` (uninitialised when empty).
-variable_shard make_shard(std::vector<float> initial) {
-  std::shared_ptr<device> cpu = make_cpu_device(
-    *device_name::parse("/job:ps/replica:0/task:0/device:CPU:0"), std::make_shared<thread_pool>("intra", 0));
+/// Variable "w" of a device of its own (the CPU, or the test device, whose memory is not the
+/// host's), holding `initial` (uninitialised when empty).
+variable_shard make_shard(std::vector<float> initial, const std::string& type = "CPU") {
+  auto name = *device_name::parse("/job:ps/replica:0/task:0/device:" + type + ":0");
+  auto intra = std::make_shared<thread_pool>("intra", 0);
+  std::shared_ptr<device> dev = type == test_device_type ? make_test_device(name, intra, {})
+                                                         : make_cpu_device(name, intra);
   if (!initial.empty())
-    cpu->resources().variable("w")->value = tensor::from_vector<float>(initial);
-  return variable_shard{"w", cpu};
+    dev->resources().variable("w")->value =
+      copy_from_host_and_wait(*dev, tensor::from_vector<float>(initial)).value();
+  return variable_shard{"w", dev};
 }
 
 } // namespace
 
 TEST_CASE("a shard's updates apply in turn and count as versions") {
-  auto w = make_shard({1, 2});
+  auto type = GENERATE(as<std::string>{}, "CPU", "TEST");
+  INFO("on " << type);
+  auto w = make_shard({1, 2}, type);
   CHECK(w.version() == 0);
   CHECK(w.assign_add(tensor::from_vector<float>({1, 1})).value() == 1);
   CHECK(w.apply_gradient_descent(0.5, tensor::from_vector<float>({2, 4})).value() == 2);
   auto now = w.read();
   REQUIRE(now.ok());
+  // Reads serve other tasks: host memory whatever the device.
+  CHECK(now->value.on_host());
   CHECK(now->value.to_vector<float>() == std::vector<float>{1, 1});
   CHECK(now->version == 2);
   CHECK(w.assign(tensor::from_vector<float>({7, 8})).value() == 3);
@@ -59,7 +68,9 @@ TEST_CASE("a shard refuses reads of an uninitialised variable and mismatched upd
 }
 
 TEST_CASE("restoring a snapshot puts back its value and version") {
-  auto w = make_shard({1});
+  auto type = GENERATE(as<std::string>{}, "CPU", "TEST");
+  INFO("on " << type);
+  auto w = make_shard({1}, type);
   auto snapshot = *w.read();
   REQUIRE(w.assign_add(tensor::from_vector<float>({5})).ok());
   REQUIRE(w.assign_add(tensor::from_vector<float>({5})).ok());
