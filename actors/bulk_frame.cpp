@@ -101,6 +101,8 @@ result<std::vector<std::uint8_t>> encode_bulk_frame_header(std::int64_t step_id,
     return make_error(errc::invalid_argument, "bulk frame key of " + std::to_string(key.size()) +
                                                 " bytes (limit " +
                                                 std::to_string(max_bulk_key_bytes) + ")");
+  if (auto st = value.check_on_host("a bulk frame for '" + key + "'"); !st.ok())
+    return st;
   const auto& dims = value.shape().dims();
   if (!value.is_initialized() || !value.shape().rank_known() || dims.size() > max_tensor_rank)
     return make_error(errc::invalid_argument, "bulk frame for tensor " + value.debug_string() +

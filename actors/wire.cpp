@@ -189,6 +189,8 @@ caf::error save(caf::serializer& sink, const tensor& x) {
     return err;
   if (!initialized)
     return caf::none;
+  if (auto st = x.check_on_host("encoding a tensor for a CAF message"); !st.ok())
+    return make_wire_error(st.code(), st.message());
   const auto& shape = x.shape();
   bool rank_known = shape.rank_known();
   auto rank = static_cast<std::uint32_t>(shape.dims().size());

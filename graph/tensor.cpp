@@ -97,6 +97,15 @@ result<tensor> tensor::reshaped(tensor_shape shape) const {
   return tensor{type_, std::move(shape), buf_};
 }
 
+status tensor::check_on_host(const std::string& use) const {
+  if (on_host())
+    return {};
+  return make_error(errc::failed_precondition,
+                    use + " needs host memory, but the " + to_string(type_) + shape_.to_string() +
+                      " tensor is in the memory of " + space()->device +
+                      ": copy it to the host first");
+}
+
 void tensor::throw_device_memory_access(const char* accessor) const {
   throw device_memory_access{std::string{accessor} + " needs host memory, but the " +
                              to_string(type_) + shape_.to_string() + " tensor is in the memory of " +

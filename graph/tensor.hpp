@@ -129,6 +129,9 @@ public:
   bool on_host() const { return buf_ == nullptr || buf_->space() == nullptr; }
   /// The device memory the buffer lives in; null on the host.
   const memory_space* space() const { return buf_ ? buf_->space() : nullptr; }
+  /// An error naming `use` and the device whose memory holds the tensor, unless on_host(): for
+  /// encoders, which return errors instead of throwing.
+  status check_on_host(const std::string& use) const;
   /// Throws device_memory_access, naming `accessor`, unless on_host().
   void require_host(const char* accessor) const {
     if (!on_host())

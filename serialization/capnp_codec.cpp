@@ -99,6 +99,8 @@ status encode_tensor(const tensor& t, schema::Tensor::Builder out) {
     out.setEmpty(true);
     return {};
   }
+  if (auto st = t.check_on_host("encoding a tensor for Cap'n Proto"); !st.ok())
+    return st;
   if (!t.shape().fully_defined())
     return make_error(errc::invalid_argument,
                       "tensor with a buffer has a partial shape " + t.shape().to_string());

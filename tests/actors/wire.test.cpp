@@ -1,5 +1,6 @@
 #include "actors/protocols/wire.hpp"
 
+#include "actors/bulk_channel.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/protocols/device.hpp"
 #include "serialization/graph_io_support.hpp"
@@ -390,6 +391,25 @@ TEST_CASE("a tensor over the per-message limit is refused when sending with a cl
   REQUIRE(err);
   CHECK(status_from_error(err).code() == errc::resource_exhausted);
   CHECK(message_of(err).find("chunked") != std::string::npos);
+}
+
+TEST_CASE("a tensor in device memory is refused by the encoder, naming the device",
+          "[actors][wire]") {
+  wire_system w;
+  float backing[4] = {};
+  memory_space gpu{"/job:w/replica:0/task:0/device:GPU:0"};
+  tensor on_device{dtype::float32, tensor_shape{4},
+                   std::make_shared<buffer>(backing, sizeof backing, [](void*) {}, &gpu)};
+  std::vector<char> bytes;
+  caf::binary_serializer sink{w.system(), bytes};
+  auto err = sink(on_device);
+  REQUIRE(err);
+  CHECK(status_from_error(err).code() == errc::failed_precondition);
+  CHECK(message_of(err).find("in the memory of /job:w/replica:0/task:0/device:GPU:0") !=
+        std::string::npos);
+  auto header = encode_bulk_frame_header(1, "key", on_device);
+  REQUIRE_FALSE(header.ok());
+  CHECK(header.error().message().find("bulk frame for 'key'") != std::string::npos);
 }
 
 TEST_CASE("a local send between two actors shares the tensor buffer instead of encoding it",

@@ -106,6 +106,21 @@ TEST_CASE("writing a checkpoint refuses entries without a name or a value") {
   CHECK(directory_entries(dir.path()).empty());
 }
 
+TEST_CASE("writing a checkpoint refuses a value in device memory and writes nothing") {
+  temp_dir dir;
+  auto path = dir.path() + "/x.afckpt";
+  float backing[2] = {1, 2};
+  memory_space gpu{"/device:GPU:0"};
+  tensor on_device{dtype::float32, tensor_shape{2},
+                   std::make_shared<buffer>(backing, sizeof backing, [](void*) {}, &gpu)};
+  checkpoint_entries entries{{"w", on_device}};
+  auto s = write_checkpoint(path, 1, entries);
+  REQUIRE_FALSE(s.ok());
+  CHECK(contains(s.message(), "entry 'w'"));
+  CHECK(contains(s.message(), "in the memory of /device:GPU:0"));
+  CHECK(directory_entries(dir.path()).empty());
+}
+
 TEST_CASE("a truncated checkpoint is refused at every length with the file name") {
   temp_dir dir;
   auto path = dir.path() + "/full.afckpt";
