@@ -1,5 +1,7 @@
 #include "actors/device_directory.hpp"
 
+#include "devices/kernel.hpp"
+
 #include <algorithm>
 #include <set>
 #include <tuple>
@@ -23,6 +25,8 @@ status device_directory::add_task(const std::string& where, const protocol::devi
                         "task " + where + " reported a bad device name '" + name + "'");
     added.emplace_back(*parsed, actor);
   }
+  for (auto& [type, kernels] : listed.kernels)
+    kernels_[type].insert(kernels.begin(), kernels.end());
   for (auto& [name, actor] : added) {
     if (!listed.bulk_address.empty())
       bulk_addresses_[name.to_string()] = listed.bulk_address;
@@ -30,6 +34,14 @@ status device_directory::add_task(const std::string& where, const protocol::devi
     devices_.emplace_back(std::move(name), actor);
   }
   return {};
+}
+
+bool device_directory::has_kernel(const std::string& op, const std::string& device_type,
+                                  dtype type) const {
+  auto reported = kernels_.find(device_type);
+  if (reported == kernels_.end())
+    return kernel_registry::global().has(op, device_type, type);
+  return reported->second.count(kernel_key_name(op, type)) > 0;
 }
 
 void device_directory::finish() {
@@ -40,6 +52,7 @@ void device_directory::finish() {
 }
 
 void device_directory::clear() {
+  kernels_.clear();
   devices_.clear();
   bulk_addresses_.clear();
   incarnations_.clear();

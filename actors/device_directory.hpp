@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +49,10 @@ public:
 
   /// Every device's full name, in order.
   std::vector<device_name> names() const;
+
+  /// Whether a device of type `device_type` runs op `op` with dtype `type`: by the kernel sets
+  /// the tasks reported, or, for a type no task reported one for, by this process's registry.
+  bool has_kernel(const std::string& op, const std::string& device_type, dtype type) const;
 
   /// Whether a device of this full name is known.
   bool has(const std::string& full_name) const;
@@ -85,6 +90,8 @@ private:
   /// Bulk endpoint "host:port" by full device name, for devices whose task listed one.
   std::map<std::string, std::string> bulk_addresses_;
   std::map<std::string, std::uint64_t> incarnations_;
+  /// device_list::kernels of every task, merged by device type.
+  std::map<std::string, std::set<std::string>> kernels_;
 };
 
 } // namespace actorflow

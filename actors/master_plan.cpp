@@ -63,8 +63,8 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
   auto needed = prune(g, roots, fed);
   AF_RETURN_IF_ERROR(place_nodes(
     g, needed, directory.names(),
-    [](const std::string& op, const std::string& type, dtype t) {
-      return kernel_registry::global().has(op, type, t);
+    [&directory](const std::string& op, const std::string& type, dtype t) {
+      return directory.has_kernel(op, type, t);
     },
     placement, &placed));
   auto parts = partition_graph(g, needed, fed, directory.incarnations());

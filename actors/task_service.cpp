@@ -42,6 +42,8 @@ struct task_state {
   std::shared_ptr<thread_pool> intra_op;
   /// Full name and actor of every device, in device order.
   std::vector<std::pair<std::string, device_actor>> devices;
+  /// device_list::kernels: each device type's kernels, listed once when the devices are made.
+  std::vector<std::pair<std::string, std::vector<std::string>>> kernel_sets;
   /// A shard actor per variable of the devices, spawned as each variable appears; stopped with
   /// the task (set when the task starts).
   std::shared_ptr<shard_table> shards;
@@ -85,7 +87,8 @@ struct task_state {
   }
 
   device_list list_devices() const {
-    return device_list{devices, bulk_in ? bulk_in->address() : std::string{}, incarnation};
+    return device_list{devices, bulk_in ? bulk_in->address() : std::string{}, incarnation,
+                       kernel_sets};
   }
 
   task_manifest manifest() {
@@ -211,6 +214,11 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
     self->link_to(actor);
     st.devices.emplace_back(dev->full_name(), actor);
   }
+  std::set<std::string> types;
+  for (auto& dev : made.devices)
+    types.insert(dev->type());
+  for (auto& type : types)
+    st.kernel_sets.emplace_back(type, kernel_registry::global().kernels_for(type));
   auto peers = st.own_peers();
   for (auto& [name, actor] : st.devices)
     self->send(actor, peers_atom::value, peers);
@@ -317,14 +325,6 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
 }
 
 } // namespace
-
-std::vector<std::string> task_device_names(const std::string& job, int task,
-                                           const task_service_options& options) {
-  std::vector<std::string> names;
-  for (int i = 0; i < std::max(1, options.cpu_device_count); ++i)
-    names.push_back(task_device_name(job, task, "CPU", i).to_string());
-  return names;
-}
 
 task_actor spawn_task_service(caf::actor_system& sys, const std::string& job, int task,
                               task_service_options options) {

@@ -62,11 +62,6 @@ struct task_service_options {
   std::string bulk_host;
 };
 
-/// Full names of the devices a task with these options owns, in the order devices_atom lists
-/// them: "/job:<job>/replica:0/task:<task>/device:CPU:<i>".
-std::vector<std::string> task_device_names(const std::string& job, int task,
-                                           const task_service_options& options);
-
 /// Why a task service ended when its workers went away without finishing: the exit reason
 /// of the task service (an "actorflow" error whose code is errc::aborted).
 bool ended_abandoned(const caf::error& exit_reason);

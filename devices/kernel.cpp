@@ -185,15 +185,37 @@ bool kernel_registry::has(const std::string& op, const std::string& device_type,
   return factories_.count(key_string(op, device_type, type)) > 0;
 }
 
+std::string kernel_key_name(const std::string& op, dtype type) {
+  return op + ":" + to_string(type);
+}
+
+kernel_registry::key_fields kernel_registry::split_key(const std::string& key) {
+  std::string_view view{key};
+  auto first = view.find('\0');
+  auto second = view.find('\0', first + 1);
+  return {view.substr(0, first), view.substr(first + 1, second - first - 1),
+          view.substr(second + 1)};
+}
+
+std::vector<std::string> kernel_registry::kernels_for(const std::string& device_type) const {
+  std::vector<std::string> names;
+  for (auto& entry : factories_) {
+    auto fields = split_key(entry.first);
+    if (fields.device_type == device_type)
+      names.push_back(std::string{fields.op} + ":" + std::string{fields.type});
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 void kernel_registry::add_device_type_like(const std::string& new_type,
                                            const std::string& existing_type) {
   std::vector<std::pair<std::string, kernel_factory>> copies;
   for (auto& [key, factory] : factories_) {
-    // key_string's layout: op '\0' device type '\0' dtype.
-    auto first = key.find('\0');
-    auto second = key.find('\0', first + 1);
-    if (key.compare(first + 1, second - first - 1, existing_type) == 0)
-      copies.emplace_back(key.substr(0, first + 1) + new_type + key.substr(second), factory);
+    auto fields = split_key(key);
+    if (fields.device_type == existing_type)
+      copies.emplace_back(std::string{fields.op} + '\0' + new_type + '\0' + std::string{fields.type},
+                          factory);
   }
   for (auto& [key, factory] : copies)
     factories_[key] = std::move(factory);

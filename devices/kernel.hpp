@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -177,6 +178,9 @@ public:
   void add(const std::string& op, const std::string& device_type, std::vector<dtype> types,
            kernel_factory factory);
   bool has(const std::string& op, const std::string& device_type, dtype type) const;
+  /// Every kernel registered for `device_type`, as "Op:dtype", sorted (what a task reports to
+  /// its master: kernel_key_name).
+  std::vector<std::string> kernels_for(const std::string& device_type) const;
   /// Registers every kernel of `existing_type` for `new_type` too (the test device runs the
   /// CPU's kernels on its stream).
   void add_device_type_like(const std::string& new_type, const std::string& existing_type);
@@ -186,8 +190,16 @@ public:
 
 private:
   static std::string key_string(const std::string& op, const std::string& device_type, dtype t);
+  /// The three fields of a key_string, viewing it.
+  struct key_fields {
+    std::string_view op, device_type, type;
+  };
+  static key_fields split_key(const std::string& key);
   std::unordered_map<std::string, kernel_factory> factories_;
 };
+
+/// "MatMul:float32": how kernel sets name a kernel of a device type.
+std::string kernel_key_name(const std::string& op, dtype type);
 
 /// Registers every CPU kernel (devices/cpu/kernels/).
 void register_cpu_kernels(kernel_registry& registry);

@@ -31,12 +31,16 @@ struct device_list {
   /// The task's incarnation: drawn when it starts, so a restarted task has a new one
   /// (graph/rendezvous_key.hpp).
   std::uint64_t incarnation = 0;
+  /// Per device type of the task: the kernels its devices run, as "Op:dtype" (e.g.
+  /// "MatMul:float32"). The master places over these, not over its own registry, so a master
+  /// built without CUDA places nodes on a worker's GPUs.
+  std::vector<std::pair<std::string, std::vector<std::string>>> kernels;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_list& x) {
   return f(caf::meta::type_name("actorflow::device_list"), x.devices, x.bulk_address,
-           x.incarnation);
+           x.incarnation, x.kernels);
 }
 
 /// What a task offers: its devices (and bulk endpoint and incarnation), and a parameter shard

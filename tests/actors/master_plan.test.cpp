@@ -116,3 +116,46 @@ TEST_CASE("runs waiting for a plan's registration all learn its outcome once") {
   CHECK(seen.message() == "ps gone");
   CHECK(plan.waiting.empty());
 }
+
+TEST_CASE("the master places over the kernels a task reports, not over its own registry") {
+  // A worker with a device type this process has no kernels for (a GPU, to a master built
+  // without CUDA): it reports Square but not Neg for it.
+  device_directory d;
+  protocol::device_list worker;
+  worker.devices.emplace_back("/job:worker/replica:0/task:0/device:CPU:0", protocol::device_actor{});
+  worker.devices.emplace_back("/job:worker/replica:0/task:0/device:XPU:0", protocol::device_actor{});
+  worker.kernels.emplace_back("XPU", std::vector<std::string>{"Const:float32", "Square:float32"});
+  REQUIRE(d.add_task("worker", worker).ok());
+  d.finish();
+  CHECK(d.has_kernel("Square", "XPU", dtype::float32));
+  CHECK_FALSE(d.has_kernel("Neg", "XPU", dtype::float32));
+  // The CPU's set was not reported: this process's registry answers for it.
+  CHECK(d.has_kernel("MatMul", "CPU", dtype::float32));
+
+  graph g;
+  output squared, negated;
+  {
+    auto xpu = g.device("/job:worker/task:0/device:XPU:0");
+    squared = ops::square(ops::constant(g, 3.f, "x"), "squared");
+  }
+  placement_options placement;
+  placement.default_task = d.default_task("", "/job:worker/replica:0/task:0");
+  std::int64_t next_handle = 0;
+  std::vector<std::string> placed;
+  auto request = protocol::make_master_run_request(1, {squared}, {});
+  REQUIRE(request.ok());
+  auto plan = make_run_plan(g, *request, d, placement, next_handle, placed);
+  INFO(plan.error().to_string());
+  REQUIRE(plan.ok());
+  CHECK((*plan)->partitions.at(0).device == "/job:worker/replica:0/task:0/device:XPU:0");
+
+  {
+    auto xpu = g.device("/job:worker/task:0/device:XPU:0");
+    negated = ops::neg(squared, "negated");
+  }
+  auto refused = protocol::make_master_run_request(1, {negated}, {});
+  REQUIRE(refused.ok());
+  auto failed = make_run_plan(g, *refused, d, placement, next_handle, placed);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().message().find("node 'negated'") != std::string::npos);
+}

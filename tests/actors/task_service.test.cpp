@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,18 +39,24 @@ TEST_CASE("a task service lists its devices by full name with their actors", "[a
   task_service_options options;
   options.threads = 1;
   options.cpu_device_count = 2;
+  options.test_device_count = 1;
   auto task = spawn_task_service(sys.system(), "worker", 3, options);
   sys.run_all();
 
   auto list = ask_devices(sys, task);
-  REQUIRE(list.devices.size() == 2);
+  REQUIRE(list.devices.size() == 3);
   CHECK(list.devices[0].first == "/job:worker/replica:0/task:3/device:CPU:0");
   CHECK(list.devices[1].first == "/job:worker/replica:0/task:3/device:CPU:1");
+  CHECK(list.devices[2].first == "/job:worker/replica:0/task:3/device:TEST:0");
   CHECK(list.devices[0].second != nullptr);
   CHECK(list.devices[1].second != nullptr);
   CHECK(list.devices[0].second != list.devices[1].second);
-  CHECK(task_device_names("worker", 3, options) ==
-        std::vector<std::string>{list.devices[0].first, list.devices[1].first});
+  // One kernel set per device type, for the master to place over.
+  REQUIRE(list.kernels.size() == 2);
+  CHECK(list.kernels[0].first == "CPU");
+  CHECK(list.kernels[1].first == "TEST");
+  auto& cpu_kernels = list.kernels[0].second;
+  CHECK(std::find(cpu_kernels.begin(), cpu_kernels.end(), "MatMul:float32") != cpu_kernels.end());
 
   // Asked again, the same actors: devices live as long as the task, not per client.
   auto again = ask_devices(sys, task);

@@ -2,7 +2,9 @@
 #include "support/kernel_test_util.hpp"
 
 #include "devices/pool_allocator.hpp"
+#include "devices/test_device.hpp"
 
+#include <algorithm>
 #include <optional>
 
 using namespace actorflow;
@@ -140,4 +142,15 @@ TEST_CASE("a registry can be filled by hand", "[kernel_registry]") {
   auto made = registry.create(make_node("Bar", "bar", dtype::int32), "GPU");
   REQUIRE(made.ok());
   CHECK((*made)->name() == "bar");
+}
+
+TEST_CASE("the registry lists a device type's kernels and the test device has the CPU's",
+          "[cpu_device]") {
+  auto& registry = kernel_registry::global();
+  auto cpu = registry.kernels_for("CPU");
+  CHECK(std::find(cpu.begin(), cpu.end(), kernel_key_name("MatMul", dtype::float32)) != cpu.end());
+  CHECK(std::find(cpu.begin(), cpu.end(), "MatMul:float32") != cpu.end());
+  CHECK(std::is_sorted(cpu.begin(), cpu.end()));
+  CHECK(registry.kernels_for(test_device_type) == cpu);
+  CHECK(registry.kernels_for("NO_SUCH_TYPE").empty());
 }
