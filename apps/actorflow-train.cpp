@@ -70,6 +70,21 @@ result<training_target> resolve_target(const train_options& o) {
     t.description = "this process (local devices)";
     return t;
   }
+  if (o.gpus > 0) {
+    // SPEC's several GPUs: a tower per GPU, the CPU holding the variables and averaging.
+    train::replica_layout layout;
+    auto type = o.tower_device_type == "GPU" ? std::string{"gpu"} : o.tower_device_type;
+    for (int i = 0; i < o.gpus; ++i)
+      layout.tower_devices.push_back("/device:" + type + ":" + std::to_string(i));
+    layout.variable_device = "/cpu:0";
+    t.options.allow_soft_placement = true;
+    if (o.tower_device_type == "TEST")
+      t.options.test_device_count = o.gpus;
+    t.description = "this process: " + std::to_string(o.gpus) + " towers on " +
+                    o.tower_device_type + " devices (soft placement), variables on the CPU";
+    t.layout = layout;
+    return t;
+  }
   if (!o.target.empty() && o.cluster.empty()) {
     // No cluster to lay out towers by: one model, placed by the master.
     t.options.target = o.target;

@@ -123,8 +123,16 @@ classifier_model build_cnn(graph& g, optimizer& opt) {
 result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
                                                   const replica_layout& layout, classifier kind) {
   data_parallel_mlp m;
-  auto worker = [&](int task) { return "/job:" + layout.worker_job + "/task:" + std::to_string(task); };
-  {
+  auto local_towers = !layout.tower_devices.empty();
+  auto tower_count = local_towers ? static_cast<int>(layout.tower_devices.size()) : layout.worker_tasks;
+  auto worker = [&](int task) {
+    return local_towers ? layout.tower_devices[static_cast<std::size_t>(task)]
+                        : "/job:" + layout.worker_job + "/task:" + std::to_string(task);
+  };
+  if (local_towers) {
+    auto on_host = g.device(layout.variable_device);
+    m.weights = make_variables(g, kind);
+  } else {
     replica_device_setter_options placement;
     placement.ps_tasks = layout.ps_tasks;
     placement.ps_device = "/job:" + layout.ps_job;
@@ -136,7 +144,7 @@ result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
     m.weights = make_variables(g, kind);
   }
   std::vector<std::vector<gradient_and_variable>> tower_gradients;
-  for (int task = 0; task < layout.worker_tasks; ++task) {
+  for (int task = 0; task < tower_count; ++task) {
     auto on_worker = g.device(worker(task));
     auto scope = g.name_scope("tower_" + std::to_string(task));
     mlp_tower t;
@@ -148,7 +156,7 @@ result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
     tower_gradients.push_back(opt.compute_gradients(t.loss, m.weights));
     m.towers.push_back(t);
   }
-  auto share = 1.0 / static_cast<double>(layout.worker_tasks);
+  auto share = 1.0 / static_cast<double>(tower_count);
   std::vector<gradient_and_variable> averaged;
   for (std::size_t k = 0; k < m.weights.size(); ++k) {
     // Each tower's gradient crosses to the ps once; the average is made there, beside the
@@ -160,7 +168,8 @@ result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
     averaged.emplace_back(sum * ops::scalar_like(g, sum.type(), share), m.weights[k]);
   }
   m.train = opt.apply_gradients(averaged);
-  auto on_chief = g.device(worker(0));
+  // The towers' losses and counts are summed where the variables live (the CPU, locally).
+  auto on_chief = g.device(local_towers ? layout.variable_device : worker(0));
   auto loss = m.towers[0].loss;
   auto correct = m.towers[0].correct;
   for (std::size_t t = 1; t < m.towers.size(); ++t) {

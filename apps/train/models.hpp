@@ -48,6 +48,11 @@ struct replica_layout {
   int ps_tasks = 1;
   std::string worker_job = "worker";
   int worker_tasks = 2;
+  /// Towers on these devices of one process instead of on worker tasks (SPEC's several GPUs:
+  /// "/gpu:0", "/gpu:1"), with the variables, the averaging and the update on
+  /// `variable_device`; empty: the jobs above.
+  std::vector<std::string> tower_devices;
+  std::string variable_device = "/cpu:0";
 };
 
 /// One worker's copy of the model, fed its share of each batch.

@@ -10,6 +10,9 @@ namespace actorflow::train {
 
 namespace {
 
+/// --gpus beyond this is a typo: no machine has more GPUs in one process.
+constexpr int max_local_towers = 16;
+
 status bad(const std::string& flag, const std::string& why) {
   return make_error(errc::invalid_argument, flag + ": " + why);
 }
@@ -74,6 +77,11 @@ Trains a model with actorflow in one process.
   --ps-tasks N           in-process cluster (no --cluster): parameter servers (default 1)
   --worker-tasks N       in-process cluster (no --cluster): workers, one tower each (default 2)
   --local                train in this process on one device, without ps or worker tasks
+  --gpus N               train in this process on N towers pinned to /gpu:0 .. /gpu:N-1, the
+                         variables and the averaged update on /cpu:0 (soft placement: towers
+                         go to the CPU where there is no such GPU)
+  --tower-device-type T  the device type of --gpus towers: GPU (default) or TEST (the test
+                         device, the GPU's path on a machine without one)
   --job NAME --task N    between-graph replication: this process is worker task N of --cluster
                          (or of TF_CONFIG, which also names job and task), training a graph of
                          its own on its shard of the data, asynchronously, with the variables on
@@ -130,6 +138,13 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--worker-job", [&](auto& v) { o.worker_job = v; return status{}; }},
     {"--ps-tasks", [&](auto& v) { return apps::parse_int_flag("--ps-tasks", v, 1, o.ps_tasks); }},
     {"--worker-tasks", [&](auto& v) { return apps::parse_int_flag("--worker-tasks", v, 1, o.worker_tasks); }},
+    {"--gpus", [&](auto& v) { return apps::parse_int_flag("--gpus", v, 1, o.gpus); }},
+    {"--tower-device-type", [&](auto& v) {
+       if (v != "GPU" && v != "TEST")
+         return bad("--tower-device-type", "'" + v + "' is neither GPU nor TEST");
+       o.tower_device_type = v;
+       return status{};
+     }},
     {"--job", [&](auto& v) { o.job = v; return status{}; }},
     {"--task", [&](auto& v) { return apps::parse_int_flag("--task", v, 0, o.task); }},
     {"--replicas-to-aggregate",
@@ -156,6 +171,13 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
   }
   if (o.resume && o.checkpoint_dir.empty())
     return bad("--resume", "needs --checkpoint-dir");
+  if (o.gpus > max_local_towers)
+    return bad("--gpus", std::to_string(o.gpus) + " towers; at most " +
+                           std::to_string(max_local_towers));
+  if (o.gpus > 0 && (o.local || !o.target.empty() || !o.cluster.empty() || !o.job.empty()))
+    return bad("--gpus", "trains in this process: not with --local, --target, --cluster or --job");
+  if (o.gpus > 0 && o.model == "linreg")
+    return bad("--gpus", "towers train the mlp or the cnn, not linreg");
   if (o.local && (!o.target.empty() || !o.cluster.empty()))
     return bad("--local", "cannot be combined with --target or --cluster");
   if (!o.job.empty() && (o.local || !o.target.empty()))

@@ -42,6 +42,12 @@ struct train_options {
   int ps_tasks = 1;
   int worker_tasks = 2;
   bool local = false;
+  /// Towers on this many GPUs of this process (SPEC's several GPUs: /gpu:0, /gpu:1, ...), the
+  /// variables and the averaging on /cpu:0, with soft placement; 0: no local towers.
+  int gpus = 0;
+  /// The device type --gpus puts towers on: "GPU", or "TEST" (the test device, which takes the
+  /// GPU's path on machines without one).
+  std::string tower_device_type = "GPU";
   /// Between-graph replication: this process is task `task` of job `job` (the worker job) of
   /// `cluster`, with a graph of its own; variables live on the ps tasks and are shared by every
   /// worker. Task 0 is the chief. Unset: in-graph (or local) training.

@@ -155,6 +155,27 @@ TEST_CASE("the MLP trains, reports throughput and accuracy, and writes its metri
   std::filesystem::remove_all(out);
 }
 
+TEST_CASE("towers on two test devices train like towers soft-placed on the CPU") {
+  // SPEC's several GPUs with the test device standing in for them: a tower per device, the
+  // variables and the averaged update on the CPU. Without GPUs, --gpus soft-places the towers
+  // on the CPU; the same kernels make both runs reach the same accuracy.
+  auto out = fresh_dir("towers");
+  auto on_test = run_train("--model mlp --gpus 2 --tower-device-type TEST --epochs 1 --threads 2 "
+                           "--log-device-placement --output-dir " + out);
+  INFO(on_test.output.substr(on_test.output.size() > 2000 ? on_test.output.size() - 2000 : 0));
+  REQUIRE(on_test.exit_code == 0);
+  CHECK(on_test.output.find("tower_1/MatMul: /job:localhost/replica:0/task:0/device:TEST:1") !=
+        std::string::npos);
+  CHECK(on_test.output.find("tower_0/MatMul: /job:localhost/replica:0/task:0/device:TEST:0") !=
+        std::string::npos);
+  auto soft = run_train("--model mlp --gpus 2 --epochs 1 --threads 2 --output-dir " + out);
+  REQUIRE(soft.exit_code == 0);
+  auto accuracy = last_line_starting(on_test.output, "test accuracy: ");
+  CHECK_FALSE(accuracy.empty());
+  CHECK(accuracy == last_line_starting(soft.output, "test accuracy: "));
+  std::filesystem::remove_all(out);
+}
+
 TEST_CASE("the CNN trains three epochs on the CPU to at least 0.89 test accuracy") {
   INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
   REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));

@@ -87,6 +87,15 @@ TEST_CASE("bad flags give one message naming the flag") {
   CHECK(resume.error().message().find("--checkpoint-dir") != std::string::npos);
   auto rate = parse({"--learning-rate", "-1"});
   REQUIRE_FALSE(rate.ok());
+  auto many_gpus = parse({"--gpus", "17"});
+  REQUIRE_FALSE(many_gpus.ok());
+  CHECK(many_gpus.error().message() == "--gpus: 17 towers; at most 16");
+  auto gpus_and_local = parse({"--gpus", "2", "--local"});
+  REQUIRE_FALSE(gpus_and_local.ok());
+  CHECK(gpus_and_local.error().message().find("not with --local") != std::string::npos);
+  auto tower_type = parse({"--gpus", "2", "--tower-device-type", "TPU"});
+  REQUIRE_FALSE(tower_type.ok());
+  CHECK(tower_type.error().message() == "--tower-device-type: 'TPU' is neither GPU nor TEST");
 }
 
 TEST_CASE("help lists every flag") {
