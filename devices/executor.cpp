@@ -158,9 +158,10 @@ void step_execution::abort(status reason) {
     status_ = reason;
   }
   aborted_.store(true, std::memory_order_release);
-  // Waiting receives would keep the step alive forever: let the owner cancel them.
+  // Waiting receives and collectives would keep the step alive forever: end their waits.
   if (hooks_.aborted)
     hooks_.aborted(reason);
+  cancellation_.cancel_all();
 }
 
 void step_execution::dispatch(std::vector<int>& ready, bool on_pool) {
@@ -311,6 +312,7 @@ bool step_execution::process(int id, std::vector<int>& ready) {
   // Asynchronous kernels (variable updates a shard actor orders) finish through dev.compute.
   if (dev.is_synchronous() && !it.kernel->is_async()) {
     kernel_context ctx{*it.def, dev, step_id_, std::move(inputs)};
+    ctx.set_cancellation(&cancellation_);
     if (auto st = run_guarded([&] { it.kernel->compute(ctx); }); !st.ok())
       ctx.fail(std::move(st));
     if (!ctx.status().ok()) {
@@ -331,6 +333,7 @@ void step_execution::compute_later(int id, std::vector<tensor> inputs) {
   auto& it = plan_->items()[static_cast<std::size_t>(id)];
   auto& dev = plan_->dev();
   auto ctx = std::make_shared<kernel_context>(*it.def, dev, step_id_, std::move(inputs));
+  ctx->set_cancellation(&cancellation_);
   dev.compute(*it.kernel, *ctx, [self = shared_from_this(), id, ctx] {
     auto& item = self->plan_->items()[static_cast<std::size_t>(id)];
     if (!ctx->status().ok()) {

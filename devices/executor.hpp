@@ -170,6 +170,8 @@ private:
   std::int64_t execution_ns_ = 0;
   std::mutex status_mutex_;
   status status_;
+  /// Ends the waits of this step's collective kernels when it is aborted.
+  step_cancellation cancellation_;
 };
 
 } // namespace actorflow

@@ -2,6 +2,9 @@
 
 #include "devices/device.hpp"
 #include "devices/test_device.hpp"
+#if defined(ACTORFLOW_HAVE_CUDA)
+#include "devices/cuda/kernels/cuda_kernels.hpp"
+#endif
 #include "devices/thread_pool.hpp"
 #include "graph/op_registry.hpp"
 
@@ -51,6 +54,34 @@ std::vector<std::string> resource_manager::variable_names() const {
   // Sorted so that callers (checkpoints, tests) see a stable order.
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// --- step_cancellation ---------------------------------------------------------------------
+
+std::uint64_t step_cancellation::add(std::function<void()> cancel) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (cancelled_)
+    return 0;
+  auto token = next_token_++;
+  waiting_.emplace(token, std::move(cancel));
+  return token;
+}
+
+bool step_cancellation::remove(std::uint64_t token) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return waiting_.erase(token) > 0;
+}
+
+void step_cancellation::cancel_all() {
+  std::unordered_map<std::uint64_t, std::function<void()>> waiting;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    cancelled_ = true;
+    waiting.swap(waiting_);
+  }
+  // Outside the lock: a cancel completes its kernel, which may start other work.
+  for (auto& [token, cancel] : waiting)
+    cancel();
 }
 
 // --- kernel_context ------------------------------------------------------------------------
@@ -153,6 +184,9 @@ kernel_registry& kernel_registry::global() {
     register_cpu_kernels(*r);
     // The test device runs the CPU's kernels on its stream (devices/test_device.hpp).
     r->add_device_type_like(test_device_type, "CPU");
+#if defined(ACTORFLOW_HAVE_CUDA)
+    register_cuda_kernels(*r);
+#endif
     return r;
   }();
   return *registry;

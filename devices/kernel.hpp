@@ -60,6 +60,26 @@ private:
   std::unordered_map<std::string, std::shared_ptr<variable_state>> variables_;
 };
 
+/// What ends the waits of a step's asynchronous kernels when the step is aborted (TensorFlow's
+/// CancellationManager): a kernel that waits on others (a collective) registers how to stop
+/// waiting, so an aborted step never hangs on it. Thread-safe.
+class step_cancellation {
+public:
+  /// Registers `cancel`, which runs at most once, on the aborting thread. Returns a token for
+  /// remove(), or 0 when the step is already aborted: then the kernel must not start waiting.
+  std::uint64_t add(std::function<void()> cancel);
+  /// Drops a registration whose wait ended; false when its cancel has run or is running.
+  bool remove(std::uint64_t token);
+  /// Runs every registered cancel once; later add() calls return 0.
+  void cancel_all();
+
+private:
+  std::mutex mutex_;
+  bool cancelled_ = false;
+  std::uint64_t next_token_ = 1;
+  std::unordered_map<std::uint64_t, std::function<void()>> waiting_;
+};
+
 /// Everything a kernel sees during one compute() call. Lives until the kernel is done.
 class kernel_context {
 public:
@@ -85,6 +105,11 @@ public:
   }
   const actorflow::status& status() const { return status_; }
 
+  /// The step's cancellation, for kernels that wait on others; null outside steps (tests,
+  /// shards), where nothing aborts.
+  step_cancellation* cancellation() const { return cancellation_; }
+  void set_cancellation(step_cancellation* cancellation) { cancellation_ = cancellation; }
+
   /// The device's intra-op pool (never null) and its resources.
   thread_pool& intra_op_pool();
   resource_manager& resources();
@@ -96,6 +121,7 @@ private:
   std::vector<tensor> inputs_;
   std::vector<tensor> outputs_;
   actorflow::status status_;
+  step_cancellation* cancellation_ = nullptr;
 };
 
 class op_kernel {

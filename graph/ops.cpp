@@ -292,6 +292,31 @@ output truncated_normal(graph& g, std::vector<std::int64_t> shape, double mean, 
 
 output no_op(graph& g, const std::string& name) { return make(g, "NoOp", name, {}); }
 
+std::vector<output> all_reduce(const std::vector<output>& values, const std::string& reduction,
+                               const std::string& name) {
+  std::vector<output> reduced;
+  if (values.empty())
+    return reduced;
+  auto& g = graph_of(values.front());
+  if (reduction != "sum" && reduction != "mean") {
+    g.record_error(make_error(errc::invalid_argument, "all_reduce '" + name + "': reduction '" +
+                                                        reduction + "' is neither sum nor mean"));
+    return reduced;
+  }
+  auto key = g.unique_name(name);
+  auto size = static_cast<std::int64_t>(values.size());
+  for (std::int64_t rank = 0; rank < size; ++rank) {
+    auto& value = values[static_cast<std::size_t>(rank)];
+    auto beside = g.colocate_with(value);
+    reduced.push_back(make(g, "AllReduce", key + "_" + std::to_string(rank), {value},
+                           {{"group_key", key},
+                            {"group_rank", rank},
+                            {"group_size", size},
+                            {"reduction", reduction}}));
+  }
+  return reduced;
+}
+
 output group(graph& g, const std::vector<output>& deps, const std::string& name) {
   node_spec spec;
   spec.op = "NoOp";

@@ -159,6 +159,14 @@ output no_op(graph& g, const std::string& name = "NoOp");
 /// A NoOp that runs after all of `deps` (tf.group).
 output group(graph& g, const std::vector<output>& deps, const std::string& name = "group_deps");
 
+/// AllReduce (MirroredStrategy's all-reduce, NCCL's job on GPUs): one member per value, each
+/// colocated with its value, and each outputs the sum ("sum") or mean ("mean") of all values,
+/// added in the order given. Attributes: group_key (the group's unique name), group_rank,
+/// group_size, reduction. All members run in the same step, on devices of this process's
+/// tasks; an aborted step ends their wait.
+std::vector<output> all_reduce(const std::vector<output>& values, const std::string& reduction = "sum",
+                               const std::string& name = "AllReduce");
+
 } // namespace actorflow::ops
 
 namespace actorflow {

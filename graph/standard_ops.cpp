@@ -291,6 +291,8 @@ void register_standard_ops(op_registry& r) {
   add("AssignAdd", 2, assign_like, true, true);
   add("AssignSub", 2, assign_like, true, true);
   add("Identity", 1, unary_same);
+  // Stateful: its members meet at run time, so none may be merged or pruned as a duplicate.
+  add("AllReduce", 1, unary_same, true);
   add("Neg", 1, unary_same);
   add("Square", 1, unary_same);
   for (auto name : {"Sqrt", "Exp", "Log", "Sigmoid", "Tanh", "Softmax"})

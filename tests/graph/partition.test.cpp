@@ -77,6 +77,24 @@ TEST_CASE("prune keeps only what the fetches need", "[graph][prune]") {
   CHECK(prune(g, {x.node_id}, {}) == std::vector<int>{x.node_id});
 }
 
+TEST_CASE("needing one member of an all_reduce needs every member and its input",
+          "[graph][prune]") {
+  graph g;
+  auto a = ops::neg(ops::constant(g, 1.f, "one"), "a");
+  auto b = ops::neg(ops::constant(g, 2.f, "two"), "b");
+  auto other = ops::neg(ops::constant(g, 3.f, "three"), "other");
+  auto reduced = ops::all_reduce({a, b}, "sum", "grads");
+  auto unrelated = ops::all_reduce({other, other}, "sum", "grads");
+  REQUIRE(g.status().ok());
+  auto needed = prune(g, {reduced[0].node_id}, {});
+  CHECK(names_of(g, needed) ==
+        std::vector<std::string>{"a", "b", "grads_0", "grads_1", "one", "two"});
+  // Another group's members stay out, and group keys are unique per call.
+  CHECK(std::find(needed.begin(), needed.end(), unrelated[0].node_id) == needed.end());
+  CHECK(*g.at(unrelated[0].node_id).attr<std::string>("group_key") !=
+        *g.at(reduced[0].node_id).attr<std::string>("group_key"));
+}
+
 TEST_CASE("prune does not follow the inputs of fed nodes", "[graph][prune]") {
   graph g;
   auto x = ops::placeholder(g, dtype::float32, {2}, "x");

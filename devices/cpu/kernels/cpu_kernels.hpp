@@ -28,6 +28,7 @@ void register_softmax_cross_entropy_kernels(kernel_registry& registry); // Softm
 void register_fill_kernels(kernel_registry& registry);       // Fill
 void register_random_kernels(kernel_registry& registry);     // RandomUniform, RandomStandardNormal, TruncatedNormal
 void register_apply_kernels(kernel_registry& registry);      // ApplyGradientDescent, ApplyMomentum, ApplyAdam
+void register_all_reduce_kernels(kernel_registry& registry);  // AllReduce
 void register_gradient_kernels(kernel_registry& registry);   // AddN, ReluGrad, SigmoidGrad, TanhGrad, SumToShapeOf, BroadcastToShapeOf, ReshapeLike, OnesLike, ZerosLike
 
 } // namespace actorflow
