@@ -77,11 +77,14 @@ result<training_target> resolve_target(const train_options& o) {
     for (int i = 0; i < o.gpus; ++i)
       layout.tower_devices.push_back("/device:" + type + ":" + std::to_string(i));
     layout.variable_device = "/cpu:0";
+    layout.mirrored = o.all_reduce;
     t.options.allow_soft_placement = true;
     if (o.tower_device_type == "TEST")
       t.options.test_device_count = o.gpus;
     t.description = "this process: " + std::to_string(o.gpus) + " towers on " +
-                    o.tower_device_type + " devices (soft placement), variables on the CPU";
+                    o.tower_device_type + " devices (soft placement), " +
+                    (o.all_reduce ? "a copy of the variables on each, gradients all-reduced"
+                                  : "variables on the CPU");
     t.layout = layout;
     return t;
   }

@@ -120,6 +120,67 @@ classifier_model build_cnn(graph& g, optimizer& opt) {
   return build_classifier(g, opt, classifier::cnn);
 }
 
+namespace {
+
+/// The value a variable's initializer assigns (input 1 of its Assign).
+output initial_value_of(graph& g, const variable& v) {
+  auto& source = g.at(v.initializer.node_id).inputs.at(1);
+  return output{&g, source.node_id, source.index};
+}
+
+/// build_data_parallel_mlp with replica_layout::mirrored.
+result<data_parallel_mlp> build_mirrored(graph& g, optimizer& opt, const replica_layout& layout,
+                                         classifier kind) {
+  data_parallel_mlp m;
+  auto towers = layout.tower_devices.size();
+  std::vector<std::vector<variable>> copies(towers);
+  std::vector<std::vector<gradient_and_variable>> tower_gradients;
+  for (std::size_t t = 0; t < towers; ++t) {
+    auto on_tower = g.device(layout.tower_devices[t]);
+    auto scope = g.name_scope("tower_" + std::to_string(t));
+    if (t == 0) {
+      copies[0] = make_variables(g, kind);
+    } else {
+      // Every copy starts from the first copy's initial values, drawn once.
+      for (auto& first : copies[0]) {
+        auto local_name = first.name().substr(first.name().rfind('/') + 1);
+        copies[t].push_back(ops::variable(g, initial_value_of(g, first), local_name));
+      }
+    }
+    mlp_tower tower;
+    tower.images = ops::placeholder(g, dtype::float32, {-1, 784}, "images");
+    tower.labels = ops::placeholder(g, dtype::float32, {-1, 10}, "labels");
+    auto logits = logits_of(kind, copies[t], tower.images);
+    tower.loss = mean_loss(logits, tower.labels);
+    tower.correct = count_correct(logits, tower.labels);
+    tower_gradients.push_back(opt.compute_gradients(tower.loss, copies[t]));
+    m.towers.push_back(tower);
+  }
+  std::vector<gradient_and_variable> updates;
+  for (std::size_t k = 0; k < copies[0].size(); ++k) {
+    std::vector<output> per_tower;
+    for (std::size_t t = 0; t < towers; ++t)
+      per_tower.push_back(tower_gradients[t][k].first);
+    auto reduced = ops::all_reduce(per_tower, "mean", "all_reduce_" + std::to_string(k));
+    for (std::size_t t = 0; t < reduced.size(); ++t)
+      updates.emplace_back(reduced[t], copies[t][k]);
+  }
+  m.train = opt.apply_gradients(updates);
+  m.weights = copies[0];
+  auto on_host = g.device(layout.variable_device);
+  auto loss = m.towers[0].loss;
+  auto correct = m.towers[0].correct;
+  for (std::size_t t = 1; t < towers; ++t) {
+    loss = loss + m.towers[t].loss;
+    correct = correct + m.towers[t].correct;
+  }
+  m.loss = loss * ops::scalar_like(g, loss.type(), 1.0 / static_cast<double>(towers));
+  m.correct = correct;
+  return m;
+}
+
+} // namespace
+
 result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
                                                   const replica_layout& layout, classifier kind) {
   data_parallel_mlp m;
@@ -129,6 +190,8 @@ result<data_parallel_mlp> build_data_parallel_mlp(graph& g, optimizer& opt,
     return local_towers ? layout.tower_devices[static_cast<std::size_t>(task)]
                         : "/job:" + layout.worker_job + "/task:" + std::to_string(task);
   };
+  if (layout.mirrored && local_towers)
+    return build_mirrored(g, opt, layout, kind);
   if (local_towers) {
     auto on_host = g.device(layout.variable_device);
     m.weights = make_variables(g, kind);

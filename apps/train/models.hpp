@@ -53,6 +53,10 @@ struct replica_layout {
   /// `variable_device`; empty: the jobs above.
   std::vector<std::string> tower_devices;
   std::string variable_device = "/cpu:0";
+  /// With tower_devices: MirroredStrategy's layout instead: a copy of every variable on each
+  /// tower's device, all starting from the first copy's initial values, and each tower applying
+  /// the AllReduce mean of the towers' gradients to its own copy, so the copies stay equal.
+  bool mirrored = false;
 };
 
 /// One worker's copy of the model, fed its share of each batch.

@@ -82,6 +82,8 @@ Trains a model with actorflow in one process.
                          go to the CPU where there is no such GPU)
   --tower-device-type T  the device type of --gpus towers: GPU (default) or TEST (the test
                          device, the GPU's path on a machine without one)
+  --all-reduce           --gpus towers keep their own copy of the variables and all-reduce
+                         their gradients (MirroredStrategy) instead of averaging on the CPU
   --job NAME --task N    between-graph replication: this process is worker task N of --cluster
                          (or of TF_CONFIG, which also names job and task), training a graph of
                          its own on its shard of the data, asynchronously, with the variables on
@@ -155,7 +157,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
      [&](auto& v) { return apps::parse_int_flag("--init-timeout", v, 1, o.init_timeout_seconds); }},
   };
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local},
-                    {"--log-device-placement", &o.log_device_placement}, {"--sync", &o.sync}};
+                    {"--log-device-placement", &o.log_device_placement}, {"--sync", &o.sync},
+                    {"--all-reduce", &o.all_reduce}};
   AF_RETURN_IF_ERROR(apps::parse_flags(argc, argv, flags));
   if (o.model == "linreg" && !learning_rate_set)
     o.learning_rate = 0.5;
@@ -176,6 +179,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
                            std::to_string(max_local_towers));
   if (o.gpus > 0 && (o.local || !o.target.empty() || !o.cluster.empty() || !o.job.empty()))
     return bad("--gpus", "trains in this process: not with --local, --target, --cluster or --job");
+  if (o.all_reduce && o.gpus == 0)
+    return bad("--all-reduce", "all-reduces between --gpus towers: give --gpus N");
   if (o.gpus > 0 && o.model == "linreg")
     return bad("--gpus", "towers train the mlp or the cnn, not linreg");
   if (o.local && (!o.target.empty() || !o.cluster.empty()))

@@ -48,6 +48,9 @@ struct train_options {
   /// The device type --gpus puts towers on: "GPU", or "TEST" (the test device, which takes the
   /// GPU's path on machines without one).
   std::string tower_device_type = "GPU";
+  /// --gpus towers keep a copy of the variables each and all-reduce their gradients
+  /// (MirroredStrategy) instead of averaging them on the CPU.
+  bool all_reduce = false;
   /// Between-graph replication: this process is task `task` of job `job` (the worker job) of
   /// `cluster`, with a graph of its own; variables live on the ps tasks and are shared by every
   /// worker. Task 0 is the chief. Unset: in-graph (or local) training.

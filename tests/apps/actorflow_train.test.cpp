@@ -155,7 +155,7 @@ TEST_CASE("the MLP trains, reports throughput and accuracy, and writes its metri
   std::filesystem::remove_all(out);
 }
 
-TEST_CASE("towers on two test devices train like towers soft-placed on the CPU") {
+TEST_CASE("towers on two test devices train like towers soft-placed on the CPU and like mirrored towers") {
   // SPEC's several GPUs with the test device standing in for them: a tower per device, the
   // variables and the averaged update on the CPU. Without GPUs, --gpus soft-places the towers
   // on the CPU; the same kernels make both runs reach the same accuracy.
@@ -173,6 +173,14 @@ TEST_CASE("towers on two test devices train like towers soft-placed on the CPU")
   auto accuracy = last_line_starting(on_test.output, "test accuracy: ");
   CHECK_FALSE(accuracy.empty());
   CHECK(accuracy == last_line_starting(soft.output, "test accuracy: "));
+  // MirroredStrategy's way: a copy of the variables per tower and the gradients all-reduced.
+  // The mean of two gradients is the same number either way, so the run ends the same.
+  auto mirrored = run_train("--model mlp --gpus 2 --tower-device-type TEST --all-reduce --epochs 1 "
+                            "--threads 2 --log-device-placement --output-dir " + out);
+  REQUIRE(mirrored.exit_code == 0);
+  CHECK(mirrored.output.find("all_reduce_0_1: /job:localhost/replica:0/task:0/device:TEST:1") !=
+        std::string::npos);
+  CHECK(last_line_starting(mirrored.output, "test accuracy: ") == accuracy);
   std::filesystem::remove_all(out);
 }
 
