@@ -6,6 +6,7 @@
 // matrix products (forward, and the backward products the gradients build, with the same
 // transposes) through cblas_sgemm in the same run; the ratio is the share of that bound reached;
 // and the MLP with its nodes run inline on the device actor (no inter-op pool) beside the pool.
+#include "bench_training.hpp"
 #include "bench_util.hpp"
 
 #include "actors/session.hpp"
@@ -27,72 +28,13 @@ using namespace actorflow;
 
 namespace {
 
-constexpr int batch_size = 128;
-constexpr int warmup_steps = 20;
-constexpr int timed_steps = 300;
+using bench::measured;
+using bench::model_run;
+using bench::train_actorflow;
 
-struct measured {
-  double examples_per_second = 0;
-  double execution_ms = 0;
-  double overhead_ms = 0;
-};
-
-/// The run of one model: MLP (SGD 0.1, batch 128) or CNN (Adam 0.001, batch 32), as
-/// actorflow-train's defaults.
-struct model_run {
-  train::classifier kind = train::classifier::mlp;
-  int batch = batch_size;
-  int steps = timed_steps;
-  /// Nodes run on the device actor's thread instead of the inter-op pool (session_options::
-  /// run_inline): what the pool's thread handoffs cost.
-  bool inline_nodes = false;
-};
-
-result<measured> train_actorflow(const dataset& data, int threads, model_run run = {}) {
-  graph g;
-  g.seed = 1;
-  bool cnn = run.kind == train::classifier::cnn;
-  auto opt = cnn ? train::make_optimizer("adam", 0.001) : train::make_optimizer("sgd", 0.1);
-  auto m = train::build_classifier(g, *opt, run.kind);
-  AF_RETURN_IF_ERROR(g.status());
-  session_options options;
-  options.inter_op_parallelism_threads = threads;
-  options.intra_op_parallelism_threads = threads;
-  options.use_per_session_threads = true;
-  options.run_inline = run.inline_nodes;
-  session s{g, options};
-  AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
-  batch_options shuffled;
-  shuffled.batch_size = run.batch;
-  shuffled.seed = 1;
-  shuffled.drop_last = true;
-  auto batches = batch_iterator::create(data, shuffled);
-  if (!batches)
-    return batches.error();
-  auto step = [&](step_stats* stats) -> status {
-    auto& b = batches->next();
-    auto r = s.run({}, {{m.images, b.images}, {m.labels, b.one_hot}}, {m.train}, stats);
-    return r ? status{} : r.error();
-  };
-  for (int i = 0; i < warmup_steps; ++i)
-    AF_RETURN_IF_ERROR(step(nullptr));
-  double execution = 0, total_in_run = 0;
-  status failure;
-  auto seconds = bench::time_seconds([&] {
-    for (int i = 0; i < run.steps && failure.ok(); ++i) {
-      step_stats stats;
-      failure = step(&stats);
-      execution += stats.execution_seconds;
-      total_in_run += stats.total_seconds;
-    }
-  });
-  AF_RETURN_IF_ERROR(failure);
-  measured out;
-  out.examples_per_second = run.steps * run.batch / seconds;
-  out.execution_ms = 1e3 * execution / run.steps;
-  out.overhead_ms = 1e3 * (total_in_run - execution) / run.steps;
-  return out;
-}
+constexpr int batch_size = bench::default_batch_size;
+constexpr int warmup_steps = bench::default_warmup_steps;
+constexpr int timed_steps = bench::default_timed_steps;
 
 /// One product of the step: C[m,n] = op(A) op(B).
 struct gemm_shape {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Baseline for bench_mlp_training: PyTorch 1.13 on the CPU training the same MLP or CNN.
 
-    /usr/bin/python3 bench/torch_mlp.py --threads 1 [--model mlp|cnn] [--batch 128] [--steps 200] [--warmup 20]
+    /usr/bin/python3 bench/torch_mlp.py --threads 1 [--model mlp|cnn] [--batch 128] [--steps 200] [--warmup 20] [--device cpu|cuda]
 
 The model, data and batch size match actorflow-train --model mlp: 784-256-128-10 ReLU,
 Glorot-uniform weights, zero biases, softmax cross-entropy, SGD at 0.1, Fashion-MNIST training
@@ -9,6 +9,8 @@ images scaled to [0, 1], shuffled with a fixed seed. --model cnn trains actorflo
 instead (5x5 convolutions of 16 and 32 filters, VALID, each with ReLU and 2x2 max pooling, then
 512-128-10; Adam at 0.001, as actorflow-train --model cnn). Prints one JSON line
 {"examples_per_second": ..., "torch": "..."}; exits 2 when torch or the data is missing.
+With --device cuda (bench_gpu) the model trains on the GPU and each batch is copied there from
+the host, as actorflow's feeds are.
 """
 
 import argparse
@@ -32,6 +34,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
     try:
         import numpy as np
@@ -46,6 +49,11 @@ def main() -> int:
         print(f"torch_mlp.py: cannot read Fashion-MNIST: {err}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("torch_mlp.py: torch sees no CUDA device", file=sys.stderr)
+        return 2
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     torch.manual_seed(1)
     x_all = torch.from_numpy(images.reshape(-1, 784).astype(np.float32) / 255.0)
     y_all = torch.from_numpy(labels.astype(np.int64))
@@ -66,6 +74,7 @@ def main() -> int:
         if isinstance(layer, (torch.nn.Linear, torch.nn.Conv2d)):
             torch.nn.init.xavier_uniform_(layer.weight)
             torch.nn.init.zeros_(layer.bias)
+    model = model.to(device)
     if args.model == "cnn":
         optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
     else:
@@ -76,7 +85,7 @@ def main() -> int:
 
     def step(i):
         idx = order[(i % batches) * args.batch:(i % batches + 1) * args.batch]
-        x, y = x_all[idx], y_all[idx]
+        x, y = x_all[idx].to(device), y_all[idx].to(device)
         optimizer.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -85,9 +94,11 @@ def main() -> int:
 
     for i in range(args.warmup):
         step(i)
+    sync()
     start = time.perf_counter()
     for i in range(args.steps):
         step(args.warmup + i)
+    sync()
     seconds = time.perf_counter() - start
     print(json.dumps({"examples_per_second": args.steps * args.batch / seconds,
                       "torch": torch.__version__}))

@@ -1,0 +1,98 @@
+#pragma once
+/// Training throughput through a session, shared by bench_mlp_training (the CPU) and bench_gpu
+/// (a GPU, or the test device): actorflow-train's MLP or CNN on Fashion-MNIST batches.
+///   auto r = bench::train_actorflow(data, 1, {train::classifier::cnn, 32, 300});
+///   bench::model_run on_gpu; on_gpu.device = "/device:GPU:0";
+#include "bench_util.hpp"
+
+#include "actors/session.hpp"
+#include "graph/ops.hpp"
+#include "serialization/idx_reader.hpp"
+#include "train/models.hpp"
+
+#include <optional>
+#include <string>
+
+namespace bench {
+
+inline constexpr int default_batch_size = 128;
+inline constexpr int default_warmup_steps = 20;
+inline constexpr int default_timed_steps = 300;
+
+struct measured {
+  double examples_per_second = 0;
+  double execution_ms = 0;
+  double overhead_ms = 0;
+};
+
+/// The run of one model: MLP (SGD 0.1, batch 128) or CNN (Adam 0.001, batch 32), as
+/// actorflow-train's defaults.
+struct model_run {
+  actorflow::train::classifier kind = actorflow::train::classifier::mlp;
+  int batch = default_batch_size;
+  int steps = default_timed_steps;
+  /// Nodes run on the device actor's thread instead of the inter-op pool (session_options::
+  /// run_inline): what the pool's thread handoffs cost.
+  bool inline_nodes = false;
+  /// The whole model under this device scope ("/device:GPU:0"), with soft placement; empty:
+  /// the placer's default.
+  std::string device;
+  /// Test devices the session makes (session_options::test_device_count).
+  int test_devices = -1;
+};
+
+inline actorflow::result<measured> train_actorflow(const actorflow::dataset& data, int threads,
+                                                   model_run run = {}) {
+  using namespace actorflow;
+  graph g;
+  g.seed = 1;
+  bool cnn = run.kind == train::classifier::cnn;
+  auto opt = cnn ? train::make_optimizer("adam", 0.001) : train::make_optimizer("sgd", 0.1);
+  std::optional<scope_guard> on_device;
+  if (!run.device.empty())
+    on_device.emplace(g.device(run.device));
+  auto m = train::build_classifier(g, *opt, run.kind);
+  on_device.reset();
+  AF_RETURN_IF_ERROR(g.status());
+  session_options options;
+  options.inter_op_parallelism_threads = threads;
+  options.intra_op_parallelism_threads = threads;
+  options.use_per_session_threads = true;
+  options.run_inline = run.inline_nodes;
+  options.allow_soft_placement = !run.device.empty();
+  options.test_device_count = run.test_devices;
+  session s{g, options};
+  AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
+  batch_options shuffled;
+  shuffled.batch_size = run.batch;
+  shuffled.seed = 1;
+  shuffled.drop_last = true;
+  auto batches = batch_iterator::create(data, shuffled);
+  if (!batches)
+    return batches.error();
+  auto step = [&](step_stats* stats) -> status {
+    auto& b = batches->next();
+    auto r = s.run({}, {{m.images, b.images}, {m.labels, b.one_hot}}, {m.train}, stats);
+    return r ? status{} : r.error();
+  };
+  for (int i = 0; i < default_warmup_steps; ++i)
+    AF_RETURN_IF_ERROR(step(nullptr));
+  double execution = 0, total_in_run = 0;
+  status failure;
+  auto seconds = time_seconds([&] {
+    for (int i = 0; i < run.steps && failure.ok(); ++i) {
+      step_stats stats;
+      failure = step(&stats);
+      execution += stats.execution_seconds;
+      total_in_run += stats.total_seconds;
+    }
+  });
+  AF_RETURN_IF_ERROR(failure);
+  measured out;
+  out.examples_per_second = run.steps * run.batch / seconds;
+  out.execution_ms = 1e3 * execution / run.steps;
+  out.overhead_ms = 1e3 * (total_in_run - execution) / run.steps;
+  return out;
+}
+
+} // namespace bench
