@@ -9,7 +9,7 @@ BUILD_PACKAGES := cmake ninja-build g++ pkg-config ccache libcaf-dev libcapnp-de
 DATA_PACKAGES := dataset-fashion-mnist
 BENCH_PACKAGES := python3-torch
 
-.PHONY: all deps deps-bench build test demo bench install clean
+.PHONY: all deps deps-bench build test demo bench install clean gpu-bundle gpu-check
 
 all: build
 
@@ -53,3 +53,15 @@ install: deps $(BUILD_DIR)/build.ninja
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# The GPU check, in two halves (README, "GPUs"): `make gpu-bundle` here builds the CUDA code
+# and packs the GPU programs with the libraries a GPU machine lacks into gpu-bundle/; `make
+# gpu-check OUT=dir` there runs the GPU kernel tests, training and benchmarks from it.
+GPU_BUILD_DIR ?= build-gpu
+gpu-bundle: deps
+	cmake -S . -B $(GPU_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DACTORFLOW_WITH_CUDA=ON $(CMAKE_FLAGS)
+	cmake --build $(GPU_BUILD_DIR) -j $(JOBS) --target devices_tests actorflow-train bench_gpu
+	deploy/gpu/bundle.sh $(GPU_BUILD_DIR) gpu-bundle
+
+gpu-check:
+	deploy/gpu/check.sh gpu-bundle $(or $(OUT),gpu-check-output)

@@ -77,13 +77,15 @@ inline void emit(const figure& f) {
 }
 
 /// Runs `/usr/bin/python3 <bench dir>/<script> <args>` (ACTORFLOW_BENCH_PYTHON overrides the
-/// interpreter) and returns what it printed, or nothing, with a warning on stderr, when Python,
+/// interpreter, ACTORFLOW_BENCH_SCRIPTS the directory: a bundle run on another machine) and
+/// returns what it printed, or nothing, with a warning on stderr, when Python,
 /// torch or the script fails: a missing baseline is not a failure.
 inline std::optional<std::string> python_output(const std::string& source_dir,
                                                 const std::string& script, const std::string& args) {
   const char* python = std::getenv("ACTORFLOW_BENCH_PYTHON");
-  std::string command = std::string(python ? python : "/usr/bin/python3") + " '" + source_dir +
-                        "/" + script + "' " + args;
+  const char* scripts = std::getenv("ACTORFLOW_BENCH_SCRIPTS");
+  std::string command = std::string(python ? python : "/usr/bin/python3") + " '" +
+                        (scripts ? std::string{scripts} : source_dir) + "/" + script + "' " + args;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
     std::fprintf(stderr, "warning: cannot start `%s`; no PyTorch baseline\n", command.c_str());

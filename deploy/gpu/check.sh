@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs everything GPU-related from a bundle (deploy/gpu/bundle.sh) on a GPU machine, within
+# 8 minutes: the kernel tests on the GPU, the MLP and CNN trained on it, and bench_gpu beside
+# PyTorch CUDA. Writes each part's output to OUT_DIR, and a summary to stdout.
+#   deploy/gpu/check.sh BUNDLE_DIR OUT_DIR
+set -uo pipefail
+bundle=$(cd "${1:?usage: check.sh BUNDLE_DIR OUT_DIR}" && pwd)
+out=${2:?usage: check.sh BUNDLE_DIR OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+# NVIDIA's pip libraries (cuDNN, NCCL, cuBLAS) where PyTorch has them, the toolkit's runtime,
+# then ours.
+python=${PYTHON:-python3}
+nvidia_libs=$("$python" - <<'PY' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+    roots = list(nvidia.__path__)
+except Exception:
+    roots = []
+print(":".join(sorted({os.path.dirname(p) for r in roots for p in glob.glob(os.path.join(r, "*", "lib", "*.so*"))})))
+PY
+)
+export LD_LIBRARY_PATH="$bundle/lib:${nvidia_libs}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export ACTORFLOW_BENCH_PYTHON="$python" ACTORFLOW_BENCH_SCRIPTS="$bundle/bench"
+# The programs read Fashion-MNIST where `make` installs it.
+if [[ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
+  mkdir -p /usr/share/datasets && ln -sfn "$bundle/data" /usr/share/datasets/fashion-mnist
+fi
+
+failed=0
+run() { # name, seconds, command...
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc after $((SECONDS - start)) s" | tee -a "$out/summary.txt"
+  (( rc == 0 )) || failed=1
+}
+
+{ nvidia-smi -L; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; } >"$out/machine.txt" 2>&1
+run kernel_tests 150 env ACTORFLOW_KERNEL_TEST_DEVICE=GPU ACTORFLOW_VERBOSE=1 \
+  "$bundle/bin/devices_tests" "[kernels]"
+run mlp_train 60 "$bundle/bin/actorflow-train" --model mlp --gpus 1 --epochs 1 \
+  --log-device-placement --output-dir "$out/mlp"
+run cnn_train 90 "$bundle/bin/actorflow-train" --model cnn --gpus 1 --epochs 1 --output-dir "$out/cnn"
+run bench_gpu 150 "$bundle/bin/bench_gpu" GPU
+cp "$out/bench_gpu.log" "$out/bench.jsonl" 2>/dev/null
+grep -h 'test accuracy\|examples/s:' "$out/mlp_train.log" "$out/cnn_train.log" | tee -a "$out/summary.txt"
+grep -h '^{' "$out/bench_gpu.log" | tee -a "$out/summary.txt"
+exit $failed
