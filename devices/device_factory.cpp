@@ -1,6 +1,9 @@
 #include "devices/device_factory.hpp"
 
 #include "devices/test_device.hpp"
+#if defined(ACTORFLOW_HAVE_CUDA)
+#include "devices/cuda/cuda_device.hpp"
+#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -22,20 +25,33 @@ public:
   }
 };
 
-/// Until a GPU device is built: no GPU devices, and a note saying why (no driver, nothing
-/// visible, or GPUs this build cannot use yet).
+/// One GPU device per GPU CUDA shows the process (devices/cuda/cuda_device.hpp) in CUDA builds;
+/// otherwise none. Where there are none, or a GPU cannot be used, a note says why (no driver,
+/// nothing visible, a CUDA error, a build without CUDA).
 class gpu_device_factory final : public device_factory {
 public:
   std::string type() const override { return "GPU"; }
   int priority() const override { return 210; }
+#if defined(ACTORFLOW_HAVE_CUDA)
+  status create(const device_factory_options& options, made_devices& made) override {
+    // gpu_count() asks the driver without loading the CUDA runtime's state: no driver, no
+    // CUDA calls at all.
+    if (gpu_count() == 0)
+      made.notes.push_back("no GPU devices: " + gpu_absence_reason());
+    else
+      make_cuda_devices(options, made);
+    return {};
+  }
+#else
   status create(const device_factory_options&, made_devices& made) override {
     if (auto n = gpu_count(); n == 0)
       made.notes.push_back("no GPU devices: " + gpu_absence_reason());
     else
       made.notes.push_back("no GPU devices: the driver shows " + std::to_string(n) +
-                           " GPU(s), but this build has no GPU device yet");
+                           " GPU(s), but this build has no CUDA support");
     return {};
   }
+#endif
 };
 
 /// Test devices where the options or ACTORFLOW_TEST_DEVICES ask for them.

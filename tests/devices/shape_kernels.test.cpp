@@ -9,7 +9,10 @@ TEST_CASE("Const outputs its value without copying", "[kernels][shape]") {
   kernel_test_env env;
   auto value = tensor::from_vector<float>({1, 2, 3});
   auto out = env.run_ok(make_node("Const", "c", dtype::float32, {{"value", value}}), {});
-  CHECK(out.shares_buffer_with(value));
+  CHECK(out.to_vector<float>() == value.to_vector<float>());
+  // On the host the value is handed out as it is; a GPU keeps a copy in its own memory.
+  if (env.dev().type() != "GPU")
+    CHECK(out.shares_buffer_with(value));
 
   auto flag = tensor::scalar<bool>(true);
   CHECK(env.run_ok(make_node("Const", "b", dtype::boolean, {{"value", flag}}), {})

@@ -10,6 +10,7 @@
 /// test runs on every device type (ggml's test-backend-ops): inputs are copied into the
 /// device's memory and outputs back, and the float64 references stay on the host.
 
+#include "devices/cuda/cuda_device.hpp"
 #include "devices/device.hpp"
 #include "devices/kernel.hpp"
 #include "devices/test_device.hpp"
@@ -135,6 +136,17 @@ private:
                                              std::shared_ptr<thread_pool> pool) {
     if (type == test_device_type)
       return make_test_device(test_device_name(type), std::move(pool), {});
+    if (type == "GPU") {
+      // CUDA device 0, taking memory as tests need it (the first device made fixes the card's
+      // options for the process). Builds without CUDA say so here; kernel_devices.test.cpp
+      // skips the GPU run before any test gets this far where there is no GPU device.
+      gpu_options options;
+      options.allow_growth = true;
+      auto gpu = make_cuda_device(test_device_name(type), 0, std::move(pool), options);
+      INFO(gpu.error().to_string());
+      REQUIRE(gpu.ok());
+      return std::move(*gpu);
+    }
     INFO("ACTORFLOW_KERNEL_TEST_DEVICE names device type '" << type
                                                             << "', which kernel tests cannot make");
     REQUIRE(type == "CPU");

@@ -1,0 +1,33 @@
+#pragma once
+/// The registration functions of the GPU kernel files, one per family; internal to
+/// devices/cuda/. No CUDA header here.
+///   kernel_registry r;
+///   register_cuda_kernels(r);     // every GPU kernel, under device type "GPU"
+/// register_cuda_kernels (devices/cuda/kernels/register_cuda_kernels.cpp) calls every one of
+/// them; kernel_registry::global() calls it in CUDA builds.
+
+#include "graph/status.hpp"
+
+namespace actorflow {
+
+class kernel_registry;
+
+/// Every GPU kernel.
+void register_cuda_kernels(kernel_registry& registry);
+
+namespace cuda {
+
+void register_constant_kernels(kernel_registry& registry);    // Const
+void register_matmul_kernels(kernel_registry& registry);      // MatMul
+void register_elementwise_kernels(kernel_registry& registry); // unary and binary math, activation gradients, AddN, OnesLike, ZerosLike, Cast, Fill, BroadcastToShapeOf
+void register_reduction_kernels(kernel_registry& registry);   // Sum, Mean, Max, SumToShapeOf, ArgMax
+void register_softmax_kernels(kernel_registry& registry);     // Softmax, SoftmaxCrossEntropyWithLogits
+void register_variable_update_kernels(kernel_registry& registry); // Assign, AssignAdd, AssignSub, ApplyGradientDescent, ApplyMomentum, ApplyAdam
+
+/// Ok when this build's kernels can run on the current CUDA device; the error (naming the
+/// call) when the binary has no code for its architecture. (elementwise.cu)
+status check_kernel_image();
+
+} // namespace cuda
+
+} // namespace actorflow

@@ -1,0 +1,45 @@
+// What a build registers for GPUs: kernels for ops and dtypes the CPU has (so a graph means the
+// same thing on both), and a make_cuda_device that says why it makes no device where there is
+// no GPU. Runs in every build; a build without CUDA registers no GPU kernel at all.
+#include "devices/cuda/cuda_device.hpp"
+#include "devices/kernel.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+using namespace actorflow;
+
+TEST_CASE("every GPU kernel is for an op and dtype the CPU has a kernel for", "[cuda][registry]") {
+  auto& registry = kernel_registry::global();
+  auto cpu = registry.kernels_for("CPU");
+  for (auto& name : registry.kernels_for("GPU")) {
+    INFO("GPU kernel " << name);
+    CHECK(std::binary_search(cpu.begin(), cpu.end(), name));
+  }
+}
+
+TEST_CASE("GPU kernels, where built, cover a training step's ops", "[cuda][registry]") {
+  auto& registry = kernel_registry::global();
+  if (!registry.has("MatMul", "GPU", dtype::float32))
+    return; // a build without CUDA
+  for (const char* op : {"Const", "Identity", "NoOp", "Placeholder", "VariableV2", "Reshape",
+                         "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "ReluGrad", "Sigmoid",
+                         "Tanh", "Sum", "Mean", "Max", "ArgMax", "Cast", "Fill", "Softmax",
+                         "SoftmaxCrossEntropyWithLogits", "SumToShapeOf", "BroadcastToShapeOf",
+                         "AddN", "Assign", "AssignAdd", "AssignSub", "ApplyGradientDescent",
+                         "ApplyMomentum", "ApplyAdam"}) {
+    INFO(op);
+    CHECK(registry.has(op, "GPU", dtype::float32));
+  }
+}
+
+TEST_CASE("making a CUDA device where there is none says why", "[cuda][registry]") {
+  if (gpu_count() > 0)
+    return; // a GPU machine makes one (the kernel tests use it)
+  auto made = make_cuda_device(device_name::parse("/job:localhost/replica:0/task:0/device:GPU:0").value(),
+                               0, nullptr, gpu_options{});
+  REQUIRE_FALSE(made.ok());
+  INFO(made.error().to_string());
+  CHECK(made.error().message().find("GPU:0") != std::string::npos);
+}
