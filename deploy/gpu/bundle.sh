@@ -5,7 +5,8 @@
 # lacks (CAF, Cap'n Proto, spdlog, fmt, OpenBLAS), the PyTorch baseline scripts and
 # Fashion-MNIST.
 #   deploy/gpu/bundle.sh BUILD_DIR BUNDLE_DIR
-# The bundle must stay within the device tool's 64 MiB for everything that travels.
+# Everything goes into BUNDLE_DIR/actorflow-gpu.tar.xz beside check.sh, which unpacks it there:
+# the device tool carries at most 64 MiB, and OpenBLAS alone is 36 MiB unpacked.
 set -euo pipefail
 build=${1:?usage: bundle.sh BUILD_DIR BUNDLE_DIR}
 bundle=${2:?usage: bundle.sh BUILD_DIR BUNDLE_DIR}
@@ -15,31 +16,34 @@ programs=("$build/tests/devices_tests" "$build/apps/actorflow-train" "$build/ben
 for p in "${programs[@]}"; do
   [[ -x "$p" ]] || { echo "bundle.sh: $p is missing: build it first (make gpu-bundle does)" >&2; exit 1; }
 done
-if ! grep -q ACTORFLOW_HAVE_CUDA:INTERNAL=ON "$build/CMakeCache.txt" 2>/dev/null &&
-   ! grep -q 'ACTORFLOW_HAVE_CUDA.*=ON' "$build/CMakeCache.txt" 2>/dev/null; then
-  echo "bundle.sh: $build is not a CUDA build (configure it with -DACTORFLOW_WITH_CUDA=ON)" >&2
+if [[ -z "$(find "$build/devices" -name 'libactorflow_cuda.a' -print -quit 2>/dev/null)" ]]; then
+  echo "bundle.sh: $build has no CUDA device library (configure it with -DACTORFLOW_WITH_CUDA=ON)" >&2
   exit 1
 fi
 
 rm -rf "$bundle"
-mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/bench" "$bundle/data"
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+mkdir -p "$staging/bin" "$staging/lib" "$staging/bench" "$staging/data"
 for p in "${programs[@]}"; do
-  cp "$p" "$bundle/bin/"
-  strip --strip-unneeded "$bundle/bin/$(basename "$p")"
+  cp "$p" "$staging/bin/"
+  strip --strip-unneeded "$staging/bin/$(basename "$p")"
 done
-# Libraries the GPU machine's image has itself (glibc, libstdc++ newer than ours) or gets
+# Libraries the GPU machine's image has itself (glibc, libstdc++ newer than ours, zlib) or gets
 # from CUDA and PyTorch's NVIDIA packages stay behind; the rest travel.
 keep_out='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcudnn|libnccl|libz\.)'
 for p in "${programs[@]}"; do
   ldd "$p" | awk '/=> \// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ ! "$name" =~ $keep_out ]]; then
-    cp -L "$path" "$bundle/lib/$name"
-    strip --strip-unneeded "$bundle/lib/$name" 2>/dev/null || true
+    cp -L "$path" "$staging/lib/$name"
+    strip --strip-unneeded "$staging/lib/$name" 2>/dev/null || true
   fi
 done
-cp "$source_dir/bench/torch_gpu.py" "$source_dir/bench/torch_mlp.py" "$bundle/bench/"
-cp /usr/share/datasets/fashion-mnist/*.gz "$bundle/data/"
+cp "$source_dir/bench/torch_gpu.py" "$source_dir/bench/torch_mlp.py" "$staging/bench/"
+cp /usr/share/datasets/fashion-mnist/*.gz "$staging/data/"
+mkdir -p "$bundle"
+tar -C "$staging" -cJf "$bundle/actorflow-gpu.tar.xz" bin lib bench data
 cp "$source_dir/deploy/gpu/check.sh" "$bundle/"
 size=$(du -sm "$bundle" | cut -f1)
 echo "bundle.sh: $bundle is ${size} MiB" >&2

@@ -4,10 +4,12 @@
 # PyTorch CUDA. Writes each part's output to OUT_DIR, and a summary to stdout.
 #   deploy/gpu/check.sh BUNDLE_DIR OUT_DIR
 set -uo pipefail
-bundle=$(cd "${1:?usage: check.sh BUNDLE_DIR OUT_DIR}" && pwd)
+packed=$(cd "${1:?usage: check.sh BUNDLE_DIR OUT_DIR}" && pwd)/actorflow-gpu.tar.xz
 out=${2:?usage: check.sh BUNDLE_DIR OUT_DIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+bundle=$(mktemp -d /tmp/actorflow-gpu.XXXXXX)
+tar -C "$bundle" -xJf "$packed" || { echo "check.sh: cannot unpack $packed" >&2; exit 1; }
 
 # NVIDIA's pip libraries (cuDNN, NCCL, cuBLAS) where PyTorch has them, the toolkit's runtime,
 # then ours.
