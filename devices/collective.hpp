@@ -1,19 +1,22 @@
 #pragma once
 /// Where the members of an in-process collective (AllReduce over the devices of one task, the
-/// job MirroredStrategy gives NCCL on GPUs) meet: each member joins its group for a step with
-/// its tensor; the last to arrive reduces the group's tensors, in rank order so every run sums
-/// alike, and every member gets the result.
-///   collective_groups::global().join({"grads/w", step_id, rank, size}, value,
-///       reduce_sum_in_rank_order, [](result<tensor> sum) { ... });
-/// A member whose step is aborted leaves with leave(): its callback gets the error, the others
-/// keep waiting for their own steps' aborts (which the master sends to every device).
+/// job MirroredStrategy gives NCCL on GPUs) meet: each member joins its group for a step; the
+/// last to arrive gets every member, by rank, and completes the collective for all of them.
+///   rendezvous.join({"grads/w", step_id, rank, size}, my_member,
+///                   [](std::vector<member>& by_rank) { /* reduce, then each one's done */ });
+/// A member whose step is aborted leaves: leave() hands it back to be failed; the others keep
+/// waiting for their own steps' aborts (which the master sends to every device). Members are
+/// whatever a device's kernel needs (host tensors and a callback on the CPU; pointers, streams
+/// and a callback for NCCL).
 
+#include "graph/status.hpp"
 #include "graph/tensor.hpp"
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,39 +30,100 @@ struct collective_member {
   std::int64_t step_id = 0;
   int rank = 0;
   int size = 0;
+
+  /// "collective 'g' (step 3)", for messages.
+  std::string describe() const {
+    return "collective '" + group + "' (step " + std::to_string(step_id) + ")";
+  }
 };
 
-class collective_groups {
+template <class Member>
+class collective_rendezvous {
 public:
-  using reduce_fn = std::function<result<tensor>(const std::vector<tensor>& by_rank)>;
-  using done_fn = std::function<void(result<tensor>)>;
+  using complete_fn = std::function<void(std::vector<Member>& by_rank)>;
 
-  /// The process's groups (devices of every task in this process meet here).
-  static collective_groups& global();
+  /// Adds `member` at `where`'s rank. Once all `where.size` members joined, the last one's
+  /// `complete` runs on its thread, outside the lock, with every member by rank. An error (a
+  /// rank out of range or taken twice, members disagreeing on the size) is returned and the
+  /// member is not added.
+  status join(const collective_member& where, Member member, complete_fn complete) {
+    if (where.size < 1 || where.rank < 0 || where.rank >= where.size)
+      return make_error(errc::invalid_argument, where.describe() + ": rank " +
+                                                  std::to_string(where.rank) + " of " +
+                                                  std::to_string(where.size));
+    std::vector<Member> by_rank;
+    {
+      std::lock_guard<std::mutex> guard{mutex_};
+      auto& g = groups_[key{where.group, where.step_id}];
+      if (g.size == 0) {
+        g.size = where.size;
+        g.members.resize(static_cast<std::size_t>(where.size));
+      }
+      auto rank = static_cast<std::size_t>(where.rank);
+      if (g.size != where.size || g.members[rank]) {
+        auto why = g.size != where.size
+                     ? "members disagree on the size (" + std::to_string(g.size) + " and " +
+                         std::to_string(where.size) + ")"
+                     : "rank " + std::to_string(where.rank) + " joined twice";
+        if (g.joined == 0)
+          groups_.erase(key{where.group, where.step_id});
+        return make_error(errc::invalid_argument, where.describe() + ": " + why);
+      }
+      g.members[rank] = std::move(member);
+      if (++g.joined < g.size)
+        return {};
+      for (auto& m : g.members)
+        by_rank.push_back(std::move(*m));
+      groups_.erase(key{where.group, where.step_id});
+    }
+    complete(by_rank);
+    return {};
+  }
 
-  /// Adds `value` as `member`; once all `size` members joined, the last one's thread runs
-  /// `reduce` and calls every member's `done` with its result. An error (a rank out of range
-  /// or taken twice, members disagreeing on the size) goes to this member's `done` at once.
-  void join(const collective_member& member, tensor value, reduce_fn reduce, done_fn done);
-
-  /// Takes `member` out of its group before it completed: its `done` gets `why`. False when
-  /// the group had already completed (its `done` ran or is running).
-  bool leave(const collective_member& member, status why);
+  /// Takes the member at `where` out of its group before the group completed and returns it
+  /// (to be failed by the caller); nothing when the group already completed.
+  std::optional<Member> leave(const collective_member& where) {
+    std::lock_guard<std::mutex> guard{mutex_};
+    auto i = groups_.find(key{where.group, where.step_id});
+    if (i == groups_.end())
+      return std::nullopt;
+    auto& g = i->second;
+    auto rank = static_cast<std::size_t>(where.rank);
+    if (rank >= g.members.size() || !g.members[rank])
+      return std::nullopt;
+    std::optional<Member> out = std::move(g.members[rank]);
+    g.members[rank].reset();
+    if (--g.joined == 0)
+      groups_.erase(i);
+    return out;
+  }
 
   /// Groups waiting for members (tests check that nothing is left behind).
-  std::size_t pending_groups() const;
+  std::size_t pending_groups() const {
+    std::lock_guard<std::mutex> guard{mutex_};
+    return groups_.size();
+  }
 
 private:
   struct group_state {
     int size = 0;
     int joined = 0;
-    std::vector<tensor> values;
-    std::vector<done_fn> waiting;
+    std::vector<std::optional<Member>> members;
   };
   using key = std::tuple<std::string, std::int64_t>;
 
   mutable std::mutex mutex_;
   std::map<key, group_state> groups_;
 };
+
+/// A member of a CPU (or test device) AllReduce: its tensor, readable on the host, and what to
+/// call with the result or the error.
+struct host_collective_member {
+  tensor value;
+  std::function<void(result<tensor>)> done;
+};
+
+/// The process's CPU collectives (devices of every task in this process meet here).
+collective_rendezvous<host_collective_member>& host_collectives();
 
 } // namespace actorflow

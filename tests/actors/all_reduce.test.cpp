@@ -65,7 +65,7 @@ TEST_CASE("all_reduce gives every member the sum or the mean of all members") {
   // Each member runs beside its value.
   CHECK(placed(s, means[0].name()) == "/job:localhost/replica:0/task:0/device:" + type + ":0");
   CHECK(placed(s, means[1].name()) == "/job:localhost/replica:0/task:0/device:" + type + ":1");
-  CHECK(collective_groups::global().pending_groups() == 0);
+  CHECK(host_collectives().pending_groups() == 0);
 }
 
 TEST_CASE("a step that fails while all_reduce members wait ends with the failing node's error") {
@@ -88,7 +88,7 @@ TEST_CASE("a step that fails while all_reduce members wait ends with the failing
   auto r = s.run({summed[0]}, {{fed, tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7})}});
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error().message(), Contains("bad_reshape"));
-  CHECK(collective_groups::global().pending_groups() == 0);
+  CHECK(host_collectives().pending_groups() == 0);
   // The session goes on: a good feed completes the group.
   auto ok = s.run({summed[0], summed[1]}, {{fed, tensor::from_vector<float>({1, 1, 1})}});
   INFO(ok.error().to_string());

@@ -1,5 +1,5 @@
 // AllReduce on the CPU (and the test device, which runs the CPU's kernels): the members of a
-// group, one per device of this process, meet in collective_groups; the last sums their
+// group, one per device of this process, meet in host_collectives(); the last sums their
 // tensors in rank order (so every run adds alike) and each member outputs the result in its
 // device's memory. On GPUs NCCL does this job (devices/cuda).
 #include "devices/collective.hpp"
@@ -66,10 +66,13 @@ public:
     }
     collective_member member{group_, ctx.step_id(), rank_, size_};
     auto mean = mean_;
-    auto reduce = [mean](const std::vector<tensor>& by_rank) {
-      return visit_dtype(by_rank.front().type(), [&](auto zero) {
+    auto reduce = [mean, member](const std::vector<tensor>& by_rank) -> result<tensor> {
+      auto reduced = visit_dtype(by_rank.front().type(), [&](auto zero) {
         return reduce_in_rank_order<decltype(zero)>(by_rank, mean);
       });
+      if (!reduced)
+        return reduced.error().with_context(member.describe());
+      return reduced;
     };
     // The executor keeps ctx alive until done() runs.
     auto finish = [&ctx, done](result<tensor> reduced) {
@@ -86,14 +89,26 @@ public:
         done();
       });
     };
-    auto& groups = collective_groups::global();
-    groups.join(member, ctx.input(0), reduce, finish);
+    auto& rendezvous = host_collectives();
+    auto joined = rendezvous.join(member, host_collective_member{ctx.input(0), finish},
+                                  [reduce](std::vector<host_collective_member>& by_rank) {
+                                    std::vector<tensor> values;
+                                    for (auto& m : by_rank)
+                                      values.push_back(std::move(m.value));
+                                    auto reduced = reduce(values);
+                                    for (auto& m : by_rank)
+                                      m.done(reduced);
+                                  });
+    if (!joined.ok()) {
+      finish(joined);
+      return;
+    }
     // An aborted step takes this member out of its group, so the step can end; registered
     // after joining, and an abort that came first leaves at once.
     auto leave = [member] {
-      collective_groups::global().leave(
-        member, make_error(errc::aborted, "the step was aborted while collective '" +
-                                            member.group + "' waited for its other members"));
+      if (auto left = host_collectives().leave(member))
+        left->done(make_error(errc::aborted, "the step was aborted while " + member.describe() +
+                                               " waited for its other members"));
     };
     auto* cancellation = ctx.cancellation();
     if (cancellation != nullptr && cancellation->add(leave) == 0)
