@@ -3,6 +3,7 @@
 // `outer` rows (the product of the dimensions before axis), every part holds one contiguous
 // block of each row of the whole, so both kernels copy whole blocks with memcpy, for every
 // dtype alike.
+#include "devices/concat_layout.hpp"
 #include "devices/cpu/kernels/kernel_util.hpp"
 
 #include <cstring>
@@ -12,67 +13,6 @@ namespace actorflow {
 namespace {
 
 using namespace cpu;
-
-/// Where the parts of a concatenation lie in the whole: part i holds part_row_bytes[i] bytes of
-/// each of the `outer` rows, at byte offsets[i] of the whole's rows of row_bytes.
-struct concat_layout {
-  tensor_shape whole;
-  std::int64_t outer = 1;
-  std::size_t row_bytes = 0;
-  std::vector<std::size_t> part_row_bytes;
-  std::vector<std::size_t> offsets;
-};
-
-std::string shape_list(const std::vector<tensor_shape>& parts) {
-  std::string out;
-  for (auto& p : parts)
-    out += (out.empty() ? "" : ", ") + p.to_string();
-  return out;
-}
-
-/// The layout of `parts` (concrete shapes) concatenated along `axis_attr`; an error naming the
-/// shapes when they have different ranks or differ other than along the axis.
-result<concat_layout> make_layout(const std::string& op, const std::vector<tensor_shape>& parts,
-                                  std::int64_t axis_attr, dtype type) {
-  auto& first = parts.front();
-  auto rank = first.rank();
-  if (rank == 0)
-    return make_error(errc::invalid_argument, op + " cannot concatenate scalars");
-  auto axis = normalize_axis(axis_attr, rank, (op + " axis").c_str());
-  if (!axis)
-    return axis.error();
-  concat_layout layout;
-  std::vector<std::int64_t> dims = first.dims();
-  std::int64_t extent = 0;
-  for (auto& part : parts) {
-    bool fits = part.rank() == rank;
-    for (int d = 0; fits && d < rank; ++d)
-      fits = d == *axis || part.dim(d) == first.dim(d);
-    if (!fits)
-      return make_error(errc::invalid_argument,
-                        op + " along axis " + std::to_string(*axis) + ": shapes " +
-                          shape_list(parts) + " differ in a dimension other than the axis");
-    extent += part.dim(*axis);
-  }
-  dims[static_cast<std::size_t>(*axis)] = extent;
-  layout.whole = tensor_shape{dims};
-  std::size_t inner = size_of(type);
-  for (int d = 0; d < rank; ++d) {
-    if (d < *axis)
-      layout.outer *= first.dim(d);
-    else if (d > *axis)
-      inner *= static_cast<std::size_t>(first.dim(d));
-  }
-  std::size_t offset = 0;
-  for (auto& part : parts) {
-    auto bytes = static_cast<std::size_t>(part.dim(*axis)) * inner;
-    layout.part_row_bytes.push_back(bytes);
-    layout.offsets.push_back(offset);
-    offset += bytes;
-  }
-  layout.row_bytes = offset;
-  return layout;
-}
 
 enum class direction { into_whole, out_of_whole };
 
@@ -129,7 +69,7 @@ public:
       shapes.push_back(ctx.input(i).shape());
       parts.push_back(ctx.input(i).raw_data());
     }
-    auto layout = make_layout("ConcatV2", shapes, axis_, type);
+    auto layout = make_concat_layout("ConcatV2", shapes, axis_, type);
     if (!layout) {
       ctx.fail(layout.error());
       return;
@@ -164,7 +104,7 @@ public:
     std::vector<tensor_shape> shapes;
     for (int i = 1; i < ctx.num_inputs(); ++i)
       shapes.push_back(ctx.input(i).shape());
-    auto layout = make_layout("SplitToShapesOf", shapes, axis_, type);
+    auto layout = make_concat_layout("SplitToShapesOf", shapes, axis_, type);
     if (!layout) {
       ctx.fail(layout.error());
       return;

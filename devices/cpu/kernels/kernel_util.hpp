@@ -7,6 +7,7 @@
 ///   auto plan = make_broadcast_plan(a.shape(), b.shape());   // then for_each_broadcast_row
 /// Only Eigen/Core is used: the Eigen Tensor module would multiply compile times.
 
+#include "devices/concat_layout.hpp"
 #include "devices/cpu/kernels/cpu_kernels.hpp"
 #include "devices/kernel.hpp"
 #include "devices/thread_pool.hpp"
@@ -152,15 +153,6 @@ inline result<tensor_shape> concrete_shape_attr(const node& n, const std::string
   if (!s || !s->fully_defined())
     return bad_attr(n, key, "a fully defined shape");
   return *s;
-}
-
-/// Axis `axis` (negative counts from the end) as an index into a shape of rank `rank`.
-inline result<int> normalize_axis(std::int64_t axis, int rank, const char* what) {
-  if (axis < -rank || axis >= rank)
-    return make_error(errc::invalid_argument,
-                      std::string{what} + " " + std::to_string(axis) + " is out of range for a tensor of rank " +
-                        std::to_string(rank));
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
 /// Which dimensions of a rank-`rank` tensor the reduction attr `axes` names (all of them when

@@ -1,0 +1,130 @@
+// ConcatV2 and its gradient SplitToShapesOf on the GPU: the layout is the CPU's
+// (devices/concat_layout.hpp), and each part's blocks move with one strided device-to-device
+// cudaMemcpy2DAsync on the compute stream (the part's rows are `part_row_bytes` wide, the whole's
+// `row_bytes`). Semantics and messages are the CPU kernels' (devices/cpu/kernels/concat.cpp).
+#include "devices/concat_layout.hpp"
+#include "devices/cuda/cuda_kernel_util.hpp"
+#include "devices/cuda/kernels/cuda_kernels.hpp"
+
+namespace actorflow::cuda {
+
+namespace {
+
+enum class direction { into_whole, out_of_whole };
+
+status copy_blocks(const concat_layout& layout, void* whole, const std::vector<void*>& parts,
+                   direction dir, cudaStream_t stream) {
+  if (layout.outer == 0)
+    return {};
+  auto* base = static_cast<char*>(whole);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    auto width = layout.part_row_bytes[i];
+    // An empty part may have no buffer at all.
+    if (width == 0)
+      continue;
+    auto* in_whole = base + layout.offsets[i];
+    auto rows = static_cast<std::size_t>(layout.outer);
+    if (dir == direction::into_whole)
+      AF_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(in_whole, layout.row_bytes, parts[i], width, width,
+                                                rows, cudaMemcpyDeviceToDevice, stream));
+    else
+      AF_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(parts[i], width, in_whole, layout.row_bytes, width,
+                                                rows, cudaMemcpyDeviceToDevice, stream));
+  }
+  return {};
+}
+
+result<std::int64_t> axis_of(const node& n) {
+  auto* axis = n.attr<std::int64_t>("axis");
+  if (axis == nullptr)
+    return make_error(errc::invalid_argument, "node '" + n.name + "' (" + n.op +
+                                                "): attribute 'axis' must be an integer");
+  return *axis;
+}
+
+template <class Kernel>
+result<std::unique_ptr<op_kernel>> make_with_axis(const node& n) {
+  auto axis = axis_of(n);
+  if (!axis)
+    return axis.error();
+  return std::unique_ptr<op_kernel>{std::make_unique<Kernel>(n, *axis)};
+}
+
+class concat_kernel final : public cuda_kernel {
+public:
+  concat_kernel(const node& n, std::int64_t axis) : cuda_kernel(n), axis_(axis) {}
+
+protected:
+  status launch(kernel_context& ctx, cudaStream_t stream) override {
+    auto type = ctx.def().kernel_type;
+    if (ctx.num_inputs() == 0)
+      return make_error(errc::invalid_argument, "ConcatV2 needs at least one input");
+    AF_RETURN_IF_ERROR(expect_inputs(ctx, ctx.num_inputs(), type));
+    std::vector<tensor_shape> shapes;
+    std::vector<void*> parts;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      shapes.push_back(ctx.input(i).shape());
+      parts.push_back(ctx.input(i).raw_data());
+    }
+    auto layout = make_concat_layout("ConcatV2", shapes, axis_, type);
+    if (!layout)
+      return layout.error();
+    if (ctx.num_inputs() == 1) {
+      ctx.set_output(0, ctx.input(0));
+      return {};
+    }
+    tensor out = ctx.allocate_output(0, type, layout->whole);
+    return copy_blocks(*layout, out.raw_data(), parts, direction::into_whole, stream);
+  }
+
+private:
+  std::int64_t axis_;
+};
+
+class split_to_shapes_kernel final : public cuda_kernel {
+public:
+  split_to_shapes_kernel(const node& n, std::int64_t axis) : cuda_kernel(n), axis_(axis) {}
+
+protected:
+  status launch(kernel_context& ctx, cudaStream_t stream) override {
+    auto type = ctx.def().kernel_type;
+    if (ctx.num_inputs() < 2)
+      return make_error(errc::invalid_argument,
+                        "SplitToShapesOf needs the gradient and at least one shape input");
+    AF_RETURN_IF_ERROR(expect_input(ctx, 0, type));
+    const tensor& dy = ctx.input(0);
+    // Only the shapes of inputs 1.. matter; their values are never read.
+    std::vector<tensor_shape> shapes;
+    for (int i = 1; i < ctx.num_inputs(); ++i)
+      shapes.push_back(ctx.input(i).shape());
+    auto layout = make_concat_layout("SplitToShapesOf", shapes, axis_, type);
+    if (!layout)
+      return layout.error();
+    if (layout->whole != dy.shape())
+      return make_error(errc::invalid_argument,
+                        "SplitToShapesOf: a gradient of shape " + dy.shape().to_string() +
+                          " cannot be split into shapes " + shape_list(shapes) + " along axis " +
+                          std::to_string(axis_));
+    if (shapes.size() == 1) {
+      ctx.set_output(0, dy);
+      return {};
+    }
+    std::vector<void*> parts;
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+      parts.push_back(ctx.allocate_output(static_cast<int>(i), type, shapes[i]).raw_data());
+    return copy_blocks(*layout, dy.raw_data(), parts, direction::out_of_whole, stream);
+  }
+
+private:
+  std::int64_t axis_;
+};
+
+} // namespace
+
+void register_concat_kernels(kernel_registry& registry) {
+  std::vector<dtype> all{dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean};
+  registry.add("ConcatV2", "GPU", all, &make_with_axis<concat_kernel>);
+  registry.add("SplitToShapesOf", "GPU", all, &make_with_axis<split_to_shapes_kernel>);
+}
+
+} // namespace actorflow::cuda
