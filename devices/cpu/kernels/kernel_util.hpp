@@ -8,6 +8,7 @@
 /// Only Eigen/Core is used: the Eigen Tensor module would multiply compile times.
 
 #include "devices/concat_layout.hpp"
+#include "devices/kernel_attrs.hpp"
 #include "devices/cpu/kernels/cpu_kernels.hpp"
 #include "devices/kernel.hpp"
 #include "devices/thread_pool.hpp"
@@ -130,30 +131,6 @@ inline const std::vector<dtype>& all_dtypes() {
 }
 
 // --- attributes ----------------------------------------------------------------------------
-
-/// A shape attribute stored either as a tensor_shape or as a list of dimensions; nullopt when
-/// absent or of another type.
-inline std::optional<tensor_shape> shape_attr(const node& n, const std::string& key) {
-  if (auto* s = n.attr<tensor_shape>(key))
-    return *s;
-  if (auto* dims = n.attr<std::vector<std::int64_t>>(key))
-    return tensor_shape{*dims};
-  return std::nullopt;
-}
-
-/// An error for a missing or malformed attribute, naming the node and the attribute.
-inline status bad_attr(const node& n, const std::string& key, const std::string& expected) {
-  return make_error(errc::invalid_argument, "node '" + n.name + "' (" + n.op +
-                                              "): attribute '" + key + "' must be " + expected);
-}
-
-/// A concrete output shape from an attribute: fully defined, no negative dimension.
-inline result<tensor_shape> concrete_shape_attr(const node& n, const std::string& key) {
-  auto s = shape_attr(n, key);
-  if (!s || !s->fully_defined())
-    return bad_attr(n, key, "a fully defined shape");
-  return *s;
-}
 
 /// Which dimensions of a rank-`rank` tensor the reduction attr `axes` names (all of them when
 /// `axes` is empty); an error for an axis out of range.

@@ -5,6 +5,7 @@
 #include "devices/concat_layout.hpp"
 #include "devices/cuda/cuda_kernel_util.hpp"
 #include "devices/cuda/kernels/cuda_kernels.hpp"
+#include "devices/kernel_attrs.hpp"
 
 namespace actorflow::cuda {
 
@@ -34,19 +35,11 @@ status copy_blocks(const concat_layout& layout, void* whole, const std::vector<v
   return {};
 }
 
-result<std::int64_t> axis_of(const node& n) {
-  auto* axis = n.attr<std::int64_t>("axis");
-  if (axis == nullptr)
-    return make_error(errc::invalid_argument, "node '" + n.name + "' (" + n.op +
-                                                "): attribute 'axis' must be an integer");
-  return *axis;
-}
-
 template <class Kernel>
 result<std::unique_ptr<op_kernel>> make_with_axis(const node& n) {
-  auto axis = axis_of(n);
-  if (!axis)
-    return axis.error();
+  auto* axis = n.attr<std::int64_t>("axis");
+  if (axis == nullptr)
+    return bad_attr(n, "axis", "an integer");
   return std::unique_ptr<op_kernel>{std::make_unique<Kernel>(n, *axis)};
 }
 
