@@ -23,6 +23,9 @@ void register_elementwise_kernels(kernel_registry& registry); // unary and binar
 void register_reduction_kernels(kernel_registry& registry);   // Sum, Mean, Max, SumToShapeOf, ArgMax
 void register_softmax_kernels(kernel_registry& registry);     // Softmax, SoftmaxCrossEntropyWithLogits
 void register_variable_update_kernels(kernel_registry& registry); // Assign, AssignAdd, AssignSub, ApplyGradientDescent, ApplyMomentum, ApplyAdam
+void register_concat_kernels(kernel_registry& registry);      // ConcatV2, SplitToShapesOf
+void register_random_kernels(kernel_registry& registry);      // RandomUniform, RandomStandardNormal, TruncatedNormal
+void register_all_reduce_kernels(kernel_registry& registry);  // AllReduce (NCCL; none without nccl.h)
 
 /// Ok when this build's kernels can run on the current CUDA device; the error (naming the
 /// call) when the binary has no code for its architecture. (elementwise.cu)

@@ -41,6 +41,9 @@ void register_cuda_kernels(kernel_registry& registry) {
   cuda::register_reduction_kernels(registry);
   cuda::register_softmax_kernels(registry);
   cuda::register_variable_update_kernels(registry);
+  cuda::register_concat_kernels(registry);
+  cuda::register_random_kernels(registry);
+  cuda::register_all_reduce_kernels(registry);
 }
 
 } // namespace actorflow
