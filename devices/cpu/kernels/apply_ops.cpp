@@ -4,15 +4,13 @@
 // in input order). The kernel holds every updated variable's mutex for the whole update and
 // writes each stored buffer in place when nothing outside this call shares it; otherwise the
 // new value goes to a fresh buffer that replaces the stored one (AssignAdd's rule), so readers
-// never see a half-made update. The output is the variable's new value.
+// never see a half-made update. The output is the variable's new value. Those rules live in
+// devices/variable_update.hpp, shared with the GPU; this file keeps the arithmetic.
 #include "devices/cpu/kernels/kernel_util.hpp"
 #include "devices/device.hpp"
+#include "devices/variable_update.hpp"
 
-#include <algorithm>
-#include <array>
 #include <cmath>
-#include <functional>
-#include <mutex>
 
 namespace actorflow {
 
@@ -20,156 +18,42 @@ namespace {
 
 using namespace cpu;
 
-std::vector<std::string> split_names(const std::string& list) {
-  std::vector<std::string> names;
-  std::string::size_type begin = 0;
-  while (begin <= list.size() && !list.empty()) {
-    auto end = list.find(',', begin);
-    if (end == std::string::npos)
-      end = list.size();
-    names.push_back(list.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  return names;
-}
+/// The CPU's part of the shared update rules: check_input's words, and no memory rules (these
+/// kernels also run on the test device, whose memory they address like the host's).
+const update_rules cpu_update_rules{&check_as_status<&check_input>, false};
 
-/// One variable an update writes: where to read its old value and where to write the new one
-/// (the same memory when updated in place).
-template <class T>
-struct updated_variable {
-  const T* in = nullptr;
-  T* out = nullptr;
-};
-
-/// The shared part of the update kernels: finds and locks the `Refs` variables (input 0 and
-/// the slots), checks them and the other inputs, and decides in place or copy-on-write.
-/// `like_variable` lists the non-ref inputs that must have the variable's shape, `scalars`
-/// those that must hold one element.
+/// The update kernels' common part: the `Refs` variables (input 0 and the slots) come from the
+/// node's attributes; variable_update checks and locks them and decides in place or
+/// copy-on-write, and this runs the arithmetic over the elements.
 template <class T, std::size_t Refs>
 class apply_kernel_base : public op_kernel {
 public:
-  explicit apply_kernel_base(const node& n) : op_kernel(n) {
-    variables_[0] = n.attr_or<std::string>("variable", "");
-    auto slots = split_names(n.attr_or<std::string>("slots", ""));
-    for (std::size_t i = 1; i < Refs; ++i)
-      variables_[i] = i - 1 < slots.size() ? slots[i - 1] : std::string{};
-  }
+  explicit apply_kernel_base(const node& n)
+    : op_kernel(n), variables_(updated_variable_names(n, Refs)) {}
 
 protected:
   /// Runs `update(begin, end, vars)` over the elements, each block under every variable's lock,
-  /// after the checks; vars[i] is variable i's (input i's) old and new memory.
+  /// after variable_update::prepare's checks (`like_variable`: the inputs of the variable's
+  /// shape, `scalars`: those of one element); vars[i] is variable i's (input i's) old and new
+  /// memory.
   template <class Update>
   void run(kernel_context& ctx, const std::vector<int>& like_variable,
            const std::vector<int>& scalars, std::int64_t cost, Update&& update) {
-    for (std::size_t i = 0; i < Refs; ++i)
-      if (variables_[i].empty()) {
-        ctx.fail(make_error(errc::invalid_argument,
-                            op() + " node '" + name() + "' has no " +
-                              (i == 0 ? std::string{"'variable' attribute naming its variable"}
-                                      : "'slots' attribute naming its slot variable " +
-                                          std::to_string(i))));
-        return;
-      }
-    for (int i = static_cast<int>(Refs); i < ctx.num_inputs(); ++i)
-      if (!check_input(ctx, i, dtype_of<T>()))
-        return;
-    std::array<std::shared_ptr<variable_state>, Refs> states;
-    for (std::size_t i = 0; i < Refs; ++i) {
-      states[i] = ctx.resources().variable(variables_[i]);
-      for (std::size_t j = 0; j < i; ++j)
-        if (states[j] == states[i]) {
-          ctx.fail(make_error(errc::invalid_argument, op() + " node '" + name() +
-                                                        "' names variable '" + variables_[i] +
-                                                        "' twice"));
-          return;
-        }
-    }
-    // Lock in address order: two updates sharing variables can never wait on each other.
-    std::array<variable_state*, Refs> order;
-    for (std::size_t i = 0; i < Refs; ++i)
-      order[i] = states[i].get();
-    std::sort(order.begin(), order.end(), std::less<variable_state*>{});
-    std::array<std::unique_lock<std::mutex>, Refs> locks;
-    for (std::size_t i = 0; i < Refs; ++i)
-      locks[i] = std::unique_lock<std::mutex>{order[i]->mutex};
-
-    for (std::size_t i = 0; i < Refs; ++i)
-      if (!states[i]->value.is_initialized()) {
-        ctx.fail(make_error(errc::failed_precondition,
-                            "Attempting to use uninitialized value " + variables_[i] + " (in " +
-                              op() + " node '" + name() + "')"));
-        return;
-      }
-    tensor& var = states[0]->value;
-    if (var.type() != dtype_of<T>()) {
-      ctx.fail(make_error(errc::invalid_argument, op() + " to variable '" + variables_[0] +
-                                                    "': the variable is " + to_string(var.type()) +
-                                                    " but the update is " +
-                                                    to_string(dtype_of<T>())));
-      return;
-    }
-    auto mismatch = [&](const std::string& what, const tensor& t) {
-      ctx.fail(make_error(errc::invalid_argument,
-                          op() + " to variable '" + variables_[0] + "': the variable is " +
-                            to_string(var.type()) + var.shape().to_string() + " but " + what +
-                            " is " + to_string(t.type()) + t.shape().to_string()));
-    };
-    for (std::size_t i = 1; i < Refs; ++i) {
-      tensor& slot = states[i]->value;
-      if (slot.type() != var.type() || slot.shape() != var.shape()) {
-        mismatch("slot variable '" + variables_[i] + "'", slot);
-        return;
-      }
-    }
-    for (auto i : like_variable)
-      if (ctx.input(i).shape() != var.shape()) {
-        mismatch("input " + std::to_string(i), ctx.input(i));
-        return;
-      }
-    for (auto i : scalars)
-      if (ctx.input(i).num_elements() != 1) {
-        mismatch("input " + std::to_string(i) + " (a scalar)", ctx.input(i));
-        return;
-      }
-
-    std::array<updated_variable<T>, Refs> vars;
-    std::array<tensor, Refs> fresh;
-    for (std::size_t i = 0; i < Refs; ++i) {
-      tensor& stored = states[i]->value;
-      vars[i].in = stored.data<T>();
-      if (writable_in_place(ctx, stored)) {
-        vars[i].out = stored.data<T>();
-      } else {
-        // Someone still reads the old value: build the new one beside it and swap.
-        fresh[i] = tensor{stored.type(), stored.shape(), ctx.dev().device_allocator()};
-        vars[i].out = fresh[i].template data<T>();
-      }
-    }
-    for_blocks(ctx, var.num_elements(),
+    variable_update held{cpu_update_rules};
+    auto prepared = held.prepare(ctx, *this, variables_, dtype_of<T>(), like_variable, scalars);
+    if (!prepared.ok())
+      return ctx.fail(std::move(prepared));
+    auto vars = held.variables<T, Refs>();
+    for_blocks(ctx, held.num_elements(),
                [&](std::int64_t begin, std::int64_t end) { update(begin, end, vars); }, cost);
-    for (std::size_t i = 0; i < Refs; ++i)
-      if (fresh[i].is_initialized())
-        states[i]->value = std::move(fresh[i]);
-    ++states[0]->version;
-    ctx.set_output(0, states[0]->value);
+    held.commit(ctx);
   }
 
   /// A scalar input's value (checked by run's `scalars`).
   static T scalar(const kernel_context& ctx, int i) { return ctx.input(i).data<T>()[0]; }
 
 private:
-  /// Whether the stored buffer `held` may be written in place: its only other holders are this
-  /// call's ref inputs (the variables' own outputs, which end with the call and are never read
-  /// as values here). A data input sharing it — or any reader elsewhere — forces a copy.
-  static bool writable_in_place(const kernel_context& ctx, const tensor& held) {
-    long from_refs = 0;
-    for (std::size_t i = 0; i < Refs && static_cast<int>(i) < ctx.num_inputs(); ++i)
-      if (ctx.input(static_cast<int>(i)).shares_buffer_with(held))
-        ++from_refs;
-    return held.buffer_ref().use_count() == 1 + from_refs;
-  }
-
-  std::array<std::string, Refs> variables_;
+  std::vector<std::string> variables_;
 };
 
 /// var -= alpha * delta
