@@ -4,11 +4,12 @@
 /// last to arrive gets every member, by rank, and completes the collective for all of them.
 ///   rendezvous.join({"grads/w", step_id, rank, size}, my_member,
 ///                   [](std::vector<member>& by_rank) { /* reduce, then each one's done */ });
-/// A member whose step is aborted leaves: leave() hands it back to be failed; the others keep
-/// waiting for their own steps' aborts (which the master sends to every device). Members are
+/// A member whose step is aborted leaves (join_in_step sees to it): the others keep waiting for
+/// their own steps' aborts (which the master sends to every device). Members are
 /// whatever a device's kernel needs (host tensors and a callback on the CPU; pointers, streams
 /// and a callback for NCCL).
 
+#include "devices/kernel.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
 
@@ -78,6 +79,28 @@ public:
     }
     complete(by_rank);
     return {};
+  }
+
+  /// join() for a kernel in a step. Members have a `done` that takes a status: a refused join
+  /// calls it at once with the error, and when the step is aborted (`cancellation`, null
+  /// outside steps) the member leaves its group and `done` gets an "aborted" error, so the step
+  /// never waits for members that will not come.
+  void join_in_step(const collective_member& where, Member member, complete_fn complete,
+                    step_cancellation* cancellation) {
+    auto done = member.done;
+    if (auto joined = join(where, std::move(member), std::move(complete)); !joined.ok()) {
+      done(std::move(joined));
+      return;
+    }
+    // Registered after joining: an abort that came first makes add() refuse, and the member
+    // leaves at once.
+    auto leave = [this, where] {
+      if (auto left = this->leave(where))
+        left->done(make_error(errc::aborted, "the step was aborted while " + where.describe() +
+                                               " waited for its other members"));
+    };
+    if (cancellation != nullptr && cancellation->add(leave) == 0)
+      leave();
   }
 
   /// Takes the member at `where` out of its group before the group completed and returns it

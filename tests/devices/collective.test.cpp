@@ -72,3 +72,41 @@ TEST_CASE("a member that leaves is handed back and its group forgets it") {
   CHECK(completed);
   CHECK_FALSE(rendezvous.leave(at(1, 2)).has_value());
 }
+
+namespace {
+
+struct step_member {
+  int value = 0;
+  std::function<void(status)> done;
+};
+
+} // namespace
+
+TEST_CASE("a member joined in a step leaves with an error when the step is aborted") {
+  collective_rendezvous<step_member> rendezvous;
+  step_cancellation cancellation;
+  status outcome;
+  int calls = 0;
+  auto done = [&](status s) {
+    outcome = std::move(s);
+    ++calls;
+  };
+  auto never = [](std::vector<step_member>&) { FAIL("completed"); };
+  rendezvous.join_in_step(at(0, 2), {1, done}, never, &cancellation);
+  CHECK(calls == 0);
+  cancellation.cancel_all();
+  CHECK(calls == 1);
+  CHECK(outcome.code() == errc::aborted);
+  CHECK(outcome.message().find("collective 'g' (step 1)") != std::string::npos);
+  CHECK(rendezvous.pending_groups() == 0);
+  // Joining once the step is aborted leaves at once.
+  rendezvous.join_in_step(at(1, 2), {2, done}, never, &cancellation);
+  CHECK(calls == 2);
+  CHECK(outcome.code() == errc::aborted);
+  CHECK(rendezvous.pending_groups() == 0);
+  // A refused join reports its error to the member.
+  step_cancellation fresh;
+  rendezvous.join_in_step(at(5, 2), {3, done}, never, &fresh);
+  CHECK(calls == 3);
+  CHECK(outcome.code() == errc::invalid_argument);
+}

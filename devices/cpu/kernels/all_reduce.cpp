@@ -89,30 +89,17 @@ public:
         done();
       });
     };
-    auto& rendezvous = host_collectives();
-    auto joined = rendezvous.join(member, host_collective_member{ctx.input(0), finish},
-                                  [reduce](std::vector<host_collective_member>& by_rank) {
-                                    std::vector<tensor> values;
-                                    for (auto& m : by_rank)
-                                      values.push_back(std::move(m.value));
-                                    auto reduced = reduce(values);
-                                    for (auto& m : by_rank)
-                                      m.done(reduced);
-                                  });
-    if (!joined.ok()) {
-      finish(joined);
-      return;
-    }
-    // An aborted step takes this member out of its group, so the step can end; registered
-    // after joining, and an abort that came first leaves at once.
-    auto leave = [member] {
-      if (auto left = host_collectives().leave(member))
-        left->done(make_error(errc::aborted, "the step was aborted while " + member.describe() +
-                                               " waited for its other members"));
-    };
-    auto* cancellation = ctx.cancellation();
-    if (cancellation != nullptr && cancellation->add(leave) == 0)
-      leave();
+    host_collectives().join_in_step(
+      member, host_collective_member{ctx.input(0), finish},
+      [reduce](std::vector<host_collective_member>& by_rank) {
+        std::vector<tensor> values;
+        for (auto& m : by_rank)
+          values.push_back(std::move(m.value));
+        auto reduced = reduce(values);
+        for (auto& m : by_rank)
+          m.done(reduced);
+      },
+      ctx.cancellation());
   }
 
 private:

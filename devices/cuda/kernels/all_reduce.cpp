@@ -198,26 +198,16 @@ public:
     }
     collective_member where{group_, ctx.step_id(), rank_, size_};
     auto mean = mean_;
-    auto joined = nccl_collectives().join(where, std::move(*member),
-                                          [mean, where](std::vector<nccl_member>& by_rank) {
-                                            auto st = all_reduce(by_rank, mean);
-                                            if (!st.ok())
-                                              st = st.with_context(where.describe());
-                                            for (auto& m : by_rank)
-                                              m.done(st);
-                                          });
-    if (!joined.ok()) {
-      finish(joined);
-      return;
-    }
-    auto leave = [where] {
-      if (auto left = nccl_collectives().leave(where))
-        left->done(make_error(errc::aborted, "the step was aborted while " + where.describe() +
-                                               " waited for its other members"));
-    };
-    auto* cancellation = ctx.cancellation();
-    if (cancellation != nullptr && cancellation->add(leave) == 0)
-      leave();
+    nccl_collectives().join_in_step(
+      where, std::move(*member),
+      [mean, where](std::vector<nccl_member>& by_rank) {
+        auto st = all_reduce(by_rank, mean);
+        if (!st.ok())
+          st = st.with_context(where.describe());
+        for (auto& m : by_rank)
+          m.done(st);
+      },
+      ctx.cancellation());
   }
 
 private:
