@@ -25,6 +25,9 @@
 #include "devices/thread_pool.hpp"
 
 #include <cuda_runtime_api.h>
+#ifdef ACTORFLOW_HAVE_CUDNN
+#include <cudnn.h>
+#endif
 
 #include <cstring>
 #include <map>
@@ -201,6 +204,10 @@ struct cuda_card {
   ~cuda_card() {
     if (blas != nullptr)
       (void)blas_library->destroy(blas);
+#ifdef ACTORFLOW_HAVE_CUDNN
+    if (dnn != nullptr)
+      (void)cudnnDestroy(dnn);
+#endif
     for (auto* stream : {compute, host_to_device, device_to_host})
       if (stream != nullptr)
         (void)cudaStreamDestroy(stream);
@@ -261,6 +268,9 @@ struct cuda_card {
   std::mutex blas_mutex;
   const cublas_library* blas_library = nullptr;
   cublasHandle_t blas = nullptr;
+  /// Guards `dnn`, which with_cudnn makes at its first call on the card.
+  std::mutex dnn_mutex;
+  cudnnContext* dnn = nullptr;
   event_pool events;
   std::unique_ptr<completion_poller> completions;
 };
@@ -536,6 +546,38 @@ status with_cublas(kernel_context& ctx,
   auto& card = dev->card();
   std::lock_guard<std::mutex> guard{card.blas_mutex};
   return call(*card.blas_library, card.blas);
+}
+
+status with_cudnn(kernel_context& ctx, const std::function<status(cudnnContext*)>& call) {
+  auto* dev = cuda_device_of(ctx);
+  if (dev == nullptr)
+    return not_a_cuda_device(ctx);
+#ifdef ACTORFLOW_HAVE_CUDNN
+  AF_RETURN_IF_ERROR(dev->make_current());
+  auto& card = dev->card();
+  std::lock_guard<std::mutex> guard{card.dnn_mutex};
+  if (card.dnn == nullptr) {
+    // Made here rather than when the card opens: cudnnCreate loads cuDNN's sub-libraries and
+    // takes device memory, which programs without convolutions should not pay for.
+    cudnnHandle_t handle = nullptr;
+    AF_CUDNN_RETURN_IF_ERROR(cudnnCreate(&handle));
+    auto bound = [&]() -> status {
+      AF_CUDNN_RETURN_IF_ERROR(cudnnSetStream(handle, card.compute));
+      return {};
+    }();
+    if (!bound.ok()) {
+      (void)cudnnDestroy(handle);
+      return bound;
+    }
+    card.dnn = handle;
+  }
+  return call(card.dnn);
+#else
+  (void)call;
+  return make_error(errc::unimplemented, "the kernel of " + ctx.def().op + " node '" +
+                                           ctx.def().name + "' needs cuDNN, which this build "
+                                           "was made without");
+#endif
 }
 
 } // namespace cuda

@@ -27,6 +27,7 @@
 #include <string>
 
 struct cublasContext;
+struct cudnnContext;
 
 namespace actorflow::cuda {
 
@@ -42,6 +43,13 @@ result<cudaStream_t> compute_stream_of(kernel_context& ctx);
 /// two threads at once); returns what `call` returns. (devices/cuda/cuda_device.cpp)
 status with_cublas(kernel_context& ctx,
                    const std::function<status(const cublas_library&, cublasContext*)>& call);
+
+/// Runs `call` with the cuDNN handle (cudnnHandle_t) of ctx's device, which is bound to its
+/// compute stream, holding the handle's lock (a cuDNN handle is not for two threads at once);
+/// returns what `call` returns. The handle is made at the first call on each card (it loads
+/// cuDNN's sub-libraries: programs without convolutions never pay for it). A build without
+/// cuDNN returns errc::unimplemented and never calls `call`. (devices/cuda/cuda_device.cpp)
+status with_cudnn(kernel_context& ctx, const std::function<status(cudnnContext*)>& call);
 
 /// Base of the GPU kernels: compute() makes the device current, hands its compute stream to
 /// launch(), and fails the kernel with launch()'s error.

@@ -34,6 +34,23 @@ TEST_CASE("GPU kernels, where built, cover a training step's ops", "[cuda][regis
   }
 }
 
+TEST_CASE("GPU kernels where built cover pooling and the convolutions as one family",
+          "[cuda][registry]") {
+  auto& registry = kernel_registry::global();
+  if (!registry.has("MatMul", "GPU", dtype::float32))
+    return; // a build without CUDA
+  for (const char* op : {"MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad"})
+    for (auto type : {dtype::float32, dtype::float64}) {
+      INFO(op << " " << to_string(type));
+      CHECK(registry.has(op, "GPU", type));
+    }
+  // On cuDNN (float32 only): all three or none, so that a training step's convolution and its
+  // gradients run on one side.
+  bool forward = registry.has("Conv2D", "GPU", dtype::float32);
+  CHECK(registry.has("Conv2DBackpropInput", "GPU", dtype::float32) == forward);
+  CHECK(registry.has("Conv2DBackpropFilter", "GPU", dtype::float32) == forward);
+}
+
 TEST_CASE("making a CUDA device where there is none says why", "[cuda][registry]") {
   if (gpu_count() > 0)
     return; // a GPU machine makes one (the kernel tests use it)
