@@ -28,22 +28,6 @@ using namespace actorflow;
 
 namespace {
 
-/// Why this process has no device of `type`, or empty when it has one.
-std::string why_no_device(const std::string& type) {
-  device_factory_options options;
-  options.test_device_count = type == "TEST" ? 1 : 0;
-  auto made = make_task_devices(options);
-  if (!made)
-    return made.error().to_string();
-  for (auto& dev : made->devices)
-    if (dev->type() == type)
-      return {};
-  std::string why;
-  for (auto& note : made->notes)
-    why += (why.empty() ? "" : "; ") + note;
-  return why.empty() ? "no " + type + " device" : why;
-}
-
 session_options on_device_options(const std::string& type) {
   session_options options;
   options.inter_op_parallelism_threads = 1;
@@ -111,7 +95,9 @@ void emit_against(const std::string& name, double ours, const char* unit,
 
 int main(int argc, char** argv) {
   std::string type = argc > 1 ? argv[1] : "GPU";
-  if (auto why = why_no_device(type); !why.empty()) {
+  device_factory_options probe;
+  probe.test_device_count = type == "TEST" ? 1 : 0;
+  if (auto why = why_no_device(type, probe); !why.empty()) {
     std::fprintf(stderr, "bench_gpu: skipped, no %s device: %s\n", type.c_str(), why.c_str());
     return 0;
   }

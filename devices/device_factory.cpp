@@ -129,6 +129,19 @@ result<made_devices> make_task_devices(const device_factory_options& options) {
   return made;
 }
 
+std::string why_no_device(const std::string& type, const device_factory_options& options) {
+  auto made = make_task_devices(options);
+  if (!made)
+    return made.error().to_string();
+  for (auto& dev : made->devices)
+    if (dev->type() == type)
+      return {};
+  std::string why;
+  for (auto& note : made->notes)
+    why += (why.empty() ? "" : "; ") + note;
+  return why.empty() ? "no " + type + " device" : why;
+}
+
 int device_type_priority(const std::string& type) {
   std::lock_guard<std::mutex> guard{registry_mutex};
   for (auto& factory : registry())

@@ -58,6 +58,10 @@ void register_device_factory(std::shared_ptr<device_factory> factory);
 /// stops it.
 result<made_devices> make_task_devices(const device_factory_options& options);
 
+/// Empty when the factories make a device of `type` with these options; otherwise why not (the
+/// factories' notes, "no GPU devices: no CUDA driver (...)"), for skips and logs.
+std::string why_no_device(const std::string& type, const device_factory_options& options);
+
 /// The priority of `type`'s factory; 0 for types no factory makes. Thread-safe; what
 /// placement_options::device_priority asks.
 int device_type_priority(const std::string& type);

@@ -13,26 +13,12 @@ using namespace actorflow::testing;
 
 namespace {
 
-/// The GPU devices a task of this process would get, or why there are none.
-std::string why_no_gpu_device() {
-  device_factory_options options;
-  options.test_device_count = 0;
-  auto made = make_task_devices(options);
-  if (!made)
-    return made.error().to_string();
-  for (auto& dev : made->devices)
-    if (dev->type() == "GPU")
-      return {};
-  std::string why;
-  for (auto& note : made->notes)
-    why += (why.empty() ? "" : "; ") + note;
-  return why.empty() ? std::string{"no GPU devices"} : why;
-}
-
 const bool gpu_run_checked = [] {
   if (kernel_test_device_type() != "GPU")
     return true;
-  if (auto why = why_no_gpu_device(); !why.empty()) {
+  device_factory_options options;
+  options.test_device_count = 0;
+  if (auto why = why_no_device("GPU", options); !why.empty()) {
     std::printf("SKIPPED: the kernel tests on a GPU: %s\n", why.c_str());
     std::fflush(stdout);
     std::_Exit(77);
