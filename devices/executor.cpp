@@ -16,6 +16,7 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
   auto plan = std::make_shared<executor_plan>();
   plan->partition_ = partition;
   plan->device_ = &dev;
+  plan->own_memory_ = dev.memory() != nullptr;
   auto& g = *partition;
   plan->items_.resize(g.size());
   int slot = 0;
@@ -305,7 +306,7 @@ bool step_execution::process(int id, std::vector<int>& ready) {
   auto& dev = plan_->dev();
   // A device with memory of its own gets its inputs there first (feeds, received tensors and
   // the CPU's constants arrive in host memory).
-  if (dev.memory() != nullptr && inputs_need_copies(id, inputs)) {
+  if (plan_->device_has_own_memory() && inputs_need_copies(id, inputs)) {
     copy_inputs_then_compute(id, std::move(inputs));
     return false;
   }
@@ -361,44 +362,66 @@ bool step_execution::needs_copy(const executor_plan::item& it, int k, const tens
   return it.kernel->host_memory_input(k) != input.on_host();
 }
 
-void step_execution::copy_inputs_then_compute(int id, std::vector<tensor> inputs) {
+namespace {
+
+/// Copies the tensors of `values` that `to_host(k)` / `from_host(k)` pick (in place, in the
+/// vector), then calls `done` once with the vector or the first error, naming `what` k.
+void copy_entries(device& dev, std::vector<tensor> values, const std::vector<std::size_t>& picked,
+                  const std::function<bool(std::size_t)>& to_host, const char* what,
+                  std::function<void(result<std::vector<tensor>>)> done) {
   struct copies {
-    std::vector<tensor> inputs;
-    std::atomic<int> left{0};
+    std::vector<tensor> values;
+    std::atomic<std::size_t> left{0};
     std::mutex mutex;
     status failed;
+    std::function<void(result<std::vector<tensor>>)> done;
   };
-  auto& it = plan_->items()[static_cast<std::size_t>(id)];
-  auto& dev = plan_->dev();
   auto state = std::make_shared<copies>();
-  state->inputs = std::move(inputs);
-  std::vector<int> to_copy;
-  for (std::size_t k = 0; k < state->inputs.size(); ++k)
-    if (needs_copy(it, static_cast<int>(k), state->inputs[k]))
-      to_copy.push_back(static_cast<int>(k));
-  state->left.store(static_cast<int>(to_copy.size()), std::memory_order_relaxed);
-  for (auto k : to_copy) {
-    auto source = state->inputs[static_cast<std::size_t>(k)];
-    auto copied = [self = shared_from_this(), state, id, k](result<tensor> copy) {
+  state->values = std::move(values);
+  state->left.store(picked.size(), std::memory_order_relaxed);
+  state->done = std::move(done);
+  for (auto k : picked) {
+    auto source = state->values[k];
+    auto copied = [state, k, what](result<tensor> copy) {
       if (copy) {
-        state->inputs[static_cast<std::size_t>(k)] = std::move(*copy);
+        state->values[k] = std::move(*copy);
       } else {
         std::lock_guard<std::mutex> guard{state->mutex};
         if (state->failed.ok())
-          state->failed = copy.error().with_context("copying input " + std::to_string(k));
+          state->failed = copy.error().with_context(std::string{"copying "} + what + " " +
+                                                    std::to_string(k));
       }
       if (state->left.fetch_sub(1, std::memory_order_acq_rel) != 1)
         return;
       if (!state->failed.ok())
-        self->fail_later(id, state->failed);
+        state->done(std::move(state->failed));
       else
-        self->compute_later(id, std::move(state->inputs));
+        state->done(std::move(state->values));
     };
-    if (it.kernel->host_memory_input(k))
+    if (to_host(k))
       dev.copy_to_host(source, std::move(copied));
     else
       dev.copy_from_host(source, std::move(copied));
   }
+}
+
+} // namespace
+
+void step_execution::copy_inputs_then_compute(int id, std::vector<tensor> inputs) {
+  auto& it = plan_->items()[static_cast<std::size_t>(id)];
+  std::vector<std::size_t> picked;
+  for (std::size_t k = 0; k < inputs.size(); ++k)
+    if (needs_copy(it, static_cast<int>(k), inputs[k]))
+      picked.push_back(k);
+  copy_entries(
+    plan_->dev(), std::move(inputs), picked,
+    [&it](std::size_t k) { return it.kernel->host_memory_input(static_cast<int>(k)); }, "input",
+    [self = shared_from_this(), id](result<std::vector<tensor>> copied) {
+      if (!copied)
+        self->fail_later(id, copied.error());
+      else
+        self->compute_later(id, std::move(*copied));
+    });
 }
 
 void step_execution::complete_later(int id) {
@@ -453,39 +476,18 @@ void step_execution::finish_one() {
 }
 
 void step_execution::copy_fetches_to_host(std::vector<tensor> fetched) {
-  struct copies {
-    std::vector<tensor> fetched;
-    std::atomic<int> left{0};
-    std::mutex mutex;
-    status failed;
-  };
-  auto state = std::make_shared<copies>();
-  state->fetched = std::move(fetched);
-  std::vector<std::size_t> to_copy;
-  for (std::size_t k = 0; k < state->fetched.size(); ++k)
-    if (!state->fetched[k].on_host())
-      to_copy.push_back(k);
-  state->left.store(static_cast<int>(to_copy.size()), std::memory_order_relaxed);
-  for (auto k : to_copy) {
-    auto source = state->fetched[k];
-    plan_->dev().copy_to_host(source, [self = shared_from_this(), state, k](result<tensor> copy) {
-      if (copy) {
-        state->fetched[k] = std::move(*copy);
-      } else {
-        std::lock_guard<std::mutex> guard{state->mutex};
-        if (state->failed.ok())
-          state->failed = copy.error().with_context(
-            "copying fetched tensor " + std::to_string(k) + " to the host");
-      }
-      if (state->left.fetch_sub(1, std::memory_order_acq_rel) != 1)
-        return;
-      auto done = std::move(self->done_);
-      if (!state->failed.ok())
-        done(std::move(state->failed), {});
-      else
-        done({}, std::move(state->fetched));
-    });
-  }
+  std::vector<std::size_t> picked;
+  for (std::size_t k = 0; k < fetched.size(); ++k)
+    if (!fetched[k].on_host())
+      picked.push_back(k);
+  copy_entries(plan_->dev(), std::move(fetched), picked, [](std::size_t) { return true; },
+               "fetched tensor", [self = shared_from_this()](result<std::vector<tensor>> copied) {
+                 auto done = std::move(self->done_);
+                 if (!copied)
+                   done(copied.error(), {});
+                 else
+                   done({}, std::move(*copied));
+               });
 }
 
 } // namespace actorflow

@@ -67,6 +67,8 @@ public:
   const std::vector<int>& roots() const { return roots_; }
   int num_slots() const { return num_slots_; }
   device& dev() const { return *device_; }
+  /// Whether the device computes in memory of its own (inputs may need copies), decided once.
+  bool device_has_own_memory() const { return own_memory_; }
   /// Node id for a name, -1 if absent (used when a step starts, not per node).
   int find(const std::string& name) const;
   /// Slot of "name:index" or "name", -1 if absent.
@@ -75,6 +77,7 @@ public:
 private:
   std::shared_ptr<const graph> partition_;
   device* device_ = nullptr;
+  bool own_memory_ = false;
   std::vector<item> items_;
   std::vector<int> roots_;
   int num_slots_ = 0;
