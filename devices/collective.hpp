@@ -38,6 +38,24 @@ struct collective_member {
   }
 };
 
+/// An AllReduce node's attributes (ops::all_reduce sets them), read once when its kernel is
+/// made, by the CPU's and the GPU's kernel alike.
+struct all_reduce_attrs {
+  std::string group;
+  int rank = -1;
+  int size = 0;
+  bool mean = false;
+
+  static all_reduce_attrs of(const node& n) {
+    return {n.attr_or<std::string>("group_key", ""),
+            static_cast<int>(n.attr_or<std::int64_t>("group_rank", -1)),
+            static_cast<int>(n.attr_or<std::int64_t>("group_size", 0)),
+            n.attr_or<std::string>("reduction", "sum") == "mean"};
+  }
+  /// This member's place in step `step_id`.
+  collective_member in_step(std::int64_t step_id) const { return {group, step_id, rank, size}; }
+};
+
 template <class Member>
 class collective_rendezvous {
 public:

@@ -48,10 +48,7 @@ result<tensor> reduce_in_rank_order(const std::vector<tensor>& by_rank, bool mea
 class all_reduce_kernel final : public op_kernel {
 public:
   explicit all_reduce_kernel(const node& n)
-    : op_kernel(n), group_(n.attr_or<std::string>("group_key", "")),
-      rank_(static_cast<int>(n.attr_or<std::int64_t>("group_rank", -1))),
-      size_(static_cast<int>(n.attr_or<std::int64_t>("group_size", 0))),
-      mean_(n.attr_or<std::string>("reduction", "sum") == "mean") {}
+    : op_kernel(n), attrs_(all_reduce_attrs::of(n)) {}
 
   bool is_async() const override { return true; }
   void compute(kernel_context& ctx) override {
@@ -59,13 +56,13 @@ public:
   }
 
   void compute_async(kernel_context& ctx, std::function<void()> done) override {
-    if (group_.empty()) {
+    if (attrs_.group.empty()) {
       ctx.fail(make_error(errc::invalid_argument, "AllReduce has no group_key"));
       done();
       return;
     }
-    collective_member member{group_, ctx.step_id(), rank_, size_};
-    auto mean = mean_;
+    auto member = attrs_.in_step(ctx.step_id());
+    auto mean = attrs_.mean;
     auto reduce = [mean, member](const std::vector<tensor>& by_rank) -> result<tensor> {
       auto reduced = visit_dtype(by_rank.front().type(), [&](auto zero) {
         return reduce_in_rank_order<decltype(zero)>(by_rank, mean);
@@ -103,10 +100,7 @@ public:
   }
 
 private:
-  std::string group_;
-  int rank_;
-  int size_;
-  bool mean_;
+  all_reduce_attrs attrs_;
 };
 
 } // namespace

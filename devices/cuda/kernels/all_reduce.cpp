@@ -174,10 +174,7 @@ status all_reduce(std::vector<nccl_member>& by_rank, bool mean) {
 class nccl_all_reduce_kernel final : public op_kernel {
 public:
   explicit nccl_all_reduce_kernel(const node& n)
-    : op_kernel(n), group_(n.attr_or<std::string>("group_key", "")),
-      rank_(static_cast<int>(n.attr_or<std::int64_t>("group_rank", -1))),
-      size_(static_cast<int>(n.attr_or<std::int64_t>("group_size", 0))),
-      mean_(n.attr_or<std::string>("reduction", "sum") == "mean") {}
+    : op_kernel(n), attrs_(all_reduce_attrs::of(n)) {}
 
   bool is_async() const override { return true; }
   void compute(kernel_context& ctx) override {
@@ -196,8 +193,8 @@ public:
       finish(member.error());
       return;
     }
-    collective_member where{group_, ctx.step_id(), rank_, size_};
-    auto mean = mean_;
+    auto where = attrs_.in_step(ctx.step_id());
+    auto mean = attrs_.mean;
     nccl_collectives().join_in_step(
       where, std::move(*member),
       [mean, where](std::vector<nccl_member>& by_rank) {
@@ -212,7 +209,7 @@ public:
 
 private:
   result<nccl_member> prepare(kernel_context& ctx, std::function<void(status)> finish) {
-    if (group_.empty())
+    if (attrs_.group.empty())
       return make_error(errc::invalid_argument, "AllReduce has no group_key");
     auto stream = compute_stream_of(ctx);
     if (!stream)
@@ -232,10 +229,7 @@ private:
     return m;
   }
 
-  std::string group_;
-  int rank_;
-  int size_;
-  bool mean_;
+  all_reduce_attrs attrs_;
 };
 
 } // namespace
