@@ -4,6 +4,7 @@
 #include "actors/master.hpp"
 #include "actors/protocols/wire.hpp"
 #include "actors/task_service.hpp"
+#include "actors/transport_guard.hpp"
 #include "devices/runtime_env.hpp"
 #include "graph/tensor.hpp"
 
@@ -53,7 +54,9 @@ status check_actor_system(caf::actor_system& sys, const session_options& options
 
 std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads) {
   auto config = std::make_unique<caf::actor_system_config>();
-  config->load<caf::io::middleman>();
+  // Connections are made under these settings from now on: they can no longer change.
+  freeze_process_transport_security();
+  use_guarded_transport(*config, process_transport_security());
   add_actorflow_message_types(*config);
   // A shared queue with a condition variable: idle workers sleep until a message arrives.
   // Work stealing polls and naps instead, burning cores that kernels need and adding latency.

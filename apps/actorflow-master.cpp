@@ -7,6 +7,7 @@
 #include "actors/cluster_spec.hpp"
 #include "actors/server.hpp"
 #include "support/flags.hpp"
+#include "support/security_flags.hpp"
 #include "support/server.hpp"
 
 #include <iostream>
@@ -34,6 +35,7 @@ SIGINT or SIGTERM.
 )";
 
 struct master_flags {
+  apps::security_flags security;
   std::optional<std::string> cluster;
   std::string host;
   int port = 0;
@@ -60,13 +62,16 @@ int main(int argc, char** argv) {
     {"--cpu-devices",
      [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices, apps::max_cpu_devices_flag); }},
   };
+  apps::add_security_flags(flags, o.security);
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}};
   if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())
     return fail(s.message());
   if (o.help) {
-    std::cout << usage_text;
+    std::cout << usage_text << apps::security_flags_help;
     return 0;
   }
+  if (auto s = apps::apply_security_flags(o.security); !s.ok())
+    return fail(s.message());
   if (o.port > 65535)
     return fail("--port: must be at most 65535, got " + std::to_string(o.port));
   std::shared_ptr<const cluster_spec> cluster;

@@ -760,9 +760,11 @@ int main(int argc, char** argv) {
   }
   auto& o = *parsed;
   if (o.help) {
-    std::cout << train::train_usage();
+    std::cout << train::train_usage() << apps::security_flags_help;
     return 0;
   }
+  if (auto s = apps::apply_security_flags(o.security); !s.ok())
+    return usage_error(s);
   if (o.threads > 0)
     set_default_scheduler_threads(o.threads);
   if (!o.job.empty() || (o.cluster.empty() && o.target.empty() && !o.local &&

@@ -10,6 +10,7 @@
 #include "actors/cluster_spec.hpp"
 #include "actors/server.hpp"
 #include "support/flags.hpp"
+#include "support/security_flags.hpp"
 #include "support/server.hpp"
 
 #include <caf/actor.hpp>
@@ -45,6 +46,7 @@ Stops cleanly on SIGINT or SIGTERM.
 )";
 
 struct worker_options {
+  apps::security_flags security;
   std::optional<std::string> cluster;
   std::optional<std::string> job;
   std::optional<int> task;
@@ -86,6 +88,7 @@ std::optional<failure> parse_flags(int argc, char** argv, worker_options& o) {
     {"--cpu-devices",
      [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices, apps::max_cpu_devices_flag); }},
   };
+  apps::add_security_flags(flags, o.security);
   flags.switches = {{"--master", &o.master}, {"--help", &o.help}, {"-h", &o.help}};
   if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())
     return failure{2, s.message()};
@@ -156,9 +159,11 @@ int main(int argc, char** argv) {
   if (auto bad = parse_flags(argc, argv, o))
     return fail(*bad);
   if (o.help) {
-    std::cout << usage_text;
+    std::cout << usage_text << apps::security_flags_help;
     return 0;
   }
+  if (auto s = apps::apply_security_flags(o.security); !s.ok())
+    return fail({2, s.message()});
   task_identity id;
   if (auto bad = resolve_task(o, id))
     return fail(*bad);

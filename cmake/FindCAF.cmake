@@ -1,5 +1,5 @@
 # Finds CAF 0.17 (Debian's libcaf-dev ships no CMake config).
-# Defines CAF::core, CAF::io and CAF::openssl (when present) and CAF_FOUND.
+# Defines CAF::core, CAF::io, CAF::openssl and CAF_FOUND.
 find_path(CAF_INCLUDE_DIR NAMES caf/all.hpp caf/actor_system.hpp)
 find_library(CAF_CORE_LIBRARY NAMES caf_core)
 find_library(CAF_IO_LIBRARY NAMES caf_io)
@@ -7,8 +7,8 @@ find_library(CAF_OPENSSL_LIBRARY NAMES caf_openssl)
 
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(CAF
-  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY
-  FAIL_MESSAGE "CAF 0.17 not found: install it with `apt-get install libcaf-dev` (headers caf/all.hpp, libraries caf_core and caf_io), or set CAF_INCLUDE_DIR / CAF_CORE_LIBRARY / CAF_IO_LIBRARY")
+  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY
+  FAIL_MESSAGE "CAF 0.17 not found: install it with `apt-get install libcaf-dev` (headers caf/all.hpp, libraries caf_core, caf_io and caf_openssl), or set CAF_INCLUDE_DIR / CAF_CORE_LIBRARY / CAF_IO_LIBRARY")
 
 if(CAF_FOUND)
   find_package(Threads REQUIRED)
@@ -22,12 +22,10 @@ if(CAF_FOUND)
     set_target_properties(CAF::io PROPERTIES
       IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
       INTERFACE_LINK_LIBRARIES CAF::core)
-    if(CAF_OPENSSL_LIBRARY)
-      add_library(CAF::openssl UNKNOWN IMPORTED)
-      set_target_properties(CAF::openssl PROPERTIES
-        IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
-        INTERFACE_LINK_LIBRARIES CAF::io)
-    endif()
+    add_library(CAF::openssl UNKNOWN IMPORTED)
+    set_target_properties(CAF::openssl PROPERTIES
+      IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+      INTERFACE_LINK_LIBRARIES CAF::io)
   endif()
 endif()
 mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY)

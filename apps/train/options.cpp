@@ -156,6 +156,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--init-timeout",
      [&](auto& v) { return apps::parse_int_flag("--init-timeout", v, 1, o.init_timeout_seconds); }},
   };
+  apps::add_security_flags(flags, o.security);
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local},
                     {"--log-device-placement", &o.log_device_placement}, {"--sync", &o.sync},
                     {"--all-reduce", &o.all_reduce}};

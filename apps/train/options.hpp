@@ -4,6 +4,7 @@
 ///   if (!parsed) { std::cerr << "actorflow-train: " << parsed.error().message() << '\n'; return 2; }
 
 #include "graph/status.hpp"
+#include "support/security_flags.hpp"
 
 #include <cstdint>
 #include <string>
@@ -67,6 +68,8 @@ struct train_options {
   int total_replicas = 0;
   /// Print "node: device" for every node placed (TensorFlow's log_device_placement).
   bool log_device_placement = false;
+  /// --token-file, --tls-cert, --tls-key, --tls-ca (applied by main before any actor system).
+  apps::security_flags security;
   bool help = false;
 };
 

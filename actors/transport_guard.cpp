@@ -1,0 +1,465 @@
+// The guard in front of CAF's BASP (actors/transport_guard.hpp). CAF 0.17 lets a backend make
+// the scribes its brokers read through, so the guard is a default_multiplexer whose scribes
+// check before BASP sees a byte:
+//  - with a cluster token, the peer's preamble comes first; nothing of ours is written to the
+//    accepting side's peer, and nothing it sent reaches BASP, until it matches;
+//  - a read BASP asks for (a message's announced payload) over the cap closes the connection
+//    instead of allocating, and reads over 1 MiB arrive in pieces, so memory follows the bytes
+//    that really came rather than the header's claim;
+//  - a connection that delivers nothing within the handshake timeout, or stalls inside a large
+//    message, is closed by a watcher thread;
+//  - with TLS, the same scribe reads through CAF's OpenSSL session (mutual, cluster CA).
+#include "actors/transport_guard.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/network/default_multiplexer.hpp>
+#include <caf/io/network/native_socket.hpp>
+#include <caf/io/network/stream_impl.hpp>
+#include <caf/io/receive_policy.hpp>
+#include <caf/io/scribe.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/session.hpp>
+#include <caf/policy/tcp.hpp>
+#include <caf/settings.hpp>
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace actorflow {
+
+namespace {
+
+using caf::io::network::default_multiplexer;
+using caf::io::network::native_socket;
+using caf::io::network::rw_state;
+using clock_type = std::chrono::steady_clock;
+
+constexpr const char* preamble_key = "actorflow.cluster-token-preamble";
+constexpr const char* handshake_timeout_key = "actorflow.handshake-timeout-ms";
+/// Reads BASP asks for above this arrive in pieces of this size.
+constexpr std::size_t read_piece_bytes = std::size_t{1} << 20;
+/// A large message whose next piece does not come within this long closes its connection.
+constexpr auto stall_timeout = std::chrono::seconds(30);
+
+std::atomic<std::uint64_t> refused_token{0};
+std::atomic<std::uint64_t> refused_size{0};
+std::atomic<std::uint64_t> timed_out{0};
+
+std::string hex(const token_preamble& bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (auto b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+std::optional<token_preamble> unhex(const std::string& text) {
+  if (text.size() != 2 * token_preamble_bytes)
+    return std::nullopt;
+  token_preamble out{};
+  auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<std::uint8_t>(digit(text[2 * i]) * 16 + digit(text[2 * i + 1]));
+  return out;
+}
+
+std::string peer_of(native_socket fd) {
+  auto host = caf::io::network::remote_addr_of_fd(fd);
+  auto port = caf::io::network::remote_port_of_fd(fd);
+  if (!host || !port)
+    return "a peer";
+  return *host + ":" + std::to_string(*port);
+}
+
+/// What the watcher thread knows of one connection: when it must have made progress by.
+struct connection_watch {
+  std::mutex mutex;
+  native_socket fd;
+  /// Cleared by the scribe's destructor, before its socket closes: the watcher then never
+  /// touches a descriptor number that may have been reused.
+  bool alive = true;
+  clock_type::time_point deadline = clock_type::time_point::max();
+  std::string waiting_for;
+
+  void expect(clock_type::duration within, std::string what) {
+    std::lock_guard<std::mutex> lock{mutex};
+    deadline = clock_type::now() + within;
+    waiting_for = std::move(what);
+  }
+  void satisfied() {
+    std::lock_guard<std::mutex> lock{mutex};
+    deadline = clock_type::time_point::max();
+  }
+};
+
+/// Closes connections past their deadline. One thread per guarded backend, started with its
+/// first connection.
+class connection_watcher {
+public:
+  ~connection_watcher() {
+    {
+      std::lock_guard<std::mutex> lock{mutex_};
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  void watch(const std::shared_ptr<connection_watch>& w) {
+    std::lock_guard<std::mutex> lock{mutex_};
+    watched_.push_back(w);
+    if (!thread_.joinable())
+      thread_ = std::thread{[this] { run(); }};
+  }
+
+private:
+  void run() {
+    std::unique_lock<std::mutex> lock{mutex_};
+    while (!stopping_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(250));
+      auto now = clock_type::now();
+      for (auto i = watched_.begin(); i != watched_.end();) {
+        auto w = i->lock();
+        if (!w) {
+          i = watched_.erase(i);
+          continue;
+        }
+        std::lock_guard<std::mutex> guard{w->mutex};
+        if (!w->alive) {
+          i = watched_.erase(i);
+          continue;
+        }
+        if (now >= w->deadline) {
+          w->deadline = clock_type::time_point::max();
+          ++timed_out;
+          std::cerr << "actorflow: closing the CAF connection with " + peer_of(w->fd) + ": " +
+                         w->waiting_for + "\n"
+                    << std::flush;
+          // The backend sees the end of the stream and closes it the usual way.
+          ::shutdown(w->fd, SHUT_RDWR);
+        }
+        ++i;
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::vector<std::weak_ptr<connection_watch>> watched_;
+  std::thread thread_;
+};
+
+/// Reads and writes through CAF's OpenSSL session; a connection whose session could not be
+/// made fails on its first read.
+struct tls_policy {
+  explicit tls_policy(caf::openssl::session_ptr s) : session(std::move(s)) {}
+
+  rw_state read_some(std::size_t& result, native_socket fd, void* buf, std::size_t len) {
+    result = 0;
+    return session ? session->read_some(result, fd, buf, len) : rw_state::failure;
+  }
+  rw_state write_some(std::size_t& result, native_socket fd, const void* buf, std::size_t len) {
+    result = 0;
+    return session ? session->write_some(result, fd, buf, len) : rw_state::failure;
+  }
+  bool must_read_more(native_socket fd, std::size_t threshold) {
+    return session && session->must_read_more(fd, threshold);
+  }
+
+  caf::openssl::session_ptr session;
+};
+
+/// What every guarded scribe of one backend shares.
+struct guard_settings {
+  std::optional<token_preamble> preamble;
+  bool tls = false;
+  std::size_t max_message_bytes = 0;
+  std::chrono::milliseconds handshake_timeout{10000};
+};
+
+enum class side { accepted, connected };
+
+template <class Policy>
+class guarded_scribe : public caf::io::scribe {
+public:
+  template <class... Ts>
+  guarded_scribe(default_multiplexer& mpx, native_socket fd, side which,
+                 std::shared_ptr<const guard_settings> settings,
+                 std::shared_ptr<connection_watch> watch,
+                 Ts&&... policy_args)
+    : caf::io::scribe(caf::io::network::conn_hdl_from_socket(fd)),
+      side_(which),
+      settings_(std::move(settings)),
+      watch_(std::move(watch)),
+      authenticated_(!settings_->preamble),
+      stream_(mpx, fd, std::forward<Ts>(policy_args)...) {
+    auto within = std::to_string(settings_->handshake_timeout.count()) + " ms";
+    watch_->expect(settings_->handshake_timeout, settings_->preamble
+                                                   ? "no cluster token within " + within
+                                                   : "no first message within " + within);
+  }
+
+  ~guarded_scribe() override {
+    std::lock_guard<std::mutex> lock{watch_->mutex};
+    watch_->alive = false;
+  }
+
+  void configure_read(caf::io::receive_policy::config config) override {
+    wanted_ = config;
+    if (!launched_) {
+      launch();
+      return;
+    }
+    if (authenticated_)
+      apply(config);
+  }
+
+  void ack_writes(bool enable) override { stream_.ack_writes(enable); }
+
+  std::vector<char>& wr_buf() override { return authenticated_ ? stream_.wr_buf() : held_; }
+
+  std::vector<char>& rd_buf() override { return delivering_ ? delivery_ : stream_.rd_buf(); }
+
+  void graceful_shutdown() override {
+    stream_.graceful_shutdown();
+    detach(&stream_.backend(), false);
+  }
+
+  void flush() override {
+    if (authenticated_)
+      stream_.flush(this);
+  }
+
+  std::string addr() const override {
+    auto x = caf::io::network::remote_addr_of_fd(stream_.fd());
+    return x ? *x : std::string{};
+  }
+
+  std::uint16_t port() const override {
+    auto x = caf::io::network::remote_port_of_fd(stream_.fd());
+    return x ? *x : 0;
+  }
+
+  void add_to_loop() override { stream_.activate(this); }
+
+  void remove_from_loop() override { stream_.passivate(); }
+
+  bool consume(caf::execution_unit* ctx, const void* buf, std::size_t size) override {
+    if (refused_)
+      return false;
+    if (!authenticated_)
+      return check_preamble(static_cast<const std::uint8_t*>(buf), size);
+    if (assembling_) {
+      auto* bytes = static_cast<const char*>(buf);
+      assembly_.insert(assembly_.end(), bytes, bytes + size);
+      if (assembly_.size() < target_) {
+        watch_->expect(stall_timeout, "stalled inside a message of " + std::to_string(target_) +
+                                        " bytes after " + std::to_string(assembly_.size()));
+        stream_.configure_read(next_piece());
+        return true;
+      }
+      assembling_ = false;
+      delivery_ = std::move(assembly_);
+      assembly_ = {};
+      delivering_ = true;
+      watch_->satisfied();
+      auto result = caf::io::scribe::consume(ctx, nullptr, delivery_.size());
+      delivering_ = false;
+      // Gives a large message's memory back now rather than keeping it for the next one.
+      std::vector<char>{}.swap(delivery_);
+      return result;
+    }
+    watch_->satisfied();
+    return caf::io::scribe::consume(ctx, buf, size);
+  }
+
+private:
+  void launch() {
+    launched_ = true;
+    if (authenticated_) {
+      apply(wanted_);
+    } else {
+      stream_.configure_read(caf::io::receive_policy::exactly(token_preamble_bytes));
+      // The connecting side speaks first; the accepting side answers only a good token.
+      if (side_ == side::connected)
+        stream_.write(settings_->preamble->data(), settings_->preamble->size());
+    }
+    stream_.start(this);
+    if (!stream_.wr_buf().empty())
+      stream_.flush(this);
+    else if constexpr (std::is_same_v<Policy, tls_policy>)
+      // Drives SSL_connect / SSL_accept before either side has anything to say.
+      stream_.force_empty_write(this);
+  }
+
+  caf::io::receive_policy::config next_piece() const {
+    return caf::io::receive_policy::exactly(std::min(read_piece_bytes, target_ - assembly_.size()));
+  }
+
+  /// Hands BASP's read to the stream, in pieces when large, or refuses it over the cap.
+  void apply(caf::io::receive_policy::config config) {
+    auto bytes = config.second;
+    if (bytes > settings_->max_message_bytes) {
+      ++refused_size;
+      refuse("it announced a message of " + std::to_string(bytes) + " bytes, over the cap of " +
+             std::to_string(settings_->max_message_bytes) + " (ACTORFLOW_WIRE_MAX_MESSAGE_BYTES)");
+      return;
+    }
+    if (config.first == caf::io::receive_policy_flag::exactly && bytes > read_piece_bytes) {
+      assembling_ = true;
+      target_ = bytes;
+      assembly_.clear();
+      stream_.configure_read(next_piece());
+      return;
+    }
+    stream_.configure_read(config);
+  }
+
+  bool check_preamble(const std::uint8_t* data, std::size_t size) {
+    if (size != token_preamble_bytes || !preamble_matches(data, *settings_->preamble)) {
+      ++refused_token;
+      refuse("it did not present the cluster token");
+      return true;
+    }
+    authenticated_ = true;
+    watch_->satisfied();
+    watch_->expect(settings_->handshake_timeout,
+                   "no first message within " +
+                     std::to_string(settings_->handshake_timeout.count()) + " ms");
+    auto& out = stream_.wr_buf();
+    if (side_ == side::accepted)
+      out.insert(out.end(), settings_->preamble->begin(), settings_->preamble->end());
+    out.insert(out.end(), held_.begin(), held_.end());
+    std::vector<char>{}.swap(held_);
+    apply(wanted_);
+    if (!out.empty())
+      stream_.flush(this);
+    return true;
+  }
+
+  /// Ends the connection through the backend's usual path (it reads the end of the stream and
+  /// tells the broker), after one line saying why.
+  void refuse(const std::string& why) {
+    if (refused_)
+      return;
+    refused_ = true;
+    std::cerr << "actorflow: closing the CAF connection with " + peer_of(stream_.fd()) + ": " +
+                   why + "\n"
+              << std::flush;
+    ::shutdown(stream_.fd(), SHUT_RDWR);
+    assembling_ = false;
+    std::vector<char>{}.swap(assembly_);
+    stream_.configure_read(caf::io::receive_policy::at_most(1));
+  }
+
+  side side_;
+  std::shared_ptr<const guard_settings> settings_;
+  std::shared_ptr<connection_watch> watch_;
+  bool launched_ = false;
+  bool authenticated_;
+  bool refused_ = false;
+  caf::io::receive_policy::config wanted_ = caf::io::receive_policy::at_most(1024);
+  /// What BASP wrote before the peer presented its token.
+  std::vector<char> held_;
+  bool assembling_ = false;
+  std::size_t target_ = 0;
+  std::vector<char> assembly_;
+  bool delivering_ = false;
+  std::vector<char> delivery_;
+  caf::io::network::stream_impl<Policy> stream_;
+};
+
+class guarded_multiplexer : public default_multiplexer {
+public:
+  explicit guarded_multiplexer(caf::actor_system* sys) : default_multiplexer(sys) {}
+
+  /// The accepting side (the backend's doormen call this for each new connection).
+  caf::io::scribe_ptr new_scribe(native_socket fd) override { return make(fd, side::accepted); }
+
+  caf::expected<caf::io::scribe_ptr> new_tcp_scribe(const std::string& host,
+                                                   std::uint16_t port) override {
+    auto fd = caf::io::network::new_tcp_connection(host, port);
+    if (!fd)
+      return std::move(fd.error());
+    return make(*fd, side::connected);
+  }
+
+private:
+  std::shared_ptr<const guard_settings> settings() {
+    std::call_once(settings_once_, [this] {
+      auto& config = system().config();
+      auto made = std::make_shared<guard_settings>();
+      if (auto text = caf::get_if<std::string>(&caf::content(config), preamble_key))
+        made->preamble = unhex(*text);
+      made->tls = !config.openssl_certificate.empty() && system().has_openssl_manager();
+      made->max_message_bytes = max_network_message_bytes();
+      made->handshake_timeout = std::chrono::milliseconds(
+        caf::get_or(caf::content(config), handshake_timeout_key, std::int64_t{10000}));
+      settings_ = std::move(made);
+    });
+    return settings_;
+  }
+
+  caf::io::scribe_ptr make(native_socket fd, side which) {
+    auto s = settings();
+    static_cast<void>(caf::io::network::keepalive(fd, true));
+    auto watch = std::make_shared<connection_watch>();
+    watch->fd = fd;
+    watcher_.watch(watch);
+    if (!s->tls)
+      return caf::make_counted<guarded_scribe<caf::policy::tcp>>(*this, fd, which, s,
+                                                                 std::move(watch));
+    static_cast<void>(caf::io::network::nonblocking(fd, true));
+    caf::openssl::session_ptr session;
+    try {
+      session = caf::openssl::make_session(system(), fd, which == side::accepted);
+    } catch (const std::exception& e) {
+      std::cerr << "actorflow: cannot start TLS with " + peer_of(fd) + ": " + e.what() + "\n";
+    }
+    if (!session)
+      std::cerr << "actorflow: the TLS handshake with " + peer_of(fd) + " failed at once\n";
+    return caf::make_counted<guarded_scribe<tls_policy>>(*this, fd, which, s, std::move(watch),
+                                                         std::move(session));
+  }
+
+  std::once_flag settings_once_;
+  std::shared_ptr<const guard_settings> settings_;
+  connection_watcher watcher_;
+};
+
+} // namespace
+
+void use_guarded_transport(caf::actor_system_config& config, const transport_security& security) {
+  config.load<caf::io::middleman, guarded_multiplexer>();
+  caf::put(config.content, handshake_timeout_key, std::int64_t{security.handshake_timeout_ms});
+  if (security.token())
+    caf::put(config.content, preamble_key, hex(make_token_preamble(security.cluster_token)));
+  if (security.tls()) {
+    config.openssl_certificate = security.tls_certificate;
+    config.openssl_key = security.tls_key;
+    config.openssl_cafile = security.tls_ca;
+    config.load<caf::openssl::manager>();
+  }
+}
+
+transport_guard_counters transport_guard_counts() {
+  return {refused_token.load(), refused_size.load(), timed_out.load()};
+}
+
+} // namespace actorflow

@@ -1,0 +1,29 @@
+#pragma once
+/// CAF's network layer with actorflow's guard on every connection (actors/transport_guard.cpp):
+/// a cluster token presented before anything else is read, mutual TLS, and a cap on what one
+/// message may claim, enforced before CAF's BASP allocates for it.
+///   caf::actor_system_config config;
+///   use_guarded_transport(config, process_transport_security());  // instead of load<io::middleman>()
+///
+/// network_config() does this for actorflow's own systems. A host that loads the plain middleman
+/// keeps CAF's behaviour: it cannot reach a cluster that requires a token or TLS.
+
+#include "actors/transport_security.hpp"
+
+#include <caf/fwd.hpp>
+
+namespace actorflow {
+
+/// Loads CAF's middleman into `config` with the guarded backend, and CAF's OpenSSL module
+/// (with `security`'s files) when it asks for TLS.
+void use_guarded_transport(caf::actor_system_config& config, const transport_security& security);
+
+/// Counts of the guard's refusals in this process since it started, for tests and logs.
+struct transport_guard_counters {
+  std::uint64_t refused_token = 0;
+  std::uint64_t refused_size = 0;
+  std::uint64_t timed_out = 0;
+};
+transport_guard_counters transport_guard_counts();
+
+} // namespace actorflow

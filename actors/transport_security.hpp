@@ -1,0 +1,79 @@
+#pragma once
+/// Who may talk to a process's actorflow ports, and how much one peer may make it allocate:
+/// the settings every connection of the process (CAF's and the bulk channel's) obeys.
+///   transport_security s;
+///   s.cluster_token = "…";                 // or tls_certificate / tls_key / tls_ca
+///   set_process_transport_security(s);     // before the first actor system is made
+///
+/// A process takes them from the environment unless a program sets them first:
+/// ACTORFLOW_CLUSTER_TOKEN or ACTORFLOW_CLUSTER_TOKEN_FILE, and ACTORFLOW_TLS_CERT,
+/// ACTORFLOW_TLS_KEY, ACTORFLOW_TLS_CA. docs/security.md says what each defends against.
+/// No CAF here: the CAF side is actors/transport_guard.cpp.
+
+#include "graph/status.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace actorflow {
+
+struct transport_security {
+  /// A secret shared by the cluster's processes: every connection presents a digest of it
+  /// before anything else is read from it, and a peer without it is cut off. Empty: none.
+  std::string cluster_token;
+  /// Mutual TLS for CAF's connections (PEM files): this process's certificate and key, and the
+  /// cluster CA that signs every peer's certificate. All three or none.
+  std::string tls_certificate;
+  std::string tls_key;
+  std::string tls_ca;
+  /// A new connection has this long to present its token (and, on CAF's connections, its first
+  /// message) before it is closed: a peer that connects and says nothing holds nothing for long.
+  int handshake_timeout_ms = 10000;
+
+  bool tls() const { return !tls_certificate.empty(); }
+  bool token() const { return !cluster_token.empty(); }
+
+  /// Ok, or an error naming the setting at fault: TLS files given in part, a file that cannot
+  /// be read.
+  status check() const;
+};
+
+/// The settings of ACTORFLOW_CLUSTER_TOKEN(_FILE) and ACTORFLOW_TLS_*; errors name the variable
+/// (a token file that cannot be read, TLS files given in part).
+result<transport_security> transport_security_from_environment();
+
+/// The token in file `path`: its first line without trailing white space; errors start with
+/// `what` (the flag or variable that named the file).
+result<std::string> read_token_file(const std::string& path, const std::string& what);
+
+/// The process's settings: those set_process_transport_security() set, else the environment's
+/// (read once; a bad environment is reported on stderr once and leaves the process with no
+/// token and no TLS, which fails every connection to a secured cluster with a clear error).
+const transport_security& process_transport_security();
+
+/// Sets the process's settings after check(); fails (failed_precondition) once an actor system
+/// has read them, since its connections are already made under the old ones.
+status set_process_transport_security(transport_security settings);
+
+/// Marks the settings as in use (network_config calls it).
+void freeze_process_transport_security();
+
+/// The bytes a connection presents first when a token is set: SHA-256 over a fixed label and
+/// the token, so the token itself never crosses the network.
+inline constexpr std::size_t token_preamble_bytes = 32;
+using token_preamble = std::array<std::uint8_t, token_preamble_bytes>;
+token_preamble make_token_preamble(const std::string& token);
+
+/// Whether `data` (token_preamble_bytes long) equals `expected`, in constant time.
+bool preamble_matches(const std::uint8_t* data, const token_preamble& expected);
+
+/// The largest message (in bytes) a peer may announce on a CAF connection: larger is refused
+/// before anything is allocated, and messages above 1 MiB are read in pieces, so a header
+/// alone makes the process allocate at most 1 MiB. 257 MiB (the largest tensor or graph one
+/// message carries, and room for the rest of the message) unless ACTORFLOW_WIRE_MAX_MESSAGE_BYTES
+/// says otherwise.
+std::size_t max_network_message_bytes();
+
+} // namespace actorflow
