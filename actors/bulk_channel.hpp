@@ -19,6 +19,7 @@
 /// bulk_frame.cpp (the codec), bulk_socket.{hpp,cpp} (sockets), bulk_endpoint.cpp (receiving),
 /// bulk_sender.cpp (sending); tensor_route.hpp decides which tensors take the channel.
 
+#include "actors/transport_security.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
 
@@ -33,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,10 +121,12 @@ public:
 
   using timeouts = bulk_endpoint_timeouts;
 
-  /// Listens on `host` (a name or address) at a port the system picks.
-  static result<std::unique_ptr<bulk_endpoint>> listen(const std::string& host,
-                                                       deliver_function deliver,
-                                                       timeouts limits = {});
+  /// Listens on `host` (a name or address) at a port the system picks. With a cluster token in
+  /// `security`, each connection must present it (within its handshake timeout) before a frame
+  /// is read.
+  static result<std::unique_ptr<bulk_endpoint>> listen(
+    const std::string& host, deliver_function deliver, timeouts limits = {},
+    const transport_security& security = process_transport_security());
 
   ~bulk_endpoint();
   bulk_endpoint(const bulk_endpoint&) = delete;
@@ -149,8 +153,11 @@ private:
     std::atomic<bool> evicted{false};
   };
 
-  bulk_endpoint(int listen_fd, std::string address, deliver_function deliver, timeouts limits);
+  bulk_endpoint(int listen_fd, std::string address, deliver_function deliver, timeouts limits,
+                const transport_security& security);
   void accept_loop();
+  /// Reads and checks the peer's token preamble; an error when it is missing or wrong.
+  status check_token(connection& c);
   void read_loop(connection& c);
   status read_frame(connection& c, bool& clean_end);
   /// Shuts the connection idle longest between frames (at least limits_.evictable); false when
@@ -162,6 +169,8 @@ private:
   std::string address_;
   deliver_function deliver_;
   timeouts limits_;
+  std::optional<token_preamble> preamble_;
+  std::chrono::milliseconds handshake_timeout_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> received_{0};
   /// Tensor bytes being received now (under budget_mutex_), and the most there were.
@@ -189,7 +198,8 @@ public:
   /// failure, closed).
   using completion = std::function<void(const status&)>;
 
-  bulk_sender() = default;
+  /// With a cluster token in `security`, each new connection presents it first.
+  explicit bulk_sender(const transport_security& security = process_transport_security());
   ~bulk_sender();
   bulk_sender(const bulk_sender&) = delete;
   bulk_sender& operator=(const bulk_sender&) = delete;
@@ -225,11 +235,13 @@ private:
 
   void write_loop(destination& d);
   status write_item(destination& d, const item& it);
+  status write_preamble(int fd, const std::string& address) const;
   /// Writes header and value to `fd` from byte `written` on, counting in `written`.
   static status write_frame(int fd, const std::string& address,
                             const std::vector<std::uint8_t>& header, const tensor& value,
                             std::size_t& written);
 
+  std::optional<token_preamble> preamble_;
   std::mutex mutex_;
   bool closed_ = false;
   std::map<std::string, std::unique_ptr<destination>> destinations_;

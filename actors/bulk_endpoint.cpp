@@ -28,7 +28,12 @@ using namespace bulk_detail;
 
 result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& host,
                                                              deliver_function deliver,
-                                                             timeouts limits) {
+                                                             timeouts limits,
+                                                             const transport_security& security) {
+  if (security.tls())
+    return make_error(errc::unimplemented,
+                      "bulk endpoint: the bulk channel has no TLS; under TLS large tensors "
+                      "travel through CAF's TLS connections");
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -61,16 +66,18 @@ result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& 
     auto shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     auto address = shown + ":" + std::to_string(port);
     return std::unique_ptr<bulk_endpoint>{
-      new bulk_endpoint(fd, std::move(address), std::move(deliver), limits)};
+      new bulk_endpoint(fd, std::move(address), std::move(deliver), limits, security)};
   }
   return make_error(errc::unavailable,
                     "bulk endpoint: cannot listen on '" + host + "': " + last_error);
 }
 
 bulk_endpoint::bulk_endpoint(int listen_fd, std::string address, deliver_function deliver,
-                             timeouts limits)
+                             timeouts limits, const transport_security& security)
     : listen_fd_(listen_fd), address_(std::move(address)), deliver_(std::move(deliver)),
-      limits_(limits) {
+      limits_(limits), handshake_timeout_(security.handshake_timeout_ms) {
+  if (security.token())
+    preamble_ = make_token_preamble(security.cluster_token);
   acceptor_ = std::thread{[this] { accept_loop(); }};
 }
 
@@ -191,7 +198,29 @@ bool bulk_endpoint::evict_idle_connection() {
   return true;
 }
 
+status bulk_endpoint::check_token(connection& c) {
+  std::uint8_t presented[token_preamble_bytes];
+  std::size_t got = 0;
+  bool stalled = false;
+  if (!wait_readable(c.fd, handshake_timeout_) ||
+      !read_exact(c.fd, presented, sizeof presented, got, handshake_timeout_, stalled))
+    return make_error(errc::permission_denied,
+                      "no cluster token within " + std::to_string(handshake_timeout_.count()) +
+                        " ms (" + std::to_string(got) + " bytes)");
+  if (!preamble_matches(presented, *preamble_))
+    return make_error(errc::permission_denied, "it did not present the cluster token");
+  return {};
+}
+
 void bulk_endpoint::read_loop(connection& c) {
+  if (preamble_) {
+    if (auto s = check_token(c); !s.ok()) {
+      if (!c.evicted && !stopping_)
+        log("refusing a connection: " + s.message());
+      ::shutdown(c.fd, SHUT_RDWR);
+      return;
+    }
+  }
   for (;;) {
     bool clean_end = false;
     auto s = read_frame(c, clean_end);

@@ -26,6 +26,11 @@ namespace actorflow {
 using namespace bulk_detail;
 
 
+bulk_sender::bulk_sender(const transport_security& security) {
+  if (security.token())
+    preamble_ = make_token_preamble(security.cluster_token);
+}
+
 bulk_sender::~bulk_sender() { close(); }
 
 void bulk_sender::send(const std::string& address, std::int64_t step_id, std::string key,
@@ -139,6 +144,8 @@ status bulk_sender::write_item(destination& d, const item& it) {
       if (!connected)
         return connected.error().with_context("cannot connect to bulk endpoint " + d.address);
       fd = *connected;
+      if (preamble_)
+        AF_RETURN_IF_ERROR(write_preamble(fd, d.address));
     }
     std::size_t written = 0;
     auto s = write_frame(fd, d.address, *header, it.value, written);
@@ -150,6 +157,20 @@ status bulk_sender::write_item(destination& d, const item& it) {
       d.fd = -1;
     }
   }
+}
+
+status bulk_sender::write_preamble(int fd, const std::string& address) const {
+  std::size_t written = 0;
+  while (written < preamble_->size()) {
+    auto n = ::send(fd, preamble_->data() + written, preamble_->size() - written, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return make_error(errc::unavailable, "presenting the cluster token to bulk endpoint " +
+                                             address + ": " + std::strerror(errno));
+    written += static_cast<std::size_t>(n);
+  }
+  return {};
 }
 
 status bulk_sender::write_frame(int fd, const std::string& address,

@@ -1,4 +1,5 @@
 #include "actors/master.hpp"
+#include "actors/transport_guard.hpp"
 
 #include "devices/device_factory.hpp"
 
@@ -182,7 +183,7 @@ void connect_unreached(master_self self) {
         },
         [=, where = where](caf::error& err) {
           done->report(make_error(errc::unavailable, "cannot reach task " + where + ": " +
-                                                       self->system().render(err)));
+                                                       describe_connect_error(self->system(), err)));
         });
   }
 }
@@ -333,7 +334,10 @@ master_actor::behavior_type master(master_self self, master_options options) {
 
   return {
     // Not a normal exit: linked actors (the step coordinator) ignore those and would linger.
-    [self](stop_atom) { self->quit(caf::exit_reason::user_shutdown); },
+    [self](stop_atom) {
+      if (stop_from_own_node(self, "master"))
+        self->quit(caf::exit_reason::user_shutdown);
+    },
     [self](create_atom, session_config& config, graph_def& def) -> caf::result<session_created> {
       auto rp = self->make_response_promise<session_created>();
       if (!def.definition) {

@@ -27,6 +27,8 @@ struct server::impl {
   bool stopped = false;
   /// Set by join(): the task stopped because its workers went away (see ended_abandoned).
   std::atomic<bool> abandoned{false};
+  /// Set by join(): why the served actor ended, when that was not a stop (its actors died).
+  std::string failure;
 
   /// The published actor: the task service, or the bare master.
   caf::actor served() const {
@@ -177,12 +179,21 @@ void server::join() {
   caf::scoped_actor self{*impl_->sys};
   self->monitor(impl_->served());
   self->receive([&](const caf::down_msg& down) {
-    if (ended_abandoned(down.reason))
+    if (ended_abandoned(down.reason)) {
       impl_->abandoned = true;
+    } else if (down.reason && down.reason != caf::exit_reason::user_shutdown) {
+      std::lock_guard<std::mutex> guard{impl_->mutex};
+      impl_->failure = impl_->sys->render(down.reason);
+    }
   });
 }
 
 bool server::abandoned() const { return impl_->abandoned.load(); }
+
+std::string server::failure() const {
+  std::lock_guard<std::mutex> guard{impl_->mutex};
+  return impl_->failure;
+}
 
 void server::stop() {
   {

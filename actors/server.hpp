@@ -95,6 +95,9 @@ public:
   void join();
   /// After join(): whether the task stopped because its workers went away without finishing.
   bool abandoned() const;
+  /// After join(): why the served actor ended when it died rather than stopped (an actor of
+  /// the task was killed or crashed); empty after a stop. A supervisor should restart it.
+  std::string failure() const;
   /// Unpublishes the server and stops its actors; waits (at most 10 s) until they are gone.
   /// Idempotent; any thread.
   void stop();

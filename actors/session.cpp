@@ -1,4 +1,5 @@
 #include "actors/session.hpp"
+#include "actors/transport_guard.hpp"
 
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/task.hpp"
@@ -69,7 +70,7 @@ struct session::impl {
                             " is not an actorflow master or task (another program, or a "
                             "different actorflow version listens there)");
       return make_error(errc::unavailable, "cannot reach the master at " + options.target +
-                                             ": " + system.render(found.error()));
+                                             ": " + describe_connect_error(system, found.error()));
     }
     master.master = *found;
     return {};

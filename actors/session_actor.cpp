@@ -1,4 +1,5 @@
 #include "actors/session_actor.hpp"
+#include "actors/transport_guard.hpp"
 
 #include "actors/protocols/wire.hpp"
 #include "actors/session_master.hpp"
@@ -118,7 +119,7 @@ void connect_target(session_self self) {
         self->state.busy = false;
         fail_permanently(self, make_error(errc::unavailable, "cannot reach the master at " +
                                                                target + ": " +
-                                                               self->system().render(err)));
+                                                               describe_connect_error(self->system(), err)));
       });
 }
 

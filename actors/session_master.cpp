@@ -40,7 +40,7 @@ void session_master::release() {
   if (owned && master)
     caf::anon_send_exit(master, caf::exit_reason::user_shutdown);
   for (auto& task : owned_tasks)
-    caf::anon_send(task, stop_atom::value);
+    protocol::send_stop(task);
   owned_tasks.clear();
 }
 

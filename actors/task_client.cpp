@@ -1,4 +1,5 @@
 #include "actors/task_client.hpp"
+#include "actors/transport_guard.hpp"
 
 #include "actors/bulk_channel.hpp"
 #include "actors/tensor_route.hpp"
@@ -37,7 +38,7 @@ result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_sp
   auto target = sys.middleman().remote_actor<protocol::task_actor>(split->host, split->port);
   if (!target)
     return make_error(errc::unavailable, "cannot reach task " + name + " at " + address + ": " +
-                                           sys.render(target.error()));
+                                           describe_connect_error(sys, target.error()));
   return *target;
 }
 

@@ -1,4 +1,5 @@
 #include "actors/task_service.hpp"
+#include "actors/transport_security.hpp"
 
 #include "actors/bulk_channel.hpp"
 #include "actors/device_actor.hpp"
@@ -222,7 +223,8 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   auto peers = st.own_peers();
   for (auto& [name, actor] : st.devices)
     self->send(actor, peers_atom::value, peers);
-  if (!options.bulk_host.empty()) {
+  // The bulk channel speaks no TLS yet: under TLS large tensors stay on CAF's TLS connections.
+  if (!options.bulk_host.empty() && !process_transport_security().tls()) {
     // Frames for the devices carry rendezvous keys ("/job:..."), frames for the shards
     // "shard;<variable>;<id>".
     auto to_devices = deliver_to_device_actors(peers.devices);
@@ -307,7 +309,10 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
       return make_wire_error(errc::not_found, "task " + self->state.task_name() +
                                                 " holds no variable '" + name + "'");
     },
-    [self](stop_atom) { shut_down(self, caf::exit_reason::normal); },
+    [self](stop_atom) {
+      if (stop_from_own_node(self, "task " + self->state.task_name()))
+        shut_down(self, caf::exit_reason::normal);
+    },
     [self](create_atom a, session_config& config, graph_def& def) {
       return forward_to_master<session_created>(self, a, std::move(config), std::move(def));
     },

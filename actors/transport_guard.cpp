@@ -458,6 +458,17 @@ void use_guarded_transport(caf::actor_system_config& config, const transport_sec
   }
 }
 
+std::string describe_connect_error(caf::actor_system& sys, const caf::error& err) {
+  auto text = sys.render(err);
+  if (err == caf::sec::disconnect_during_handshake) {
+    auto& mine = process_transport_security();
+    text += " (the peer closed the connection before the handshake finished: it may require a "
+            "cluster token or a TLS certificate from its cluster CA";
+    text += mine.token() || mine.tls() ? ", and this process's differ)" : ", and this process has neither: --token-file, --tls-*)";
+  }
+  return text;
+}
+
 transport_guard_counters transport_guard_counts() {
   return {refused_token.load(), refused_size.load(), timed_out.load()};
 }

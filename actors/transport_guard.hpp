@@ -12,11 +12,19 @@
 
 #include <caf/fwd.hpp>
 
+#include <cstdint>
+#include <string>
+
 namespace actorflow {
 
 /// Loads CAF's middleman into `config` with the guarded backend, and CAF's OpenSSL module
 /// (with `security`'s files) when it asks for TLS.
 void use_guarded_transport(caf::actor_system_config& config, const transport_security& security);
+
+/// Why connecting to a peer failed, in words: CAF's error, and for a connection the peer closed
+/// during the handshake, the likely cause (it requires a cluster token or certificate this
+/// process lacks).
+std::string describe_connect_error(caf::actor_system& sys, const caf::error& err);
 
 /// Counts of the guard's refusals in this process since it started, for tests and logs.
 struct transport_guard_counters {

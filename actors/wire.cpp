@@ -150,7 +150,7 @@ status status_from_error(const caf::error& err) {
   if (!err)
     return status{};
   if (err.category() == error_category) {
-    auto code = err.code() <= static_cast<std::uint8_t>(errc::internal)
+    auto code = err.code() <= static_cast<std::uint8_t>(last_errc)
                   ? static_cast<errc>(err.code())
                   : errc::internal;
     std::string message;
@@ -175,7 +175,7 @@ caf::error load(caf::deserializer& source, status& x) {
   std::string message;
   if (auto err = source(code, message))
     return err;
-  if (code > static_cast<std::uint8_t>(errc::internal))
+  if (code > static_cast<std::uint8_t>(last_errc))
     return make_wire_error(errc::data_loss,
                            "status with unknown error code " + std::to_string(code));
   x = status{static_cast<errc>(code), std::move(message)};
@@ -460,7 +460,7 @@ void add_actorflow_message_types(caf::actor_system_config& cfg) {
   cfg.add_error_category(error_category, [](std::uint8_t code, caf::atom_value,
                                             const caf::message& context) {
     std::string result = "actorflow ";
-    result += code <= static_cast<std::uint8_t>(errc::internal)
+    result += code <= static_cast<std::uint8_t>(last_errc)
                 ? to_string(static_cast<errc>(code))
                 : "unknown error " + std::to_string(code);
     if (context.match_elements<std::string>()) {

@@ -3,7 +3,8 @@
 // lazily, so workers may start after it); without, it is a one-task local server (job
 // "localhost") that runs sessions on its own devices, like TensorFlow's create_local_server().
 // Prints "actorflow-master: ... serving on HOST:PORT" once it listens; SIGINT or SIGTERM stop it
-// cleanly (exit 0). Exit codes: 2 for bad flags or an unusable spec, 1 when it cannot listen.
+// cleanly (exit 0). Exit codes: 2 for bad flags or an unusable spec, 1 when it cannot listen, 4
+// when its actors died (killed or crashed) rather than stopped: restart it.
 #include "actors/cluster_spec.hpp"
 #include "actors/server.hpp"
 #include "support/flags.hpp"

@@ -6,7 +6,8 @@
 // on any task; --master is still accepted and changes nothing. A thin wrapper over
 // actors/server.hpp.
 // Exit codes: 2 for bad flags or an unusable spec, 1 for runtime failures (port in use, ...),
-// 3 for a ps whose between-graph workers all went away without finishing (--worker-grace).
+// 3 for a ps whose between-graph workers all went away without finishing (--worker-grace), 4
+// when the task's actors died (killed or crashed) rather than stopped: restart it.
 #include "actors/cluster_spec.hpp"
 #include "actors/server.hpp"
 #include "support/flags.hpp"

@@ -164,8 +164,8 @@ int main() {
     in_process = *rate;
     std::fprintf(stderr, "in-process: version %lld after %d pushes\n",
                  static_cast<long long>(version_of(sys, *shard)), 2 * pushes_per_pusher);
-    caf::anon_send(ps, stop_atom::value);
-    caf::anon_send(master, stop_atom::value);
+    protocol::send_stop(ps);
+    protocol::send_stop(master);
   }
   bench::emit({"shard_updates_per_s_in_process", in_process, "updates/s", std::nullopt,
                std::nullopt, "1 KiB gradient steps on one shard from 2 actors, 64 in flight each"});

@@ -17,6 +17,7 @@ const char* to_string(errc code) {
     case errc::deadline_exceeded: return "deadline_exceeded";
     case errc::resource_exhausted: return "resource_exhausted";
     case errc::internal: return "internal";
+    case errc::permission_denied: return "permission_denied";
   }
   return "unknown";
 }

@@ -40,7 +40,12 @@ enum class errc : std::uint8_t {
   resource_exhausted,
   /// A broken invariant inside actorflow: a bug.
   internal,
+  /// The caller may not do this: no cluster token or certificate, another client's session, a
+  /// stop sent from another node. (Last, so that the codes before keep their wire values.)
+  permission_denied,
 };
+/// The highest code (checks of codes that come off the wire).
+inline constexpr errc last_errc = errc::permission_denied;
 
 /// The printable name of a code, e.g. "invalid_argument".
 const char* to_string(errc code);

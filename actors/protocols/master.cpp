@@ -2,6 +2,12 @@
 
 #include "serialization/graph_io.hpp"
 
+#include <caf/local_actor.hpp>
+#include <caf/node_id.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <iostream>
+
 namespace actorflow::protocol {
 
 session_config make_session_config(bool allow_soft_placement, bool log_device_placement,
@@ -82,6 +88,25 @@ result<master_run_request> make_master_run_request(std::int64_t handle,
     request.feeds.emplace_back(target.tensor_name(), value);
   }
   return request;
+}
+
+void send_stop(const caf::actor& whom) {
+  if (!whom)
+    return;
+  caf::scoped_actor self{whom->home_system()};
+  self->send(whom, stop_atom::value);
+}
+
+bool stop_from_own_node(caf::local_actor* self, const std::string& name) {
+  const auto& sender = self->current_sender();
+  if (sender && sender->node() == self->node())
+    return true;
+  std::cerr << "actorflow: " + name + ": refused a stop " +
+                 (sender ? "from node " + caf::to_string(sender->node()) + ", not this one"
+                         : std::string{"from an anonymous sender (its node is unknown)"}) +
+                 "; stop a task with a signal to its process\n"
+            << std::flush;
+  return false;
 }
 
 } // namespace actorflow::protocol

@@ -96,6 +96,19 @@ using master_actor = caf::typed_actor<
   // Stops the master (and, for a task, the task).
   caf::reacts_to<stop_atom>>;
 
+/// Sends `whom` (a task or master) a stop from this process. Tasks and masters refuse a stop
+/// from another node, and an anonymous one (whose node they cannot tell): use this, not
+/// anon_send.
+void send_stop(const caf::actor& whom);
+template <class Handle>
+void send_stop(const Handle& whom) {
+  send_stop(caf::actor_cast<caf::actor>(whom));
+}
+
+/// For the stop handler of `self` (named `name` in the log): whether the stop came from an
+/// actor of this node. Otherwise says on stderr that it was refused, and from where.
+bool stop_from_own_node(caf::local_actor* self, const std::string& name);
+
 /// A session_config with these settings; `timeout_ms` 0 waits without bound.
 session_config make_session_config(bool allow_soft_placement = false,
                                    bool log_device_placement = false,

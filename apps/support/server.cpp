@@ -47,6 +47,11 @@ int serve_until_signal(const std::string& app, server& served, const sigset_t& s
               << std::endl;
     return 3;
   }
+  if (auto why = served.failure(); !why.empty()) {
+    std::cerr << app << ": " << served.name() << " ended because its actors died (" << why
+              << "); exit code 4, so that a supervisor restarts it" << std::endl;
+    return 4;
+  }
   return 0;
 }
 

@@ -188,11 +188,12 @@ struct counting_endpoint {
   std::atomic<int> delivered{0};
   std::unique_ptr<bulk_endpoint> endpoint;
 
-  explicit counting_endpoint(bulk_endpoint_timeouts limits = {}) {
+  explicit counting_endpoint(bulk_endpoint_timeouts limits = {},
+                             const transport_security& security = {}) {
     auto made = bulk_endpoint::listen("127.0.0.1", [this](std::int64_t, std::string, tensor) {
       ++delivered;
       return status{};
-    }, limits);
+    }, limits, security);
     REQUIRE(made.ok());
     endpoint = std::move(*made);
   }
@@ -582,4 +583,44 @@ TEST_CASE("frames beyond the endpoint's in-flight byte budget wait for the ones 
   CHECK((*endpoint)->peak_bytes_in_flight() == 800);
   ::close(a);
   ::close(b);
+}
+
+TEST_CASE("a bulk endpoint with a cluster token reads frames only from senders that present it",
+          "[actors][bulk][security]") {
+  transport_security with_token;
+  with_token.cluster_token = "bulk secret";
+  with_token.handshake_timeout_ms = 200;
+  counting_endpoint counted{{}, with_token};
+  auto send_with = [&](const transport_security& security, std::int64_t step) {
+    bulk_sender sender{security};
+    std::promise<status> written;
+    sender.send(counted.endpoint->address(), step, "a;b;x:0", tensor::from_vector<float>({1.f}),
+                [&](const status& s) { written.set_value(s); });
+    auto s = written.get_future().get();
+    sender.close();
+    return s;
+  };
+  auto delivered_within = [&](int count, std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (counted.delivered < count && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return counted.delivered >= count;
+  };
+  REQUIRE(send_with(with_token, 1).ok());
+  CHECK(delivered_within(1, std::chrono::seconds(10)));
+
+  transport_security wrong;
+  wrong.cluster_token = "bulk secrets";
+  send_with(wrong, 2);
+  send_with(transport_security{}, 3);
+  CHECK_FALSE(delivered_within(2, std::chrono::milliseconds(500)));
+
+  // A peer that connects and presents nothing is closed after the handshake timeout.
+  int silent = connect_to_loopback(counted.port());
+  pollfd p{silent, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 5000) == 1);
+  char byte;
+  CHECK(::recv(silent, &byte, 1, 0) <= 0);
+  ::close(silent);
+  CHECK(counted.delivered == 1);
 }

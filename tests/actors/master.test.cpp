@@ -43,7 +43,7 @@ struct published_task {
   ~published_task() {
     auto& sys = default_actor_system();
     static_cast<void>(sys.middleman().unpublish(service, port));
-    caf::anon_send(service, protocol::stop_atom::value);
+    protocol::send_stop(service);
   }
   std::string target() const { return "caf://127.0.0.1:" + std::to_string(port); }
 
@@ -194,8 +194,8 @@ TEST_CASE("nodes naming neither job nor task go to the master's own task, not th
   self->receive([&](std::int64_t n) { open = n; }, caf::after(std::chrono::seconds(0)) >> [] {});
   CHECK(open == 0);
   for (auto& task : {ps, worker})
-    caf::anon_send(task, protocol::stop_atom::value);
-  caf::anon_send(master, protocol::stop_atom::value);
+    protocol::send_stop(task);
+  protocol::send_stop(master);
   sys.run_all();
 }
 

@@ -77,7 +77,7 @@ TEST_CASE("a server whose task is told to stop ends, and join returns") {
   auto local = server::create_local_server(options);
   REQUIRE(local.ok());
   auto joined = std::async(std::launch::async, [&] { (*local)->join(); });
-  caf::anon_send((*local)->task(), protocol::stop_atom::value);
+  protocol::send_stop((*local)->task());
   CHECK(joined.wait_for(10s) == std::future_status::ready);
 }
 

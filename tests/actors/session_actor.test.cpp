@@ -186,7 +186,7 @@ TEST_CASE("a session actor whose master goes down fails the next run at once, na
   REQUIRE_FALSE(failed.outcome.ok());
   CHECK(failed.outcome.code() == errc::unavailable);
   CHECK(failed.outcome.message().find("the master went down") != std::string::npos);
-  caf::anon_send(task, protocol::stop_atom::value);
+  protocol::send_stop(task);
   caf::anon_send_exit(*session, caf::exit_reason::user_shutdown);
   sys.run_all();
 }

@@ -86,7 +86,7 @@ TEST_CASE("a master of a cluster in a system without the middleman answers with 
   REQUIRE(created.has_value());
   REQUIRE_FALSE(created->outcome.ok());
   CHECK(contains(created->outcome.message(), "no middleman"));
-  caf::anon_send(master, protocol::stop_atom::value);
+  protocol::send_stop(master);
   sys.run_all();
 }
 
@@ -145,7 +145,7 @@ TEST_CASE("a blocking session notices its master going down instead of waiting f
   auto failed = s.run({c});
   REQUIRE_FALSE(failed.ok());
   CHECK(contains(failed.error().message(), "the master went down"));
-  caf::anon_send(task, protocol::stop_atom::value);
+  protocol::send_stop(task);
 }
 
 namespace {

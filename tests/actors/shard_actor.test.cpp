@@ -84,8 +84,8 @@ TEST_CASE("a task's manifest lists a shard per variable, which reads and updates
   client->receive([&](std::int64_t) {}, [&](caf::error& e) { wrong = sys.system().render(e); },
                   caf::after(0s) >> [] {});
   CHECK(wrong.find("variable 'w'") != std::string::npos);
-  caf::anon_send(ps, stop_atom::value);
-  caf::anon_send(master, stop_atom::value);
+  protocol::send_stop(ps);
+  protocol::send_stop(master);
   sys.run_all();
 }
 

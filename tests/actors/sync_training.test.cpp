@@ -182,9 +182,9 @@ TEST_CASE("sync rounds on 2 ps give the variables of one process training on the
 
   sessions.clear();
   for (auto& t : worker_tasks)
-    caf::anon_send(t, stop_atom::value);
+    protocol::send_stop(t);
   for (auto& m : masters)
-    caf::anon_send(m, stop_atom::value);
-  caf::anon_send(ps, stop_atom::value);
-  caf::anon_send(ps1, stop_atom::value);
+    protocol::send_stop(m);
+  protocol::send_stop(ps);
+  protocol::send_stop(ps1);
 }

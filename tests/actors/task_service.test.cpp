@@ -62,7 +62,7 @@ TEST_CASE("a task service lists its devices by full name with their actors", "[a
   auto again = ask_devices(sys, task);
   CHECK(again.devices == list.devices);
 
-  caf::anon_send(task, stop_atom::value);
+  protocol::send_stop(task);
   sys.run_all();
 }
 
@@ -76,7 +76,7 @@ TEST_CASE("a task service has one CPU device when asked for none", "[actors][tas
   auto list = ask_devices(sys, task);
   REQUIRE(list.devices.size() == 1);
   CHECK(list.devices[0].first == "/job:ps/replica:0/task:0/device:CPU:0");
-  caf::anon_send(task, stop_atom::value);
+  protocol::send_stop(task);
   sys.run_all();
 }
 

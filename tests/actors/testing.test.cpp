@@ -49,8 +49,8 @@ std::pair<float, std::vector<std::string>> one_step_on_two_tasks() {
     trace = sys.trace();
   }
   for (auto& task : {ps, worker})
-    caf::anon_send(task, protocol::stop_atom::value);
-  caf::anon_send(master, protocol::stop_atom::value);
+    protocol::send_stop(task);
+  protocol::send_stop(master);
   sys.run_all();
   return {value, trace};
 }

@@ -43,7 +43,7 @@ struct worker_program {
   // Stops the master even when a REQUIRE fails: the actor system waits for it otherwise.
   ~worker_program() {
     s.reset();
-    caf::anon_send(master, protocol::stop_atom::value);
+    protocol::send_stop(master);
   }
 };
 
@@ -54,7 +54,7 @@ struct ps_task {
   explicit ps_task(testing::deterministic_system& s)
     : sys(s), actor(spawn_task_service(s.system(), "ps", 0, s.task_options("ps"))) {}
   ~ps_task() {
-    caf::anon_send(actor, protocol::stop_atom::value);
+    protocol::send_stop(actor);
     sys.run_all();
   }
 };
