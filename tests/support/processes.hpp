@@ -55,8 +55,9 @@ inline std::uint16_t free_loopback_port() {
 /// destructor sends SIGTERM, waits up to 5 s, then SIGKILLs it, so nothing outlives its owner.
 class child_process {
 public:
+  /// `environment`: "NAME=value" entries added to (or replacing those of) this process's.
   child_process(const std::string& binary, const std::vector<std::string>& args,
-                bool capture_stderr = true) {
+                bool capture_stderr = true, const std::vector<std::string>& environment = {}) {
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (::pipe2(out, O_CLOEXEC) != 0 || (capture_stderr && ::pipe2(err, O_CLOEXEC) != 0))
       return;
@@ -71,7 +72,21 @@ public:
     for (auto& a : all)
       argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    if (::posix_spawn(&pid_, all[0].c_str(), &actions, nullptr, argv.data(), environ) != 0)
+    std::vector<std::string> merged = environment;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry{*e};
+      auto name = entry.substr(0, entry.find('=') + 1);
+      bool replaced = false;
+      for (auto& given : environment)
+        replaced = replaced || given.rfind(name, 0) == 0;
+      if (!replaced)
+        merged.push_back(std::move(entry));
+    }
+    std::vector<char*> envp;
+    for (auto& e : merged)
+      envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    if (::posix_spawn(&pid_, all[0].c_str(), &actions, nullptr, argv.data(), envp.data()) != 0)
       pid_ = -1;
     posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);
@@ -101,6 +116,17 @@ public:
   child_process& operator=(const child_process&) = delete;
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+
+  /// The child's resident memory (VmRSS) in bytes; 0 when it cannot be read.
+  std::size_t resident_bytes() const {
+    std::ifstream status{"/proc/" + std::to_string(pid_) + "/status"};
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("VmRSS:", 0) == 0)
+        return std::stoull(line.substr(6)) * 1024;
+    return 0;
+  }
 
   /// Reads stdout until a line containing `text` arrives, for at most `limit`; the line, or
   /// nothing when the child closed stdout or time ran out.

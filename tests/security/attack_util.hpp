@@ -1,0 +1,65 @@
+#pragma once
+/// What the attack tests send: raw loopback connections, BASP headers, and waits for the
+/// peer to hang up.
+
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace actorflow::testing {
+
+inline int connect_raw(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  return fd;
+}
+
+/// Reads (and drops) what the peer sends until it closes the connection; false when it is
+/// still open after `limit`. `received` counts the bytes.
+inline bool closed_within(int fd, std::chrono::milliseconds limit, std::size_t* received = nullptr) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+      continue;
+    char buffer[4096];
+    auto n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0)
+      return true;
+    if (received != nullptr)
+      *received += static_cast<std::size_t>(n);
+  }
+}
+
+/// A BASP header (CAF 0.17: 32 bytes, integers in network order) announcing `payload_len`.
+inline std::vector<std::uint8_t> basp_header(std::uint8_t operation, std::uint32_t payload_len) {
+  std::vector<std::uint8_t> bytes(32, 0);
+  bytes[0] = operation;
+  auto big_endian = htonl(payload_len);
+  std::memcpy(bytes.data() + 4, &big_endian, 4);
+  return bytes;
+}
+
+inline void send_all(int fd, const std::vector<std::uint8_t>& bytes) {
+  REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(bytes.size()));
+}
+
+} // namespace actorflow::testing

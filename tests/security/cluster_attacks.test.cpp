@@ -1,0 +1,254 @@
+// Attacks on a real cluster: actorflow-worker and actorflow-master processes on loopback, this
+// process as the attacker (raw sockets, or a CAF node of its own) and as the user whose training
+// must be unaffected. Each case asserts the defence.
+#include "actors/protocols/task.hpp"
+#include "actors/protocols/wire.hpp"
+#include "actors/transport_guard.hpp"
+#include "security/attack_util.hpp"
+#include "support/processes.hpp"
+#include "support/temp_dir.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+using namespace actorflow;
+using namespace actorflow::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::uint16_t port_of(const std::string& address) {
+  return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+/// Everything `p` prints until it exits (bounded by `limit`).
+std::string read_all_lines(child_process& p, std::chrono::milliseconds limit) {
+  std::string all;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto line = p.wait_for_line("", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      deadline - std::chrono::steady_clock::now()));
+    if (!line)
+      break;
+    all += *line + "\n";
+  }
+  return all;
+}
+
+/// Runs the classic example (in_graph_linreg, 300 steps) against `target`; its output and exit
+/// code.
+std::pair<std::string, int> run_classic_example(const std::string& target, const std::string& spec,
+                                                const std::vector<std::string>& environment = {}) {
+  child_process client{ACTORFLOW_EXAMPLE_BINARY,
+                       {"--target", target, "--cluster", spec, "--steps", "300"}, true,
+                       environment};
+  auto output = read_all_lines(client, 60000ms);
+  auto code = client.wait_exit(10000ms);
+  return {output + client.stderr_text(), code};
+}
+
+/// The four-task cluster of SPEC's classic example, task gongzuo/0 also serving clients.
+std::unique_ptr<cluster_processes> classic_cluster(
+  const cluster_processes::task_args& extra = {}) {
+  return std::make_unique<cluster_processes>(ACTORFLOW_WORKER_BINARY,
+                                             std::vector<std::pair<std::string, int>>{{"canshu", 2}, {"gongzuo", 2}},
+                                             1, extra);
+}
+
+/// A CAF node of this process, with the guard but none of the cluster's secrets.
+struct attacker_node {
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+  attacker_node() {
+    use_guarded_transport(config, transport_security{});
+    add_actorflow_message_types(config);
+    system = std::make_unique<caf::actor_system>(config);
+  }
+};
+
+} // namespace
+
+TEST_CASE("BASP headers announcing 4 GiB leave a worker's and a master's memory alone, and training goes on", "[security]") {
+  auto cluster = classic_cluster();
+  REQUIRE(cluster->ready());
+  auto master_port = free_loopback_port();
+  child_process master{ACTORFLOW_MASTER_BINARY,
+                       {"--port", std::to_string(master_port), "--cluster", cluster->spec_json()}};
+  REQUIRE(master.wait_for_line("serving on", 20000ms).has_value());
+  auto& worker = cluster->task(2);
+  auto worker_port = port_of(cluster->address(2));
+  auto worker_before = worker.resident_bytes();
+  auto master_before = master.resident_bytes();
+  REQUIRE(worker_before > 0);
+  REQUIRE(master_before > 0);
+  // Four connections each: CAF alone would allocate and zero 16 GiB in each process.
+  std::vector<int> connections;
+  for (auto port : {worker_port, master_port})
+    for (int i = 0; i < 4; ++i) {
+      int fd = connect_raw(port);
+      send_all(fd, basp_header(/*client_handshake*/ 1, 0xFFFFFFFFu));
+      connections.push_back(fd);
+    }
+  for (int fd : connections) {
+    CHECK(closed_within(fd, 10s));
+    ::close(fd);
+  }
+  CHECK(worker.resident_bytes() < worker_before + (std::size_t{64} << 20));
+  CHECK(master.resident_bytes() < master_before + (std::size_t{64} << 20));
+
+  for (auto target : {"caf://" + cluster->address(2), "caf://127.0.0.1:" + std::to_string(master_port)}) {
+    INFO("target " << target);
+    auto [output, code] = run_classic_example(target, cluster->spec_json());
+    INFO(output);
+    CHECK(code == 0);
+    CHECK(output.find("299 ") != std::string::npos);
+  }
+  master.signal(SIGTERM);
+  CHECK(master.wait_exit(10000ms) == 0);
+  CHECK(cluster->stop());
+}
+
+TEST_CASE("a cluster with a token refuses clients without it and trains with it", "[security]") {
+  actorflow::test::temp_dir dir;
+  auto token_file = dir.path() + "/token";
+  std::ofstream{token_file} << "a token only this cluster knows\n";
+  auto cluster = classic_cluster([&](const std::string&, int) {
+    return std::vector<std::string>{"--token-file", token_file};
+  });
+  REQUIRE(cluster->ready());
+  auto target = "caf://" + cluster->address(2);
+
+  auto [refused, refused_code] = run_classic_example(target, cluster->spec_json());
+  INFO(refused);
+  CHECK(refused_code != 0);
+  CHECK(refused.find("cluster token") != std::string::npos);
+
+  auto [output, code] = run_classic_example(target, cluster->spec_json(),
+                                            {"ACTORFLOW_CLUSTER_TOKEN_FILE=" + token_file});
+  INFO(output);
+  CHECK(code == 0);
+  CHECK(output.find("299 ") != std::string::npos);
+  CHECK(cluster->stop());
+}
+
+TEST_CASE("a stop from another node is refused, and a task whose device actor is killed exits 4", "[security]") {
+  auto port = free_loopback_port();
+  child_process worker{ACTORFLOW_WORKER_BINARY,
+                       {"--cluster", "worker=127.0.0.1:" + std::to_string(port), "--job", "worker",
+                        "--threads", "1"}};
+  REQUIRE(worker.wait_for_line("serving on", 20000ms).has_value());
+  attacker_node attacker;
+  auto task = attacker.system->middleman().remote_actor<protocol::task_actor>("127.0.0.1", port);
+  REQUIRE(task);
+  caf::scoped_actor self{*attacker.system};
+
+  // Both kinds of stop a remote peer can send: anonymous, and from an actor of its node.
+  caf::anon_send(*task, protocol::stop_atom::value);
+  self->send(*task, protocol::stop_atom::value);
+  std::this_thread::sleep_for(500ms);
+  CHECK(worker.wait_exit(10ms) == -1); // still running
+  protocol::device_list devices;
+  self->request(*task, 10s, protocol::devices_atom::value)
+    .receive([&](protocol::device_list& list) { devices = std::move(list); },
+             [&](caf::error& e) { FAIL(attacker.system->render(e)); });
+  REQUIRE_FALSE(devices.devices.empty());
+
+  // A kill cannot be refused inside CAF 0.17; the task then exits non-zero for its supervisor.
+  caf::anon_send_exit(devices.devices.front().second, caf::exit_reason::kill);
+  CHECK(worker.wait_exit(10000ms) == 4);
+  auto log = worker.stderr_text();
+  INFO(log);
+  CHECK(log.find("refused a stop from an anonymous sender") != std::string::npos);
+  CHECK(log.find("refused a stop from node") != std::string::npos);
+  CHECK(log.find("exit code 4") != std::string::npos);
+}
+
+namespace {
+
+/// A cluster CA with certificates for `names` in `dir` (deploy/tls/make-cluster-certs.sh).
+void make_certificates(const std::string& dir, const std::vector<std::string>& names) {
+  std::vector<std::string> args{dir};
+  args.insert(args.end(), names.begin(), names.end());
+  child_process script{ACTORFLOW_CERT_SCRIPT, args};
+  REQUIRE(script.wait_exit(60000ms) == 0);
+}
+
+std::vector<std::string> tls_flags(const std::string& dir, const std::string& name) {
+  return {"--tls-cert", dir + "/" + name + ".pem", "--tls-key", dir + "/" + name + ".key",
+          "--tls-ca", dir + "/ca.pem"};
+}
+
+std::vector<std::string> tls_environment(const std::string& dir, const std::string& name,
+                                         const std::string& ca_dir) {
+  return {"ACTORFLOW_TLS_CERT=" + dir + "/" + name + ".pem",
+          "ACTORFLOW_TLS_KEY=" + dir + "/" + name + ".key", "ACTORFLOW_TLS_CA=" + ca_dir + "/ca.pem"};
+}
+
+} // namespace
+
+TEST_CASE("with mutual TLS the classic example and the MLP train on processes, and a certificate of another CA is refused", "[security][tls]") {
+  actorflow::test::temp_dir dir;
+  auto certs = dir.path() + "/cluster";
+  auto other = dir.path() + "/other";
+  make_certificates(certs, {"canshu0", "canshu1", "gongzuo0", "gongzuo1", "ps0", "worker0",
+                            "worker1", "client"});
+  make_certificates(other, {"intruder"});
+
+  SECTION("the classic example") {
+    auto cluster = classic_cluster([&](const std::string& job, int task) {
+      return tls_flags(certs, job + std::to_string(task));
+    });
+    REQUIRE(cluster->ready());
+    auto target = "caf://" + cluster->address(2);
+    auto [output, code] = run_classic_example(target, cluster->spec_json(),
+                                              tls_environment(certs, "client", certs));
+    INFO(output);
+    CHECK(code == 0);
+    CHECK(output.find("299 ") != std::string::npos);
+
+    auto [refused, refused_code] = run_classic_example(target, cluster->spec_json(),
+                                                       tls_environment(other, "intruder", certs));
+    INFO(refused);
+    CHECK(refused_code != 0);
+    CHECK(refused.find("TLS certificate") != std::string::npos);
+
+    auto [plain, plain_code] = run_classic_example(target, cluster->spec_json());
+    CHECK(plain_code != 0);
+    CHECK(cluster->stop());
+  }
+  SECTION("the data-parallel MLP") {
+    auto cluster = std::make_unique<cluster_processes>(
+      ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}},
+      1, [&](const std::string& job, int task) {
+        auto flags = tls_flags(certs, job + std::to_string(task));
+        if (job == "worker" && task == 0)
+          flags.push_back("--master");
+        return flags;
+      });
+    REQUIRE(cluster->ready());
+    actorflow::test::temp_dir out;
+    auto args = std::vector<std::string>{"--target", "caf://" + cluster->address(1), "--cluster",
+                                         cluster->spec_json(), "--epochs", "1", "--threads", "1",
+                                         "--output-dir", out.path()};
+    for (auto& flag : tls_flags(certs, "client"))
+      args.push_back(flag);
+    child_process train{ACTORFLOW_TRAIN_BINARY, args};
+    auto output = read_all_lines(train, 240000ms);
+    auto code = train.wait_exit(10000ms);
+    INFO(output << train.stderr_text());
+    REQUIRE(code == 0);
+    auto at = output.rfind("test accuracy: ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stod(output.substr(at + 15)) > 0.75);
+    CHECK(cluster->stop());
+  }
+}
