@@ -9,7 +9,7 @@ BUILD_PACKAGES := cmake ninja-build g++ pkg-config ccache libcaf-dev libcapnp-de
 DATA_PACKAGES := dataset-fashion-mnist
 BENCH_PACKAGES := python3-torch
 
-.PHONY: all deps deps-bench build test demo bench install clean gpu-bundle gpu-check
+.PHONY: all deps deps-bench build test demo bench install clean gpu-bundle gpu-check cluster-certs
 
 all: build
 
@@ -53,6 +53,14 @@ install: deps $(BUILD_DIR)/build.ninja
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# A cluster CA and a certificate per member for mutual TLS (README, "Securing a cluster"):
+#   make cluster-certs CERT_DIR=certs CERT_NAMES="ps0 worker0 worker1 client"
+CERT_DIR ?= certs
+CERT_NAMES ?= ps0 worker0 worker1 client
+cluster-certs:
+	$(call install_missing,openssl)
+	deploy/tls/make-cluster-certs.sh $(CERT_DIR) $(CERT_NAMES)
 
 # The GPU check, in two halves (README, "GPUs"): `make gpu-bundle` here builds the CUDA code
 # and packs the GPU programs with the libraries a GPU machine lacks into gpu-bundle/; `make

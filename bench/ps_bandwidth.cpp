@@ -13,17 +13,23 @@
 // ms per step), and a transfer-only estimate: 64 MiB / (step - compute-only step).
 // The 64 MiB cross on the bulk channel (actors/bulk_channel.hpp); to measure CAF's path instead,
 // run with ACTORFLOW_BULK_MIN_BYTES=1000000000000 (the worker processes inherit it).
+// Then the same again with mutual TLS (a child run of this program with --tls: certificates
+// from deploy/tls/make-cluster-certs.sh, the _tls figures), where the tensors take CAF's TLS
+// connections, since the bulk channel speaks no TLS; each run measures raw TCP itself.
 #include "support/processes.hpp"
 #include "bench_util.hpp"
 
 #include "actors/bulk_channel.hpp"
 #include "actors/cluster_spec.hpp"
 #include "actors/session.hpp"
+#include "actors/transport_security.hpp"
 #include "graph/ops.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <netinet/in.h>
@@ -124,15 +130,70 @@ result<double> seconds_per_step(session& s, const std::vector<output>& fetches,
   return bench::median(times);
 }
 
+/// The --tls run, as a child of the plain one: its figures go to this run's stdout.
+int run_tls_child(const char* self) {
+  actorflow::testing::child_process child{self, {"--tls"}, false};
+  for (;;) {
+    auto line = child.wait_for_line("", std::chrono::minutes(10));
+    if (!line)
+      break;
+    std::printf("%s\n", line->c_str());
+    std::fflush(stdout);
+  }
+  return child.wait_exit(std::chrono::seconds(30));
+}
+
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  bool tls = argc > 1 && std::string{argv[1]} == "--tls";
+  const char* suffix = tls ? "_tls" : "";
+  actorflow::testing::cluster_processes::task_args tls_flags;
+  struct removed_at_exit {
+    std::string path;
+    ~removed_at_exit() {
+      if (!path.empty())
+        std::filesystem::remove_all(path);
+    }
+  } certificates;
+  if (tls) {
+    char made[] = "/tmp/actorflow-bench-certs-XXXXXX";
+    if (::mkdtemp(made) == nullptr) {
+      std::fprintf(stderr, "error: cannot make a directory for certificates\n");
+      return 1;
+    }
+    certificates.path = made;
+    auto dir = certificates.path;
+    actorflow::testing::child_process script{ACTORFLOW_BENCH_SOURCE_DIR "/../deploy/tls/make-cluster-certs.sh",
+                                             {dir, "ps0", "worker0", "client"}};
+    if (script.wait_exit(std::chrono::seconds(60)) != 0) {
+      std::fprintf(stderr, "error: cannot make certificates\n");
+      return 1;
+    }
+    transport_security security;
+    security.tls_certificate = dir + "/client.pem";
+    security.tls_key = dir + "/client.key";
+    security.tls_ca = dir + "/ca.pem";
+    if (auto st = set_process_transport_security(security); !st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.to_string().c_str());
+      return 1;
+    }
+    tls_flags = [dir](const std::string& job, int task) {
+      auto name = dir + "/" + job + std::to_string(task);
+      return std::vector<std::string>{"--tls-cert", name + ".pem", "--tls-key", name + ".key",
+                                      "--tls-ca", dir + "/ca.pem"};
+    };
+  }
   double raw = raw_tcp_mbps();
   std::fprintf(stderr, "raw loopback TCP: %.0f MB/s\n", raw);
-  std::fprintf(stderr, "tensors of at least %zu bytes cross on the bulk channel\n",
-               bulk_min_bytes());
+  if (tls)
+    std::fprintf(stderr, "mutual TLS: tensors cross on CAF's TLS connections\n");
+  else
+    std::fprintf(stderr, "tensors of at least %zu bytes cross on the bulk channel\n",
+                 bulk_min_bytes());
 
-  actorflow::testing::cluster_processes cluster{ACTORFLOW_WORKER_BINARY, {{"ps", 1}, {"worker", 1}}};
+  actorflow::testing::cluster_processes cluster{ACTORFLOW_WORKER_BINARY, {{"ps", 1}, {"worker", 1}},
+                                                1, tls_flags};
   if (!cluster.ready())
     return 1;
   auto spec = cluster_spec::parse(cluster.spec_json());
@@ -201,19 +262,20 @@ int main() {
       std::fprintf(stderr, "warning: the variable sums to %g, expected %g\n", got, expected);
   }
 
-  auto emit = [&](const char* name, double seconds, const char* what) {
-    bench::figure f{name, mb_per_s(seconds), "MB/s"};
+  auto emit = [&](const std::string& base, double seconds, const char* what) {
+    bench::figure f{base + suffix, mb_per_s(seconds), "MB/s"};
     if (raw > 0) {
       f.baseline = raw;
       f.ratio = f.value / raw;
     }
-    f.note = std::string("64 MiB float32 variable, ") + what + " over loopback; baseline: raw TCP";
+    f.note = std::string("64 MiB float32 variable, ") + what + " over loopback" +
+             (tls ? " with mutual TLS" : "") + "; baseline: raw TCP";
     bench::emit(f);
   };
   emit("ps_pull_MBps", *pull, "ps -> worker");
   emit("ps_push_MBps", *push, "worker -> ps");
-  auto emit_compute = [&](const char* name, double seconds, const char* what) {
-    bench::emit({name, 1e3 * seconds, "ms", std::nullopt, std::nullopt,
+  auto emit_compute = [&](const std::string& base, double seconds, const char* what) {
+    bench::emit({base + suffix, 1e3 * seconds, "ms", std::nullopt, std::nullopt,
                  std::string("the ") + what + " step's compute alone, all on the ps (no transfer)"});
   };
   emit_compute("ps_pull_compute_only_ms", *pull_compute, "pull");
@@ -224,5 +286,5 @@ int main() {
        "ps -> worker, step time minus compute-only time");
   emit("ps_push_transfer_estimate_MBps", std::max(1e-9, *push - *push_compute),
        "worker -> ps, step time minus compute-only time");
-  return 0;
+  return tls ? 0 : run_tls_child(argv[0]);
 }
