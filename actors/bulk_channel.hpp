@@ -39,6 +39,9 @@
 #include <thread>
 #include <vector>
 
+struct ssl_st;
+struct ssl_ctx_st;
+
 namespace actorflow {
 
 /// Device actors send a tensor of at least this many bytes to a device actor in another process
@@ -57,6 +60,9 @@ inline constexpr std::size_t default_bulk_min_bytes = std::size_t{64} << 10;
 inline constexpr std::uint32_t bulk_frame_magic = 0x4b424641; // "AFBK" in little-endian order
 inline constexpr std::uint16_t bulk_frame_version = 1;
 inline constexpr std::size_t bulk_fixed_header_bytes = 32;
+/// The byte an endpoint sends on a new connection once it has let the sender in (after TLS and
+/// the cluster token, when required); a sender waits for it before its first frame.
+inline constexpr std::uint8_t bulk_welcome = 0x57;
 /// The longest rendezvous key a frame may carry.
 inline constexpr std::size_t max_bulk_key_bytes = 4096;
 
@@ -151,6 +157,8 @@ private:
     std::atomic<std::int64_t> idle_since{0};
     /// Set when the acceptor closed it to make room.
     std::atomic<bool> evicted{false};
+    /// TLS on it, under TLS.
+    std::shared_ptr<ssl_st> tls;
   };
 
   bulk_endpoint(int listen_fd, std::string address, deliver_function deliver, timeouts limits,
@@ -170,6 +178,7 @@ private:
   deliver_function deliver_;
   timeouts limits_;
   std::optional<token_preamble> preamble_;
+  std::shared_ptr<ssl_ctx_st> tls_context_;
   std::chrono::milliseconds handshake_timeout_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> received_{0};
@@ -230,18 +239,29 @@ private:
     bool closing = false;
     /// The connection, or -1; shut down (not closed) by close() to wake a blocked writer.
     int fd = -1;
+    /// TLS on it, under TLS.
+    std::shared_ptr<ssl_st> tls;
     std::thread writer;
   };
 
   void write_loop(destination& d);
   status write_item(destination& d, const item& it);
-  status write_preamble(int fd, const std::string& address) const;
-  /// Writes header and value to `fd` from byte `written` on, counting in `written`.
-  static status write_frame(int fd, const std::string& address,
+  status write_preamble(int fd, ssl_st* tls, const std::string& address) const;
+  /// Waits (bounded by the handshake timeout) for the endpoint's welcome on a new connection.
+  status await_welcome(int fd, ssl_st* tls, const std::string& address) const;
+  /// Closes d's connection (only if it is still `fd`; -1: whichever).
+  static void drop_connection(destination& d, int fd);
+  /// Writes header and value to `fd` (through `tls` when given) from byte `written` on,
+  /// counting in `written`.
+  static status write_frame(int fd, ssl_st* tls, const std::string& address,
                             const std::vector<std::uint8_t>& header, const tensor& value,
                             std::size_t& written);
 
   std::optional<token_preamble> preamble_;
+  std::shared_ptr<ssl_ctx_st> tls_context_;
+  /// Why TLS could not be set up (a bad certificate file): every send fails with it.
+  status tls_error_;
+  int handshake_timeout_ms_ = 10000;
   std::mutex mutex_;
   bool closed_ = false;
   std::map<std::string, std::unique_ptr<destination>> destinations_;

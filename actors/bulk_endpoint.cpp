@@ -30,10 +30,9 @@ result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& 
                                                              deliver_function deliver,
                                                              timeouts limits,
                                                              const transport_security& security) {
-  if (security.tls())
-    return make_error(errc::unimplemented,
-                      "bulk endpoint: the bulk channel has no TLS; under TLS large tensors "
-                      "travel through CAF's TLS connections");
+  auto tls_context = make_tls_context(security, true);
+  if (!tls_context)
+    return tls_context.error();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -65,8 +64,10 @@ result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& 
                   : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     auto shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     auto address = shown + ":" + std::to_string(port);
-    return std::unique_ptr<bulk_endpoint>{
+    std::unique_ptr<bulk_endpoint> endpoint{
       new bulk_endpoint(fd, std::move(address), std::move(deliver), limits, security)};
+    endpoint->tls_context_ = std::move(*tls_context);
+    return endpoint;
   }
   return make_error(errc::unavailable,
                     "bulk endpoint: cannot listen on '" + host + "': " + last_error);
@@ -202,8 +203,8 @@ status bulk_endpoint::check_token(connection& c) {
   std::uint8_t presented[token_preamble_bytes];
   std::size_t got = 0;
   bool stalled = false;
-  if (!wait_readable(c.fd, handshake_timeout_) ||
-      !read_exact(c.fd, presented, sizeof presented, got, handshake_timeout_, stalled))
+  if (!wait_readable(c.fd, handshake_timeout_, c.tls.get()) ||
+      !read_exact(c.fd, presented, sizeof presented, got, handshake_timeout_, stalled, c.tls.get()))
     return make_error(errc::permission_denied,
                       "no cluster token within " + std::to_string(handshake_timeout_.count()) +
                         " ms (" + std::to_string(got) + " bytes)");
@@ -213,6 +214,16 @@ status bulk_endpoint::check_token(connection& c) {
 }
 
 void bulk_endpoint::read_loop(connection& c) {
+  if (tls_context_) {
+    auto started = start_tls(tls_context_.get(), c.fd, true, handshake_timeout_, limits_.stall);
+    if (!started) {
+      if (!c.evicted && !stopping_)
+        log("refusing a connection: " + started.error().message());
+      ::shutdown(c.fd, SHUT_RDWR);
+      return;
+    }
+    c.tls = std::move(*started);
+  }
   if (preamble_) {
     if (auto s = check_token(c); !s.ok()) {
       if (!c.evicted && !stopping_)
@@ -220,6 +231,18 @@ void bulk_endpoint::read_loop(connection& c) {
       ::shutdown(c.fd, SHUT_RDWR);
       return;
     }
+  }
+  // Tells the sender it was let in: without this, a sender refused after its TLS 1.3
+  // handshake (the certificate is checked after the client finishes) or for its token would
+  // see its writes succeed and its tensors vanish.
+  std::size_t written = 0;
+  auto welcomed = c.tls ? write_all_tls(c.tls.get(), &bulk_welcome, 1, written, "its sender")
+                        : (::send(c.fd, &bulk_welcome, 1, MSG_NOSIGNAL) == 1
+                             ? status{}
+                             : make_error(errc::unavailable, system_error("send")));
+  if (!welcomed.ok()) {
+    ::shutdown(c.fd, SHUT_RDWR);
+    return;
   }
   for (;;) {
     bool clean_end = false;
@@ -242,7 +265,8 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
   auto fd = c.fd;
   c.idle_since = std::chrono::steady_clock::now().time_since_epoch().count();
   c.between_frames = true;
-  if (!wait_readable(fd, limits_.idle))
+  auto* tls = c.tls.get();
+  if (!wait_readable(fd, limits_.idle, tls))
     return make_error(errc::deadline_exceeded,
                       "idle for " + std::to_string(limits_.idle.count()) + " ms between frames");
   c.between_frames = false;
@@ -254,7 +278,7 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
   std::uint8_t fixed[bulk_fixed_header_bytes];
   std::size_t got = 0;
   bool stalled = false;
-  if (!read_exact(fd, fixed, sizeof fixed, got, limits_.stall, stalled)) {
+  if (!read_exact(fd, fixed, sizeof fixed, got, limits_.stall, stalled, tls)) {
     if (stalled)
       return stalled_after(got, "inside a frame header");
     clean_end = got == 0;
@@ -268,7 +292,7 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
   std::vector<std::uint8_t> header(*size);
   std::memcpy(header.data(), fixed, sizeof fixed);
   if (!read_exact(fd, header.data() + sizeof fixed, header.size() - sizeof fixed, got,
-                  limits_.stall, stalled))
+                  limits_.stall, stalled, tls))
     return stalled ? stalled_after(sizeof fixed + got, "inside a frame header")
                    : make_error(errc::data_loss, "connection ended inside a frame header");
   auto h = decode_bulk_frame_header(header.data(), header.size());
@@ -289,7 +313,7 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
                       "out of memory allocating a tensor of " + std::to_string(h->byte_count) + " bytes");
   }
   if (h->byte_count > 0 && !read_exact(fd, value.raw_data(), static_cast<std::size_t>(h->byte_count),
-                                        got, limits_.stall, stalled))
+                                        got, limits_.stall, stalled, tls))
     return stalled ? stalled_after(got, "inside tensor '" + h->key + "'")
                    : make_error(errc::data_loss, "connection ended after " + std::to_string(got) +
                                                    " of " + std::to_string(h->byte_count) +

@@ -26,9 +26,15 @@ namespace actorflow {
 using namespace bulk_detail;
 
 
-bulk_sender::bulk_sender(const transport_security& security) {
+bulk_sender::bulk_sender(const transport_security& security)
+    : handshake_timeout_ms_(security.handshake_timeout_ms) {
   if (security.token())
     preamble_ = make_token_preamble(security.cluster_token);
+  auto context = make_tls_context(security, false);
+  if (context)
+    tls_context_ = std::move(*context);
+  else
+    tls_error_ = context.error();
 }
 
 bulk_sender::~bulk_sender() { close(); }
@@ -94,11 +100,7 @@ void bulk_sender::write_loop(destination& d) {
       ++sent_;
     } else {
       // The stream may hold half a frame: start over on a new connection next time.
-      std::lock_guard<std::mutex> lock{d.mutex};
-      if (d.fd >= 0) {
-        ::close(d.fd);
-        d.fd = -1;
-      }
+      drop_connection(d, -1);
     }
     // Drop our hold on the tensor before reporting, so the sender's memory is free by then.
     it.value = tensor{};
@@ -108,11 +110,8 @@ void bulk_sender::write_loop(destination& d) {
   {
     std::lock_guard<std::mutex> lock{d.mutex};
     left.swap(d.queue);
-    if (d.fd >= 0) {
-      ::close(d.fd);
-      d.fd = -1;
-    }
   }
+  drop_connection(d, -1);
   for (auto& it : left)
     it.done(make_error(errc::unavailable, "bulk sender closed before sending to " + d.address));
 }
@@ -132,35 +131,71 @@ status bulk_sender::write_item(destination& d, const item& it) {
     bool reused = fd >= 0;
     if (reused && peer_hung_up(fd)) {
       // The endpoint closed it (idle too long, or restarted): a write would vanish into it.
-      std::lock_guard<std::mutex> lock{d.mutex};
-      if (d.fd == fd) {
-        ::close(d.fd);
-        d.fd = -1;
-      }
+      drop_connection(d, fd);
       reused = false;
     }
     if (!reused) {
+      if (!tls_error_.ok())
+        return tls_error_;
       auto connected = connect_to(d.address, d.mutex, d.fd, d.closing);
       if (!connected)
         return connected.error().with_context("cannot connect to bulk endpoint " + d.address);
       fd = *connected;
+      if (tls_context_) {
+        auto started = start_tls(tls_context_.get(), fd, false,
+                                 std::chrono::milliseconds(handshake_timeout_ms_),
+                                 std::chrono::seconds(30));
+        if (!started) {
+          drop_connection(d, fd);
+          return started.error().with_context("bulk endpoint " + d.address);
+        }
+        std::lock_guard<std::mutex> lock{d.mutex};
+        d.tls = std::move(*started);
+      }
       if (preamble_)
-        AF_RETURN_IF_ERROR(write_preamble(fd, d.address));
+        AF_RETURN_IF_ERROR(write_preamble(fd, d.tls.get(), d.address));
+      if (auto s = await_welcome(fd, d.tls.get(), d.address); !s.ok()) {
+        drop_connection(d, fd);
+        return s;
+      }
     }
     std::size_t written = 0;
-    auto s = write_frame(fd, d.address, *header, it.value, written);
+    auto s = write_frame(fd, d.tls.get(), d.address, *header, it.value, written);
     if (s.ok() || !reused || written > 0 || attempt > 0)
       return s;
-    std::lock_guard<std::mutex> lock{d.mutex};
-    if (d.fd == fd) {
-      ::close(d.fd);
-      d.fd = -1;
-    }
+    drop_connection(d, fd);
   }
 }
 
-status bulk_sender::write_preamble(int fd, const std::string& address) const {
+void bulk_sender::drop_connection(destination& d, int fd) {
+  std::lock_guard<std::mutex> lock{d.mutex};
+  if (d.fd >= 0 && (fd < 0 || d.fd == fd)) {
+    d.tls.reset();
+    ::close(d.fd);
+    d.fd = -1;
+  }
+}
+
+status bulk_sender::await_welcome(int fd, ssl_st* tls, const std::string& address) const {
+  std::uint8_t answer = 0;
+  std::size_t got = 0;
+  bool stalled = false;
+  auto bound = std::chrono::milliseconds(handshake_timeout_ms_);
+  if (read_exact(fd, &answer, 1, got, bound, stalled, tls) && answer == bulk_welcome)
+    return {};
+  if (stalled)
+    return make_error(errc::unavailable, "bulk endpoint " + address + " did not let this process in within " +
+                                           std::to_string(bound.count()) + " ms");
+  return make_error(errc::permission_denied,
+                    "bulk endpoint " + address +
+                      " refused this process (it requires a cluster token or a TLS certificate "
+                      "of its cluster CA that this process does not have)");
+}
+
+status bulk_sender::write_preamble(int fd, ssl_st* tls, const std::string& address) const {
   std::size_t written = 0;
+  if (tls != nullptr)
+    return write_all_tls(tls, preamble_->data(), preamble_->size(), written, address);
   while (written < preamble_->size()) {
     auto n = ::send(fd, preamble_->data() + written, preamble_->size() - written, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR)
@@ -173,9 +208,13 @@ status bulk_sender::write_preamble(int fd, const std::string& address) const {
   return {};
 }
 
-status bulk_sender::write_frame(int fd, const std::string& address,
+status bulk_sender::write_frame(int fd, ssl_st* tls, const std::string& address,
                                 const std::vector<std::uint8_t>& header, const tensor& value,
                                 std::size_t& written) {
+  if (tls != nullptr) {
+    AF_RETURN_IF_ERROR(write_all_tls(tls, header.data(), header.size(), written, address));
+    return write_all_tls(tls, value.raw_data(), value.bytes(), written, address);
+  }
   iovec parts[2];
   parts[0].iov_base = const_cast<std::uint8_t*>(header.data());
   parts[0].iov_len = header.size();

@@ -21,12 +21,16 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 namespace actorflow::bulk_detail {
 
 std::string system_error(const char* what) { return std::string{what} + ": " + std::strerror(errno); }
 
-/// Waits until `fd` has bytes (or its end) to read; false after `timeout` without any.
-bool wait_readable(int fd, std::chrono::milliseconds timeout) {
+bool wait_readable(int fd, std::chrono::milliseconds timeout, ssl_st* tls) {
+  if (tls != nullptr && SSL_pending(tls) > 0)
+    return true;
   for (;;) {
     pollfd p{fd, POLLIN, 0};
     auto ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(timeout.count(), INT_MAX)));
@@ -39,16 +43,28 @@ bool wait_readable(int fd, std::chrono::milliseconds timeout) {
   }
 }
 
-/// Reads exactly `size` bytes, each wait for more bounded by `stall`; `got` says how many
-/// arrived before an end, error or stall (`stalled` set).
 bool read_exact(int fd, void* data, std::size_t size, std::size_t& got,
-                std::chrono::milliseconds stall, bool& stalled) {
+                std::chrono::milliseconds stall, bool& stalled, ssl_st* tls) {
   auto* p = static_cast<char*>(data);
   got = 0;
   stalled = false;
   while (got < size) {
-    if (!wait_readable(fd, stall)) {
+    if (!wait_readable(fd, stall, tls)) {
       stalled = true;
+      return false;
+    }
+    if (tls != nullptr) {
+      auto want = static_cast<int>(std::min<std::size_t>(size - got, INT_MAX));
+      auto n = SSL_read(tls, p + got, want);
+      if (n > 0) {
+        got += static_cast<std::size_t>(n);
+        continue;
+      }
+      auto error = SSL_get_error(tls, n);
+      if (error == SSL_ERROR_WANT_READ || (error == SSL_ERROR_SYSCALL && errno == EINTR))
+        continue;
+      if (error == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))
+        stalled = true; // SO_RCVTIMEO ran out inside a record
       return false;
     }
     auto n = ::recv(fd, p + got, size - got, 0);
@@ -146,5 +162,101 @@ result<int> connect_to(const std::string& address, std::mutex& mutex, int& fd_sl
   return make_error(errc::unavailable, last_error);
 }
 
+
+status write_all_tls(ssl_st* tls, const void* data, std::size_t size, std::size_t& written,
+                     const std::string& address) {
+  auto* p = static_cast<const char*>(data);
+  std::size_t done = 0;
+  while (done < size) {
+    auto want = static_cast<int>(std::min<std::size_t>(size - done, std::size_t{1} << 30));
+    auto n = SSL_write(tls, p + done, want);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+      written += static_cast<std::size_t>(n);
+      continue;
+    }
+    auto error = SSL_get_error(tls, n);
+    if (error == SSL_ERROR_WANT_WRITE || (error == SSL_ERROR_SYSCALL && errno == EINTR))
+      continue;
+    return make_error(errc::unavailable, "writing (TLS) to bulk endpoint " + address + " after " +
+                                           std::to_string(written) + " bytes: " +
+                                           (error == SSL_ERROR_SYSCALL ? std::strerror(errno)
+                                                                        : "TLS error " + std::to_string(error)));
+  }
+  return {};
+}
+
+namespace {
+
+std::string tls_errors() {
+  std::string out;
+  while (auto code = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(code, text, sizeof text);
+    out += (out.empty() ? "" : "; ") + std::string{text};
+  }
+  return out.empty() ? std::string{"no detail"} : out;
+}
+
+void set_receive_timeout(int fd, std::chrono::milliseconds timeout) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+} // namespace
+
+result<std::shared_ptr<ssl_ctx_st>> make_tls_context(const transport_security& security,
+                                                     bool accepting) {
+  if (!security.tls())
+    return std::shared_ptr<ssl_ctx_st>{};
+  std::shared_ptr<ssl_ctx_st> context{SSL_CTX_new(accepting ? TLS_server_method() : TLS_client_method()),
+                                      SSL_CTX_free};
+  if (!context)
+    return make_error(errc::internal, "bulk channel: cannot make a TLS context: " + tls_errors());
+  auto* ctx = context.get();
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  if (SSL_CTX_use_certificate_chain_file(ctx, security.tls_certificate.c_str()) != 1)
+    return make_error(errc::invalid_argument, "bulk channel: cannot load TLS certificate '" +
+                                                security.tls_certificate + "': " + tls_errors());
+  if (SSL_CTX_use_PrivateKey_file(ctx, security.tls_key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx) != 1)
+    return make_error(errc::invalid_argument, "bulk channel: cannot load TLS key '" +
+                                                security.tls_key + "': " + tls_errors());
+  if (SSL_CTX_load_verify_locations(ctx, security.tls_ca.c_str(), nullptr) != 1)
+    return make_error(errc::invalid_argument, "bulk channel: cannot load TLS CA '" +
+                                                security.tls_ca + "': " + tls_errors());
+  // Mutual: each side's certificate must chain to the cluster CA.
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  // No session tickets: the sender tells a closed kept connection by its socket turning
+  // readable, which a ticket arriving after the handshake would fake.
+  SSL_CTX_set_num_tickets(ctx, 0);
+  // AES-128-GCM first: the bulk channel's cost is the cipher's throughput.
+  SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
+  SSL_CTX_set_mode(ctx, SSL_MODE_AUTO_RETRY);
+  return context;
+}
+
+result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool accepting,
+                                          std::chrono::milliseconds timeout,
+                                          std::chrono::milliseconds stall) {
+  std::shared_ptr<ssl_st> tls{SSL_new(context), SSL_free};
+  if (!tls || SSL_set_fd(tls.get(), fd) != 1)
+    return make_error(errc::internal, "bulk channel: cannot start TLS: " + tls_errors());
+  set_receive_timeout(fd, timeout);
+  ERR_clear_error();
+  auto rc = accepting ? SSL_accept(tls.get()) : SSL_connect(tls.get());
+  if (rc != 1) {
+    auto why = tls_errors();
+    if (auto verified = SSL_get_verify_result(tls.get()); verified != X509_V_OK)
+      why = std::string{"the peer's certificate is not of the cluster CA ("} +
+            X509_verify_cert_error_string(verified) + ")";
+    return make_error(errc::permission_denied, "TLS handshake failed: " + why);
+  }
+  set_receive_timeout(fd, stall);
+  return tls;
+}
 
 } // namespace actorflow::bulk_detail

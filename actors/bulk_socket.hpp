@@ -3,12 +3,17 @@
 ///   auto fd = bulk_detail::connect_to("127.0.0.1:4000", mutex, slot, closing);
 ///   if (!bulk_detail::read_exact(fd, buf, n, got, 30s, stalled)) ...
 
+#include "actors/transport_security.hpp"
 #include "graph/status.hpp"
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
+
+struct ssl_st;
+struct ssl_ctx_st;
 
 namespace actorflow::bulk_detail {
 
@@ -18,13 +23,30 @@ inline constexpr int connect_timeout_ms = 10000;
 /// "<what>: <strerror(errno)>".
 std::string system_error(const char* what);
 
-/// Waits until `fd` has bytes (or its end) to read; false after `timeout` without any.
-bool wait_readable(int fd, std::chrono::milliseconds timeout);
+/// Waits until `fd` has bytes (or its end) to read, or `tls` has decrypted bytes buffered;
+/// false after `timeout` without any.
+bool wait_readable(int fd, std::chrono::milliseconds timeout, ssl_st* tls = nullptr);
 
-/// Reads exactly `size` bytes, each wait for more bounded by `stall`; `got` says how many
-/// arrived before an end, error or stall (`stalled` set).
+/// Reads exactly `size` bytes (through `tls` when given), each wait for more bounded by
+/// `stall`; `got` says how many arrived before an end, error or stall (`stalled` set).
 bool read_exact(int fd, void* data, std::size_t size, std::size_t& got,
-                std::chrono::milliseconds stall, bool& stalled);
+                std::chrono::milliseconds stall, bool& stalled, ssl_st* tls = nullptr);
+
+/// Writes all `size` bytes through `tls`, counting in `written`; an error names `address`.
+status write_all_tls(ssl_st* tls, const void* data, std::size_t size, std::size_t& written,
+                     const std::string& address);
+
+/// The TLS context of one side of the bulk channel under `security` (mutual: this process's
+/// certificate, peers' checked against the cluster CA); null when it asks for no TLS. Errors
+/// name the file at fault.
+result<std::shared_ptr<ssl_ctx_st>> make_tls_context(const transport_security& security,
+                                                     bool accepting);
+
+/// TLS on connected, blocking `fd`, the handshake bounded by `timeout`; reads then wait at most
+/// `stall` inside a record. An error says why the peer was refused (its certificate).
+result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool accepting,
+                                          std::chrono::milliseconds timeout,
+                                          std::chrono::milliseconds stall);
 
 /// Whether the peer of a connection this side never reads from has closed it.
 bool peer_hung_up(int fd);

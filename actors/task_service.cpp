@@ -1,5 +1,4 @@
 #include "actors/task_service.hpp"
-#include "actors/transport_security.hpp"
 
 #include "actors/bulk_channel.hpp"
 #include "actors/device_actor.hpp"
@@ -223,8 +222,7 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   auto peers = st.own_peers();
   for (auto& [name, actor] : st.devices)
     self->send(actor, peers_atom::value, peers);
-  // The bulk channel speaks no TLS yet: under TLS large tensors stay on CAF's TLS connections.
-  if (!options.bulk_host.empty() && !process_transport_security().tls()) {
+  if (!options.bulk_host.empty()) {
     // Frames for the devices carry rendezvous keys ("/job:..."), frames for the shards
     // "shard;<variable>;<id>".
     auto to_devices = deliver_to_device_actors(peers.devices);

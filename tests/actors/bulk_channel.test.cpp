@@ -177,6 +177,17 @@ int connect_to_loopback(std::uint16_t port) {
   return fd;
 }
 
+/// A connection to the endpoint at `port` on loopback that has read the endpoint's welcome.
+int connect_to_endpoint(std::uint16_t port) {
+  int fd = connect_to_loopback(port);
+  pollfd p{fd, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  std::uint8_t welcome = 0;
+  REQUIRE(::recv(fd, &welcome, 1, 0) == 1);
+  REQUIRE(welcome == bulk_welcome);
+  return fd;
+}
+
 /// The port of an endpoint listening on "127.0.0.1:PORT".
 std::uint16_t port_of(const bulk_endpoint& endpoint) {
   const auto& address = endpoint.address();
@@ -306,7 +317,7 @@ TEST_CASE("a bulk endpoint closes a connection that sends a hostile frame, alloc
   auto& delivered = counted.delivered;
   auto port = counted.port();
   auto send_and_expect_close = [&](std::vector<std::uint8_t> bytes) {
-    int fd = connect_to_loopback(port);
+    int fd = connect_to_endpoint(port);
     REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
     // The endpoint hangs up: the read sees the end (or a reset) within the bound.
     pollfd p{fd, POLLIN, 0};
@@ -415,7 +426,9 @@ TEST_CASE("a frame that finds its kept connection reset goes again on a fresh on
   auto accept_one = [&] {
     pollfd p{listener, POLLIN, 0};
     REQUIRE(::poll(&p, 1, 10000) == 1);
-    return ::accept(listener, nullptr, nullptr);
+    int fd = ::accept(listener, nullptr, nullptr);
+    REQUIRE(::send(fd, &bulk_welcome, 1, MSG_NOSIGNAL) == 1); // as an endpoint lets a sender in
+    return fd;
   };
   auto read_some = [](int fd) {
     char buffer[4096];
@@ -459,7 +472,7 @@ TEST_CASE("a bulk endpoint closes connections that stay silent between frames or
   counting_endpoint counted{limits};
   auto& delivered = counted.delivered;
   auto connect_and_send = [&](const std::vector<std::uint8_t>& bytes) {
-    int fd = connect_to_loopback(counted.port());
+    int fd = connect_to_endpoint(counted.port());
     if (!bytes.empty())
       REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
     return fd;

@@ -2,6 +2,8 @@
 /// What the attack tests send: raw loopback connections, BASP headers, and waits for the
 /// peer to hang up.
 
+#include "support/processes.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace actorflow::testing {
@@ -60,6 +63,14 @@ inline std::vector<std::uint8_t> basp_header(std::uint8_t operation, std::uint32
 inline void send_all(int fd, const std::vector<std::uint8_t>& bytes) {
   REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(bytes.size()));
+}
+
+/// A cluster CA with certificates for `names` in `dir` (deploy/tls/make-cluster-certs.sh).
+inline void make_certificates(const std::string& dir, const std::vector<std::string>& names) {
+  std::vector<std::string> args{dir};
+  args.insert(args.end(), names.begin(), names.end());
+  child_process script{ACTORFLOW_CERT_SCRIPT, args};
+  REQUIRE(script.wait_exit(std::chrono::seconds(60)) == 0);
 }
 
 } // namespace actorflow::testing

@@ -174,14 +174,6 @@ TEST_CASE("a stop from another node is refused, and a task whose device actor is
 
 namespace {
 
-/// A cluster CA with certificates for `names` in `dir` (deploy/tls/make-cluster-certs.sh).
-void make_certificates(const std::string& dir, const std::vector<std::string>& names) {
-  std::vector<std::string> args{dir};
-  args.insert(args.end(), names.begin(), names.end());
-  child_process script{ACTORFLOW_CERT_SCRIPT, args};
-  REQUIRE(script.wait_exit(60000ms) == 0);
-}
-
 std::vector<std::string> tls_flags(const std::string& dir, const std::string& name) {
   return {"--tls-cert", dir + "/" + name + ".pem", "--tls-key", dir + "/" + name + ".key",
           "--tls-ca", dir + "/ca.pem"};
