@@ -5,11 +5,11 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 BUILD_PACKAGES := cmake ninja-build g++ pkg-config ccache libcaf-dev libcapnp-dev capnproto zlib1g-dev \
-  libspdlog-dev libssl-dev openssl catch2 libeigen3-dev libopenblas-dev nlohmann-json3-dev graphviz iproute2
+  libspdlog-dev libssl-dev openssl clang libclang-rt-dev catch2 libeigen3-dev libopenblas-dev nlohmann-json3-dev graphviz iproute2
 DATA_PACKAGES := dataset-fashion-mnist
 BENCH_PACKAGES := python3-torch
 
-.PHONY: all deps deps-bench build test demo bench install clean gpu-bundle gpu-check cluster-certs
+.PHONY: all deps deps-bench build test demo bench install clean gpu-bundle gpu-check cluster-certs fuzz
 
 all: build
 
@@ -53,6 +53,15 @@ install: deps $(BUILD_DIR)/build.ninja
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# Every fuzzer for FUZZ_SECONDS (default 600) each, one after another; what they find beyond the
+# corpus goes to $(BUILD_DIR)/fuzz-found/NAME (merge interesting inputs into tests/fuzz/corpus).
+FUZZ_SECONDS ?= 600
+fuzz: build
+	for f in tensor_header bulk_frame graph_loader checkpoint_loader; do \
+	  tests/fuzz/run.sh $(BUILD_DIR)/fuzz/fuzz_$$f tests/fuzz/corpus/$$f $(FUZZ_SECONDS) \
+	    $(BUILD_DIR)/fuzz-found/$$f || exit 1; \
+	done
 
 # A cluster CA and a certificate per member for mutual TLS (README, "Securing a cluster"):
 #   make cluster-certs CERT_DIR=certs CERT_NAMES="ps0 worker0 worker1 client"

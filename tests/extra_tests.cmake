@@ -47,3 +47,33 @@ if(ACTORFLOW_ASAN_TESTS AND ACTORFLOW_SERIALIZATION_SOURCES AND TARGET actorflow
     PROPERTIES TIMEOUT 600
       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
 endif()
+
+# The fuzzers (tests/fuzz/): libFuzzer needs clang, so they are a project of their own built
+# with clang++ after serialization/ generated its Cap'n Proto code. ctest runs each briefly
+# (ACTORFLOW_FUZZ_SECONDS, 10 s) from its corpus in tests/fuzz/corpus/; `make fuzz` runs them
+# longer.
+find_program(ACTORFLOW_CLANGXX NAMES clang++)
+option(ACTORFLOW_FUZZERS "Build the libFuzzer fuzzers (needs clang++) and run them briefly in ctest" ON)
+set(ACTORFLOW_FUZZ_SECONDS 10 CACHE STRING "Seconds each fuzzer runs in ctest")
+if(ACTORFLOW_FUZZERS AND ACTORFLOW_CLANGXX AND TARGET actorflow_serialization)
+  include(ExternalProject)
+  ExternalProject_Add(actorflow_fuzzers
+    SOURCE_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fuzz
+    BINARY_DIR ${PROJECT_BINARY_DIR}/fuzz
+    CMAKE_GENERATOR ${CMAKE_GENERATOR}
+    CMAKE_ARGS -DCMAKE_CXX_COMPILER=${ACTORFLOW_CLANGXX}
+               -DACTORFLOW_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+               -DACTORFLOW_BINARY_DIR=${PROJECT_BINARY_DIR}
+               -DCMAKE_MODULE_PATH=${PROJECT_SOURCE_DIR}/cmake
+    BUILD_ALWAYS ON
+    INSTALL_COMMAND ""
+    DEPENDS actorflow_serialization)
+  foreach(fuzzer tensor_header bulk_frame graph_loader checkpoint_loader)
+    add_test(NAME "fuzz: ${fuzzer} decoder from its corpus"
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run.sh ${PROJECT_BINARY_DIR}/fuzz/fuzz_${fuzzer}
+                     ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${fuzzer} ${ACTORFLOW_FUZZ_SECONDS})
+    set_tests_properties("fuzz: ${fuzzer} decoder from its corpus" PROPERTIES TIMEOUT 300)
+  endforeach()
+elseif(ACTORFLOW_FUZZERS)
+  message(STATUS "actorflow: no clang++, so no fuzzers (apt-get install clang libclang-rt-dev)")
+endif()
