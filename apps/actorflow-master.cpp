@@ -52,7 +52,7 @@ int fail(const std::string& message, int code = 2) {
 
 } // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   master_flags o;
   apps::flag_set flags;
   flags.values = {
@@ -96,4 +96,15 @@ int main(int argc, char** argv) {
   if (!served)
     return fail(served.error().message(), 1);
   return apps::serve_until_signal("actorflow-master", **served, *stop_signals);
+}
+
+int main(int argc, char** argv) {
+  // What fails outside a status (a thread the system cannot start, memory it cannot give) ends
+  // the program with one line and exit code 1 rather than std::terminate.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "actorflow-master: " << e.what() << std::endl;
+    return 1;
+  }
 }

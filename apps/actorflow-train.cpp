@@ -752,7 +752,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
 
 } // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   auto parsed = train::parse_train_options(argc, argv);
   if (!parsed) {
     std::cerr << "actorflow-train: " << parsed.error().message() << '\n';
@@ -808,4 +808,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   return o.model == "linreg" ? run_linreg(o, *where) : run_mlp(o, *where);
+}
+
+int main(int argc, char** argv) {
+  // What fails outside a status (a thread the system cannot start, memory it cannot give) ends
+  // the program with one line and exit code 1 rather than std::terminate.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "actorflow-train: " << e.what() << std::endl;
+    return 1;
+  }
 }

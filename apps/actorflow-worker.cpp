@@ -155,7 +155,7 @@ std::string task_prefix(const task_identity& id) {
 
 } // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   worker_options o;
   if (auto bad = parse_flags(argc, argv, o))
     return fail(*bad);
@@ -183,4 +183,15 @@ int main(int argc, char** argv) {
   if (!served)
     return fail({1, served.error().message()});
   return apps::serve_until_signal("actorflow-worker", **served, *stop_signals);
+}
+
+int main(int argc, char** argv) {
+  // What fails outside a status (a thread the system cannot start, memory it cannot give) ends
+  // the program with one line and exit code 1 rather than std::terminate.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "actorflow-worker: " << e.what() << std::endl;
+    return 1;
+  }
 }

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <string>
+#include <system_error>
 
 namespace actorflow {
 
@@ -21,11 +23,22 @@ int resolve_thread_count(int requested) {
 thread_pool::thread_pool(std::string name, int num_threads) : name_(std::move(name)) {
   auto n = resolve_thread_count(num_threads);
   threads_.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i)
-    threads_.emplace_back(worker_loop, queue_, this);
+  for (int i = 0; i < n; ++i) {
+    try {
+      threads_.emplace_back(worker_loop, queue_, this);
+    } catch (const std::system_error& e) {
+      // Joins the threads already running (a joinable thread destroyed would terminate the
+      // process), then says which pool could not start and how far it got.
+      stop_and_join();
+      throw std::system_error(e.code(), "cannot start thread " + std::to_string(i + 1) + " of " +
+                                          std::to_string(n) + " of thread pool '" + name_ + "'");
+    }
+  }
 }
 
-thread_pool::~thread_pool() {
+thread_pool::~thread_pool() { stop_and_join(); }
+
+void thread_pool::stop_and_join() {
   {
     std::lock_guard<std::mutex> guard{queue_->mutex};
     queue_->stopping = true;

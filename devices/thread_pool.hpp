@@ -19,7 +19,8 @@ namespace actorflow {
 
 class thread_pool {
 public:
-  /// `num_threads` of 0 means one per hardware thread.
+  /// `num_threads` of 0 means one per hardware thread. When the system cannot start them all,
+  /// throws std::system_error naming the pool and the thread (and leaves none running).
   thread_pool(std::string name, int num_threads);
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
@@ -42,6 +43,8 @@ public:
   bool on_pool_thread() const;
 
 private:
+  /// Stops the workers and joins them (detaching the calling thread's own).
+  void stop_and_join();
   /// The queue outlives the pool object while a worker still runs: the last owner of a pool
   /// may release it from a task on one of the pool's own threads.
   struct work_queue {

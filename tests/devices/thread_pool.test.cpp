@@ -3,6 +3,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <system_error>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -86,4 +93,35 @@ TEST_CASE("a pool whose last owner lets go inside one of its own tasks shuts dow
     });
     REQUIRE(future.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   }
+}
+
+TEST_CASE("a pool the system cannot start fails with an error naming it, and leaves no thread behind",
+          "[devices][pool]") {
+  // In a child whose address space leaves room for a few thread stacks only: 1000 threads need
+  // about 8 GB of stacks. Without the clean-up, the already running threads would be destroyed
+  // joinable and the child would die in std::terminate.
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_AS, &limit);
+    std::ifstream statm{"/proc/self/statm"};
+    std::size_t pages = 0;
+    statm >> pages;
+    limit.rlim_cur = pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) + (std::size_t{256} << 20);
+    ::setrlimit(RLIMIT_AS, &limit);
+    try {
+      thread_pool pool{"too-big", 1000};
+      ::_exit(2); // started them all: the limit did not bite
+    } catch (const std::system_error& e) {
+      std::string what = e.what();
+      bool named = what.find("thread pool 'too-big'") != std::string::npos &&
+                   what.find("of 1000") != std::string::npos;
+      ::_exit(named ? 0 : 3);
+    }
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
