@@ -101,11 +101,18 @@ struct connection_watch {
     std::lock_guard<std::mutex> lock{mutex};
     deadline = clock_type::now() + within;
     waiting_for = std::move(what);
+    pending = true;
   }
+  /// Called for every message: locks only when a deadline is set (pending is only written by
+  /// the scribe's thread).
   void satisfied() {
+    if (!pending)
+      return;
     std::lock_guard<std::mutex> lock{mutex};
     deadline = clock_type::time_point::max();
+    pending = false;
   }
+  bool pending = false;
 };
 
 /// Closes connections past their deadline. One thread per guarded backend, started with its

@@ -98,13 +98,4 @@ int run(int argc, char** argv) {
   return apps::serve_until_signal("actorflow-master", **served, *stop_signals);
 }
 
-int main(int argc, char** argv) {
-  // What fails outside a status (a thread the system cannot start, memory it cannot give) ends
-  // the program with one line and exit code 1 rather than std::terminate.
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "actorflow-master: " << e.what() << std::endl;
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return apps::run_main("actorflow-master", run, argc, argv); }

@@ -810,13 +810,4 @@ int run(int argc, char** argv) {
   return o.model == "linreg" ? run_linreg(o, *where) : run_mlp(o, *where);
 }
 
-int main(int argc, char** argv) {
-  // What fails outside a status (a thread the system cannot start, memory it cannot give) ends
-  // the program with one line and exit code 1 rather than std::terminate.
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "actorflow-train: " << e.what() << std::endl;
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return apps::run_main("actorflow-train", run, argc, argv); }

@@ -1,5 +1,8 @@
 #include "support/flags.hpp"
 
+#include <exception>
+#include <iostream>
+
 namespace actorflow::apps {
 
 status parse_flags(int argc, const char* const* argv, const flag_set& flags) {
@@ -27,6 +30,15 @@ status parse_flags(int argc, const char* const* argv, const flag_set& flags) {
     AF_RETURN_IF_ERROR(v->second(value));
   }
   return {};
+}
+
+int run_main(const char* app, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << app << ": " << e.what() << std::endl;
+    return 1;
+  }
 }
 
 } // namespace actorflow::apps

@@ -46,6 +46,11 @@ status parse_int_flag(const std::string& flag, const std::string& text, Int min,
   return {};
 }
 
+/// Runs an app's `run` and turns what fails outside a status (a thread the system cannot start,
+/// memory it cannot give) into one line "<app>: <what>" and exit code 1 instead of
+/// std::terminate.
+int run_main(const char* app, int (*run)(int, char**), int argc, char** argv);
+
 /// The most threads (--threads) and CPU devices (--cpu-devices) a process may ask for: far
 /// beyond any machine's cores, well below what makes thread creation fail.
 inline constexpr int max_threads_flag = 1024;
