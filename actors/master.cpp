@@ -297,6 +297,19 @@ master_run_result failed_run(status s) {
   return out;
 }
 
+/// Ok when the message being handled may act on session `handle`: a session with an owner
+/// (session_config::owner) takes runs, extensions and closes only from its owner's node, so a
+/// handle seen or guessed elsewhere is of no use there.
+status check_session_caller(master_self self, std::int64_t handle, const master_session& s) {
+  if (!s.config.owner)
+    return {};
+  const auto& sender = self->current_sender();
+  if (sender && sender->node() == s.config.owner.node())
+    return {};
+  return make_error(errc::permission_denied,
+                    "session " + std::to_string(handle) + " belongs to a client on another node");
+}
+
 master_actor::behavior_type master(master_self self, master_options options) {
   auto& st = self->state;
   st.options = std::move(options);
@@ -370,6 +383,7 @@ master_actor::behavior_type master(master_self self, master_options options) {
       auto i = self->state.sessions.find(handle);
       if (i == self->state.sessions.end())
         return make_error(errc::not_found, "no session " + std::to_string(handle) + " on this master");
+      AF_RETURN_IF_ERROR(check_session_caller(self, handle, i->second));
       if (!def.definition)
         return make_error(errc::invalid_argument, "extending a session needs a graph");
       // Nodes placed before keep their devices: variables must stay where they live.
@@ -390,6 +404,8 @@ master_actor::behavior_type master(master_self self, master_options options) {
         return failed_run(make_error(errc::not_found, "no session " + std::to_string(req.handle) +
                                                         " on this master (closed?)"));
       auto& s = i->second;
+      if (auto allowed = check_session_caller(self, req.handle, s); !allowed.ok())
+        return failed_run(allowed);
       std::vector<std::string> placed;
       auto plan = plan_for(self, s, req, placed);
       if (!plan)
@@ -415,6 +431,9 @@ master_actor::behavior_type master(master_self self, master_options options) {
       return rp;
     },
     [self](close_atom, std::int64_t handle) -> caf::result<status> {
+      if (auto i = self->state.sessions.find(handle); i != self->state.sessions.end())
+        if (auto allowed = check_session_caller(self, handle, i->second); !allowed.ok())
+          return allowed;
       auto rp = self->make_response_promise<status>();
       close_session(self, handle, [rp](const status& s) mutable { rp.deliver(s); });
       return rp;

@@ -81,7 +81,8 @@ struct session::impl {
       // Frees the session's partitions on every task; waits (bounded) when the master is
       // remote, so that the message leaves before this process may exit.
       if (master.owned) {
-        caf::anon_send(master.master, close_atom::value, handle);
+        // From the owner: the master takes a session's close only from its owner's node.
+        caf::send_as(owner, master.master, close_atom::value, handle);
       } else {
         status closed;
         static_cast<void>(ask(task_timeout(options) > 0 ? task_timeout(options) : 10.0, closed,

@@ -1,7 +1,9 @@
 // Attacks on a real cluster: actorflow-worker and actorflow-master processes on loopback, this
 // process as the attacker (raw sockets, or a CAF node of its own) and as the user whose training
 // must be unaffected. Each case asserts the defence.
+#include "actors/protocols/master.hpp"
 #include "actors/protocols/task.hpp"
+#include "graph/ops.hpp"
 #include "actors/protocols/wire.hpp"
 #include "actors/transport_guard.hpp"
 #include "security/attack_util.hpp"
@@ -243,4 +245,63 @@ TEST_CASE("with mutual TLS the classic example and the MLP train on processes, a
     CHECK(std::stod(output.substr(at + 15)) > 0.75);
     CHECK(cluster->stop());
   }
+}
+
+TEST_CASE("a session's handle is of no use on another node: runs and closes from there are refused", "[security]") {
+  auto port = free_loopback_port();
+  child_process worker{ACTORFLOW_WORKER_BINARY,
+                       {"--cluster", "worker=127.0.0.1:" + std::to_string(port), "--job", "worker",
+                        "--threads", "1"}};
+  REQUIRE(worker.wait_for_line("serving on", 20000ms).has_value());
+  attacker_node client, attacker;
+  auto reach = [&](attacker_node& node) {
+    auto master = node.system->middleman().remote_actor<protocol::master_actor>("127.0.0.1", port);
+    REQUIRE(master);
+    return *master;
+  };
+  auto client_master = reach(client);
+  auto attacker_master = reach(attacker);
+
+  graph g;
+  auto sum = ops::add(ops::constant(g, 2.f), ops::constant(g, 3.f));
+  auto def = protocol::make_graph_def(g);
+  REQUIRE(def.ok());
+  auto owner = client.system->spawn([]() -> caf::behavior { return {[](int) {}}; });
+  caf::scoped_actor client_self{*client.system};
+  std::int64_t handle = 0;
+  client_self->request(client_master, 10s, protocol::create_atom::value,
+                       protocol::make_session_config(false, false, 10000, owner), *def)
+    .receive([&](protocol::session_created& created) {
+               REQUIRE(created.outcome.ok());
+               handle = created.handle;
+             },
+             [&](caf::error& e) { FAIL(client.system->render(e)); });
+  REQUIRE(handle != 0);
+
+  auto run_from = [&](caf::actor_system& sys, const protocol::master_actor& master) {
+    caf::scoped_actor self{sys};
+    auto request = protocol::make_master_run_request(handle, {sum}, {}, {}, &g);
+    REQUIRE(request.ok());
+    status outcome;
+    self->request(master, 10s, protocol::run_atom::value, *request)
+      .receive([&](protocol::master_run_result& r) { outcome = r.outcome; },
+               [&](caf::error& e) { outcome = status_from_error(e); });
+    return outcome;
+  };
+  auto close_from = [&](caf::actor_system& sys, const protocol::master_actor& master) {
+    caf::scoped_actor self{sys};
+    status outcome;
+    self->request(master, 10s, protocol::close_atom::value, handle)
+      .receive([&](status& s) { outcome = s; }, [&](caf::error& e) { outcome = status_from_error(e); });
+    return outcome;
+  };
+
+  auto hijacked_run = run_from(*attacker.system, attacker_master);
+  CHECK(hijacked_run.code() == errc::permission_denied);
+  auto hijacked_close = close_from(*attacker.system, attacker_master);
+  CHECK(hijacked_close.code() == errc::permission_denied);
+  // The owner's session is untouched.
+  CHECK(run_from(*client.system, client_master).ok());
+  CHECK(close_from(*client.system, client_master).ok());
+  caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
 }
