@@ -267,6 +267,8 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
         st.incarnations[name] = incarnation;
       st.peers = std::make_shared<const std::map<std::string, device_actor>>(std::move(peers));
       st.bulk_addresses = std::make_shared<const std::map<std::string, std::string>>(std::move(bulk));
+      if (st.options.on_peers)
+        st.options.on_peers(table);
     },
     [=](run_atom, const run_request& request) -> caf::result<step_result> {
       auto& st = self->state;

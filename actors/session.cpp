@@ -141,7 +141,10 @@ struct session::impl {
     if (handle == 0) {
       // Lives as long as this session: if this process dies without closing the session, the
       // master sees it go down and frees the session's partitions.
-      owner = system.spawn([]() -> caf::behavior { return {[](stop_atom) {}}; });
+      // It sends the close of an in-process master's session, and takes its answer.
+      owner = system.spawn([]() -> caf::behavior {
+        return {[](stop_atom) {}, [](const status&) {}};
+      });
       auto config = make_session_config(
         options.allow_soft_placement, options.log_device_placement,
         static_cast<std::int64_t>(task_timeout(options) * 1000), owner, options.default_task);

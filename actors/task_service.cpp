@@ -13,6 +13,8 @@
 #include "devices/thread_pool.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/basp_broker.hpp>
+#include <caf/io/middleman.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -156,6 +158,70 @@ caf::typed_response_promise<Answer> forward_to_master(task_self self, Ts&&... xs
   return rp;
 }
 
+/// Direct links between tasks: a task dials the tasks of the peer tables it is told whose names
+/// sort after its own, once per node (a restarted task is a new one), so that tensors between them travel on a
+/// connection of their own rather than through the master's process, and keep doing so when
+/// the master restarts. One dialer per pair: two dials crossing would have CAF 0.17 close one
+/// connection and kill the proxies routed over it (shared/NOTES.md).
+class direct_links {
+public:
+  direct_links(caf::actor_system& sys, std::string own_task,
+               std::shared_ptr<const cluster_spec> cluster)
+    : sys_(sys), own_task_(std::move(own_task)), cluster_(std::move(cluster)) {}
+
+  void dial(const peer_table& table) {
+    if (!cluster_ || !sys_.has_middleman())
+      return;
+    for (auto& [device, actor] : table.devices) {
+      auto name = device_name::parse(device);
+      if (!name || !name->job || !name->task || !actor || actor.node() == sys_.node())
+        continue;
+      auto task = "/job:" + *name->job + "/replica:0/task:" + std::to_string(*name->task);
+      if (task <= own_task_)
+        continue;
+      {
+        std::lock_guard<std::mutex> lock{mutex_};
+        if (!dialed_.insert(actor.node()).second)
+          continue;
+      }
+      auto address = cluster_->address(*name->job, *name->task);
+      if (!address)
+        continue;
+      auto split = parse_host_port(*address);
+      if (!split)
+        continue;
+      dial_unless_connected(actor.node(), split->host, split->port);
+    }
+  }
+
+private:
+  /// Dials host:port unless this node has a direct connection to `node` already (a task that
+  /// serves as master connected to it): a second one would be closed as redundant, which CAF
+  /// 0.17 mishandles under TLS. Fire and forget: until the dial is up, tensors take the
+  /// relayed route as before.
+  void dial_unless_connected(const caf::node_id& node, const std::string& host,
+                             std::uint16_t port) {
+    auto basp = sys_.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+    auto middleman = sys_.middleman().actor_handle();
+    sys_.spawn([=](caf::event_based_actor* self) {
+      self->request(basp, std::chrono::seconds(10), caf::get_atom::value, node)
+        .then([=](const caf::node_id&, const std::string& direct_host, std::uint16_t) {
+          if (direct_host.empty())
+            self->send(middleman, caf::connect_atom::value, host, port);
+          self->quit();
+        },
+        [=](caf::error&) { self->quit(); });
+    });
+  }
+
+  caf::actor_system& sys_;
+  std::string own_task_;
+  std::shared_ptr<const cluster_spec> cluster_;
+  std::mutex mutex_;
+  /// Nodes dialled (or found connected); a restarted task is a new node.
+  std::set<caf::node_id> dialed_;
+};
+
 task_actor_impl::behavior_type task_service(task_self self, std::string job, int task,
                                             task_service_options options) {
   auto& st = self->state;
@@ -184,6 +250,10 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   actor_options.inter_op_pool = options.run_inline || one_thread ? nullptr : st.inter_op;
   actor_options.trace = options.trace;
   actor_options.bulk = st.bulk_out;
+  if (options.cluster) {
+    auto links = std::make_shared<direct_links>(self->system(), st.task_name(), options.cluster);
+    actor_options.on_peers = [links](const peer_table& table) { links->dial(table); };
+  }
   st.shards = std::make_shared<shard_table>(self->system(), st.bulk_out);
   // Every device type's factory makes its devices (devices/device_factory.hpp).
   device_factory_options made_with;

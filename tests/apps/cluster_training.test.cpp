@@ -353,3 +353,58 @@ TEST_CASE("a task restarted at its address serves the master's next session") {
   cluster->task(1).signal(SIGTERM);
   CHECK(cluster->task(1).wait_exit(10000ms) == 0);
 }
+
+TEST_CASE("a restarted master serves the next session on the same tasks, restarting nothing else") {
+  auto cluster = start_cluster({{"canshu", 2}, {"gongzuo", 2}});
+  auto master_port = free_loopback_port();
+  REQUIRE(master_port != 0);
+  auto target = "caf://127.0.0.1:" + std::to_string(master_port);
+  auto run_example = [&] {
+    child_process client{ACTORFLOW_EXAMPLE_BINARY,
+                         {"--target", target, "--cluster", cluster->spec_json(), "--steps", "300"}};
+    auto output = read_all_lines(client, 60000ms);
+    auto code = client.wait_exit(10000ms);
+    INFO(output << client.stderr_text());
+    CHECK(code == 0);
+    CHECK_FALSE(last_line_with(output, "299 ").empty());
+  };
+  for (int life = 0; life < 2; ++life) {
+    INFO("master life " << life);
+    child_process master{ACTORFLOW_MASTER_BINARY,
+                         {"--port", std::to_string(master_port), "--cluster", cluster->spec_json()}};
+    REQUIRE(master.wait_for_line("serving on", 20000ms).has_value());
+    run_example();
+    master.signal(life == 0 ? SIGKILL : SIGTERM); // the first dies without a word
+    master.wait_exit(10000ms);
+  }
+  CHECK(cluster->stop());
+}
+
+TEST_CASE("a task that served as master, killed and restarted, serves the next session, and no other task restarts") {
+  auto cluster = start_cluster({{"canshu", 2}, {"gongzuo", 2}});
+  auto target = "caf://" + cluster->address(3); // gongzuo:1
+  auto run_example = [&] {
+    child_process client{ACTORFLOW_EXAMPLE_BINARY,
+                         {"--target", target, "--cluster", cluster->spec_json(), "--steps", "300"}};
+    auto output = read_all_lines(client, 60000ms);
+    auto code = client.wait_exit(10000ms);
+    INFO(output << client.stderr_text());
+    CHECK(code == 0);
+    CHECK_FALSE(last_line_with(output, "299 ").empty());
+  };
+  run_example();
+  cluster->task(3).signal(SIGKILL);
+  cluster->task(3).wait_exit(10000ms);
+  child_process restarted{ACTORFLOW_WORKER_BINARY,
+                          {"--cluster", cluster->spec_json(), "--job", "gongzuo", "--task", "1",
+                           "--threads", "1"},
+                          false};
+  REQUIRE(restarted.wait_for_line("serving on", 20000ms).has_value());
+  run_example();
+  restarted.signal(SIGTERM);
+  CHECK(restarted.wait_exit(10000ms) == 0);
+  for (int i = 0; i < 3; ++i) {
+    cluster->task(i).signal(SIGTERM);
+    CHECK(cluster->task(i).wait_exit(10000ms) == 0);
+  }
+}
