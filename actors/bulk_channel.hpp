@@ -196,6 +196,13 @@ private:
   std::thread acceptor_;
 };
 
+/// Bytes queued for one destination of a bulk_sender at most (send credits), and how long
+/// send() waits for room before it fails naming the destination.
+struct bulk_send_credits {
+  std::uint64_t bytes = std::uint64_t{1} << 30;
+  std::chrono::milliseconds wait{std::chrono::seconds(60)};
+};
+
 /// The sending side of one task: one persistent connection, one writer thread and one queue per
 /// destination endpoint, made on first use, so send() never blocks the caller. Thread-safe.
 /// close() (also run by the destructor) shuts every connection, fails what is still queued and
@@ -207,14 +214,20 @@ public:
   /// failure, closed).
   using completion = std::function<void(const status&)>;
 
+  using credits = bulk_send_credits;
+
   /// With a cluster token in `security`, each new connection presents it first.
-  explicit bulk_sender(const transport_security& security = process_transport_security());
+  explicit bulk_sender(const transport_security& security = process_transport_security(),
+                       credits limits = {});
   ~bulk_sender();
   bulk_sender(const bulk_sender&) = delete;
   bulk_sender& operator=(const bulk_sender&) = delete;
 
   /// Queues a frame of (step_id, key, value) for the endpoint at `address` ("host:port").
-  /// Holds `value` (sharing its buffer, copying nothing) until it is written.
+  /// Holds `value` (sharing its buffer, copying nothing) until it is written. When the frames
+  /// queued for that endpoint already hold credits::bytes, waits (at most credits::wait) until
+  /// the writer has made room: a slow receiver holds its senders back instead of their queues
+  /// growing. A lone frame larger than the credit is queued when the queue is empty.
   void send(const std::string& address, std::int64_t step_id, std::string key, tensor value,
             completion done);
 
@@ -223,6 +236,8 @@ public:
 
   /// Frames written so far.
   std::uint64_t tensors_sent() const { return sent_.load(); }
+  /// The most bytes that were ever queued for one destination.
+  std::uint64_t peak_queued_bytes() const { return peak_queued_.load(); }
 
 private:
   struct item {
@@ -236,6 +251,11 @@ private:
     std::mutex mutex;
     std::condition_variable wake;
     std::deque<item> queue;
+    /// Bytes of the queued frames' tensors, against the credit.
+    std::uint64_t queued_bytes = 0;
+    /// Senders waiting for room; close() waits for them to leave before the destination goes.
+    int waiting = 0;
+    std::condition_variable room;
     bool closing = false;
     /// The connection, or -1; shut down (not closed) by close() to wake a blocked writer.
     int fd = -1;
@@ -258,6 +278,8 @@ private:
                             std::size_t& written);
 
   std::optional<token_preamble> preamble_;
+  credits credits_;
+  std::atomic<std::uint64_t> peak_queued_{0};
   std::shared_ptr<ssl_ctx_st> tls_context_;
   /// Why TLS could not be set up (a bad certificate file): every send fails with it.
   status tls_error_;

@@ -26,8 +26,8 @@ namespace actorflow {
 using namespace bulk_detail;
 
 
-bulk_sender::bulk_sender(const transport_security& security)
-    : handshake_timeout_ms_(security.handshake_timeout_ms) {
+bulk_sender::bulk_sender(const transport_security& security, credits limits)
+    : credits_(limits), handshake_timeout_ms_(security.handshake_timeout_ms) {
   if (security.token())
     preamble_ = make_token_preamble(security.cluster_token);
   auto context = make_tls_context(security, false);
@@ -53,15 +53,44 @@ void bulk_sender::send(const std::string& address, std::int64_t step_id, std::st
         slot->writer = std::thread{[this, raw] { write_loop(*raw); }};
       }
       d = slot.get();
+      // Counted before mutex_ is let go: close() keeps d until its waiters have left.
       std::lock_guard<std::mutex> queue_lock{d->mutex};
-      d->queue.push_back(item{step_id, std::move(key), std::move(value), std::move(done)});
+      ++d->waiting;
     }
   }
   if (d == nullptr) {
     done(make_error(errc::unavailable, "bulk sender closed"));
     return;
   }
-  d->wake.notify_one();
+  auto bytes = static_cast<std::uint64_t>(value.bytes());
+  status refused;
+  {
+    std::unique_lock<std::mutex> lock{d->mutex};
+    bool fits = d->room.wait_for(lock, credits_.wait, [&] {
+      return d->closing || d->queued_bytes == 0 || d->queued_bytes + bytes <= credits_.bytes;
+    });
+    --d->waiting;
+    if (d->closing) {
+      refused = make_error(errc::unavailable, "bulk sender closed before sending to " + address);
+    } else if (!fits) {
+      refused = make_error(errc::deadline_exceeded,
+                           "bulk channel to " + address + ": no room for " + std::to_string(bytes) +
+                             " bytes within " + std::to_string(credits_.wait.count()) + " ms (" +
+                             std::to_string(d->queued_bytes) +
+                             " bytes queued: the receiver reads too slowly or not at all)");
+    } else {
+      d->queued_bytes += bytes;
+      auto peak = peak_queued_.load();
+      while (d->queued_bytes > peak && !peak_queued_.compare_exchange_weak(peak, d->queued_bytes)) {
+      }
+      d->queue.push_back(item{step_id, std::move(key), std::move(value), std::move(done)});
+      d->wake.notify_one();
+    }
+    // Under the lock: once it is let go, close() may destroy d.
+    d->room.notify_all();
+  }
+  if (!refused.ok())
+    done(refused);
 }
 
 void bulk_sender::close() {
@@ -79,9 +108,14 @@ void bulk_sender::close() {
         ::shutdown(d->fd, SHUT_RDWR);
     }
     d->wake.notify_one();
+    d->room.notify_all();
   }
-  for (auto& [address, d] : destinations)
+  for (auto& [address, d] : destinations) {
     d->writer.join();
+    std::unique_lock<std::mutex> lock{d->mutex};
+    d->room.notify_all();
+    d->room.wait(lock, [&] { return d->waiting == 0; });
+  }
 }
 
 void bulk_sender::write_loop(destination& d) {
@@ -95,7 +129,14 @@ void bulk_sender::write_loop(destination& d) {
       it = std::move(d.queue.front());
       d.queue.pop_front();
     }
+    auto bytes = static_cast<std::uint64_t>(it.value.bytes());
     auto s = write_item(d, it);
+    {
+      // The frame is in the socket (or failed): its bytes no longer count against the credit.
+      std::lock_guard<std::mutex> lock{d.mutex};
+      d.queued_bytes -= bytes;
+    }
+    d.room.notify_all();
     if (s.ok()) {
       ++sent_;
     } else {

@@ -637,3 +637,61 @@ TEST_CASE("a bulk endpoint with a cluster token reads frames only from senders t
   ::close(silent);
   CHECK(counted.delivered == 1);
 }
+
+TEST_CASE("send credits: a receiver that stops reading holds its sender back instead of its queue growing",
+          "[actors][bulk]") {
+  // A listener playing an endpoint that lets the sender in and then reads nothing until told.
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  auto target = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  std::atomic<int> accepted{-1};
+  std::thread acceptor{[&] {
+    int fd = ::accept(listener, nullptr, nullptr);
+    int small = 64 << 10;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    ::send(fd, &bulk_welcome, 1, MSG_NOSIGNAL);
+    accepted = fd;
+  }};
+
+  constexpr std::uint64_t credit = std::uint64_t{4} << 20;
+  bulk_sender sender{transport_security{}, {credit, std::chrono::seconds(30)}};
+  constexpr int frames = 64; // 64 MiB in all: far more than the socket buffers and the credit
+  std::atomic<int> queued{0}, written{0};
+  std::thread producer{[&] {
+    for (int i = 0; i < frames; ++i) {
+      sender.send(target, i, "a;b;x:0", tensor{dtype::float32, {256 * 1024}},
+                  [&](const status& s) { written += s.ok() ? 1 : 0; });
+      ++queued;
+    }
+  }};
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Held back: the producer waits for room, and the queue never held more than the credit.
+  CHECK(queued < frames);
+  CHECK(sender.peak_queued_bytes() <= credit);
+
+  acceptor.join();
+  REQUIRE(accepted >= 0);
+  // The receiver reads again: everything gets through.
+  std::thread drain{[fd = accepted.load()] {
+    std::vector<char> buffer(1 << 20);
+    while (::recv(fd, buffer.data(), buffer.size(), 0) > 0) {
+    }
+  }};
+  producer.join();
+  for (int i = 0; i < 3000 && written < frames; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(written == frames);
+  CHECK(sender.peak_queued_bytes() <= credit);
+  sender.close();
+  ::shutdown(accepted, SHUT_RDWR);
+  drain.join();
+  ::close(accepted);
+  ::close(listener);
+}
