@@ -81,8 +81,10 @@ struct device_step {
   std::shared_ptr<bulk_tracker> bulk = std::make_shared<bulk_tracker>();
   /// The step's result while bulk sends are still in flight.
   std::optional<step_result> finished;
-  /// Bytes of the tensors that arrived before the step started here (0 once it has).
+  /// Bytes of the tensors that arrived before the step started here (0 once it has), in all
+  /// and by sending task.
   std::uint64_t early_bytes = 0;
+  std::map<std::string, std::uint64_t> early_by_peer;
 };
 
 struct device_state {
@@ -108,15 +110,28 @@ struct device_state {
   /// Steps holding tensors that came before the step did, oldest first, and their bytes.
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> early_steps;
   std::uint64_t early_bytes = 0;
+  /// Early bytes by sending task ("/job:j/replica:0/task:n").
+  std::map<std::string, std::uint64_t> early_bytes_by_peer;
 
-  /// Accounts a tensor of `bytes` arriving for `step_id`. Before the step has started here it
-  /// is held as early, after dropping the early steps that outlived their time or, oldest
-  /// first, those over the byte budget. False when that dropped `step_id` itself: the tensor
-  /// is then dropped too.
-  bool hold_if_early(std::int64_t step_id, std::uint64_t bytes) {
-    auto& step = steps[step_id];
-    if (step.execution || step.meeting_point->aborted())
+  /// Accounts a tensor of `bytes` from device `sender` arriving for `step_id`. Before the step
+  /// has started here it is held as early, after dropping the early steps that outlived their
+  /// time or, oldest first, those over the byte budget. False when the tensor is to be dropped:
+  /// that dropped `step_id` itself, or its sending task's early tensors would exceed their
+  /// budget.
+  bool hold_if_early(std::int64_t step_id, std::uint64_t bytes, const std::string& sender) {
+    if (auto started_step = steps.find(step_id); started_step != steps.end() &&
+        (started_step->second.execution || started_step->second.meeting_point->aborted()))
       return true;
+    auto peer = sender.substr(0, sender.find("/device:"));
+    if (early_bytes_by_peer[peer] + bytes > options.early_tensor_peer_budget_bytes) {
+      auto line = "dropped a tensor of " + std::to_string(bytes) + " bytes from " + peer +
+                  " for step " + std::to_string(step_id) + ": its early tensors would exceed " +
+                  std::to_string(options.early_tensor_peer_budget_bytes) + " bytes";
+      trace(line);
+      log_verbose(dev->full_name() + ": " + line);
+      return false;
+    }
+    steps[step_id];
     auto now = std::chrono::steady_clock::now();
     while (!early_steps.empty() && now - early_steps.front().first >= options.early_tensor_ttl)
       drop_early(early_steps.front().second, "did not start within " +
@@ -133,24 +148,33 @@ struct device_state {
     if (i->second.early_bytes == 0)
       early_steps.emplace_back(now, step_id);
     i->second.early_bytes += bytes;
+    i->second.early_by_peer[peer] += bytes;
     early_bytes += bytes;
+    early_bytes_by_peer[peer] += bytes;
     return true;
   }
 
-  /// The step started: its early tensors belong to it now.
-  void started(device_step& step) {
+  /// The step's early tensors no longer count against the budgets.
+  void release_early(device_step& step) {
     early_bytes -= step.early_bytes;
     step.early_bytes = 0;
+    for (auto& [peer, bytes] : step.early_by_peer)
+      if ((early_bytes_by_peer[peer] -= bytes) == 0)
+        early_bytes_by_peer.erase(peer);
+    step.early_by_peer.clear();
   }
+
+  /// The step started: its early tensors belong to it now.
+  void started(device_step& step) { release_early(step); }
 
   void drop_early(std::int64_t step_id, const std::string& why) {
     early_steps.pop_front();
     auto i = steps.find(step_id);
     if (i == steps.end() || i->second.early_bytes == 0)
       return; // started meanwhile (or already gone): its entry was stale
-    early_bytes -= i->second.early_bytes;
     auto line = "dropped " + std::to_string(i->second.early_bytes) + " bytes of tensors for step " +
                 std::to_string(step_id) + ", which " + why;
+    release_early(i->second);
     trace(line);
     log_verbose(dev->full_name() + ": " + line);
     steps.erase(i);
@@ -389,7 +413,7 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
         return;
       }
       // A tensor may arrive before this device was told to run the step.
-      if (!st.hold_if_early(transfer.step_id, transfer.value.bytes()))
+      if (!st.hold_if_early(transfer.step_id, transfer.value.bytes(), admitted->send_device))
         return;
       st.steps[transfer.step_id].meeting_point->deliver(transfer.key, std::move(transfer.value));
     },
@@ -417,7 +441,7 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
                                                               ", refused a tensor chunk"));
         return;
       }
-      if (done->is_initialized() && st.hold_if_early(chunk.step_id, done->bytes()))
+      if (done->is_initialized() && st.hold_if_early(chunk.step_id, done->bytes(), admitted->send_device))
         st.steps[chunk.step_id].meeting_point->deliver(chunk.key, std::move(*done));
     },
     [=](abort_atom, std::int64_t step_id, const status& reason) {

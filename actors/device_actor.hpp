@@ -37,6 +37,9 @@ struct device_actor_options {
   /// early_tensor_budget_bytes. Either way the step, should it come, fails waiting for them.
   std::chrono::milliseconds early_tensor_ttl{std::chrono::seconds(60)};
   std::uint64_t early_tensor_budget_bytes = std::uint64_t{1} << 30;
+  /// And each sending task's early tensors together may hold at most this much: one that
+  /// sends for steps that never come loses its own further tensors, not the other peers'.
+  std::uint64_t early_tensor_peer_budget_bytes = std::uint64_t{512} << 20;
   /// Called with every peer table the actor is told (the task dials its peers with it).
   std::function<void(const protocol::peer_table&)> on_peers;
 };

@@ -169,3 +169,41 @@ TEST_CASE("tensors for steps that never start are dropped after a time and beyon
   caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
   sys.run_all();
 }
+
+TEST_CASE("each sending task's early tensors have a budget of their own: a flooding peer loses its own, not others'") {
+  testing::deterministic_system sys;
+  device_actor_options options;
+  options.trace = sys.tracer();
+  options.early_tensor_peer_budget_bytes = 1000;
+  auto receiver = spawn_device_actor(
+    sys.system(),
+    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
+    options);
+  const std::string other_sender = "/job:ps/replica:0/task:1/device:CPU:0";
+  peer_table peers;
+  peers.devices[receiver_device] = receiver;
+  peers.incarnations[sender_device] = current_life;
+  peers.incarnations[other_sender] = current_life;
+  caf::anon_send(receiver, peers_atom::value, peers);
+  auto send = [&](const std::string& from, std::int64_t step) {
+    auto key = make_rendezvous_key(from, receiver_device, "x:0", current_life).to_string();
+    caf::anon_send(receiver, tensor_atom::value,
+                   make_tensor_transfer(step, key, tensor::from_vector<float>(std::vector<float>(100, 1.f))));
+    sys.run_all();
+  };
+  // 400 bytes each: the third from ps:0 would make 1200 of its own.
+  for (std::int64_t step : {201, 202, 203})
+    send(sender_device, step);
+  send(other_sender, 204);
+  send(other_sender, 205);
+  std::vector<std::string> dropped;
+  for (auto& line : sys.trace())
+    if (line.find("dropped") != std::string::npos)
+      dropped.push_back(line);
+  REQUIRE(dropped.size() == 1);
+  CHECK(dropped[0].find("dropped a tensor of 400 bytes from /job:ps/replica:0/task:0 for step 203") !=
+        std::string::npos);
+  CHECK(dropped[0].find("would exceed 1000 bytes") != std::string::npos);
+  caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
+  sys.run_all();
+}
