@@ -305,3 +305,32 @@ TEST_CASE("a session's handle is of no use on another node: runs and closes from
   CHECK(close_from(*client.system, client_master).ok());
   caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("with mutual TLS a master killed and restarted serves the next session on the same tasks", "[security][tls]") {
+  actorflow::test::temp_dir dir;
+  auto certs = dir.path() + "/cluster";
+  make_certificates(certs, {"canshu0", "canshu1", "gongzuo0", "gongzuo1", "master", "client"});
+  auto cluster = classic_cluster([&](const std::string& job, int task) {
+    return tls_flags(certs, job + std::to_string(task));
+  });
+  REQUIRE(cluster->ready());
+  auto master_port = free_loopback_port();
+  auto target = "caf://127.0.0.1:" + std::to_string(master_port);
+  for (int life = 0; life < 2; ++life) {
+    INFO("master life " << life);
+    auto args = std::vector<std::string>{"--port", std::to_string(master_port), "--cluster",
+                                         cluster->spec_json()};
+    for (auto& flag : tls_flags(certs, "master"))
+      args.push_back(flag);
+    child_process master{ACTORFLOW_MASTER_BINARY, args};
+    REQUIRE(master.wait_for_line("serving on", 20000ms).has_value());
+    auto [output, code] = run_classic_example(target, cluster->spec_json(),
+                                              tls_environment(certs, "client", certs));
+    INFO(output);
+    CHECK(code == 0);
+    CHECK(output.find("299 ") != std::string::npos);
+    master.signal(SIGKILL);
+    master.wait_exit(10000ms);
+  }
+  CHECK(cluster->stop());
+}
