@@ -57,7 +57,29 @@ public:
 aligned_allocator plain_allocator;
 std::atomic<allocator*> host_allocator{&plain_allocator};
 
+std::atomic<std::size_t> tensor_cap_override{0};
+
+std::size_t tensor_cap_from_environment() {
+  const char* text = std::getenv("ACTORFLOW_MAX_TENSOR_BYTES");
+  if (text == nullptr || *text == '\0')
+    return 0;
+  char* end = nullptr;
+  auto value = std::strtoull(text, &end, 10);
+  return end != text && *end == '\0' ? static_cast<std::size_t>(value) : 0;
+}
+
 } // namespace
+
+std::size_t max_tensor_allocation_bytes() {
+  if (auto bytes = tensor_cap_override.load(std::memory_order_relaxed))
+    return bytes;
+  static const std::size_t from_environment = tensor_cap_from_environment();
+  return from_environment;
+}
+
+void set_max_tensor_allocation_bytes(std::size_t bytes) {
+  tensor_cap_override.store(bytes, std::memory_order_relaxed);
+}
 
 allocator* default_host_allocator() { return host_allocator.load(std::memory_order_acquire); }
 
@@ -81,6 +103,12 @@ buffer::~buffer() {
 
 tensor::tensor(dtype type, tensor_shape shape, allocator* alloc)
   : type_(type), shape_(std::move(shape)) {
+  auto cap = max_tensor_allocation_bytes();
+  if (cap != 0 && bytes() > cap)
+    throw allocation_failure("a " + std::string{to_string(type_)} + " tensor of shape " +
+                             shape_.to_string() + " needs " + std::to_string(bytes()) +
+                             " bytes, over this process's per-tensor cap of " +
+                             std::to_string(cap) + " (ACTORFLOW_MAX_TENSOR_BYTES)");
   auto* a = alloc != nullptr ? alloc : default_host_allocator();
   buf_ = std::make_shared<buffer>(a, bytes());
 }

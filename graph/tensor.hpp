@@ -68,6 +68,13 @@ inline constexpr std::size_t tensor_alignment = 64;
 allocator* default_host_allocator();
 void set_default_host_allocator(allocator* alloc);
 
+/// The largest tensor this process allocates, in bytes; 0 (the default) is no cap. A larger one
+/// throws allocation_failure naming its shape and the cap, which a kernel's step reports as an
+/// error naming the node. From ACTORFLOW_MAX_TENSOR_BYTES (read on the first call) unless
+/// set_max_tensor_allocation_bytes() says otherwise (0 goes back to the environment's).
+std::size_t max_tensor_allocation_bytes();
+void set_max_tensor_allocation_bytes(std::size_t bytes);
+
 /// A block of memory owned by one allocator; freed when the last tensor referring to it dies.
 class buffer {
 public:

@@ -200,3 +200,22 @@ TEST_CASE("step stats split a step into device execution and framework overhead"
   CHECK(stats.execution_seconds > 0);
   CHECK(stats.total_seconds >= stats.execution_seconds);
 }
+
+TEST_CASE("a tensor over the per-tensor cap fails its step with an error naming the node and the cap") {
+  set_max_tensor_allocation_bytes(std::size_t{1} << 20);
+  graph g;
+  auto big = ops::fill(g, {std::int64_t{1} << 20}, ops::constant(g, 1.f), "big"); // 4 MiB
+  auto total = ops::reduce_sum(big);
+  session s{g};
+  auto r = s.run({total});
+  set_max_tensor_allocation_bytes(0);
+  REQUIRE_FALSE(r.ok());
+  INFO(r.error().to_string());
+  CHECK(r.error().message().find("big") != std::string::npos);
+  CHECK(r.error().message().find("per-tensor cap of 1048576") != std::string::npos);
+  // Under the cap the same graph runs.
+  session again{g};
+  auto fine = again.run({total});
+  REQUIRE(fine.ok());
+  CHECK(fine->at(0).scalar_value<float>() == Approx(1 << 20));
+}
