@@ -18,17 +18,6 @@ std::atomic<std::size_t> max_tensor_bytes_override{0};
 
 } // namespace
 
-std::size_t size_from_environment(const char* name, std::size_t fallback) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0')
-    return fallback;
-  char* end = nullptr;
-  auto value = std::strtoull(text, &end, 10);
-  if (end == text || *end != '\0' || value == 0)
-    return fallback;
-  return static_cast<std::size_t>(value);
-}
-
 std::size_t wire_chunk_bytes() {
   if (auto bytes = chunk_bytes_override.load(std::memory_order_relaxed))
     return bytes;

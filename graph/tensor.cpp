@@ -1,5 +1,7 @@
 #include "graph/tensor.hpp"
 
+#include "graph/environment.hpp"
+
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -59,21 +61,12 @@ std::atomic<allocator*> host_allocator{&plain_allocator};
 
 std::atomic<std::size_t> tensor_cap_override{0};
 
-std::size_t tensor_cap_from_environment() {
-  const char* text = std::getenv("ACTORFLOW_MAX_TENSOR_BYTES");
-  if (text == nullptr || *text == '\0')
-    return 0;
-  char* end = nullptr;
-  auto value = std::strtoull(text, &end, 10);
-  return end != text && *end == '\0' ? static_cast<std::size_t>(value) : 0;
-}
-
 } // namespace
 
 std::size_t max_tensor_allocation_bytes() {
   if (auto bytes = tensor_cap_override.load(std::memory_order_relaxed))
     return bytes;
-  static const std::size_t from_environment = tensor_cap_from_environment();
+  static const std::size_t from_environment = size_from_environment("ACTORFLOW_MAX_TENSOR_BYTES", 0);
   return from_environment;
 }
 

@@ -31,6 +31,7 @@
 /// Tensors of at least bulk_min_bytes() for a device whose task has a bulk endpoint skip these
 /// encodings altogether: they go over the bulk channel (actors/bulk_channel.hpp, its own frame).
 
+#include "graph/environment.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
@@ -61,9 +62,6 @@ inline constexpr std::size_t default_max_tensor_bytes = std::size_t{8} << 30;
 /// The largest encoded partition graph one message may carry.
 inline constexpr std::size_t max_graph_message_bytes = std::size_t{256} << 20;
 
-/// A positive byte count from the environment variable `name` (the ACTORFLOW_*_BYTES limits);
-/// `fallback` when it is unset, empty, not a number or 0.
-std::size_t size_from_environment(const char* name, std::size_t fallback);
 
 /// The most dimensions a tensor on the wire may have (TensorFlow's limit).
 inline constexpr std::size_t max_tensor_rank = 254;

@@ -177,6 +177,21 @@ int connect_to_loopback(std::uint16_t port) {
   return fd;
 }
 
+/// A plain TCP listener on a free loopback port (for tests that play an endpoint by hand), and
+/// its "127.0.0.1:PORT".
+std::pair<int, std::string> loopback_listener() {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  return {listener, "127.0.0.1:" + std::to_string(ntohs(address.sin_port))};
+}
+
 /// A connection to the endpoint at `port` on loopback that has read the endpoint's welcome.
 int connect_to_endpoint(std::uint16_t port) {
   int fd = connect_to_loopback(port);
@@ -413,16 +428,7 @@ TEST_CASE("a device actor fails the step, naming the receiver and its endpoint, 
 TEST_CASE("a frame that finds its kept connection reset goes again on a fresh one",
           "[actors][bulk]") {
   // A plain listener playing an endpoint that resets the first connection after one frame.
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(listener >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(::listen(listener, 4) == 0);
-  socklen_t length = sizeof address;
-  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  auto target = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  auto [listener, target] = loopback_listener();
   auto accept_one = [&] {
     pollfd p{listener, POLLIN, 0};
     REQUIRE(::poll(&p, 1, 10000) == 1);
@@ -641,16 +647,7 @@ TEST_CASE("a bulk endpoint with a cluster token reads frames only from senders t
 TEST_CASE("send credits: a receiver that stops reading holds its sender back instead of its queue growing",
           "[actors][bulk]") {
   // A listener playing an endpoint that lets the sender in and then reads nothing until told.
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(listener >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(::listen(listener, 4) == 0);
-  socklen_t length = sizeof address;
-  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  auto target = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  auto [listener, target] = loopback_listener();
   std::atomic<int> accepted{-1};
   std::thread acceptor{[&] {
     int fd = ::accept(listener, nullptr, nullptr);

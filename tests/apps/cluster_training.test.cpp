@@ -354,20 +354,28 @@ TEST_CASE("a task restarted at its address serves the master's next session") {
   CHECK(cluster->task(1).wait_exit(10000ms) == 0);
 }
 
+namespace {
+
+/// The classic example (in_graph_linreg), 300 steps on the session at `target`: it exits 0
+/// having printed step 299.
+void run_classic_example_300(const std::string& target, const std::string& spec) {
+  child_process client{ACTORFLOW_EXAMPLE_BINARY,
+                       {"--target", target, "--cluster", spec, "--steps", "300"}};
+  auto output = read_all_lines(client, 60000ms);
+  auto code = client.wait_exit(10000ms);
+  INFO(output << client.stderr_text());
+  CHECK(code == 0);
+  CHECK_FALSE(last_line_with(output, "299 ").empty());
+}
+
+} // namespace
+
 TEST_CASE("a restarted master serves the next session on the same tasks, restarting nothing else") {
   auto cluster = start_cluster({{"canshu", 2}, {"gongzuo", 2}});
   auto master_port = free_loopback_port();
   REQUIRE(master_port != 0);
   auto target = "caf://127.0.0.1:" + std::to_string(master_port);
-  auto run_example = [&] {
-    child_process client{ACTORFLOW_EXAMPLE_BINARY,
-                         {"--target", target, "--cluster", cluster->spec_json(), "--steps", "300"}};
-    auto output = read_all_lines(client, 60000ms);
-    auto code = client.wait_exit(10000ms);
-    INFO(output << client.stderr_text());
-    CHECK(code == 0);
-    CHECK_FALSE(last_line_with(output, "299 ").empty());
-  };
+  auto run_example = [&] { run_classic_example_300(target, cluster->spec_json()); };
   for (int life = 0; life < 2; ++life) {
     INFO("master life " << life);
     child_process master{ACTORFLOW_MASTER_BINARY,
@@ -383,15 +391,7 @@ TEST_CASE("a restarted master serves the next session on the same tasks, restart
 TEST_CASE("a task that served as master, killed and restarted, serves the next session, and no other task restarts") {
   auto cluster = start_cluster({{"canshu", 2}, {"gongzuo", 2}});
   auto target = "caf://" + cluster->address(3); // gongzuo:1
-  auto run_example = [&] {
-    child_process client{ACTORFLOW_EXAMPLE_BINARY,
-                         {"--target", target, "--cluster", cluster->spec_json(), "--steps", "300"}};
-    auto output = read_all_lines(client, 60000ms);
-    auto code = client.wait_exit(10000ms);
-    INFO(output << client.stderr_text());
-    CHECK(code == 0);
-    CHECK_FALSE(last_line_with(output, "299 ").empty());
-  };
+  auto run_example = [&] { run_classic_example_300(target, cluster->spec_json()); };
   run_example();
   cluster->task(3).signal(SIGKILL);
   cluster->task(3).wait_exit(10000ms);

@@ -66,6 +66,16 @@ std::unique_ptr<cluster_processes> classic_cluster(
                                              1, extra);
 }
 
+/// One actorflow-worker, job "worker" of a one-task cluster at 127.0.0.1:`port`, serving.
+std::unique_ptr<child_process> start_lone_worker(std::uint16_t port) {
+  auto worker = std::make_unique<child_process>(
+    ACTORFLOW_WORKER_BINARY,
+    std::vector<std::string>{"--cluster", "worker=127.0.0.1:" + std::to_string(port), "--job",
+                             "worker", "--threads", "1"});
+  REQUIRE(worker->wait_for_line("serving on", 20000ms).has_value());
+  return worker;
+}
+
 /// A CAF node of this process, with the guard but none of the cluster's secrets.
 struct attacker_node {
   caf::actor_system_config config;
@@ -144,10 +154,8 @@ TEST_CASE("a cluster with a token refuses clients without it and trains with it"
 
 TEST_CASE("a stop from another node is refused, and a task whose device actor is killed exits 4", "[security]") {
   auto port = free_loopback_port();
-  child_process worker{ACTORFLOW_WORKER_BINARY,
-                       {"--cluster", "worker=127.0.0.1:" + std::to_string(port), "--job", "worker",
-                        "--threads", "1"}};
-  REQUIRE(worker.wait_for_line("serving on", 20000ms).has_value());
+  auto started = start_lone_worker(port);
+  auto& worker = *started;
   attacker_node attacker;
   auto task = attacker.system->middleman().remote_actor<protocol::task_actor>("127.0.0.1", port);
   REQUIRE(task);
@@ -249,10 +257,8 @@ TEST_CASE("with mutual TLS the classic example and the MLP train on processes, a
 
 TEST_CASE("a session's handle is of no use on another node: runs and closes from there are refused", "[security]") {
   auto port = free_loopback_port();
-  child_process worker{ACTORFLOW_WORKER_BINARY,
-                       {"--cluster", "worker=127.0.0.1:" + std::to_string(port), "--job", "worker",
-                        "--threads", "1"}};
-  REQUIRE(worker.wait_for_line("serving on", 20000ms).has_value());
+  auto started = start_lone_worker(port);
+  auto& worker = *started;
   attacker_node client, attacker;
   auto reach = [&](attacker_node& node) {
     auto master = node.system->middleman().remote_actor<protocol::master_actor>("127.0.0.1", port);
