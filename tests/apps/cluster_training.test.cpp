@@ -408,3 +408,34 @@ TEST_CASE("a task that served as master, killed and restarted, serves the next s
     CHECK(cluster->task(i).wait_exit(10000ms) == 0);
   }
 }
+
+TEST_CASE("with a master of its own, any one task killed and restarted leaves the next session working") {
+  auto cluster = start_cluster({{"canshu", 2}, {"gongzuo", 2}});
+  auto master_port = free_loopback_port();
+  REQUIRE(master_port != 0);
+  child_process master{ACTORFLOW_MASTER_BINARY,
+                       {"--port", std::to_string(master_port), "--cluster", cluster->spec_json()}};
+  REQUIRE(master.wait_for_line("serving on", 20000ms).has_value());
+  auto target = "caf://127.0.0.1:" + std::to_string(master_port);
+  run_classic_example_300(target, cluster->spec_json());
+  const std::vector<std::pair<std::string, int>> tasks{{"canshu", 0}, {"canshu", 1}, {"gongzuo", 0}, {"gongzuo", 1}};
+  std::vector<std::unique_ptr<child_process>> restarted;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    INFO("restarted /job:" << tasks[i].first << "/task:" << tasks[i].second);
+    cluster->task(i).signal(SIGKILL);
+    cluster->task(i).wait_exit(10000ms);
+    restarted.push_back(std::make_unique<child_process>(
+      ACTORFLOW_WORKER_BINARY,
+      std::vector<std::string>{"--cluster", cluster->spec_json(), "--job", tasks[i].first, "--task",
+                               std::to_string(tasks[i].second), "--threads", "1"},
+      false));
+    REQUIRE(restarted.back()->wait_for_line("serving on", 20000ms).has_value());
+    run_classic_example_300(target, cluster->spec_json());
+  }
+  master.signal(SIGTERM);
+  CHECK(master.wait_exit(10000ms) == 0);
+  for (auto& task : restarted) {
+    task->signal(SIGTERM);
+    CHECK(task->wait_exit(10000ms) == 0);
+  }
+}
