@@ -86,6 +86,22 @@ void step_cancellation::cancel_all() {
 
 // --- kernel_context ------------------------------------------------------------------------
 
+status input_status(const kernel_context& ctx, int i, dtype expected) {
+  if (i >= ctx.num_inputs())
+    return make_error(errc::invalid_argument, ctx.def().op + " expects at least " +
+                                                std::to_string(i + 1) + " inputs, got " +
+                                                std::to_string(ctx.num_inputs()));
+  const tensor& t = ctx.input(i);
+  if (!t.is_initialized())
+    return make_error(errc::failed_precondition,
+                      ctx.def().op + " input " + std::to_string(i) + " is an empty tensor");
+  if (t.type() != expected)
+    return make_error(errc::invalid_argument, ctx.def().op + " input " + std::to_string(i) +
+                                                " has dtype " + to_string(t.type()) +
+                                                ", expected " + to_string(expected));
+  return {};
+}
+
 kernel_context::kernel_context(const node& n, device& dev, std::int64_t step_id,
                                std::vector<tensor> inputs)
   : node_(n), device_(dev), step_id_(step_id), inputs_(std::move(inputs)),

@@ -124,6 +124,12 @@ private:
   step_cancellation* cancellation_ = nullptr;
 };
 
+/// Ok when input `i` of ctx exists, is initialised and has type `expected`; otherwise the
+/// error a kernel reports, naming the op and the input. The executor and shape inference
+/// normally guarantee all three; this turns a miswired graph into an error instead of a crash.
+/// The one check and wording behind the CPU kernels' check_input and the GPU's expect_input.
+status input_status(const kernel_context& ctx, int i, dtype expected);
+
 class op_kernel {
 public:
   explicit op_kernel(const node& n) : name_(n.name), op_(n.op) {}

@@ -69,24 +69,12 @@ protected:
   virtual status launch(kernel_context& ctx, cudaStream_t stream) = 0;
 };
 
-/// Ok when input `i` exists, is initialised, has type `expected` and lives in the memory of
-/// ctx's device; the error otherwise, in the CPU kernels' words (devices/cpu/kernels/
-/// kernel_util.hpp's check_input, which includes Eigen and so stays out of nvcc's way). The
+/// input_status (devices/kernel.hpp), and input `i` lives in the memory of ctx's device. The
 /// executor copies inputs into the device's memory; a kernel that read a host pointer anyway
 /// would fault, and a fault ends the CUDA context for the whole process.
 inline status expect_input(kernel_context& ctx, int i, dtype expected) {
-  if (i >= ctx.num_inputs())
-    return make_error(errc::invalid_argument, ctx.def().op + " expects at least " +
-                                                std::to_string(i + 1) + " inputs, got " +
-                                                std::to_string(ctx.num_inputs()));
+  AF_RETURN_IF_ERROR(input_status(ctx, i, expected));
   const tensor& t = ctx.input(i);
-  if (!t.is_initialized())
-    return make_error(errc::failed_precondition,
-                      ctx.def().op + " input " + std::to_string(i) + " is an empty tensor");
-  if (t.type() != expected)
-    return make_error(errc::invalid_argument, ctx.def().op + " input " + std::to_string(i) +
-                                                " has dtype " + to_string(t.type()) +
-                                                ", expected " + to_string(expected));
   if (t.space() != ctx.dev().memory())
     return make_error(errc::internal, ctx.def().op + " input " + std::to_string(i) + " is in " +
                                         (t.on_host() ? std::string{"host memory"}

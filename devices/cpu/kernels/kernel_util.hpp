@@ -82,29 +82,14 @@ inline std::int64_t reduction_chunks(kernel_context& ctx, std::int64_t n) {
 
 // --- input checks --------------------------------------------------------------------------
 
-/// Fails the kernel unless input `i` exists, is initialised and has type `expected`. The
-/// executor and shape inference normally guarantee all three; this turns a miswired graph into
-/// an error instead of a crash.
+/// Fails the kernel unless input `i` exists, is initialised and has type `expected`
+/// (input_status in devices/kernel.hpp).
 inline bool check_input(kernel_context& ctx, int i, dtype expected) {
-  if (i >= ctx.num_inputs()) {
-    ctx.fail(make_error(errc::invalid_argument, ctx.def().op + " expects at least " +
-                                                  std::to_string(i + 1) + " inputs, got " +
-                                                  std::to_string(ctx.num_inputs())));
-    return false;
-  }
-  const tensor& t = ctx.input(i);
-  if (!t.is_initialized()) {
-    ctx.fail(make_error(errc::failed_precondition,
-                        ctx.def().op + " input " + std::to_string(i) + " is an empty tensor"));
-    return false;
-  }
-  if (t.type() != expected) {
-    ctx.fail(make_error(errc::invalid_argument, ctx.def().op + " input " + std::to_string(i) +
-                                                  " has dtype " + to_string(t.type()) +
-                                                  ", expected " + to_string(expected)));
-    return false;
-  }
-  return true;
+  auto s = input_status(ctx, i, expected);
+  if (s.ok())
+    return true;
+  ctx.fail(std::move(s));
+  return false;
 }
 
 /// check_input for inputs 0 .. count-1, all of type `expected`.
