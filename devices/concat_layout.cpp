@@ -60,4 +60,44 @@ result<concat_layout> make_concat_layout(const std::string& op,
   return layout;
 }
 
+result<concat_plan> plan_concat(const kernel_context& ctx, std::int64_t axis) {
+  auto type = ctx.def().kernel_type;
+  if (ctx.num_inputs() == 0)
+    return make_error(errc::invalid_argument, "ConcatV2 needs at least one input");
+  concat_plan plan;
+  std::vector<tensor_shape> shapes;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    AF_RETURN_IF_ERROR(input_status(ctx, i, type));
+    shapes.push_back(ctx.input(i).shape());
+    plan.parts.push_back(ctx.input(i).raw_data());
+  }
+  auto layout = make_concat_layout("ConcatV2", shapes, axis, type);
+  if (!layout)
+    return layout.error();
+  plan.layout = std::move(*layout);
+  return plan;
+}
+
+result<concat_layout> plan_split_to_shapes(const kernel_context& ctx, std::int64_t axis) {
+  auto type = ctx.def().kernel_type;
+  if (ctx.num_inputs() < 2)
+    return make_error(errc::invalid_argument,
+                      "SplitToShapesOf needs the gradient and at least one shape input");
+  AF_RETURN_IF_ERROR(input_status(ctx, 0, type));
+  const tensor& dy = ctx.input(0);
+  // Only the shapes of inputs 1.. matter; their values are never read.
+  std::vector<tensor_shape> shapes;
+  for (int i = 1; i < ctx.num_inputs(); ++i)
+    shapes.push_back(ctx.input(i).shape());
+  auto layout = make_concat_layout("SplitToShapesOf", shapes, axis, type);
+  if (!layout)
+    return layout.error();
+  if (layout->whole != dy.shape())
+    return make_error(errc::invalid_argument,
+                      "SplitToShapesOf: a gradient of shape " + dy.shape().to_string() +
+                        " cannot be split into shapes " + shape_list(shapes) + " along axis " +
+                        std::to_string(axis));
+  return layout;
+}
+
 } // namespace actorflow

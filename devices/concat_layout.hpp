@@ -6,6 +6,7 @@
 ///   auto layout = make_concat_layout("ConcatV2", {a.shape(), b.shape()}, 1, dtype::float32);
 ///   // part i: layout->part_row_bytes[i] bytes of each row, at byte layout->offsets[i]
 
+#include "devices/kernel.hpp"
 #include "graph/dtype.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor_shape.hpp"
@@ -38,5 +39,18 @@ std::string shape_list(const std::vector<tensor_shape>& parts);
 result<concat_layout> make_concat_layout(const std::string& op,
                                          const std::vector<tensor_shape>& parts,
                                          std::int64_t axis, dtype type);
+
+/// What a ConcatV2 kernel of any device copies: its inputs (at least one, all of the kernel's
+/// type, checked) laid out along `axis`, and each input's buffer.
+struct concat_plan {
+  concat_layout layout;
+  std::vector<void*> parts;
+};
+result<concat_plan> plan_concat(const kernel_context& ctx, std::int64_t axis);
+
+/// What a SplitToShapesOf kernel of any device copies out of its gradient (input 0, of the
+/// kernel's type): the layout of the shapes of inputs 1.. along `axis`, whose whole must be the
+/// gradient's shape.
+result<concat_layout> plan_split_to_shapes(const kernel_context& ctx, std::int64_t axis);
 
 } // namespace actorflow

@@ -3,10 +3,12 @@
 ///   auto shape = concrete_shape_attr(n, "shape");   // or "node 'x' (Fill): attribute 'shape'
 ///   if (!shape) return shape.error();               //     must be a fully defined shape"
 
+#include "devices/kernel.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor_shape.hpp"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +37,16 @@ inline result<tensor_shape> concrete_shape_attr(const node& n, const std::string
   if (!s || !s->fully_defined())
     return bad_attr(n, key, "a fully defined shape");
   return *s;
+}
+
+/// Makes a Kernel(node, axis) once the required integer attribute "axis" is read (ConcatV2 and
+/// SplitToShapesOf on every device).
+template <class Kernel>
+result<std::unique_ptr<op_kernel>> make_with_axis(const node& n) {
+  auto* axis = n.attr<std::int64_t>("axis");
+  if (axis == nullptr)
+    return bad_attr(n, "axis", "an integer");
+  return std::unique_ptr<op_kernel>{std::make_unique<Kernel>(n, *axis)};
 }
 
 } // namespace actorflow

@@ -5,6 +5,7 @@
 // dtype alike.
 #include "devices/concat_layout.hpp"
 #include "devices/cpu/kernels/kernel_util.hpp"
+#include "devices/kernel_attrs.hpp"
 
 #include <cstring>
 
@@ -42,44 +43,22 @@ void copy_blocks(kernel_context& ctx, const concat_layout& layout, void* whole,
     std::max<std::int64_t>(1, row_elements));
 }
 
-/// Makes a Kernel(node, axis) once the required attr "axis" is read.
-template <class Kernel>
-result<std::unique_ptr<op_kernel>> make_with_axis(const node& n) {
-  auto* axis = n.attr<std::int64_t>("axis");
-  if (axis == nullptr)
-    return bad_attr(n, "axis", "an integer");
-  return std::unique_ptr<op_kernel>{std::make_unique<Kernel>(n, *axis)};
-}
-
 class concat_kernel : public op_kernel {
 public:
   concat_kernel(const node& n, std::int64_t axis) : op_kernel(n), axis_(axis) {}
 
   void compute(kernel_context& ctx) override {
-    auto type = ctx.def().kernel_type;
-    if (ctx.num_inputs() == 0) {
-      ctx.fail(make_error(errc::invalid_argument, "ConcatV2 needs at least one input"));
-      return;
-    }
-    if (!check_inputs(ctx, ctx.num_inputs(), type))
-      return;
-    std::vector<tensor_shape> shapes;
-    std::vector<void*> parts;
-    for (int i = 0; i < ctx.num_inputs(); ++i) {
-      shapes.push_back(ctx.input(i).shape());
-      parts.push_back(ctx.input(i).raw_data());
-    }
-    auto layout = make_concat_layout("ConcatV2", shapes, axis_, type);
-    if (!layout) {
-      ctx.fail(layout.error());
+    auto plan = plan_concat(ctx, axis_);
+    if (!plan) {
+      ctx.fail(plan.error());
       return;
     }
     if (ctx.num_inputs() == 1) {
       ctx.set_output(0, ctx.input(0));
       return;
     }
-    tensor out = ctx.allocate_output(0, type, layout->whole);
-    copy_blocks(ctx, *layout, out.raw_data(), parts, direction::into_whole);
+    tensor out = ctx.allocate_output(0, ctx.def().kernel_type, plan->layout.whole);
+    copy_blocks(ctx, plan->layout, out.raw_data(), plan->parts, direction::into_whole);
   }
 
 private:
@@ -91,38 +70,20 @@ public:
   split_to_shapes_kernel(const node& n, std::int64_t axis) : op_kernel(n), axis_(axis) {}
 
   void compute(kernel_context& ctx) override {
-    auto type = ctx.def().kernel_type;
-    if (ctx.num_inputs() < 2) {
-      ctx.fail(make_error(errc::invalid_argument,
-                          "SplitToShapesOf needs the gradient and at least one shape input"));
-      return;
-    }
-    if (!check_input(ctx, 0, type))
-      return;
-    const tensor& dy = ctx.input(0);
-    // Only the shapes of inputs 1.. matter; their values are never read.
-    std::vector<tensor_shape> shapes;
-    for (int i = 1; i < ctx.num_inputs(); ++i)
-      shapes.push_back(ctx.input(i).shape());
-    auto layout = make_concat_layout("SplitToShapesOf", shapes, axis_, type);
+    auto layout = plan_split_to_shapes(ctx, axis_);
     if (!layout) {
       ctx.fail(layout.error());
       return;
     }
-    if (layout->whole != dy.shape()) {
-      ctx.fail(make_error(errc::invalid_argument,
-                          "SplitToShapesOf: a gradient of shape " + dy.shape().to_string() +
-                            " cannot be split into shapes " + shape_list(shapes) + " along axis " +
-                            std::to_string(axis_)));
-      return;
-    }
-    if (shapes.size() == 1) {
+    const tensor& dy = ctx.input(0);
+    if (ctx.num_inputs() == 2) {
       ctx.set_output(0, dy);
       return;
     }
     std::vector<void*> parts;
-    for (std::size_t i = 0; i < shapes.size(); ++i)
-      parts.push_back(ctx.allocate_output(static_cast<int>(i), type, shapes[i]).raw_data());
+    for (int i = 1; i < ctx.num_inputs(); ++i)
+      parts.push_back(
+        ctx.allocate_output(i - 1, ctx.def().kernel_type, ctx.input(i).shape()).raw_data());
     copy_blocks(ctx, *layout, dy.raw_data(), parts, direction::out_of_whole);
   }
 

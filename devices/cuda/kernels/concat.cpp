@@ -35,39 +35,22 @@ status copy_blocks(const concat_layout& layout, void* whole, const std::vector<v
   return {};
 }
 
-template <class Kernel>
-result<std::unique_ptr<op_kernel>> make_with_axis(const node& n) {
-  auto* axis = n.attr<std::int64_t>("axis");
-  if (axis == nullptr)
-    return bad_attr(n, "axis", "an integer");
-  return std::unique_ptr<op_kernel>{std::make_unique<Kernel>(n, *axis)};
-}
-
 class concat_kernel final : public cuda_kernel {
 public:
   concat_kernel(const node& n, std::int64_t axis) : cuda_kernel(n), axis_(axis) {}
 
 protected:
   status launch(kernel_context& ctx, cudaStream_t stream) override {
-    auto type = ctx.def().kernel_type;
-    if (ctx.num_inputs() == 0)
-      return make_error(errc::invalid_argument, "ConcatV2 needs at least one input");
-    AF_RETURN_IF_ERROR(expect_inputs(ctx, ctx.num_inputs(), type));
-    std::vector<tensor_shape> shapes;
-    std::vector<void*> parts;
-    for (int i = 0; i < ctx.num_inputs(); ++i) {
-      shapes.push_back(ctx.input(i).shape());
-      parts.push_back(ctx.input(i).raw_data());
-    }
-    auto layout = make_concat_layout("ConcatV2", shapes, axis_, type);
-    if (!layout)
-      return layout.error();
+    AF_RETURN_IF_ERROR(expect_inputs(ctx, ctx.num_inputs(), ctx.def().kernel_type));
+    auto plan = plan_concat(ctx, axis_);
+    if (!plan)
+      return plan.error();
     if (ctx.num_inputs() == 1) {
       ctx.set_output(0, ctx.input(0));
       return {};
     }
-    tensor out = ctx.allocate_output(0, type, layout->whole);
-    return copy_blocks(*layout, out.raw_data(), parts, direction::into_whole, stream);
+    tensor out = ctx.allocate_output(0, ctx.def().kernel_type, plan->layout.whole);
+    return copy_blocks(plan->layout, out.raw_data(), plan->parts, direction::into_whole, stream);
   }
 
 private:
@@ -80,31 +63,19 @@ public:
 
 protected:
   status launch(kernel_context& ctx, cudaStream_t stream) override {
-    auto type = ctx.def().kernel_type;
-    if (ctx.num_inputs() < 2)
-      return make_error(errc::invalid_argument,
-                        "SplitToShapesOf needs the gradient and at least one shape input");
-    AF_RETURN_IF_ERROR(expect_input(ctx, 0, type));
-    const tensor& dy = ctx.input(0);
-    // Only the shapes of inputs 1.. matter; their values are never read.
-    std::vector<tensor_shape> shapes;
-    for (int i = 1; i < ctx.num_inputs(); ++i)
-      shapes.push_back(ctx.input(i).shape());
-    auto layout = make_concat_layout("SplitToShapesOf", shapes, axis_, type);
+    auto layout = plan_split_to_shapes(ctx, axis_);
     if (!layout)
       return layout.error();
-    if (layout->whole != dy.shape())
-      return make_error(errc::invalid_argument,
-                        "SplitToShapesOf: a gradient of shape " + dy.shape().to_string() +
-                          " cannot be split into shapes " + shape_list(shapes) + " along axis " +
-                          std::to_string(axis_));
-    if (shapes.size() == 1) {
+    AF_RETURN_IF_ERROR(expect_input(ctx, 0, ctx.def().kernel_type));
+    const tensor& dy = ctx.input(0);
+    if (ctx.num_inputs() == 2) {
       ctx.set_output(0, dy);
       return {};
     }
     std::vector<void*> parts;
-    for (std::size_t i = 0; i < shapes.size(); ++i)
-      parts.push_back(ctx.allocate_output(static_cast<int>(i), type, shapes[i]).raw_data());
+    for (int i = 1; i < ctx.num_inputs(); ++i)
+      parts.push_back(
+        ctx.allocate_output(i - 1, ctx.def().kernel_type, ctx.input(i).shape()).raw_data());
     return copy_blocks(*layout, dy.raw_data(), parts, direction::out_of_whole, stream);
   }
 
