@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 struct cublasContext;
 struct cudnnContext;
@@ -99,6 +100,17 @@ inline unsigned int blocks_for(std::int64_t n, int block = default_block) {
   constexpr std::int64_t max_blocks = 1 << 16;
   return static_cast<unsigned int>(std::min<std::int64_t>((n + block - 1) / block, max_blocks));
 }
+
+#ifdef __CUDACC__
+/// Launches `body` over `n` items (blocks_for(n) blocks of default_block threads; the kernels
+/// loop grid-stride over the rest) on `stream`; the launch's error, if any.
+template <class... Params, class... Args>
+status launch_over(std::int64_t n, cudaStream_t stream, void (*body)(Params...), Args&&... args) {
+  body<<<blocks_for(n), default_block, 0, stream>>>(std::forward<Args>(args)...);
+  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return {};
+}
+#endif
 
 } // namespace actorflow::cuda
 

@@ -92,10 +92,8 @@ protected:
       auto count = y.num_elements();
       if (count == 0)
         return {};
-      pool_forward<T, Average><<<blocks_for(count), default_block, 0, stream>>>(
-        x.data<T>(), y.data<T>(), *g, c, count, -std::numeric_limits<T>::infinity());
-      AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      return {};
+      return launch_over(count, stream, pool_forward<T, Average>, x.data<T>(), y.data<T>(), *g, c,
+          count, -std::numeric_limits<T>::infinity());
     }
     const tensor& grad = ctx.input(Average ? 1 : 2);
     if (grad.shape() != out_shape)
@@ -107,10 +105,8 @@ protected:
     auto count = dx.num_elements();
     if (count == 0)
       return {};
-    pool_backward<T, Average><<<blocks_for(count), default_block, 0, stream>>>(
-      x.data<T>(), grad.data<T>(), dx.data<T>(), *g, c, count);
-    AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return {};
+    return launch_over(count, stream, pool_backward<T, Average>, x.data<T>(), grad.data<T>(),
+        dx.data<T>(), *g, c, count);
   }
 };
 
@@ -163,9 +159,7 @@ __global__ void crop_bottom_right(const T* padded, T* x, std::int64_t h, std::in
 template <class T>
 status launch_transpose(const T* in, T* out, std::int64_t rows, std::int64_t cols,
                         cudaStream_t stream) {
-  transpose<T><<<blocks_for(rows * cols), default_block, 0, stream>>>(in, out, rows, cols);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(rows * cols, stream, transpose<T>, in, out, rows, cols);
 }
 
 // --- cuDNN descriptors -------------------------------------------------------------------------
@@ -450,10 +444,8 @@ protected:
       padded = tensor{dtype_of<T>(), padded_shape, allocator};
       if (P != conv_pass::input) {
         auto count = padded.num_elements();
-        pad_bottom_right<T><<<blocks_for(count), default_block, 0, stream>>>(
-          x.data<T>(), padded.data<T>(), s->g.in_h, s->g.in_w, s->channels, p.padded_h,
-          p.padded_w, count);
-        AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        AF_RETURN_IF_ERROR(launch_over(count, stream, pad_bottom_right<T>, x.data<T>(),
+            padded.data<T>(), s->g.in_h, s->g.in_w, s->channels, p.padded_h, p.padded_w, count));
         x_seen = padded.data<T>();
       }
     }
@@ -484,10 +476,8 @@ protected:
       return launch_transpose(filter_ohwi.data<T>(), out.data<T>(), s->filters, rows, stream);
     if (P == conv_pass::input && p.needs_copy()) {
       auto count = out.num_elements();
-      crop_bottom_right<T><<<blocks_for(count), default_block, 0, stream>>>(
-        padded.data<T>(), out.data<T>(), s->g.in_h, s->g.in_w, s->channels, p.padded_h,
-        p.padded_w, count);
-      AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      AF_RETURN_IF_ERROR(launch_over(count, stream, crop_bottom_right<T>, padded.data<T>(),
+          out.data<T>(), s->g.in_h, s->g.in_w, s->channels, p.padded_h, p.padded_w, count));
     }
     return {};
   }

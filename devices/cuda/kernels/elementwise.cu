@@ -64,9 +64,7 @@ __global__ void unary_kernel_body(const T* x, T* y, std::int64_t n) {
 
 template <class T, class Op>
 status launch_unary(cudaStream_t stream, const T* x, T* y, std::int64_t n) {
-  unary_kernel_body<T, Op><<<blocks_for(n), default_block, 0, stream>>>(x, y, n);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(n, stream, unary_kernel_body<T, Op>, x, y, n);
 }
 
 template <class T, class Op>
@@ -178,17 +176,13 @@ __global__ void binary_broadcast(const T* a, const T* b, Out* out, broadcast_str
 template <class T, class Out, class Op>
 status launch_binary_same_shape(cudaStream_t stream, const T* a, const T* b, Out* out,
                                 std::int64_t n) {
-  binary_same_shape<T, Out, Op><<<blocks_for(n), default_block, 0, stream>>>(a, b, out, n);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(n, stream, binary_same_shape<T, Out, Op>, a, b, out, n);
 }
 
 template <class T, class Out, class Op>
 status launch_binary_broadcast(cudaStream_t stream, const T* a, const T* b, Out* out,
                                const broadcast_strides& s) {
-  binary_broadcast<T, Out, Op><<<blocks_for(s.count), default_block, 0, stream>>>(a, b, out, s);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(s.count, stream, binary_broadcast<T, Out, Op>, a, b, out, s);
 }
 
 template <class T, class Op>
@@ -287,9 +281,7 @@ __global__ void add_n_body(summands<T> s, T* out, std::int64_t n) {
 
 template <class T>
 status launch_add_n(cudaStream_t stream, const summands<T>& s, T* out, std::int64_t n) {
-  add_n_body<T><<<blocks_for(n), default_block, 0, stream>>>(s, out, n);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(n, stream, add_n_body<T>, s, out, n);
 }
 
 template <class T>
@@ -347,16 +339,12 @@ __global__ void fill_from_device(T* out, std::int64_t n, const T* value) {
 
 template <class T>
 status launch_fill_constant(cudaStream_t stream, T* out, std::int64_t n, T value) {
-  fill_constant<T><<<blocks_for(n), default_block, 0, stream>>>(out, n, value);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(n, stream, fill_constant<T>, out, n, value);
 }
 
 template <class T>
 status launch_fill_from_device(cudaStream_t stream, T* out, std::int64_t n, const T* value) {
-  fill_from_device<T><<<blocks_for(n), default_block, 0, stream>>>(out, n, value);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(n, stream, fill_from_device<T>, out, n, value);
 }
 
 template <class T, int value>
@@ -435,9 +423,7 @@ __global__ void cast_body(const From* x, To* y, std::int64_t n) {
 
 template <class From, class To>
 status launch_cast(cudaStream_t stream, const From* x, To* y, std::int64_t n) {
-  cast_body<From, To><<<blocks_for(n), default_block, 0, stream>>>(x, y, n);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(n, stream, cast_body<From, To>, x, y, n);
 }
 
 /// Registered under the source dtype (the node's kernel type is its input's); the destination
@@ -487,9 +473,7 @@ __global__ void broadcast_scaled(const T* dy, T* out, broadcast_strides s, T sca
 template <class T>
 status launch_broadcast_scaled(cudaStream_t stream, const T* dy, T* out,
                                const broadcast_strides& s, T scale) {
-  broadcast_scaled<T><<<blocks_for(s.count), default_block, 0, stream>>>(dy, out, s, scale);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(s.count, stream, broadcast_scaled<T>, dy, out, s, scale);
 }
 
 /// dy, the result of reducing x over `axes` (with or without keep_dims), repeated along the

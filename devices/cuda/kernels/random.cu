@@ -120,9 +120,7 @@ protected:
       return {};
     // Concurrent steps take disjoint ranges of samples.
     auto offset = next_sample_.fetch_add(static_cast<unsigned long long>(n));
-    fill_random<T, kind><<<blocks_for(n), default_block, 0, stream>>>(out.data<T>(), n, offset, key_);
-    AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return {};
+    return launch_over(n, stream, fill_random<T, kind>, out.data<T>(), n, offset, key_);
   }
 
 private:

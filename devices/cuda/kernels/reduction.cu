@@ -132,10 +132,7 @@ status launch_reduction(kernel_context& ctx, cudaStream_t stream, const T* x, T*
   constexpr std::int64_t elements_for_block = 16;
   if (p.reduced_count <= elements_for_block ||
       (p.inner_kept && p.out_count >= outputs_for_threads)) {
-    reduce_per_thread<T, A, R><<<blocks_for(p.out_count), default_block, 0, stream>>>(x, out, p,
-                                                                                      identity, f);
-    AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return {};
+    return launch_over(p.out_count, stream, reduce_per_thread<T, A, R>, x, out, p, identity, f);
   }
   // About 2048 blocks in all, each over at least reduce_block * 4 elements, at most 1024 chunks.
   constexpr std::int64_t target_blocks = 2048;
@@ -156,9 +153,8 @@ status launch_reduction(kernel_context& ctx, cudaStream_t stream, const T* x, T*
                                                                chunk);
   AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   if (chunks > 1) {
-    combine_partials<T, A, R><<<blocks_for(p.out_count), default_block, 0, stream>>>(
-      partial, out, p.out_count, chunks, identity, f);
-    AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    AF_RETURN_IF_ERROR(launch_over(p.out_count, stream, combine_partials<T, A, R>, partial, out,
+        p.out_count, chunks, identity, f));
   }
   return {};
 }
@@ -297,10 +293,7 @@ __global__ void argmax_body(const T* x, std::int64_t* out, std::int64_t outer, s
 template <class T>
 status launch_argmax(cudaStream_t stream, const T* x, std::int64_t* out, std::int64_t outer,
                      std::int64_t len, std::int64_t inner) {
-  argmax_body<T><<<blocks_for(outer * inner), default_block, 0, stream>>>(x, out, outer, len,
-                                                                         inner);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(outer * inner, stream, argmax_body<T>, x, out, outer, len, inner);
 }
 
 template <class T>

@@ -55,9 +55,7 @@ __global__ void add_scaled(const T* in, const T* delta, T* out, std::int64_t n, 
 template <class T>
 status launch_add_scaled(cudaStream_t stream, const T* in, const T* delta, T* out,
                          std::int64_t n, T sign) {
-  add_scaled<T><<<blocks_for(n), default_block, 0, stream>>>(in, delta, out, n, sign);
-  AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return {};
+  return launch_over(n, stream, add_scaled<T>, in, delta, out, n, sign);
 }
 
 /// AssignAdd (sign 1) and AssignSub (sign -1).
@@ -140,10 +138,8 @@ protected:
     if (ctx.num_inputs() != 3)
       return make_error(errc::invalid_argument, "ApplyGradientDescent needs 3 inputs");
     return this->run(ctx, {2}, {1}, [&](auto& vars, std::int64_t n) -> status {
-      gradient_descent_body<T><<<blocks_for(n), default_block, 0, stream>>>(
-        vars[0], this->data(ctx, 1), this->data(ctx, 2), n);
-      AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      return {};
+      return launch_over(n, stream, gradient_descent_body<T>, vars[0], this->data(ctx,
+          1), this->data(ctx, 2), n);
     });
   }
 };
@@ -174,11 +170,8 @@ protected:
     if (ctx.num_inputs() != 5)
       return make_error(errc::invalid_argument, "ApplyMomentum needs 5 inputs");
     return this->run(ctx, {3}, {2, 4}, [&](auto& vars, std::int64_t n) -> status {
-      momentum_body<T><<<blocks_for(n), default_block, 0, stream>>>(
-        vars[0], vars[1], this->data(ctx, 2), this->data(ctx, 3), this->data(ctx, 4),
-        use_nesterov_, n);
-      AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      return {};
+      return launch_over(n, stream, momentum_body<T>, vars[0], vars[1], this->data(ctx,
+          2), this->data(ctx, 3), this->data(ctx, 4), use_nesterov_, n);
     });
   }
 
@@ -228,10 +221,8 @@ protected:
     return this->run(ctx, {9}, {3, 4, 5, 6, 7, 8}, [&](auto& vars, std::int64_t n) -> status {
       adam_scalars<T> s{this->data(ctx, 3), this->data(ctx, 4), this->data(ctx, 5),
                         this->data(ctx, 6), this->data(ctx, 7), this->data(ctx, 8)};
-      adam_body<T><<<blocks_for(n), default_block, 0, stream>>>(vars[0], vars[1], vars[2], s,
-                                                                this->data(ctx, 9), n);
-      AF_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      return {};
+      return launch_over(n, stream, adam_body<T>, vars[0], vars[1], vars[2], s, this->data(ctx,
+          9), n);
     });
   }
 };
