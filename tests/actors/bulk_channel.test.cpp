@@ -10,6 +10,7 @@
 #include "graph/ops.hpp"
 #include "graph/partition.hpp"
 #include "graph/rendezvous_key.hpp"
+#include "support/processes.hpp"
 #include "support/transfer_test_util.hpp"
 
 #include <caf/actor_system.hpp>
@@ -39,6 +40,8 @@ using namespace actorflow;
 using namespace actorflow::test;
 using namespace actorflow::protocol;
 using namespace std::chrono_literals;
+
+using actorflow::testing::loopback_listener;
 
 namespace {
 
@@ -165,31 +168,11 @@ struct two_processes {
   }
 };
 
-/// A TCP connection to `port` on loopback.
+/// A connection to `port` on loopback, required to succeed.
 int connect_to_loopback(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int fd = actorflow::testing::connect_to_loopback(port);
   REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(port);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
   return fd;
-}
-
-/// A plain TCP listener on a free loopback port (for tests that play an endpoint by hand), and
-/// its "127.0.0.1:PORT".
-std::pair<int, std::string> loopback_listener() {
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(listener >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(::listen(listener, 4) == 0);
-  socklen_t length = sizeof address;
-  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  return {listener, "127.0.0.1:" + std::to_string(ntohs(address.sin_port))};
 }
 
 /// A connection to the endpoint at `port` on loopback that has read the endpoint's welcome.
@@ -429,6 +412,7 @@ TEST_CASE("a frame that finds its kept connection reset goes again on a fresh on
           "[actors][bulk]") {
   // A plain listener playing an endpoint that resets the first connection after one frame.
   auto [listener, target] = loopback_listener();
+  REQUIRE(listener >= 0);
   auto accept_one = [&] {
     pollfd p{listener, POLLIN, 0};
     REQUIRE(::poll(&p, 1, 10000) == 1);
@@ -648,6 +632,7 @@ TEST_CASE("send credits: a receiver that stops reading holds its sender back ins
           "[actors][bulk]") {
   // A listener playing an endpoint that lets the sender in and then reads nothing until told.
   auto [listener, target] = loopback_listener();
+  REQUIRE(listener >= 0);
   std::atomic<int> accepted{-1};
   std::thread acceptor{[&] {
     int fd = ::accept(listener, nullptr, nullptr);

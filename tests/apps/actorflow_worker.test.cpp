@@ -169,16 +169,8 @@ TEST_CASE("a worker given an invalid spec or a job not in it exits 2 naming the 
 }
 
 TEST_CASE("a worker whose port is taken exits 1 naming the address", "[apps][worker]") {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  auto [fd, taken] = actorflow::testing::loopback_listener(1);
   REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  REQUIRE(::listen(fd, 1) == 0);
-  socklen_t length = sizeof address;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  auto taken = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
   auto [code, text] = run_failing_worker({"--cluster", "worker=" + taken, "--job", "worker"});
   ::close(fd);
   CHECK(code == 1);

@@ -187,20 +187,6 @@ std::string last_line_with(const std::string& text, const std::string& needle) {
   return found;
 }
 
-/// Reads the child's stdout until it closes or `limit` passes; every line.
-std::string read_all_lines(child_process& child, std::chrono::milliseconds limit) {
-  std::string all;
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto line = child.wait_for_line("", left);
-    if (!line)
-      break;
-    all += *line + "\n";
-  }
-  return all;
-}
-
 } // namespace
 
 TEST_CASE("the classic example runs on a master: a worker started with --master, or actorflow-master") {
@@ -216,7 +202,7 @@ TEST_CASE("the classic example runs on a master: a worker started with --master,
     INFO("target " << target);
     child_process client{ACTORFLOW_EXAMPLE_BINARY,
                          {"--target", target, "--cluster", cluster->spec_json(), "--steps", "1000"}};
-    auto output = read_all_lines(client, 60000ms);
+    auto output = client.read_all_lines(60000ms);
     CHECK(client.wait_exit(10000ms) == 0);
     INFO(client.stderr_text());
     CHECK(last_line_with(output, "999 ") == "999 0.100000 0.300000");
@@ -232,7 +218,7 @@ TEST_CASE("actorflow-train --target trains the data-parallel MLP on ps and worke
   child_process train{ACTORFLOW_TRAIN_BINARY,
                       {"--target", "caf://" + cluster->address(1), "--cluster", cluster->spec_json(),
                        "--epochs", "1", "--threads", "1", "--output-dir", out.path()}};
-  auto output = read_all_lines(train, 240000ms);
+  auto output = train.read_all_lines(240000ms);
   REQUIRE(train.wait_exit(10000ms) == 0);
   INFO(output);
   CHECK(last_line_with(output, "training on").find("caf://" + cluster->address(1)) != std::string::npos);
@@ -314,7 +300,7 @@ TEST_CASE("actorflow-master without a cluster is a one-task local server that tr
   CHECK(serving->find("/job:localhost/replica:0/task:0") != std::string::npos);
   child_process train{ACTORFLOW_TRAIN_BINARY,
                       {"--model", "linreg", "--target", "caf://127.0.0.1:" + std::to_string(port)}};
-  auto output = read_all_lines(train, 60000ms);
+  auto output = train.read_all_lines(60000ms);
   CHECK(train.wait_exit(10000ms) == 0);
   INFO(train.stderr_text());
   CHECK(last_line_with(output, "999 ") == "999 0.100000 0.300000");
@@ -361,7 +347,7 @@ namespace {
 void run_classic_example_300(const std::string& target, const std::string& spec) {
   child_process client{ACTORFLOW_EXAMPLE_BINARY,
                        {"--target", target, "--cluster", spec, "--steps", "300"}};
-  auto output = read_all_lines(client, 60000ms);
+  auto output = client.read_all_lines(60000ms);
   auto code = client.wait_exit(10000ms);
   INFO(output << client.stderr_text());
   CHECK(code == 0);

@@ -20,13 +20,10 @@
 
 namespace actorflow::testing {
 
+/// A connection to `port` on loopback, required to succeed.
 inline int connect_raw(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  int fd = connect_to_loopback(port);
+  REQUIRE(fd >= 0);
   return fd;
 }
 

@@ -32,20 +32,6 @@ std::uint16_t port_of(const std::string& address) {
   return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
 }
 
-/// Everything `p` prints until it exits (bounded by `limit`).
-std::string read_all_lines(child_process& p, std::chrono::milliseconds limit) {
-  std::string all;
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto line = p.wait_for_line("", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      deadline - std::chrono::steady_clock::now()));
-    if (!line)
-      break;
-    all += *line + "\n";
-  }
-  return all;
-}
-
 /// Runs the classic example (in_graph_linreg, 300 steps) against `target`; its output and exit
 /// code.
 std::pair<std::string, int> run_classic_example(const std::string& target, const std::string& spec,
@@ -53,7 +39,7 @@ std::pair<std::string, int> run_classic_example(const std::string& target, const
   child_process client{ACTORFLOW_EXAMPLE_BINARY,
                        {"--target", target, "--cluster", spec, "--steps", "300"}, true,
                        environment};
-  auto output = read_all_lines(client, 60000ms);
+  auto output = client.read_all_lines(60000ms);
   auto code = client.wait_exit(10000ms);
   return {output + client.stderr_text(), code};
 }
@@ -244,7 +230,7 @@ TEST_CASE("with mutual TLS the classic example and the MLP train on processes, a
     for (auto& flag : tls_flags(certs, "client"))
       args.push_back(flag);
     child_process train{ACTORFLOW_TRAIN_BINARY, args};
-    auto output = read_all_lines(train, 240000ms);
+    auto output = train.read_all_lines(240000ms);
     auto code = train.wait_exit(10000ms);
     INFO(output << train.stderr_text());
     REQUIRE(code == 0);

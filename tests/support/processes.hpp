@@ -50,6 +50,40 @@ inline std::uint16_t free_loopback_port() {
   return port;
 }
 
+/// A TCP listener on a free loopback port, and its "127.0.0.1:PORT"; fd -1 on failure. For
+/// tests that play a server by hand or hold a port taken.
+inline std::pair<int, std::string> loopback_listener(int backlog = 4) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::listen(fd, backlog) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0)
+      ::close(fd);
+    return {-1, {}};
+  }
+  return {fd, "127.0.0.1:" + std::to_string(ntohs(address.sin_port))};
+}
+
+/// A TCP connection to `port` on 127.0.0.1; -1 on failure.
+inline int connect_to_loopback(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 /// A process this program started, with stdout on a pipe (read by wait_for_line) and stderr on
 /// a pipe too unless it should go to this process's stderr. If it has not been seen to exit, the
 /// destructor sends SIGTERM, waits up to 5 s, then SIGKILLs it, so nothing outlives its owner.
@@ -153,6 +187,20 @@ public:
         return std::nullopt;
       stdout_.append(buffer, static_cast<std::size_t>(n));
     }
+  }
+
+  /// Every line the child prints on stdout until it closes it or `limit` passes.
+  std::string read_all_lines(std::chrono::milliseconds limit) {
+    std::string all;
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto line = wait_for_line("", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      deadline - std::chrono::steady_clock::now()));
+      if (!line)
+        break;
+      all += *line + "\n";
+    }
+    return all;
   }
 
   /// Waits at most `limit` for the child to exit; its exit code, or -1 for a signal or when it
