@@ -1,4 +1,5 @@
 #include "devices/device.hpp"
+#include "devices/kernel.hpp"
 
 #include <future>
 
@@ -33,6 +34,17 @@ result<tensor> copy_to_host_and_wait(device& dev, const tensor& on_device,
     return on_device;
   return await_copy(dev, "a copy to the host", timeout,
                     [&](device::copy_done done) { dev.copy_to_host(on_device, std::move(done)); });
+}
+
+result<tensor> device::allocate_copy_of_host(const tensor& host, allocator* memory) const {
+  if (!host.on_host())
+    return make_error(errc::invalid_argument, "copy_from_host onto " + full_name() +
+                                                " was given a tensor in the memory of " +
+                                                host.space()->device);
+  tensor copy;
+  if (auto st = run_guarded([&] { copy = tensor{host.type(), host.shape(), memory}; }); !st.ok())
+    return st.with_context("copying " + host.debug_string(0) + " to " + full_name());
+  return copy;
 }
 
 result<tensor> copy_from_host_and_wait(device& dev, const tensor& host,

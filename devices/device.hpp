@@ -73,6 +73,11 @@ public:
 protected:
   explicit device(device_name name) : name_(std::move(name)), full_name_(name_.to_string()) {}
 
+  /// For copy_from_host implementations of devices with memory of their own: an uninitialised
+  /// tensor of `host`'s type and shape from `memory`, or the error, naming this device (a
+  /// source that is not in host memory, out of memory).
+  result<tensor> allocate_copy_of_host(const tensor& host, allocator* memory) const;
+
 private:
   device_name name_;
   std::string full_name_;

@@ -87,18 +87,12 @@ public:
   }
 
   void copy_from_host(const tensor& host, copy_done done) override {
-    if (!host.on_host()) {
-      done(make_error(errc::invalid_argument, "copy_from_host onto " + full_name() +
-                                                " was given a tensor in the memory of " +
-                                                host.space()->device));
+    auto allocated = allocate_copy_of_host(host, &allocator_);
+    if (!allocated) {
+      done(allocated.error());
       return;
     }
-    tensor copy;
-    if (auto st = run_guarded([&] { copy = tensor{host.type(), host.shape(), &allocator_}; });
-        !st.ok()) {
-      done(std::move(st));
-      return;
-    }
+    tensor copy = std::move(*allocated);
     host_to_device_.enqueue([host, copy] { copy_bytes(copy, host); });
     callbacks_.when_done(host_to_device_.record(),
                          [copy, done = std::move(done)]() mutable { done(std::move(copy)); });

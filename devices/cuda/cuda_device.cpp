@@ -383,18 +383,12 @@ public:
   }
 
   void copy_from_host(const tensor& host, copy_done done) override {
-    if (!host.on_host()) {
-      done(make_error(errc::invalid_argument, "copy_from_host onto " + full_name() +
-                                                " was given a tensor in the memory of " +
-                                                host.space()->device));
+    auto allocated = allocate_copy_of_host(host, card_.memory.get());
+    if (!allocated) {
+      done(allocated.error());
       return;
     }
-    tensor copy;
-    if (auto st = run_guarded([&] { copy = tensor{host.type(), host.shape(), card_.memory.get()}; });
-        !st.ok()) {
-      done(st.with_context("copying " + host.debug_string(0) + " to " + full_name()));
-      return;
-    }
+    tensor copy = std::move(*allocated);
     auto st = [&]() -> status {
       AF_RETURN_IF_ERROR(make_current());
       auto bytes = host.bytes();
