@@ -51,20 +51,60 @@ result<conv_geometry> conv_geometry::make(std::int64_t in_h, std::int64_t in_w, 
   return g;
 }
 
+result<std::pair<std::int64_t, std::int64_t>> window_attr(const node& n, const char* name) {
+  auto* v = n.attr<std::vector<std::int64_t>>(name);
+  if (v == nullptr || v->size() != 4 || (*v)[0] != 1 || (*v)[3] != 1)
+    return make_error(errc::invalid_argument,
+                      std::string{"attribute '"} + name +
+                        "' must be [1, height, width, 1] (NHWC; no batch or channel strides)");
+  return std::make_pair((*v)[1], (*v)[2]);
+}
+
+status expect_rank4(const tensor_shape& shape, const char* what) {
+  if (shape.rank_known() && shape.rank() != 4)
+    return make_error(errc::invalid_argument, std::string{what} +
+                                                " must have rank 4 (NHWC), got " +
+                                                shape.to_string());
+  return {};
+}
+
+result<conv_sizes> make_conv_sizes(const node& n, const tensor_shape& x,
+                                   const tensor_shape& filter) {
+  AF_RETURN_IF_ERROR(expect_rank4(x, "the input"));
+  if (filter.rank() != 4)
+    return make_error(errc::invalid_argument,
+                      "the filter must have rank 4 ([height, width, in, out]), got " +
+                        filter.to_string());
+  if (x.dim(3) != filter.dim(2))
+    return make_error(errc::invalid_argument,
+                      "the input " + x.to_string() + " has " + std::to_string(x.dim(3)) +
+                        " channels but the filter " + filter.to_string() + " expects " +
+                        std::to_string(filter.dim(2)));
+  auto strides = window_attr(n, "strides");
+  if (!strides)
+    return strides.error();
+  auto g = conv_geometry::make(x.dim(1), x.dim(2), filter.dim(0), filter.dim(1), strides->first,
+                               strides->second, n.attr_or<std::string>("padding", ""));
+  if (!g)
+    return g.error();
+  return conv_sizes{x.dim(0), x.dim(3), filter.dim(3), *g};
+}
+
+result<conv_geometry> make_pool_geometry(const node& n, const tensor_shape& x) {
+  AF_RETURN_IF_ERROR(expect_rank4(x, "the input"));
+  auto ksize = window_attr(n, "ksize");
+  if (!ksize)
+    return ksize.error();
+  auto strides = window_attr(n, "strides");
+  if (!strides)
+    return strides.error();
+  return conv_geometry::make(x.dim(1), x.dim(2), ksize->first, ksize->second, strides->first,
+                             strides->second, n.attr_or<std::string>("padding", ""));
+}
+
 namespace {
 
 status error(const std::string& message) { return make_error(errc::invalid_argument, message); }
-
-/// attr `name` as [1, h, w, 1]: (h, w).
-result<std::pair<std::int64_t, std::int64_t>> window_attr(const node& n, const char* name) {
-  auto* v = n.attr<std::vector<std::int64_t>>(name);
-  if (v == nullptr)
-    return error(std::string{"missing attribute '"} + name + "'");
-  if (v->size() != 4 || (*v)[0] != 1 || (*v)[3] != 1)
-    return error(std::string{"attribute '"} + name +
-                 "' must be [1, height, width, 1] (NHWC; no batch or channel strides)");
-  return std::make_pair((*v)[1], (*v)[2]);
-}
 
 std::string padding_of(const node& n) { return n.attr_or<std::string>("padding", ""); }
 
@@ -76,12 +116,6 @@ status require_float(const shape_context& c) {
   if (!is_floating(c.input_types[0]))
     return error(std::string{"expects float32 or float64 inputs, got "} +
                  to_string(c.input_types[0]));
-  return {};
-}
-
-status require_rank4(const tensor_shape& s, const char* what) {
-  if (s.rank_known() && s.rank() != 4)
-    return error(std::string{what} + " must have rank 4 (NHWC), got " + s.to_string());
   return {};
 }
 
@@ -106,7 +140,7 @@ status conv2d(shape_context& c) {
   AF_RETURN_IF_ERROR(require_float(c));
   auto& x = c.input_shapes[0];
   auto& f = c.input_shapes[1];
-  AF_RETURN_IF_ERROR(require_rank4(x, "the input"));
+  AF_RETURN_IF_ERROR(expect_rank4(x, "the input"));
   if (f.rank_known() && f.rank() != 4)
     return error("the filter must have rank 4 ([height, width, in, out]), got " + f.to_string());
   auto strides = window_attr(c.n, "strides");
@@ -128,7 +162,7 @@ status conv2d(shape_context& c) {
 status pool(shape_context& c) {
   AF_RETURN_IF_ERROR(require_float(c));
   auto& x = c.input_shapes[0];
-  AF_RETURN_IF_ERROR(require_rank4(x, "the input"));
+  AF_RETURN_IF_ERROR(expect_rank4(x, "the input"));
   auto ksize = window_attr(c.n, "ksize");
   if (!ksize)
     return ksize.error();

@@ -21,75 +21,8 @@
 
 namespace actorflow::cuda {
 
-// --- attributes and shapes, in the CPU kernels' words (devices/cpu/kernels/conv.cpp) -------
-
-/// attr `name` [1, h, w, 1] of node n as (h, w); an error naming the attribute otherwise.
-inline result<std::pair<std::int64_t, std::int64_t>> window_attr(const node& n, const char* name) {
-  auto* v = n.attr<std::vector<std::int64_t>>(name);
-  if (v == nullptr || v->size() != 4 || (*v)[0] != 1 || (*v)[3] != 1)
-    return bad_attr(n, name, "[1, height, width, 1]");
-  return std::make_pair((*v)[1], (*v)[2]);
-}
-
-/// Ok when `shape` (of `what`) has rank 4.
-inline status expect_rank4(const tensor_shape& shape, const char* what) {
-  if (shape.rank() != 4)
-    return make_error(errc::invalid_argument, std::string{what} +
-                                                " must have rank 4 (NHWC), got " +
-                                                shape.to_string());
-  return {};
-}
-
-/// A convolution's sizes: input x [batch, in_h, in_w, channels], filter HWIO
-/// [k_h, k_w, channels, filters], output [batch, out_h, out_w, filters].
-struct conv_sizes {
-  std::int64_t batch = 0, channels = 0, filters = 0;
-  conv_geometry g;
-
-  tensor_shape output_shape() const { return tensor_shape{batch, g.out_h, g.out_w, filters}; }
-  /// Whether the convolution sums nothing or makes nothing (a zero dimension anywhere): the
-  /// kernels then only zero their output, as cuDNN refuses zero dimensions.
-  bool empty() const {
-    return batch == 0 || channels == 0 || filters == 0 || g.out_h == 0 || g.out_w == 0 ||
-           g.in_h == 0 || g.in_w == 0;
-  }
-};
-
-/// The sizes of node n's convolution of x by filter, checked; the CPU kernel's errors.
-inline result<conv_sizes> make_conv_sizes(const node& n, const tensor_shape& x,
-                                          const tensor_shape& filter) {
-  AF_RETURN_IF_ERROR(expect_rank4(x, "the input"));
-  if (filter.rank() != 4)
-    return make_error(errc::invalid_argument,
-                      "the filter must have rank 4 ([height, width, in, out]), got " +
-                        filter.to_string());
-  if (x.dim(3) != filter.dim(2))
-    return make_error(errc::invalid_argument,
-                      "the input " + x.to_string() + " has " + std::to_string(x.dim(3)) +
-                        " channels but the filter " + filter.to_string() + " expects " +
-                        std::to_string(filter.dim(2)));
-  auto strides = window_attr(n, "strides");
-  if (!strides)
-    return strides.error();
-  auto g = conv_geometry::make(x.dim(1), x.dim(2), filter.dim(0), filter.dim(1), strides->first,
-                               strides->second, n.attr_or<std::string>("padding", ""));
-  if (!g)
-    return g.error();
-  return conv_sizes{x.dim(0), x.dim(3), filter.dim(3), *g};
-}
-
-/// The window geometry of node n's pooling of x, checked; the CPU kernel's errors.
-inline result<conv_geometry> make_pool_geometry(const node& n, const tensor_shape& x) {
-  AF_RETURN_IF_ERROR(expect_rank4(x, "the input"));
-  auto ksize = window_attr(n, "ksize");
-  if (!ksize)
-    return ksize.error();
-  auto strides = window_attr(n, "strides");
-  if (!strides)
-    return strides.error();
-  return conv_geometry::make(x.dim(1), x.dim(2), ksize->first, ksize->second, strides->first,
-                             strides->second, n.attr_or<std::string>("padding", ""));
-}
+// Attributes, shapes and sizes: graph/conv_geometry.hpp (window_attr, make_conv_sizes,
+// make_pool_geometry), shared with shape inference and the CPU kernels.
 
 // --- cuDNN's padding -------------------------------------------------------------------------
 

@@ -21,56 +21,8 @@ using namespace cpu;
 /// Rows of the unrolled matrix per chunk: bounds the scratch to about 64 MiB of float32.
 constexpr std::int64_t max_chunk_elements = std::int64_t{16} << 20;
 
-/// attr `name` [1, h, w, 1] as (h, w); an error naming the attribute otherwise.
-result<std::pair<std::int64_t, std::int64_t>> window_attr(const node& n, const char* name) {
-  auto* v = n.attr<std::vector<std::int64_t>>(name);
-  if (v == nullptr || v->size() != 4 || (*v)[0] != 1 || (*v)[3] != 1)
-    return bad_attr(n, name, "[1, height, width, 1]");
-  return std::make_pair((*v)[1], (*v)[2]);
-}
-
-status rank4(const tensor& t, const char* what) {
-  if (t.shape().rank() != 4)
-    return make_error(errc::invalid_argument, std::string{what} + " must have rank 4 (NHWC), got " +
-                                                t.shape().to_string());
-  return {};
-}
-
-/// The convolution's sizes, checked against the inputs x [n,h,w,c] and filter [kh,kw,c,o].
-struct conv_shape {
-  std::int64_t batch = 0, channels = 0, filters = 0;
-  conv_geometry g;
-  /// Elements of one unrolled row.
-  std::int64_t row() const { return g.k_h * g.k_w * channels; }
-  /// Output positions per image.
-  std::int64_t positions() const { return g.out_h * g.out_w; }
-};
-
-result<conv_shape> make_conv_shape(const node& n, const tensor& x, const tensor& filter) {
-  AF_RETURN_IF_ERROR(rank4(x, "the input"));
-  if (filter.shape().rank() != 4)
-    return make_error(errc::invalid_argument,
-                      "the filter must have rank 4 ([height, width, in, out]), got " +
-                        filter.shape().to_string());
-  if (x.shape().dim(3) != filter.shape().dim(2))
-    return make_error(errc::invalid_argument,
-                      "the input " + x.shape().to_string() + " has " +
-                        std::to_string(x.shape().dim(3)) + " channels but the filter " +
-                        filter.shape().to_string() + " expects " +
-                        std::to_string(filter.shape().dim(2)));
-  auto strides = window_attr(n, "strides");
-  if (!strides)
-    return strides.error();
-  auto g = conv_geometry::make(x.shape().dim(1), x.shape().dim(2), filter.shape().dim(0),
-                               filter.shape().dim(1), strides->first, strides->second,
-                               n.attr_or<std::string>("padding", ""));
-  if (!g)
-    return g.error();
-  return conv_shape{x.shape().dim(0), x.shape().dim(3), filter.shape().dim(3), *g};
-}
-
 /// Images per chunk so that the unrolled matrix stays within max_chunk_elements.
-std::int64_t images_per_chunk(const conv_shape& s) {
+std::int64_t images_per_chunk(const conv_sizes& s) {
   auto per_image = std::max<std::int64_t>(1, s.positions() * s.row());
   return std::max<std::int64_t>(1, max_chunk_elements / per_image);
 }
@@ -84,7 +36,7 @@ std::pair<std::int64_t, std::int64_t> columns_inside(const conv_geometry& g, std
 
 /// Unrolls images [first, first + count) of x into col [count * positions, row].
 template <class T>
-void im2col(const conv_shape& s, const T* x, std::int64_t first, std::int64_t count, T* col) {
+void im2col(const conv_sizes& s, const T* x, std::int64_t first, std::int64_t count, T* col) {
   auto& g = s.g;
   auto c = s.channels;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -112,7 +64,7 @@ void im2col(const conv_shape& s, const T* x, std::int64_t first, std::int64_t co
 
 /// The reverse: adds col's rows back into images [first, first + count) of dx.
 template <class T>
-void col2im(const conv_shape& s, const T* col, std::int64_t first, std::int64_t count, T* dx) {
+void col2im(const conv_sizes& s, const T* col, std::int64_t first, std::int64_t count, T* dx) {
   auto& g = s.g;
   auto c = s.channels;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -150,12 +102,12 @@ public:
       return;
     const tensor& x = ctx.input(0);
     const tensor& filter = ctx.input(1);
-    auto s = make_conv_shape(ctx.def(), x, filter);
+    auto s = make_conv_sizes(ctx.def(), x.shape(), filter.shape());
     if (!s) {
       ctx.fail(s.error());
       return;
     }
-    tensor_shape out_shape{s->batch, s->g.out_h, s->g.out_w, s->filters};
+    auto out_shape = s->output_shape();
     const T* dy = nullptr;
     if (Pass != conv_pass::forward) {
       const tensor& grad = ctx.input(2);
@@ -213,17 +165,6 @@ using conv2d_filter_kernel = conv_kernel<T, conv_pass::filter>;
 
 // --- pooling -------------------------------------------------------------------------------
 
-result<conv_geometry> pool_geometry(const node& n, const tensor& x) {
-  AF_RETURN_IF_ERROR(rank4(x, "the input"));
-  auto ksize = window_attr(n, "ksize");
-  if (!ksize)
-    return ksize.error();
-  auto strides = window_attr(n, "strides");
-  if (!strides)
-    return strides.error();
-  return conv_geometry::make(x.shape().dim(1), x.shape().dim(2), ksize->first, ksize->second,
-                             strides->first, strides->second, n.attr_or<std::string>("padding", ""));
-}
 
 /// Calls visit(image, oh, ow, ih_begin, ih_end, iw_begin, iw_end) for every output position:
 /// the window's rows and columns inside the input.
@@ -255,7 +196,7 @@ public:
     if (!check_inputs(ctx, inputs, dtype_of<T>()))
       return;
     const tensor& x = ctx.input(0);
-    auto g = pool_geometry(ctx.def(), x);
+    auto g = make_pool_geometry(ctx.def(), x.shape());
     if (!g) {
       ctx.fail(g.error());
       return;
