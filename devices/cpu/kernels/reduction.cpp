@@ -9,6 +9,7 @@
 //   [K, R, K]  middle axes         -> the previous pattern per outer index
 // Anything else falls back to a strided walk over the input.
 #include "devices/cpu/kernels/kernel_util.hpp"
+#include "devices/reducers.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -20,13 +21,7 @@ namespace {
 
 using namespace cpu;
 
-struct sum_reducer {
-  /// float32 sums accumulate in float64: a float accumulator stops growing once it is 2^24
-  /// times its addends (2^29 ones summed to 4.03e8), and loses digits well before.
-  template <class T>
-  using accumulator = std::conditional_t<std::is_same_v<T, float>, double, T>;
-  template <class T>
-  static T identity() { return T(0); }
+struct sum_reducer : sum_traits {
   template <class T>
   static T combine(T a, T b) { return a + b; }
   template <class X>
@@ -35,14 +30,7 @@ struct sum_reducer {
   static void accumulate(A& into, const B& row) { into += row; }
 };
 
-struct max_reducer {
-  template <class T>
-  using accumulator = T;
-  template <class T>
-  static T identity() {
-    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                : std::numeric_limits<T>::lowest();
-  }
+struct max_reducer : max_traits {
   template <class T>
   static T combine(T a, T b) { return a < b ? b : a; }
   template <class X>

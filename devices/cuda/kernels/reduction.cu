@@ -13,6 +13,7 @@
 #include "devices/cuda/kernels/cuda_kernels.hpp"
 #include "devices/cuda/kernels/device_math.cuh"
 #include "devices/cuda/reduction_plan.hpp"
+#include "devices/reducers.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -22,23 +23,12 @@ namespace actorflow::cuda {
 
 namespace {
 
-struct sum_reducer {
-  template <class T>
-  using accumulator = std::conditional_t<std::is_same_v<T, float>, double, T>;
-  template <class A>
-  static A identity() { return A(0); }
+struct sum_reducer : sum_traits {
   template <class A>
   __device__ static A combine(A a, A b) { return a + b; }
 };
 
-struct max_reducer {
-  template <class T>
-  using accumulator = T;
-  template <class A>
-  static A identity() {
-    return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity()
-                                                : std::numeric_limits<A>::lowest();
-  }
+struct max_reducer : max_traits {
   // The CPU's comparison, so that NaN handling agrees where the order of visits does.
   template <class A>
   __device__ static A combine(A a, A b) { return a < b ? b : a; }
