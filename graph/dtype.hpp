@@ -7,10 +7,18 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace actorflow {
 
 enum class dtype : std::uint8_t { float32 = 0, float64, int32, int64, boolean };
+
+/// Every dtype, for ops whose kernels take them all (Const, Identity, ConcatV2, ...).
+inline const std::vector<dtype>& all_dtypes() {
+  static const std::vector<dtype> types{dtype::float32, dtype::float64, dtype::int32,
+                                        dtype::int64, dtype::boolean};
+  return types;
+}
 
 /// Bytes per element.
 std::size_t size_of(dtype t);

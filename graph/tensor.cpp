@@ -32,7 +32,7 @@ const char* to_string(dtype t) {
 }
 
 std::optional<dtype> parse_dtype(std::string_view name) {
-  for (auto t : {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean})
+  for (auto t : all_dtypes())
     if (name == to_string(t))
       return t;
   return std::nullopt;

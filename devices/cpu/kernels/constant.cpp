@@ -29,7 +29,7 @@ private:
 
 void register_constant_kernels(kernel_registry& registry) {
   registry.add("Const", "CPU",
-               {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean},
+               all_dtypes(),
                &constant_kernel::make);
 }
 

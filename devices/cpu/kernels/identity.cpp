@@ -22,7 +22,7 @@ public:
 } // namespace
 
 void register_identity_kernels(kernel_registry& registry) {
-  registry.add("Identity", "CPU", {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean}, make_kernel<identity_kernel>);
+  registry.add("Identity", "CPU", all_dtypes(), make_kernel<identity_kernel>);
 }
 
 } // namespace actorflow

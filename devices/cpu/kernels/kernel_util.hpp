@@ -109,11 +109,6 @@ void add_typed_kernels(kernel_registry& registry, const std::string& op) {
   (registry.add(kernel_key{op, "CPU", dtype_of<Ts>()}, &make_kernel<Kernel<Ts>>), ...);
 }
 
-inline const std::vector<dtype>& all_dtypes() {
-  static const std::vector<dtype> types{dtype::float32, dtype::float64, dtype::int32,
-                                        dtype::int64, dtype::boolean};
-  return types;
-}
 
 // --- attributes ----------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ public:
 
 void register_no_op_kernels(kernel_registry& registry) {
   // A NoOp has no inputs or outputs, so its kernel type is the default; accept any.
-  registry.add("NoOp", "CPU", {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean}, make_kernel<no_op_kernel>);
+  registry.add("NoOp", "CPU", all_dtypes(), make_kernel<no_op_kernel>);
 }
 
 } // namespace actorflow

@@ -34,7 +34,7 @@ private:
 
 void register_placeholder_kernels(kernel_registry& registry) {
   registry.add("Placeholder", "CPU",
-               {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean},
+               all_dtypes(),
                make_kernel<placeholder_kernel>);
 }
 

@@ -75,7 +75,7 @@ private:
 
 void register_reshape_kernels(kernel_registry& registry) {
   registry.add("Reshape", "CPU",
-               {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean},
+               all_dtypes(),
                &reshape_kernel::make);
 }
 

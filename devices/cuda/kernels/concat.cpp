@@ -86,9 +86,8 @@ private:
 } // namespace
 
 void register_concat_kernels(kernel_registry& registry) {
-  std::vector<dtype> all{dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean};
-  registry.add("ConcatV2", "GPU", all, &make_with_axis<concat_kernel>);
-  registry.add("SplitToShapesOf", "GPU", all, &make_with_axis<split_to_shapes_kernel>);
+  registry.add("ConcatV2", "GPU", all_dtypes(), &make_with_axis<concat_kernel>);
+  registry.add("SplitToShapesOf", "GPU", all_dtypes(), &make_with_axis<split_to_shapes_kernel>);
 }
 
 } // namespace actorflow::cuda

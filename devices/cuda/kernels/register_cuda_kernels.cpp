@@ -31,7 +31,7 @@ const kernel_registry& handle_kernels() {
 
 void register_cuda_kernels(kernel_registry& registry) {
   for (const char* op : {"Placeholder", "VariableV2", "Identity", "NoOp", "Reshape", "ReshapeLike"})
-    for (auto type : {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean})
+    for (auto type : all_dtypes())
       if (handle_kernels().has(op, "CPU", type))
         registry.add({op, "GPU", type},
                      [](const node& n) { return handle_kernels().create(n, "CPU"); });
