@@ -178,4 +178,15 @@ TEST_CASE("the token preamble is a digest: the token never crosses the network",
   CHECK_FALSE(preamble_matches(b.data(), a));
   std::string as_text(a.begin(), a.end());
   CHECK(as_text.find("secret") == std::string::npos);
+  // Pinned: SHA-256 of the label "actorflow cluster token v1", its NUL and the token
+  // (computed apart with Python's hashlib). A change here breaks every cluster of mixed versions.
+  static constexpr char expected[] =
+    "cdf2285f70b5281ca82d19bf5c8f9348757dc44b4e688b0f08545d3155f4d2ed";
+  std::string hex;
+  for (auto byte : a) {
+    static constexpr char digits[] = "0123456789abcdef";
+    hex += digits[byte >> 4];
+    hex += digits[byte & 15];
+  }
+  CHECK(hex == expected);
 }
