@@ -6,13 +6,16 @@
 //  - a read BASP asks for (a message's announced payload) over the cap closes the connection
 //    instead of allocating, and reads over 1 MiB arrive in pieces, so memory follows the bytes
 //    that really came rather than the header's claim;
-//  - a connection that delivers nothing within the handshake timeout, or stalls inside a large
-//    message, is closed by a watcher thread;
+//  - a connection that delivers nothing within the handshake timeout, or leaves a message
+//    unfinished (a header begun, a payload announced, a large message between pieces) for the
+//    message timeout, is closed by a watcher thread; an idle connection between messages is
+//    left alone;
 //  - with TLS, the same scribe reads through CAF's OpenSSL session (mutual, cluster CA).
 #include "actors/transport_guard.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/io/basp/header.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/network/native_socket.hpp>
@@ -48,10 +51,9 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr const char* preamble_key = "actorflow.cluster-token-preamble";
 constexpr const char* handshake_timeout_key = "actorflow.handshake-timeout-ms";
+constexpr const char* message_timeout_key = "actorflow.message-timeout-ms";
 /// Reads BASP asks for above this arrive in pieces of this size.
 constexpr std::size_t read_piece_bytes = std::size_t{1} << 20;
-/// A large message whose next piece does not come within this long closes its connection.
-constexpr auto stall_timeout = std::chrono::seconds(30);
 /// A connection keeps its large-message buffer while large messages come at least this often.
 constexpr auto keep_large_buffer = std::chrono::seconds(5);
 
@@ -200,6 +202,7 @@ struct guard_settings {
   bool tls = false;
   std::size_t max_message_bytes = 0;
   std::chrono::milliseconds handshake_timeout{10000};
+  std::chrono::milliseconds message_timeout{30000};
 };
 
 enum class side { accepted, connected };
@@ -243,7 +246,9 @@ public:
 
   std::vector<char>& wr_buf() override { return authenticated_ ? stream_.wr_buf() : held_; }
 
-  std::vector<char>& rd_buf() override { return delivering_ ? large_ : stream_.rd_buf(); }
+  std::vector<char>& rd_buf() override {
+    return delivering_from_ ? *delivering_from_ : stream_.rd_buf();
+  }
 
   void graceful_shutdown() override {
     stream_.graceful_shutdown();
@@ -281,16 +286,14 @@ public:
         large_.reserve(std::min(target_, std::max(2 * large_.capacity(), large_.size() + size)));
       large_.insert(large_.end(), bytes, bytes + size);
       if (large_.size() < target_) {
-        watch_->expect(stall_timeout, "stalled inside a message of " + std::to_string(target_) +
-                                        " bytes after " + std::to_string(large_.size()));
+        expect_rest("a message of " + std::to_string(target_) + " bytes made no progress after " +
+                    std::to_string(large_.size()));
         stream_.configure_read(next_piece());
         return true;
       }
       assembling_ = false;
-      delivering_ = true;
       watch_->satisfied();
-      auto result = caf::io::scribe::consume(ctx, nullptr, large_.size());
-      delivering_ = false;
+      auto result = deliver_from(ctx, large_);
       // BASP may already expect the next large message (apply() ran inside consume): it
       // starts empty, in the memory this one used.
       large_.clear();
@@ -299,6 +302,8 @@ public:
     }
     if (large_.capacity() > 0 && clock_type::now() - last_large_ > keep_large_buffer)
       std::vector<char>{}.swap(large_); // large messages stopped: give the memory back
+    if (small_target_ > 0)
+      return consume_small(ctx, buf, size);
     watch_->satisfied();
     return caf::io::scribe::consume(ctx, buf, size);
   }
@@ -322,12 +327,60 @@ private:
       stream_.force_empty_write(this);
   }
 
+  /// A small message read with `at_most`, so that a part of it is seen: whole in one read (the
+  /// usual case) it goes to BASP from the stream's buffer; in parts, it is put together in
+  /// partial_ and must be whole within the message timeout.
+  bool consume_small(caf::execution_unit* ctx, const void* buf, std::size_t size) {
+    auto target = small_target_;
+    if (partial_.empty() && size == target) {
+      watch_->satisfied();
+      return caf::io::scribe::consume(ctx, buf, size);
+    }
+    if (partial_.empty()) {
+      partial_.reserve(target);
+      if (!watch_->pending)
+        expect_rest("a message of " + std::to_string(target) + " bytes begun and not finished");
+    }
+    auto* bytes = static_cast<const char*>(buf);
+    partial_.insert(partial_.end(), bytes, bytes + size);
+    if (partial_.size() < target) {
+      stream_.configure_read(caf::io::receive_policy::at_most(target - partial_.size()));
+      return true;
+    }
+    watch_->satisfied();
+    reconfigured_ = false;
+    auto result = deliver_from(ctx, partial_);
+    partial_.clear();
+    // BASP asks again only when it expects something else (a header after a header-only
+    // message it does not): its standing request holds, not the remainder asked above.
+    if (!reconfigured_ && !refused_ && small_target_ > 0)
+      stream_.configure_read(caf::io::receive_policy::at_most(small_target_));
+    return result;
+  }
+
+  /// Hands BASP a message put together in `buffer`.
+  bool deliver_from(caf::execution_unit* ctx, std::vector<char>& buffer) {
+    delivering_from_ = &buffer;
+    auto result = caf::io::scribe::consume(ctx, nullptr, buffer.size());
+    delivering_from_ = nullptr;
+    return result;
+  }
+
+  /// The rest of a message begun or announced must come within the message timeout.
+  void expect_rest(std::string what) {
+    watch_->expect(settings_->message_timeout,
+                   std::move(what) + " within " +
+                     std::to_string(settings_->message_timeout.count()) + " ms");
+  }
+
   caf::io::receive_policy::config next_piece() const {
     return caf::io::receive_policy::exactly(std::min(read_piece_bytes, target_ - large_.size()));
   }
 
   /// Hands BASP's read to the stream, in pieces when large, or refuses it over the cap.
   void apply(caf::io::receive_policy::config config) {
+    reconfigured_ = true;
+    small_target_ = 0;
     auto bytes = config.second;
     if (bytes > settings_->max_message_bytes) {
       ++refused_size;
@@ -335,14 +388,22 @@ private:
              std::to_string(settings_->max_message_bytes) + " (ACTORFLOW_WIRE_MAX_MESSAGE_BYTES)");
       return;
     }
-    if (config.first == caf::io::receive_policy_flag::exactly && bytes > read_piece_bytes) {
+    if (config.first != caf::io::receive_policy_flag::exactly) {
+      stream_.configure_read(config);
+      return;
+    }
+    // BASP reads a header, then the payload it announced: an announced payload must come.
+    if (bytes != caf::io::basp::header_size)
+      expect_rest("the " + std::to_string(bytes) + " bytes a header announced did not come");
+    if (bytes > read_piece_bytes) {
       assembling_ = true;
       target_ = bytes;
       large_.clear();
       stream_.configure_read(next_piece());
       return;
     }
-    stream_.configure_read(config);
+    small_target_ = bytes;
+    stream_.configure_read(caf::io::receive_policy::at_most(bytes));
   }
 
   bool check_preamble(const std::uint8_t* data, std::size_t size) {
@@ -378,7 +439,9 @@ private:
               << std::flush;
     ::shutdown(stream_.fd(), SHUT_RDWR);
     assembling_ = false;
+    small_target_ = 0;
     std::vector<char>{}.swap(large_);
+    std::vector<char>{}.swap(partial_);
     stream_.configure_read(caf::io::receive_policy::at_most(1));
   }
 
@@ -397,7 +460,13 @@ private:
   /// messages keep coming (fresh memory for each cost 3x in page faults).
   std::vector<char> large_;
   clock_type::time_point last_large_;
-  bool delivering_ = false;
+  /// BASP's standing request for a message of at most read_piece_bytes (0: none; it lasts
+  /// until BASP asks for something else), and the parts of one that came in pieces.
+  std::size_t small_target_ = 0;
+  bool reconfigured_ = false;
+  std::vector<char> partial_;
+  /// Where BASP takes the message being delivered from, when not the stream's buffer.
+  std::vector<char>* delivering_from_ = nullptr;
   caf::io::network::stream_impl<Policy> stream_;
 };
 
@@ -427,6 +496,8 @@ private:
       made->max_message_bytes = max_network_message_bytes();
       made->handshake_timeout = std::chrono::milliseconds(
         caf::get_or(caf::content(config), handshake_timeout_key, std::int64_t{10000}));
+      made->message_timeout = std::chrono::milliseconds(
+        caf::get_or(caf::content(config), message_timeout_key, std::int64_t{30000}));
       settings_ = std::move(made);
     });
     return settings_;
@@ -464,6 +535,7 @@ private:
 void use_guarded_transport(caf::actor_system_config& config, const transport_security& security) {
   config.load<caf::io::middleman, guarded_multiplexer>();
   caf::put(config.content, handshake_timeout_key, std::int64_t{security.handshake_timeout_ms});
+  caf::put(config.content, message_timeout_key, std::int64_t{security.message_timeout_ms});
   if (security.token())
     caf::put(config.content, preamble_key, hex(make_token_preamble(security.cluster_token)));
   if (security.tls()) {

@@ -31,6 +31,10 @@ struct transport_security {
   /// A new connection has this long to present its token (and, on CAF's connections, its first
   /// message) before it is closed: a peer that connects and says nothing holds nothing for long.
   int handshake_timeout_ms = 10000;
+  /// A message begun on a CAF connection (or announced by its header) must arrive whole within
+  /// this long, and a message over 1 MiB must make 1 MiB of progress within it: a peer that
+  /// trickles bytes holds a connection for no longer. Idle connections are left alone.
+  int message_timeout_ms = 30000;
 
   bool tls() const { return !tls_certificate.empty(); }
   bool token() const { return !cluster_token.empty(); }

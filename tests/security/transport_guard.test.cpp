@@ -132,6 +132,43 @@ TEST_CASE("a connection that says nothing is closed after the handshake timeout"
   CHECK(round_trip(client, server.port, 10).first == 10);
 }
 
+TEST_CASE("a message trickled or left unfinished after the handshake is closed, an idle connection is not", "[security]") {
+  transport_security quick;
+  quick.message_timeout_ms = 400;
+  served_sizer server{quick};
+  auto before = transport_guard_counts();
+  const auto heartbeat = basp_header(/*heartbeat*/ 6, 0); // a whole message, valid at any time
+  // A header announcing 100 bytes, then 10 bytes every 100 ms: progress, but too slow.
+  int trickle = connect_raw(server.port);
+  send_all(trickle, basp_header(/*client_handshake*/ 1, 100));
+  // A whole message, then half of the next header and nothing more.
+  int half_header = connect_raw(server.port);
+  send_all(half_header, heartbeat);
+  send_all(half_header, std::vector<std::uint8_t>(16, 0));
+  // A whole message, then silence between messages: legitimate.
+  int idle = connect_raw(server.port);
+  send_all(idle, heartbeat);
+  auto started = std::chrono::steady_clock::now();
+  bool trickle_closed = false;
+  for (int i = 0; i < 20 && !trickle_closed; ++i) {
+    trickle_closed = closed_within(trickle, std::chrono::milliseconds(100));
+    if (!trickle_closed)
+      ::send(trickle, std::vector<std::uint8_t>(10, 0).data(), 10, MSG_NOSIGNAL);
+  }
+  CHECK(trickle_closed);
+  CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(350));
+  CHECK(closed_within(half_header, std::chrono::seconds(10)));
+  // Three message timeouts later the idle connection is still open.
+  CHECK_FALSE(closed_within(idle, std::chrono::milliseconds(1200)));
+  ::close(trickle);
+  ::close(half_header);
+  ::close(idle);
+  CHECK(transport_guard_counts().timed_out >= before.timed_out + 2);
+  guarded_system client{quick};
+  CHECK(round_trip(client, server.port, 10).first == 10);
+  CHECK(round_trip(client, server.port, std::size_t{3} << 20).second == std::size_t{3} << 20);
+}
+
 TEST_CASE("with a cluster token, a peer without it is refused before anything is read or written", "[security]") {
   transport_security with_token;
   with_token.cluster_token = "correct horse battery staple";
