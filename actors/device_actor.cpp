@@ -259,7 +259,14 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
     [=](register_atom, const partition_registration& r) -> status {
       auto& st = self->state;
       st.trace("register " + std::to_string(r.handle));
-      auto plan = executor_plan::make(r.partition, *st.dev, kernel_registry::global());
+      auto limit = session_memory_limit(
+        r.memory_limit_bytes > 0 ? static_cast<std::size_t>(r.memory_limit_bytes) : 0);
+      std::shared_ptr<memory_budget> budget;
+      if (limit > 0)
+        budget = std::make_shared<memory_budget>(
+          "the session's partition " + std::to_string(r.handle) + " on " + st.dev->full_name(), limit);
+      auto plan = executor_plan::make(r.partition, *st.dev, kernel_registry::global(),
+                                      std::move(budget));
       if (!plan)
         return plan.error();
       auto keys = parse_keys(*r.partition);

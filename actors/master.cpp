@@ -234,7 +234,8 @@ result<std::shared_ptr<run_plan>> plan_for(master_self self, master_session& s,
   for (auto& entry : plan->partitions) {
     auto where = "registering a partition on " + entry.device;
     self->request(entry.actor, request_bound(st.options.timeout_seconds), register_atom::value,
-                  make_partition_registration(entry.handle, entry.partition))
+                  make_partition_registration(entry.handle, entry.partition,
+                                              s.config.memory_limit_bytes))
       .then([=](status& registered) { done->report(registered.with_context(where)); },
             [=](caf::error& err) { done->report(status_from_error(err).with_context(where)); });
   }

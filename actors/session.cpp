@@ -145,9 +145,7 @@ struct session::impl {
       owner = system.spawn([]() -> caf::behavior {
         return {[](stop_atom) {}, [](const status&) {}};
       });
-      auto config = make_session_config(
-        options.allow_soft_placement, options.log_device_placement,
-        static_cast<std::int64_t>(task_timeout(options) * 1000), owner, options.default_task);
+      auto config = session_config_for(options, owner);
       session_created created;
       AF_RETURN_IF_ERROR(ask(master_timeout(options), created, create_atom::value, config,
                              std::move(*def))

@@ -92,6 +92,12 @@ struct session_options {
   /// bounds (reaching the tasks, registering partitions, the step) plus a second; with no
   /// bound it still notices a master that goes down.
   double timeout_seconds = 0;
+  /// The most memory the tensors this session's kernels allocate may hold at once on each
+  /// device (TensorFlow has no such cap); a step that would go over fails with
+  /// resource_exhausted naming the node, the device and the limit. Tensors a step fetches or
+  /// stores in a variable count until they are freed. A task's ACTORFLOW_SESSION_MEMORY_BYTES
+  /// caps it for every session on that task. 0: only the task's cap.
+  std::size_t memory_limit_bytes = 0;
 };
 
 /// Where the time of one step went (TensorFlow's RunMetadata, in small).

@@ -127,11 +127,8 @@ void connect_target(session_self self) {
 void open_session(session_self self) {
   auto& st = self->state;
   st.busy = true;
-  auto config = make_session_config(
-    st.options.allow_soft_placement, st.options.log_device_placement,
-    static_cast<std::int64_t>(task_timeout(st.options) * 1000),
-    // The session actor stands for its client: when it ends, the master closes the session.
-    caf::actor_cast<caf::actor>(self), st.options.default_task);
+  // The session actor stands for its client: when it ends, the master closes the session.
+  auto config = session_config_for(st.options, caf::actor_cast<caf::actor>(self));
   auto where = "opening a session on " + st.master.name;
   st.extended = true;
   self->request(st.master.master, request_bound(master_timeout(st.options)), create_atom::value, config,

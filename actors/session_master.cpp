@@ -142,6 +142,15 @@ double task_timeout(const session_options& options) {
   return options.cluster || !options.target.empty() ? 10.0 : 0.0;
 }
 
+protocol::session_config session_config_for(const session_options& options, caf::actor owner) {
+  auto config = protocol::make_session_config(
+    options.allow_soft_placement, options.log_device_placement,
+    static_cast<std::int64_t>(task_timeout(options) * 1000), std::move(owner),
+    options.default_task);
+  config.memory_limit_bytes = static_cast<std::int64_t>(options.memory_limit_bytes);
+  return config;
+}
+
 double master_timeout(const session_options& options) {
   auto tasks = task_timeout(options);
   return tasks > 0 ? 3 * tasks + 1.0 : 0.0;

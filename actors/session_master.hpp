@@ -64,6 +64,9 @@ session_master make_session_master(caf::actor_system& sys, const session_options
 /// cluster), or 0 (no bound) for this process's devices.
 double task_timeout(const session_options& options);
 
+/// What a session asks of its master, from its options; `owner` stands for the session.
+protocol::session_config session_config_for(const session_options& options, caf::actor owner);
+
 /// Logs, at verbose level, the devices a session found on its master (TensorFlow's "Creating
 /// TensorFlow device" lines).
 void log_session_devices(const std::string& master_name, std::int64_t handle,

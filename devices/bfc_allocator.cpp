@@ -15,23 +15,6 @@ constexpr std::size_t unit = bfc_allocator::min_chunk_bytes;
 
 std::size_t round_up(std::size_t bytes) { return (bytes + unit - 1) & ~(unit - 1); }
 
-/// "512 B", "1.5 KiB", "3.0 MiB", "1.5 GiB": one decimal, the largest unit that keeps the
-/// value at or above 1 (as rounded, so 1023.99 KiB prints "1.0 MiB", not "1024.0 KiB").
-std::string format_bytes(std::size_t bytes) {
-  if (bytes < 1024)
-    return std::to_string(bytes) + " B";
-  static const char* const units[] = {"KiB", "MiB", "GiB"};
-  double value = static_cast<double>(bytes) / 1024.0;
-  std::size_t u = 0;
-  while (u + 1 < std::size(units) && std::round(value * 10.0) >= 10240.0) {
-    value /= 1024.0;
-    ++u;
-  }
-  char text[64];
-  std::snprintf(text, sizeof text, "%.1f %s", value, units[u]);
-  return text;
-}
-
 class host_region_source final : public region_source {
 public:
   void* allocate_region(std::size_t bytes) override {

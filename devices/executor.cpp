@@ -12,9 +12,10 @@ namespace actorflow {
 
 result<std::shared_ptr<const executor_plan>>
 executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
-                    const kernel_registry& registry) {
+                    const kernel_registry& registry, std::shared_ptr<memory_budget> budget) {
   auto plan = std::make_shared<executor_plan>();
   plan->partition_ = partition;
+  plan->budget_ = std::move(budget);
   plan->device_ = &dev;
   plan->own_memory_ = dev.memory() != nullptr;
   auto& g = *partition;
@@ -314,6 +315,7 @@ bool step_execution::process(int id, std::vector<int>& ready) {
   if (dev.is_synchronous() && !it.kernel->is_async()) {
     kernel_context ctx{*it.def, dev, step_id_, std::move(inputs)};
     ctx.set_cancellation(&cancellation_);
+    ctx.set_memory_budget(plan_->budget());
     if (auto st = run_guarded([&] { it.kernel->compute(ctx); }); !st.ok())
       ctx.fail(std::move(st));
     if (!ctx.status().ok()) {
@@ -335,6 +337,7 @@ void step_execution::compute_later(int id, std::vector<tensor> inputs) {
   auto& dev = plan_->dev();
   auto ctx = std::make_shared<kernel_context>(*it.def, dev, step_id_, std::move(inputs));
   ctx->set_cancellation(&cancellation_);
+  ctx->set_memory_budget(plan_->budget());
   dev.compute(*it.kernel, *ctx, [self = shared_from_this(), id, ctx] {
     auto& item = self->plan_->items()[static_cast<std::size_t>(id)];
     if (!ctx->status().ok()) {

@@ -12,6 +12,7 @@
 
 #include "devices/device.hpp"
 #include "devices/kernel.hpp"
+#include "devices/memory_budget.hpp"
 #include "graph/graph.hpp"
 
 #include <atomic>
@@ -57,9 +58,11 @@ public:
   };
 
   /// Makes the kernels of every node of `partition` for `dev`; an error names the node and
-  /// the device. The plan keeps `partition` alive and must not outlive `dev`.
+  /// the device. The plan keeps `partition` alive and must not outlive `dev`. With `budget`,
+  /// every output a kernel allocates is charged to it (devices/memory_budget.hpp).
   static result<std::shared_ptr<const executor_plan>>
-  make(std::shared_ptr<const graph> partition, device& dev, const kernel_registry& registry);
+  make(std::shared_ptr<const graph> partition, device& dev, const kernel_registry& registry,
+       std::shared_ptr<memory_budget> budget = nullptr);
 
   const std::vector<item>& items() const { return items_; }
   /// Number of data edges reading each output slot; a step frees a slot after its last reader.
@@ -69,6 +72,8 @@ public:
   device& dev() const { return *device_; }
   /// Whether the device computes in memory of its own (inputs may need copies), decided once.
   bool device_has_own_memory() const { return own_memory_; }
+  /// What the outputs of this plan's kernels are charged to; null: no cap.
+  memory_budget* budget() const { return budget_.get(); }
   /// Node id for a name, -1 if absent (used when a step starts, not per node).
   int find(const std::string& name) const;
   /// Slot of "name:index" or "name", -1 if absent.
@@ -78,6 +83,7 @@ private:
   std::shared_ptr<const graph> partition_;
   device* device_ = nullptr;
   bool own_memory_ = false;
+  std::shared_ptr<memory_budget> budget_;
   std::vector<item> items_;
   std::vector<int> roots_;
   int num_slots_ = 0;

@@ -1,6 +1,7 @@
 #include "devices/kernel.hpp"
 
 #include "devices/device.hpp"
+#include "devices/memory_budget.hpp"
 #include "devices/test_device.hpp"
 #if defined(ACTORFLOW_HAVE_CUDA)
 #include "devices/cuda/kernels/cuda_kernels.hpp"
@@ -108,7 +109,8 @@ kernel_context::kernel_context(const node& n, device& dev, std::int64_t step_id,
     outputs_(n.output_types.size()) {}
 
 tensor kernel_context::allocate_output(int i, dtype type, tensor_shape shape) {
-  tensor t{type, std::move(shape), device_.device_allocator()};
+  tensor t = budget_ != nullptr ? budget_->allocate(type, std::move(shape), device_.device_allocator())
+                                : tensor{type, std::move(shape), device_.device_allocator()};
   set_output(i, t);
   return t;
 }

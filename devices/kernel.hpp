@@ -22,6 +22,7 @@
 namespace actorflow {
 
 class device;
+class memory_budget;
 class thread_pool;
 
 /// An update of a variable waiting for its turn: called once, with true to apply it now, or
@@ -110,6 +111,9 @@ public:
   step_cancellation* cancellation() const { return cancellation_; }
   void set_cancellation(step_cancellation* cancellation) { cancellation_ = cancellation; }
 
+  /// What allocate_output charges (the session's cap on this device); null: nothing.
+  void set_memory_budget(memory_budget* budget) { budget_ = budget; }
+
   /// The device's intra-op pool (never null) and its resources.
   thread_pool& intra_op_pool();
   resource_manager& resources();
@@ -122,6 +126,7 @@ private:
   std::vector<tensor> outputs_;
   actorflow::status status_;
   step_cancellation* cancellation_ = nullptr;
+  memory_budget* budget_ = nullptr;
 };
 
 /// Ok when input `i` of ctx exists, is initialised and has type `expected`; otherwise the

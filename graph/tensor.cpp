@@ -3,6 +3,9 @@
 #include "graph/environment.hpp"
 
 #include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
 #include <cstdlib>
 #include <new>
 #include <sstream>
@@ -94,14 +97,34 @@ buffer::~buffer() {
     release_(data_);
 }
 
-tensor::tensor(dtype type, tensor_shape shape, allocator* alloc)
-  : type_(type), shape_(std::move(shape)) {
+void check_tensor_allocation_cap(dtype type, const tensor_shape& shape) {
   auto cap = max_tensor_allocation_bytes();
-  if (cap != 0 && bytes() > cap)
-    throw allocation_failure("a " + std::string{to_string(type_)} + " tensor of shape " +
-                             shape_.to_string() + " needs " + std::to_string(bytes()) +
+  auto bytes = static_cast<std::size_t>(shape.num_elements()) * size_of(type);
+  if (cap != 0 && bytes > cap)
+    throw allocation_failure("a " + std::string{to_string(type)} + " tensor of shape " +
+                             shape.to_string() + " needs " + std::to_string(bytes) +
                              " bytes, over this process's per-tensor cap of " +
                              std::to_string(cap) + " (ACTORFLOW_MAX_TENSOR_BYTES)");
+}
+
+std::string format_bytes(std::size_t bytes) {
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  static const char* const units[] = {"KiB", "MiB", "GiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  std::size_t u = 0;
+  while (u + 1 < std::size(units) && std::round(value * 10.0) >= 10240.0) {
+    value /= 1024.0;
+    ++u;
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f %s", value, units[u]);
+  return text;
+}
+
+tensor::tensor(dtype type, tensor_shape shape, allocator* alloc)
+  : type_(type), shape_(std::move(shape)) {
+  check_tensor_allocation_cap(type_, shape_);
   auto* a = alloc != nullptr ? alloc : default_host_allocator();
   buf_ = std::make_shared<buffer>(a, bytes());
 }

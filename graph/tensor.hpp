@@ -51,6 +51,11 @@ private:
   std::string message_;
 };
 
+/// "512 B", "1.5 KiB", "3.0 MiB", "1.5 GiB": one decimal, the largest unit that keeps the
+/// value at or above 1 (as rounded, so 1023.99 KiB prints "1.0 MiB", not "1024.0 KiB"). For
+/// allocation messages.
+std::string format_bytes(std::size_t bytes);
+
 /// Thrown by the host-only accessors (scalar_value, to_vector, clone, sliced) when a tensor's
 /// buffer is in device memory: copy it to the host first (device::copy_to_host). Kernels run
 /// inside try blocks, so this becomes a step error naming the node, never a crash.
@@ -74,6 +79,8 @@ void set_default_host_allocator(allocator* alloc);
 /// set_max_tensor_allocation_bytes() says otherwise (0 goes back to the environment's).
 std::size_t max_tensor_allocation_bytes();
 void set_max_tensor_allocation_bytes(std::size_t bytes);
+/// Throws allocation_failure when a tensor of `type` and `shape` is over that cap.
+void check_tensor_allocation_cap(dtype type, const tensor_shape& shape);
 
 /// A block of memory owned by one allocator; freed when the last tensor referring to it dies.
 class buffer {

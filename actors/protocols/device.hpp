@@ -92,11 +92,15 @@ using device_actor = caf::typed_actor<
 struct partition_registration {
   std::int64_t handle = 0;
   std::shared_ptr<const graph> partition;
+  /// The session's memory limit on this device (session_config::memory_limit_bytes); 0: none
+  /// but the task's.
+  std::int64_t memory_limit_bytes = 0;
 };
 
 inline partition_registration make_partition_registration(std::int64_t handle,
-                                                           std::shared_ptr<const graph> partition) {
-  return partition_registration{handle, std::move(partition)};
+                                                           std::shared_ptr<const graph> partition,
+                                                           std::int64_t memory_limit_bytes = 0) {
+  return partition_registration{handle, std::move(partition), memory_limit_bytes};
 }
 
 /// Device actors by full device name, for _Send nodes to address their receivers.
@@ -185,10 +189,10 @@ typename Inspector::result_type inspect(Inspector& f, tensor_chunk& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_registration& x) {
   if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
-    return f(caf::meta::type_name("partition_registration"), x.handle,
+    return f(caf::meta::type_name("partition_registration"), x.handle, x.memory_limit_bytes,
              caf::meta::save_callback([&] { return wire::save(f, x.partition); }));
   } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
-    return f(caf::meta::type_name("partition_registration"), x.handle,
+    return f(caf::meta::type_name("partition_registration"), x.handle, x.memory_limit_bytes,
              caf::meta::load_callback([&] { return wire::load(f, x.partition); }));
   } else {
     auto nodes = x.partition ? std::to_string(x.partition->size()) + " nodes" : "no graph";

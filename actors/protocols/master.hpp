@@ -46,6 +46,9 @@ struct session_config {
   std::string default_task;
   /// Bound on every answer from a task during a step; 0 waits without bound.
   std::int64_t timeout_ms = 0;
+  /// The most the session's tensors may hold on each device (devices/memory_budget.hpp);
+  /// 0: no limit but the task's own (ACTORFLOW_SESSION_MEMORY_BYTES).
+  std::int64_t memory_limit_bytes = 0;
   /// An actor that lives as long as the client's session: the master monitors it and closes
   /// the session when it goes down (the client process died or its connection dropped).
   caf::actor owner;
@@ -132,7 +135,7 @@ result<master_run_request> make_master_run_request(std::int64_t handle,
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_config& x) {
   return f(caf::meta::type_name("session_config"), x.allow_soft_placement,
-           x.log_device_placement, x.default_task, x.timeout_ms, x.owner);
+           x.log_device_placement, x.default_task, x.timeout_ms, x.memory_limit_bytes, x.owner);
 }
 
 /// Encoded with the partition codec (wire::save/load of a graph), whose loads are checked.

@@ -60,10 +60,6 @@ status make_current(int ordinal) {
   return {};
 }
 
-std::string mib(std::size_t bytes) {
-  return std::to_string(bytes >> 20) + " MiB";
-}
-
 /// Device memory regions from cudaMalloc on one card.
 class cuda_region_source final : public region_source {
 public:
@@ -287,7 +283,7 @@ result<std::unique_ptr<cuda_card>> open_card(int ordinal, const gpu_options& opt
   AF_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   card->description = std::string{properties.name} + " (compute capability " +
                       std::to_string(properties.major) + "." + std::to_string(properties.minor) +
-                      ", " + mib(total_bytes) + ")";
+                      ", " + format_bytes(total_bytes) + ")";
   if (auto st = check_kernel_image(); !st.ok())
     return st.with_context(card->description + " cannot run this build's kernels (built for "
                            "CMAKE_CUDA_ARCHITECTURES that do not include it)");
@@ -310,8 +306,8 @@ result<std::unique_ptr<cuda_card>> open_card(int ordinal, const gpu_options& opt
   card->memory = std::make_unique<bfc_allocator>(card->space.device, std::move(regions), bfc);
   if (!bfc.allow_growth && bfc.memory_limit > 0 && card->memory->stats().bytes_reserved == 0)
     return make_error(errc::resource_exhausted,
-                      "reserving " + mib(bfc.memory_limit) + " of " + card->description +
-                        " (" + mib(free_bytes) + " free) failed: " +
+                      "reserving " + format_bytes(bfc.memory_limit) + " of " + card->description +
+                        " (" + format_bytes(free_bytes) + " free) failed: " +
                         card->regions->last_failure());
   card->completions = std::make_unique<completion_poller>("GPU:" + std::to_string(ordinal));
   return card;
