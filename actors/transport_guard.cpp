@@ -196,6 +196,17 @@ struct tls_policy {
   caf::openssl::session_ptr session;
 };
 
+/// CAF's stream, telling whether it is registered for writing (a write in progress).
+template <class Policy>
+class guarded_stream : public caf::io::network::stream_impl<Policy> {
+public:
+  using caf::io::network::stream_impl<Policy>::stream_impl;
+  bool writing() const { return this->state_.writing; }
+};
+
+/// Messages up to this size are written at once by the broker that flushes them (below).
+constexpr std::size_t direct_write_bytes = std::size_t{256} << 10;
+
 /// What every guarded scribe of one backend shares.
 struct guard_settings {
   std::optional<token_preamble> preamble;
@@ -256,8 +267,30 @@ public:
   }
 
   void flush() override {
-    if (authenticated_)
-      stream_.flush(this);
+    if (!authenticated_)
+      return;
+    // CAF registers for writability and writes on the next turn of its loop, then unregisters:
+    // two epoll_ctl calls and a loop turn per message. A small message goes out now when
+    // nothing is queued before it; only what the socket does not take waits for the loop.
+    // Plain TCP only: a TLS write that must be retried must be retried with the same buffer.
+    if constexpr (std::is_same_v<Policy, caf::policy::tcp>) {
+      auto& out = stream_.wr_buf();
+      if (!out.empty() && out.size() <= direct_write_bytes && !stream_.writing() &&
+          !stream_.ack_writes()) {
+        std::size_t written = 0;
+        if (caf::policy::tcp::write_some(written, stream_.fd(), out.data(), out.size()) ==
+              rw_state::success &&
+            written > 0) {
+          if (written == out.size()) {
+            out.clear();
+            return;
+          }
+          out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(written));
+        }
+        // A failed write fails again in CAF's loop, which reports it the usual way.
+      }
+    }
+    stream_.flush(this);
   }
 
   std::string addr() const override {
@@ -467,7 +500,7 @@ private:
   std::vector<char> partial_;
   /// Where BASP takes the message being delivered from, when not the stream's buffer.
   std::vector<char>* delivering_from_ = nullptr;
-  caf::io::network::stream_impl<Policy> stream_;
+  guarded_stream<Policy> stream_;
 };
 
 class guarded_multiplexer : public default_multiplexer {
