@@ -29,7 +29,8 @@ namespace actorflow::bulk_detail {
 std::string system_error(const char* what) { return std::string{what} + ": " + std::strerror(errno); }
 
 bool wait_readable(int fd, std::chrono::milliseconds timeout, ssl_st* tls) {
-  if (tls != nullptr && SSL_pending(tls) > 0)
+  // Records OpenSSL has read ahead (decrypted or not) need no poll.
+  if (tls != nullptr && SSL_has_pending(tls) == 1)
     return true;
   for (;;) {
     pollfd p{fd, POLLIN, 0};

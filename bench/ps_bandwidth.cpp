@@ -14,12 +14,14 @@
 // The 64 MiB cross on the bulk channel (actors/bulk_channel.hpp); to measure CAF's path instead,
 // run with ACTORFLOW_BULK_MIN_BYTES=1000000000000 (the worker processes inherit it).
 // Then the same again with mutual TLS (a child run of this program with --tls: certificates
-// from deploy/tls/make-cluster-certs.sh, the _tls figures), where the tensors take CAF's TLS
-// connections, since the bulk channel speaks no TLS; each run measures raw TCP itself.
+// from deploy/tls/make-cluster-certs.sh, the _tls figures), where the tensors take the bulk
+// channel's TLS connections; that run also measures raw TLS (the bulk channel's OpenSSL code
+// between two threads, nothing else), the most TLS gives here. Each run measures raw TCP itself.
 #include "support/processes.hpp"
 #include "bench_util.hpp"
 
 #include "actors/bulk_channel.hpp"
+#include "actors/bulk_socket.hpp"
 #include "actors/cluster_spec.hpp"
 #include "actors/session.hpp"
 #include "actors/transport_security.hpp"
@@ -53,7 +55,25 @@ constexpr int raw_rounds = 16;
 double mb_per_s(double seconds_per_transfer) { return bytes / seconds_per_transfer / 1e6; }
 
 /// Raw loopback TCP: MB/s of 64 MiB sent `raw_rounds` times, median of three runs; 0 on error.
-double raw_tcp_mbps() {
+/// With `server` and `client` (TLS settings of two members of one cluster CA), the same through
+/// the bulk channel's own TLS code (bulk_detail: same contexts, ciphers and calls) and nothing
+/// else of actorflow: the most TLS gives on this machine, beside which the _tls figures stand.
+double raw_loopback_mbps(const transport_security* server = nullptr,
+                         const transport_security* client = nullptr) {
+  using namespace actorflow::bulk_detail;
+  std::shared_ptr<ssl_ctx_st> server_context, client_context;
+  if (server != nullptr) {
+    auto made_server = make_tls_context(*server, true);
+    auto made_client = make_tls_context(*client, false);
+    if (!made_server || !made_client) {
+      std::fprintf(stderr, "raw tls: %s\n",
+                   (!made_server ? made_server.error() : made_client.error()).to_string().c_str());
+      return 0;
+    }
+    server_context = *made_server;
+    client_context = *made_client;
+  }
+  const auto handshake = std::chrono::seconds(10);
   std::vector<double> runs;
   for (int run = 0; run < 3; ++run) {
     int listener = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -73,9 +93,21 @@ double raw_tcp_mbps() {
       int fd = ::accept(listener, nullptr, nullptr);
       if (fd < 0)
         return;
-      std::vector<char> buffer(4 << 20);
-      for (ssize_t n; received < total && (n = ::read(fd, buffer.data(), buffer.size())) > 0;)
-        received += static_cast<std::size_t>(n);
+      std::shared_ptr<ssl_st> tls;
+      if (server_context) {
+        auto started = start_tls(server_context.get(), fd, true, handshake, handshake);
+        if (!started) {
+          std::fprintf(stderr, "raw tls: %s\n", started.error().to_string().c_str());
+          ::close(fd);
+          return;
+        }
+        tls = *started;
+      }
+      std::vector<char> buffer(static_cast<std::size_t>(bytes));
+      bool stalled = false;
+      for (std::size_t got = 0; received < total; received += got)
+        if (!read_exact(fd, buffer.data(), buffer.size(), got, handshake, stalled, tls.get()))
+          break;
       ::close(fd);
     }};
     int sender = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -86,17 +118,39 @@ double raw_tcp_mbps() {
       receiver.detach();
       return 0;
     }
+    set_no_delay(sender);
+    std::shared_ptr<ssl_st> tls;
+    if (client_context) {
+      auto started = start_tls(client_context.get(), sender, false, handshake, handshake);
+      if (!started) {
+        std::fprintf(stderr, "raw tls: %s\n", started.error().to_string().c_str());
+        ::close(sender);
+        ::close(listener);
+        receiver.join();
+        return 0;
+      }
+      tls = *started;
+    }
     std::vector<char> payload(static_cast<std::size_t>(bytes), 1);
     auto seconds = bench::time_seconds([&] {
-      for (int round = 0; round < raw_rounds; ++round)
+      for (int round = 0; round < raw_rounds; ++round) {
+        if (tls) {
+          std::size_t written = 0;
+          if (!write_all_tls(tls.get(), payload.data(), payload.size(), written, "raw tls").ok())
+            return;
+          continue;
+        }
         for (std::size_t sent = 0; sent < payload.size();) {
           auto n = ::write(sender, payload.data() + sent, payload.size() - sent);
           if (n <= 0)
             return;
           sent += static_cast<std::size_t>(n);
         }
+      }
       receiver.join();
     });
+    if (receiver.joinable())
+      receiver.join();
     ::close(sender);
     ::close(listener);
     if (received != total) {
@@ -184,11 +238,18 @@ int main(int argc, char** argv) {
                                       "--tls-ca", dir + "/ca.pem"};
     };
   }
-  double raw = raw_tcp_mbps();
+  double raw = raw_loopback_mbps();
   std::fprintf(stderr, "raw loopback TCP: %.0f MB/s\n", raw);
-  if (tls)
-    std::fprintf(stderr, "mutual TLS: tensors cross on CAF's TLS connections\n");
-  else
+  double raw_tls = 0;
+  if (tls) {
+    transport_security server = process_transport_security(), client = server;
+    server.tls_certificate = certificates.path + "/ps0.pem";
+    server.tls_key = certificates.path + "/ps0.key";
+    raw_tls = raw_loopback_mbps(&server, &client);
+    std::fprintf(stderr, "raw loopback TLS (the bulk channel's OpenSSL code alone): %.0f MB/s\n",
+                 raw_tls);
+    std::fprintf(stderr, "mutual TLS: tensors cross on the bulk channel's TLS connections\n");
+  } else
     std::fprintf(stderr, "tensors of at least %zu bytes cross on the bulk channel\n",
                  bulk_min_bytes());
 
@@ -286,5 +347,17 @@ int main(int argc, char** argv) {
        "ps -> worker, step time minus compute-only time");
   emit("ps_push_transfer_estimate_MBps", std::max(1e-9, *push - *push_compute),
        "worker -> ps, step time minus compute-only time");
+  if (tls && raw_tls > 0) {
+    bench::emit({"raw_loopback_tls_MBps", raw_tls, "MB/s", raw, raw_tls / raw,
+                 "64 MiB through the bulk channel's TLS code alone (AES-128-GCM, OpenSSL), one "
+                 "connection; baseline: raw TCP"});
+    auto against_tls = [&](const std::string& name, double seconds, const char* what) {
+      bench::emit({name, mb_per_s(seconds), "MB/s", raw_tls, mb_per_s(seconds) / raw_tls,
+                   std::string("64 MiB float32 variable, ") + what +
+                     " with mutual TLS, whole step; baseline: raw loopback TLS, same run"});
+    };
+    against_tls("ps_pull_MBps_tls_vs_raw_tls", *pull, "ps -> worker");
+    against_tls("ps_push_MBps_tls_vs_raw_tls", *push, "worker -> ps");
+  }
   return tls ? 0 : run_tls_child(argv[0]);
 }
