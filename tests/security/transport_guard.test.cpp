@@ -102,6 +102,27 @@ TEST_CASE("messages over 1 MiB arrive in pieces and are whole, both ways", "[sec
   CHECK(returned == std::size_t{5} << 20);
 }
 
+TEST_CASE("a burst of messages written at once, beyond what the socket takes, arrives whole and in order", "[security]") {
+  served_sizer server{transport_security{}};
+  guarded_system client{transport_security{}};
+  auto remote = client.system->middleman().remote_actor("127.0.0.1", server.port);
+  REQUIRE(remote);
+  caf::scoped_actor self{*client.system};
+  // 200 requests of 100-299 KiB sent without waiting: the socket buffer fills, so writes go
+  // out in part and the rest waits for CAF's loop, behind which later messages must queue.
+  constexpr int count = 200;
+  std::vector<std::int64_t> sizes;
+  for (int i = 0; i < count; ++i) {
+    sizes.push_back((100 + i) * 1024 + i);
+    self->send(*remote, std::string(static_cast<std::size_t>(sizes.back()), 'z'));
+  }
+  std::vector<std::int64_t> answers;
+  for (int i = 0; i < count; ++i)
+    self->receive([&](std::int64_t n) { answers.push_back(n); },
+                  caf::after(std::chrono::seconds(30)) >> [&] { FAIL("no answer"); });
+  CHECK(answers == sizes);
+}
+
 TEST_CASE("garbage on a CAF port closes that connection and nothing else", "[security]") {
   served_sizer server{transport_security{}};
   int fd = connect_raw(server.port);
