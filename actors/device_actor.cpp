@@ -9,6 +9,8 @@
 #include "graph/rendezvous_key.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/typed_broker.hpp>
 
 #include <atomic>
 #include <deque>
@@ -239,7 +241,18 @@ std::string receiver_of(const std::string& key) {
 /// Answers the step's run request with `result`, unless a failed bulk send says otherwise.
 using device_self = device_actor_impl::stateful_pointer<device_state>;
 
-void answer_step(device_self self,
+template <class Handle>
+struct typed_broker_of;
+template <class... Sigs>
+struct typed_broker_of<caf::typed_actor<Sigs...>> {
+  using type = caf::io::typed_broker<Sigs...>;
+};
+/// The same actor as a broker: it runs on the middleman's I/O thread (see spawn_device_actor).
+using device_broker_self =
+  caf::stateful_actor<device_state, typed_broker_of<device_actor_impl>::type>*;
+
+template <class Self>
+void answer_step(Self self,
                  std::unordered_map<std::int64_t, device_step>::iterator i, step_result result) {
   auto& st = self->state;
   auto bulk_failure = i->second.bulk->first_failure();
@@ -251,7 +264,8 @@ void answer_step(device_self self,
   st.mark_ended(step_id);
 }
 
-device_actor_impl::behavior_type device_behavior(device_self self, std::shared_ptr<device> dev,
+template <class Self>
+device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<device> dev,
                                                  device_actor_options options) {
   self->state.dev = std::move(dev);
   self->state.options = std::move(options);
@@ -311,7 +325,7 @@ device_actor_impl::behavior_type device_behavior(device_self self, std::shared_p
                                                          " is not registered on " +
                                                          st.dev->full_name()),
                            {}};
-      auto promise = self->make_response_promise<step_result>();
+      auto promise = self->template make_response_promise<step_result>();
       auto& step = st.steps[request.step_id];
       st.started(step);
       step.promise = promise;
@@ -489,8 +503,11 @@ struct coordinator_state {
 };
 
 using coordinator_self = step_coordinator_actor::stateful_pointer<coordinator_state>;
+using coordinator_broker_self =
+  caf::stateful_actor<coordinator_state, typed_broker_of<step_coordinator_actor>::type>*;
 
-void on_device_result(coordinator_self self, std::int64_t step_id,
+template <class Self>
+void on_device_result(Self self, std::int64_t step_id,
                       std::size_t index, step_result result) {
   auto i = self->state.steps.find(step_id);
   if (i == self->state.steps.end())
@@ -527,7 +544,8 @@ std::string device_label(const coordinator_step& step, std::size_t index) {
                                                                   : "device " + std::to_string(index);
 }
 
-step_coordinator_actor::behavior_type step_coordinator(coordinator_self self) {
+template <class Self>
+step_coordinator_actor::behavior_type step_coordinator(Self self) {
   self->set_down_handler([=](caf::down_msg& down) {
     // A device went away: every step still waiting on it fails, naming it.
     self->state.monitored.erase(down.source);
@@ -547,7 +565,7 @@ step_coordinator_actor::behavior_type step_coordinator(coordinator_self self) {
     [=](run_atom, const step_plan& plan) -> caf::result<step_outcome> {
       if (plan.calls.empty())
         return step_outcome{};
-      auto promise = self->make_response_promise<step_outcome>();
+      auto promise = self->template make_response_promise<step_outcome>();
       auto& step = self->state.steps[plan.step_id];
       step.promise = promise;
       step.remaining = plan.calls.size();
@@ -590,11 +608,17 @@ step_coordinator_actor::behavior_type step_coordinator(coordinator_self self) {
 
 device_actor spawn_device_actor(caf::actor_system& sys, std::shared_ptr<device> dev,
                                 device_actor_options options) {
-  return sys.spawn(device_behavior, std::move(dev), std::move(options));
+  if (options.on_network_thread && sys.has_middleman())
+    return caf::actor_cast<device_actor>(sys.middleman().spawn_broker(
+      device_behavior<device_broker_self>, std::move(dev), std::move(options)));
+  return sys.spawn(device_behavior<device_self>, std::move(dev), std::move(options));
 }
 
-step_coordinator_actor spawn_step_coordinator(caf::actor_system& sys) {
-  return sys.spawn(step_coordinator);
+step_coordinator_actor spawn_step_coordinator(caf::actor_system& sys, bool on_network_thread) {
+  if (on_network_thread && sys.has_middleman())
+    return caf::actor_cast<step_coordinator_actor>(
+      sys.middleman().spawn_broker(step_coordinator<coordinator_broker_self>));
+  return sys.spawn(step_coordinator<coordinator_self>);
 }
 
 bulk_endpoint::deliver_function

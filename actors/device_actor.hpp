@@ -42,6 +42,10 @@ struct device_actor_options {
   std::uint64_t early_tensor_peer_budget_bytes = std::uint64_t{512} << 20;
   /// Called with every peer table the actor is told (the task dials its peers with it).
   std::function<void(const protocol::peer_table&)> on_peers;
+  /// Run the actor on the middleman's I/O thread (as a broker) where the system has one: a
+  /// tensor from another process then reaches it, and its tensors for other processes reach
+  /// the network, without waking another thread. Nodes it runs itself block that thread.
+  bool on_network_thread = false;
 };
 
 /// The device is shared: its task keeps it too (its variables back the task's shards).
@@ -98,6 +102,10 @@ typename Inspector::result_type inspect(Inspector& f, step_outcome& x) {
 
 } // namespace protocol
 
-protocol::step_coordinator_actor spawn_step_coordinator(caf::actor_system& sys);
+/// With `on_network_thread` (and a middleman), on the I/O thread like a cluster task's device
+/// actors: run requests leave, and answers from other processes arrive, without waking another
+/// thread.
+protocol::step_coordinator_actor spawn_step_coordinator(caf::actor_system& sys,
+                                                        bool on_network_thread = false);
 
 } // namespace actorflow

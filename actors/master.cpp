@@ -314,7 +314,7 @@ status check_session_caller(master_self self, std::int64_t handle, const master_
 master_actor::behavior_type master(master_self self, master_options options) {
   auto& st = self->state;
   st.options = std::move(options);
-  st.coordinator = spawn_step_coordinator(self->system());
+  st.coordinator = spawn_step_coordinator(self->system(), st.options.cluster != nullptr);
   self->link_to(st.coordinator);
   // Ids unique across masters: tasks of a real cluster serve several masters' partitions and
   // steps at once. Tasks a master owns alone count from 1, which keeps tests deterministic.

@@ -248,6 +248,11 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   // bench_mlp_training's inline figure).
   bool one_thread = st.inter_op && st.inter_op->num_threads() <= 1;
   actor_options.inter_op_pool = options.run_inline || one_thread ? nullptr : st.inter_op;
+  // A task of a cluster runs its device actors on the I/O thread: a tensor hop between tasks
+  // then wakes no scheduler thread on either side (the classic example on 4 processes:
+  // 2326-2508 steps/s against 1667-2011, alternating; the between-graph MLP unchanged).
+  // In-process clusters keep theirs on the scheduler, where their devices run side by side.
+  actor_options.on_network_thread = options.cluster != nullptr && self->system().has_middleman();
   actor_options.trace = options.trace;
   actor_options.bulk = st.bulk_out;
   if (options.cluster) {
