@@ -1,5 +1,6 @@
 #include "actors/device_actor.hpp"
 
+#include "actors/io_thread.hpp"
 #include "actors/logging.hpp"
 #include "actors/tensor_route.hpp"
 
@@ -9,8 +10,6 @@
 #include "graph/rendezvous_key.hpp"
 
 #include <caf/all.hpp>
-#include <caf/io/middleman.hpp>
-#include <caf/io/typed_broker.hpp>
 
 #include <atomic>
 #include <deque>
@@ -241,15 +240,8 @@ std::string receiver_of(const std::string& key) {
 /// Answers the step's run request with `result`, unless a failed bulk send says otherwise.
 using device_self = device_actor_impl::stateful_pointer<device_state>;
 
-template <class Handle>
-struct typed_broker_of;
-template <class... Sigs>
-struct typed_broker_of<caf::typed_actor<Sigs...>> {
-  using type = caf::io::typed_broker<Sigs...>;
-};
 /// The same actor as a broker: it runs on the middleman's I/O thread (see spawn_device_actor).
-using device_broker_self =
-  caf::stateful_actor<device_state, typed_broker_of<device_actor_impl>::type>*;
+using device_broker_self = io_thread_self<device_state, device_actor_impl>;
 
 template <class Self>
 void answer_step(Self self,
@@ -503,8 +495,7 @@ struct coordinator_state {
 };
 
 using coordinator_self = step_coordinator_actor::stateful_pointer<coordinator_state>;
-using coordinator_broker_self =
-  caf::stateful_actor<coordinator_state, typed_broker_of<step_coordinator_actor>::type>*;
+using coordinator_broker_self = io_thread_self<coordinator_state, step_coordinator_actor>;
 
 template <class Self>
 void on_device_result(Self self, std::int64_t step_id,
@@ -609,15 +600,14 @@ step_coordinator_actor::behavior_type step_coordinator(Self self) {
 device_actor spawn_device_actor(caf::actor_system& sys, std::shared_ptr<device> dev,
                                 device_actor_options options) {
   if (options.on_network_thread && sys.has_middleman())
-    return caf::actor_cast<device_actor>(sys.middleman().spawn_broker(
-      device_behavior<device_broker_self>, std::move(dev), std::move(options)));
+    return spawn_on_io_thread<device_actor>(sys, device_behavior<device_broker_self>, std::move(dev),
+                                            std::move(options));
   return sys.spawn(device_behavior<device_self>, std::move(dev), std::move(options));
 }
 
 step_coordinator_actor spawn_step_coordinator(caf::actor_system& sys, bool on_network_thread) {
   if (on_network_thread && sys.has_middleman())
-    return caf::actor_cast<step_coordinator_actor>(
-      sys.middleman().spawn_broker(step_coordinator<coordinator_broker_self>));
+    return spawn_on_io_thread<step_coordinator_actor>(sys, step_coordinator<coordinator_broker_self>);
   return sys.spawn(step_coordinator<coordinator_self>);
 }
 

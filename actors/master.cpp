@@ -6,6 +6,7 @@
 #include "actors/device_actor.hpp"
 #include "actors/session_master.hpp"
 #include "actors/device_directory.hpp"
+#include "actors/io_thread.hpp"
 #include "actors/master_plan.hpp"
 #include "actors/protocols/device.hpp"
 #include "actors/protocols/master.hpp"
@@ -92,6 +93,7 @@ struct master_state {
 };
 
 using master_self = master_actor::stateful_pointer<master_state>;
+using master_broker_self = io_thread_self<master_state, master_actor>;
 
 /// A positive 62-bit handle from the system's entropy source, not in `taken`.
 std::int64_t random_session_handle(const std::map<std::int64_t, master_session>& taken) {
@@ -103,7 +105,8 @@ std::int64_t random_session_handle(const std::map<std::int64_t, master_session>&
   }
 }
 
-void ask_devices(master_self self, const task_actor& service, const std::string& where,
+template <class Self>
+void ask_devices(Self self, const task_actor& service, const std::string& where,
                  std::shared_ptr<countdown> done) {
   self->request(service, request_bound(self->state.options.timeout_seconds), devices_atom::value)
     .then([=](device_list& listed) { done->report(self->state.directory.add_task(where, listed)); },
@@ -112,7 +115,8 @@ void ask_devices(master_self self, const task_actor& service, const std::string&
           });
 }
 
-void finish_discovery(master_self self, const status& outcome) {
+template <class Self>
+void finish_discovery(Self self, const status& outcome) {
   auto& st = self->state;
   if (outcome.ok()) {
     st.directory.finish();
@@ -136,7 +140,8 @@ void finish_discovery(master_self self, const status& outcome) {
 }
 
 /// Reaches the tasks the spec lists but no known service covers, through the middleman.
-void connect_unreached(master_self self) {
+template <class Self>
+void connect_unreached(Self self) {
   std::vector<unreached_task> tasks;
   if (self->state.options.cluster) {
     auto found = self->state.directory.unreached(*self->state.options.cluster,
@@ -172,7 +177,7 @@ void connect_unreached(master_self self) {
                                     "task " + where + " published no actor at its address"));
             return;
           }
-          if (!self->system().assignable<task_actor>(interface)) {
+          if (!self->system().template assignable<task_actor>(interface)) {
             done->report(make_error(errc::unavailable,
                                     "the actor at task " + where +
                                       " is not an actorflow task (another program, or a "
@@ -189,7 +194,8 @@ void connect_unreached(master_self self) {
 }
 
 /// Runs `then` once the cluster's devices are known, finding them first if need be.
-void with_devices(master_self self, completion then) {
+template <class Self>
+void with_devices(Self self, completion then) {
   auto& st = self->state;
   if (st.phase == master_state::discovery::done) {
     then({});
@@ -212,7 +218,8 @@ void with_devices(master_self self, completion then) {
 
 /// The plan for `req`'s signature: placed, partitioned and sent for registration the first
 /// time. `placed` receives the placement lines this call produced.
-result<std::shared_ptr<run_plan>> plan_for(master_self self, master_session& s,
+template <class Self>
+result<std::shared_ptr<run_plan>> plan_for(Self self, master_session& s,
                                            const master_run_request& req,
                                            std::vector<std::string>& placed) {
   auto signature = run_signature(req);
@@ -243,7 +250,8 @@ result<std::shared_ptr<run_plan>> plan_for(master_self self, master_session& s,
 }
 
 /// Runs one step of a registered plan and delivers the fetches in request order.
-void run_step(master_self self, std::shared_ptr<const run_plan> plan, master_run_request& req,
+template <class Self>
+void run_step(Self self, std::shared_ptr<const run_plan> plan, master_run_request& req,
               const session_config& config, std::vector<std::string> placed,
               caf::typed_response_promise<master_run_result> rp) {
   auto step = make_step_plan(*plan, ++self->state.next_step, req, config.timeout_ms);
@@ -269,7 +277,8 @@ void run_step(master_self self, std::shared_ptr<const run_plan> plan, master_run
 
 /// Forgets session `handle` and frees its partitions on every device; `done` gets the outcome
 /// once every device answered (ok for a session that is not open).
-void close_session(master_self self, std::int64_t handle, completion done) {
+template <class Self>
+void close_session(Self self, std::int64_t handle, completion done) {
   auto i = self->state.sessions.find(handle);
   if (i == self->state.sessions.end()) {
     done({});
@@ -301,7 +310,8 @@ master_run_result failed_run(status s) {
 /// Ok when the message being handled may act on session `handle`: a session with an owner
 /// (session_config::owner) takes runs, extensions and closes only from its owner's node, so a
 /// handle seen or guessed elsewhere is of no use there.
-status check_session_caller(master_self self, std::int64_t handle, const master_session& s) {
+template <class Self>
+status check_session_caller(Self self, std::int64_t handle, const master_session& s) {
   if (!s.config.owner)
     return {};
   const auto& sender = self->current_sender();
@@ -311,7 +321,8 @@ status check_session_caller(master_self self, std::int64_t handle, const master_
                     "session " + std::to_string(handle) + " belongs to a client on another node");
 }
 
-master_actor::behavior_type master(master_self self, master_options options) {
+template <class Self>
+master_actor::behavior_type master(Self self, master_options options) {
   auto& st = self->state;
   st.options = std::move(options);
   st.coordinator = spawn_step_coordinator(self->system(), st.options.cluster != nullptr);
@@ -353,7 +364,7 @@ master_actor::behavior_type master(master_self self, master_options options) {
         self->quit(caf::exit_reason::user_shutdown);
     },
     [self](create_atom, session_config& config, graph_def& def) -> caf::result<session_created> {
-      auto rp = self->make_response_promise<session_created>();
+      auto rp = self->template make_response_promise<session_created>();
       if (!def.definition) {
         session_created out;
         out.outcome = make_error(errc::invalid_argument, "a session needs a graph");
@@ -411,7 +422,7 @@ master_actor::behavior_type master(master_self self, master_options options) {
       auto plan = plan_for(self, s, req, placed);
       if (!plan)
         return failed_run(plan.error());
-      auto rp = self->make_response_promise<master_run_result>();
+      auto rp = self->template make_response_promise<master_run_result>();
       auto config = s.config;
       auto start = [self, plan = *plan, req = std::move(req), placed = std::move(placed), config,
                     rp](const status& registered) mutable {
@@ -435,7 +446,7 @@ master_actor::behavior_type master(master_self self, master_options options) {
       if (auto i = self->state.sessions.find(handle); i != self->state.sessions.end())
         if (auto allowed = check_session_caller(self, handle, i->second); !allowed.ok())
           return allowed;
-      auto rp = self->make_response_promise<status>();
+      auto rp = self->template make_response_promise<status>();
       close_session(self, handle, [rp](const status& s) mutable { rp.deliver(s); });
       return rp;
     },
@@ -448,7 +459,11 @@ master_actor::behavior_type master(master_self self, master_options options) {
 } // namespace
 
 master_actor spawn_master(caf::actor_system& sys, master_options options) {
-  return sys.spawn(master, std::move(options));
+  // A cluster's master talks to other processes on every step: on the I/O thread, its run
+  // requests and their answers wake no scheduler thread (as the step coordinator's).
+  if (options.cluster && sys.has_middleman())
+    return spawn_on_io_thread<master_actor>(sys, master<master_broker_self>, std::move(options));
+  return sys.spawn(master<master_self>, std::move(options));
 }
 
 void add_master_message_types(caf::actor_system_config& cfg) {
