@@ -88,6 +88,9 @@ struct master_state {
   bool random_session_handles = false;
   std::int64_t next_handle = 0;
   std::int64_t next_step = 0;
+  /// Device actors seen going away (killed task, lost connection): closing a session frees
+  /// nothing on them rather than waiting out the timeout for an answer that cannot come.
+  std::set<caf::actor_addr> lost_devices;
 
   static inline const char* name = "actorflow.master";
 };
@@ -292,6 +295,10 @@ void close_session(Self self, std::int64_t handle, completion done) {
   auto freed_all = std::make_shared<countdown>(partitions, std::move(done));
   for (auto& [signature, plan] : session.plans.all()) {
     for (auto& p : plan->partitions) {
+      if (self->state.lost_devices.count(p.actor.address()) > 0) {
+        freed_all->report({}); // its task is gone, and its partitions with it
+        continue;
+      }
       auto where = "freeing a partition on " + p.device;
       self->request(p.actor, request_bound(self->state.options.timeout_seconds), deregister_atom::value,
                     p.handle)
@@ -342,6 +349,8 @@ master_actor::behavior_type master(Self self, master_options options) {
 
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& st = self->state;
+    if (st.directory.has_actor(down.source))
+      st.lost_devices.insert(down.source);
     if (st.directory.has_actor(down.source) && st.phase == master_state::discovery::done) {
       // Steps on that task fail (the coordinator names it); new sessions find the cluster
       // as it is now, e.g. with the task restarted at its address.

@@ -243,7 +243,9 @@ TEST_CASE("a worker killed while actorflow-train runs on it ends training with a
   INFO(errors);
   CHECK(code == 1);
   CHECK(errors.find("/job:worker/replica:0/task:1") != std::string::npos);
-  CHECK(waited < 15s);
+  // Well under the 10 s bound on answers: the step fails when the connection drops, and
+  // closing the session does not wait for the dead task to free its partitions.
+  CHECK(waited < 5s);
   cluster->task(0).signal(SIGTERM);
   cluster->task(1).signal(SIGTERM);
   CHECK(cluster->task(0).wait_exit(10000ms) == 0);
