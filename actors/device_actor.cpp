@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -457,6 +458,7 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       if (done->is_initialized() && st.hold_if_early(chunk.step_id, done->bytes(), admitted->send_device))
         st.steps[chunk.step_id].meeting_point->deliver(chunk.key, std::move(*done));
     },
+    [=](probe_atom) { return static_cast<std::int64_t>(self->state.steps.size()); },
     [=](abort_atom, std::int64_t step_id, const status& reason) {
       auto& st = self->state;
       st.trace("abort step " + std::to_string(step_id));
@@ -486,6 +488,13 @@ struct coordinator_step {
   status first_error;
   bool aborting = false;
   std::int64_t execution_ns = 0;
+  /// Devices whose answer did not come in time, waiting for the probes' verdict; and whether
+  /// the probes went out.
+  std::vector<std::size_t> timed_out;
+  bool probing = false;
+  /// Once the probes have answered: the devices found hung ("" when none was).
+  bool judged = false;
+  std::string hung;
 };
 
 struct coordinator_state {
@@ -535,6 +544,95 @@ std::string device_label(const coordinator_step& step, std::size_t index) {
                                                                   : "device " + std::to_string(index);
 }
 
+/// A device of a judged step that did not finish in time although it answers probes: it
+/// waited for the hung devices (a bystander, whose error never hides theirs), or, with none
+/// hung, for a tensor that never came.
+template <class Self>
+void fail_waiting_device(Self self, std::int64_t step_id, std::size_t index,
+                         std::int64_t timeout_ms) {
+  auto i = self->state.steps.find(step_id);
+  if (i == self->state.steps.end())
+    return;
+  auto& step = i->second;
+  auto label = device_label(step, index);
+  auto within = " within " + std::to_string(timeout_ms) + " ms";
+  auto outcome =
+    step.hung.empty()
+      ? make_error(errc::deadline_exceeded,
+                   label + " did not answer step " + std::to_string(step_id) + within +
+                     " (it answers a probe: it waited for a tensor that never came)")
+      : make_error(errc::aborted, label + " did not finish step " + std::to_string(step_id) +
+                                    within + ": it was waiting for " + step.hung);
+  on_device_result(self, step_id, index, step_result{std::move(outcome), {}, 0});
+}
+
+/// How long a probed device has to answer: a live device actor answers at once.
+caf::duration probe_bound(std::int64_t step_timeout_ms) {
+  return caf::duration{std::chrono::milliseconds(std::clamp<std::int64_t>(step_timeout_ms / 4, 200, 2000))};
+}
+
+/// The devices that did not answer step `step_id` in time are probed; those that do not answer
+/// the probe either are hung and fail the step, named; those that do were waiting on them. With
+/// none hung (every device alive, a tensor lost), each timed-out device is named as before.
+template <class Self>
+void judge_timeouts(Self self, std::int64_t step_id, std::int64_t timeout_ms) {
+  auto i = self->state.steps.find(step_id);
+  if (i == self->state.steps.end() || i->second.probing)
+    return;
+  auto& step = i->second;
+  step.probing = true;
+  std::vector<std::size_t> probed;
+  for (std::size_t index = 0; index < step.devices.size(); ++index)
+    if (!step.answered[index])
+      probed.push_back(index);
+  auto alive = std::make_shared<std::vector<bool>>(step.devices.size(), false);
+  auto verdict = [self, step_id, timeout_ms, alive] {
+    auto j = self->state.steps.find(step_id);
+    if (j == self->state.steps.end())
+      return;
+    auto& s = j->second;
+    std::vector<std::size_t> hung;
+    for (std::size_t index = 0; index < s.devices.size(); ++index)
+      if (!s.answered[index] && !(*alive)[index])
+        hung.push_back(index);
+    std::string hung_names;
+    for (auto index : hung)
+      hung_names += (hung_names.empty() ? "" : ", ") + device_label(s, index);
+    s.judged = true;
+    s.hung = hung_names;
+    // The hung first: the step keeps the first real failure as its cause.
+    for (auto index : hung)
+      on_device_result(self, step_id, index,
+                       step_result{make_error(errc::deadline_exceeded,
+                                              device_label(s, index) + " did not answer step " +
+                                                std::to_string(step_id) + " within " +
+                                                std::to_string(timeout_ms) +
+                                                " ms, nor a probe after it: hung or unreachable"),
+                                   {}, 0});
+    if (self->state.steps.count(step_id) == 0)
+      return;
+    auto waiting = self->state.steps[step_id].timed_out;
+    for (auto index : waiting) {
+      fail_waiting_device(self, step_id, index, timeout_ms);
+      if (self->state.steps.count(step_id) == 0)
+        return;
+    }
+  };
+  auto left = std::make_shared<std::size_t>(probed.size());
+  for (auto index : probed) {
+    self->request(step.devices[index], probe_bound(timeout_ms), probe_atom::value)
+      .then([=](std::int64_t) {
+              (*alive)[index] = true;
+              if (--*left == 0)
+                verdict();
+            },
+            [=](caf::error&) {
+              if (--*left == 0)
+                verdict();
+            });
+  }
+}
+
 template <class Self>
 step_coordinator_actor::behavior_type step_coordinator(Self self) {
   self->set_down_handler([=](caf::down_msg& down) {
@@ -579,15 +677,20 @@ step_coordinator_actor::behavior_type step_coordinator(Self self) {
               auto i = self->state.steps.find(step_id);
               if (i == self->state.steps.end())
                 return;
-              auto label = device_label(i->second, index);
-              auto message =
-                err == caf::sec::request_timeout
-                  ? label + " did not answer step " + std::to_string(step_id) + " within " +
-                      std::to_string(plan.timeout_ms) + " ms (hung or unreachable)"
-                  : label + " did not answer step " + std::to_string(step_id) + ": " +
-                      self->system().render(err);
-              auto code = err == caf::sec::request_timeout ? errc::deadline_exceeded : errc::unavailable;
-              on_device_result(self, step_id, index, step_result{make_error(code, message), {}, 0});
+              if (err == caf::sec::request_timeout) {
+                // Who is to blame is decided once the probes have answered.
+                if (i->second.judged) {
+                  fail_waiting_device(self, step_id, index, plan.timeout_ms);
+                  return;
+                }
+                i->second.timed_out.push_back(index);
+                judge_timeouts(self, step_id, plan.timeout_ms);
+                return;
+              }
+              auto message = device_label(i->second, index) + " did not answer step " +
+                             std::to_string(step_id) + ": " + self->system().render(err);
+              on_device_result(self, step_id, index,
+                               step_result{make_error(errc::unavailable, message), {}, 0});
             });
       }
       return promise;

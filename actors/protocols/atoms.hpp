@@ -14,6 +14,7 @@ using peers_atom = caf::atom_constant<caf::atom("peers")>;
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using tensor_atom = caf::atom_constant<caf::atom("tensor")>;
 using abort_atom = caf::atom_constant<caf::atom("abort")>;
+using probe_atom = caf::atom_constant<caf::atom("probe")>;
 
 // Master protocol (protocols/master.hpp).
 using create_atom = caf::atom_constant<caf::atom("create")>;

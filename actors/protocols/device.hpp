@@ -86,7 +86,10 @@ using device_actor = caf::typed_actor<
   // A piece of a large tensor from another process.
   caf::reacts_to<tensor_atom, tensor_chunk>,
   // Ends a step on this device with a reason (another device failed).
-  caf::reacts_to<abort_atom, std::int64_t, status>>;
+  caf::reacts_to<abort_atom, std::int64_t, status>,
+  // Answered at once with the number of steps in flight here: a device that answers is alive,
+  // so a step it did not finish in time was waiting on another (the coordinator asks).
+  caf::replies_to<probe_atom>::with<std::int64_t>>;
 
 /// A partition to run under `handle` on one device; the graph is shared, never copied.
 struct partition_registration {

@@ -167,6 +167,34 @@ TEST_CASE("a hung task (SIGSTOP) fails the step within the bound, naming the tas
   CHECK(cluster->task(1).wait_exit(10000ms) == 0);
 }
 
+TEST_CASE("a hung worker is blamed, not the ps waiting for its tensor") {
+  auto cluster = start_cluster({{"ps", 1}, {"worker", 1}});
+  ps_counter_graph model;
+  session_options options;
+  options.cluster = std::make_shared<cluster_spec>(*cluster_spec::parse(cluster->spec_json()));
+  options.timeout_seconds = 2;
+  session s{model.g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
+  REQUIRE(s.run_targets({model.step}).ok());
+  // The ps's AssignAdd waits for the worker's tensor: both time out, only the worker is hung.
+  cluster->task(1).signal(SIGSTOP);
+  REQUIRE(cluster->task(1).wait_stopped(5000ms));
+  auto started = std::chrono::steady_clock::now();
+  auto r = s.run_targets({model.step});
+  auto waited = std::chrono::steady_clock::now() - started;
+  REQUIRE_FALSE(r.ok());
+  INFO(r.to_string());
+  CHECK(r.code() == errc::deadline_exceeded);
+  CHECK(r.message().rfind("/job:worker/replica:0/task:0/device:CPU:0 did not answer step", 0) == 0);
+  CHECK(r.message().find("nor a probe") != std::string::npos);
+  CHECK(r.message().find("/job:ps") == std::string::npos);
+  // The step's bound and a probe's (a quarter of it): nothing waits for a second bound.
+  CHECK(waited < 4s);
+  // The stopped task is killed by its guard; the healthy ps must still stop cleanly.
+  cluster->task(0).signal(SIGTERM);
+  CHECK(cluster->task(0).wait_exit(10000ms) == 0);
+}
+
 namespace {
 
 using actorflow::testing::child_process;
