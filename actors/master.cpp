@@ -189,9 +189,9 @@ void connect_unreached(Self self) {
           }
           ask_devices(self, caf::actor_cast<task_actor>(service), where, done);
         },
-        [=, where = where](caf::error& err) {
+        [=, where = where, host = host, port = port](caf::error& err) {
           done->report(make_error(errc::unavailable, "cannot reach task " + where + ": " +
-                                                       describe_connect_error(self->system(), err)));
+                                                       describe_connect_error(self->system(), err, host, port)));
         });
   }
 }

@@ -94,8 +94,10 @@ void connect_target(session_self self) {
   st.busy = true;
   st.master.name = "the master at " + st.options.target;
   auto target = st.options.target;
+  auto host = address->host;
+  auto port = address->port;
   self->request(self->system().middleman().actor_handle(), request_bound(task_timeout(st.options)),
-                caf::connect_atom::value, address->host, address->port)
+                caf::connect_atom::value, host, port)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& found,
           const std::set<std::string>& interface) {
@@ -119,7 +121,7 @@ void connect_target(session_self self) {
         self->state.busy = false;
         fail_permanently(self, make_error(errc::unavailable, "cannot reach the master at " +
                                                                target + ": " +
-                                                               describe_connect_error(self->system(), err)));
+                                                               describe_connect_error(self->system(), err, host, port)));
       });
 }
 

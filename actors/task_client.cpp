@@ -38,7 +38,7 @@ result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_sp
   auto target = sys.middleman().remote_actor<protocol::task_actor>(split->host, split->port);
   if (!target)
     return make_error(errc::unavailable, "cannot reach task " + name + " at " + address + ": " +
-                                           describe_connect_error(sys, target.error()));
+                                           describe_connect_error(sys, target.error(), split->host, split->port));
   return *target;
 }
 

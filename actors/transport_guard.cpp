@@ -33,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,23 @@ constexpr const char* message_timeout_key = "actorflow.message-timeout-ms";
 constexpr std::size_t read_piece_bytes = std::size_t{1} << 20;
 /// A connection keeps its large-message buffer while large messages come at least this often.
 constexpr auto keep_large_buffer = std::chrono::seconds(5);
+
+/// Peers ("host:port", as the socket names them) whose connection this process closed because
+/// they said nothing in time; the most recent few, for describe_connect_error.
+std::mutex silent_mutex;
+std::deque<std::string> silent_peers;
+
+void remember_silent(std::string peer) {
+  std::lock_guard<std::mutex> lock{silent_mutex};
+  silent_peers.push_back(std::move(peer));
+  if (silent_peers.size() > 64)
+    silent_peers.pop_front();
+}
+
+bool was_silent(const std::string& peer) {
+  std::lock_guard<std::mutex> lock{silent_mutex};
+  return std::find(silent_peers.begin(), silent_peers.end(), peer) != silent_peers.end();
+}
 
 std::atomic<std::uint64_t> refused_token{0};
 std::atomic<std::uint64_t> refused_size{0};
@@ -158,7 +176,9 @@ private:
         if (now >= w->deadline) {
           w->deadline = clock_type::time_point::max();
           ++timed_out;
-          std::cerr << "actorflow: closing the CAF connection with " + peer_of(w->fd) + ": " +
+          auto peer = peer_of(w->fd);
+          remember_silent(peer);
+          std::cerr << "actorflow: closing the CAF connection with " + peer + ": " +
                          w->waiting_for + "\n"
                     << std::flush;
           // The backend sees the end of the stream and closes it the usual way.
@@ -579,9 +599,14 @@ void use_guarded_transport(caf::actor_system_config& config, const transport_sec
   }
 }
 
-std::string describe_connect_error(caf::actor_system& sys, const caf::error& err) {
+std::string describe_connect_error(caf::actor_system& sys, const caf::error& err,
+                                   const std::string& host, std::uint16_t port) {
   auto text = sys.render(err);
-  if (err == caf::sec::disconnect_during_handshake) {
+  if (err == caf::sec::disconnect_during_handshake &&
+      was_silent(host + ":" + std::to_string(port))) {
+    text += " (it accepted the connection but said nothing within the handshake timeout: not "
+            "an actorflow process, or one that is stopped or hung)";
+  } else if (err == caf::sec::disconnect_during_handshake) {
     auto& mine = process_transport_security();
     text += " (the peer closed the connection before the handshake finished: it may require a "
             "cluster token or a TLS certificate from its cluster CA";

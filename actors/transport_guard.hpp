@@ -21,10 +21,12 @@ namespace actorflow {
 /// (with `security`'s files) when it asks for TLS.
 void use_guarded_transport(caf::actor_system_config& config, const transport_security& security);
 
-/// Why connecting to a peer failed, in words: CAF's error, and for a connection the peer closed
-/// during the handshake, the likely cause (it requires a cluster token or certificate this
-/// process lacks).
-std::string describe_connect_error(caf::actor_system& sys, const caf::error& err);
+/// Why connecting to `host`:`port` failed, in words: CAF's error, and for a handshake that did
+/// not finish, the likely cause: the peer said nothing (this process closed the connection
+/// after the handshake timeout: not an actorflow process, or a stopped one), or it closed the
+/// connection itself (it requires a cluster token or certificate this process lacks).
+std::string describe_connect_error(caf::actor_system& sys, const caf::error& err,
+                                   const std::string& host, std::uint16_t port);
 
 /// Counts of the guard's refusals in this process since it started, for tests and logs.
 struct transport_guard_counters {
