@@ -491,6 +491,8 @@ result<std::string> checkpoint_manager::save(std::int64_t step, const checkpoint
                                                 ": step " + std::to_string(step) + " is negative");
   AF_RETURN_IF_ERROR(make_directories(directory_).with_context(
     "cannot use checkpoint directory " + quoted_path(directory_)));
+  // A saver killed mid-write left its temporary behind; nothing will ever rename it.
+  remove_stale_temporaries(directory_);
   auto names = committed_names();
   auto name = name_for_step(step);
   auto path = directory_ + "/" + name;

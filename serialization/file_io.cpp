@@ -4,7 +4,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <memory>
+#include <signal.h>
+#include <string>
+#include <vector>
 #include <unistd.h>
 
 namespace actorflow::file_io {
@@ -91,13 +96,47 @@ status sync_directory(const std::string& dir) {
   return {};
 }
 
+namespace {
+
+/// A temporary's name: the target's, this marker, the writer's pid, "." and an attempt number.
+constexpr const char* temporary_marker = ".tmp.";
+
+} // namespace
+
+std::size_t remove_stale_temporaries(const std::string& dir) {
+  std::unique_ptr<DIR, int (*)(DIR*)> listing{::opendir(dir.c_str()), ::closedir};
+  if (!listing)
+    return 0;
+  std::vector<std::string> stale;
+  while (auto* entry = ::readdir(listing.get())) {
+    std::string name = entry->d_name;
+    auto marker = name.rfind(temporary_marker);
+    if (marker == std::string::npos)
+      continue;
+    auto rest = name.substr(marker + std::strlen(temporary_marker));
+    auto dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0 ||
+        rest.find_first_not_of("0123456789.") != std::string::npos)
+      continue;
+    auto pid = static_cast<pid_t>(std::stol(rest.substr(0, dot)));
+    // A live writer (or this process) may still rename it; ESRCH: nobody will.
+    if (pid == ::getpid() || pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH)
+      continue;
+    stale.push_back(dir + "/" + name);
+  }
+  std::size_t removed = 0;
+  for (auto& path : stale)
+    removed += ::unlink(path.c_str()) == 0 ? 1 : 0;
+  return removed;
+}
+
 status write_file_atomically(const std::string& path,
                              const std::function<status(int fd, const std::string& name)>& write_contents) {
   // Rename is only atomic within one file system: the temporary lives next to the target.
   std::string temp;
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(attempt);
+    temp = path + temporary_marker + std::to_string(::getpid()) + "." + std::to_string(attempt);
     fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno != EEXIST)
       return errno_error("cannot create temporary file '" + temp + "'", errno);

@@ -56,4 +56,9 @@ status sync_directory(const std::string& dir);
 status write_file_atomically(const std::string& path,
                              const std::function<status(int fd, const std::string& name)>& write_contents);
 
+/// Deletes the temporaries write_file_atomically left in `dir` when its process was killed
+/// (their names carry the writer's process id; a temporary of a live process, this one
+/// included, stays). Returns how many it deleted; a directory it cannot read deletes nothing.
+std::size_t remove_stale_temporaries(const std::string& dir);
+
 } // namespace actorflow::file_io
