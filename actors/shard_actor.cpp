@@ -46,18 +46,24 @@ using update_atom = caf::atom_constant<caf::atom("update")>;
 using bulk_arrived_atom = caf::atom_constant<caf::atom("bulkin")>;
 /// A read's frame was written (or failed): (read id, outcome).
 using read_written_atom = caf::atom_constant<caf::atom("readout")>;
+/// The bound of the synchronous round at this global step ran out.
+using round_bound_atom = caf::atom_constant<caf::atom("roundend")>;
 
 /// What a shard handles: its protocol, the graph's queued updates and bulk frames.
 using shard_actor_impl =
   shard_actor::extend<caf::reacts_to<update_atom, queued_update>,
                       caf::reacts_to<bulk_arrived_atom, std::string, tensor>,
-                      caf::reacts_to<read_written_atom, std::uint64_t, status>>;
+                      caf::reacts_to<read_written_atom, std::uint64_t, status>,
+                      caf::reacts_to<round_bound_atom, std::int64_t>>;
 
 struct shard_state {
   std::optional<variable_shard> shard;
   /// Synchronous training: the current round's gradients, and who waits for it to be applied.
   std::optional<gradient_accumulator> accumulator;
   std::vector<caf::typed_response_promise<sync_outcome>> waiting;
+  /// The round's learning rate and bound (the first gradient's).
+  double learning_rate = 0;
+  std::int64_t round_timeout_ms = 0;
   /// Bulk pushes by frame key: frames that came before their message, and messages waiting for
   /// their frame. Bounded by the pushers' one frame per message.
   std::map<std::string, tensor> frames;
@@ -102,6 +108,20 @@ void deliver(caf::typed_response_promise<std::int64_t>& rp, const result<std::in
     rp.deliver(make_wire_error(r.error().code(), r.error().message()));
 }
 
+/// Applies a closed round's average once and answers everyone who contributed to it.
+void apply_round(shard_self self, const tensor& average) {
+  auto& st = self->state;
+  auto applied = st.shard->apply_gradient_descent(st.learning_rate, average);
+  auto waiting = std::move(st.waiting);
+  st.waiting.clear();
+  for (auto& w : waiting) {
+    if (applied)
+      w.deliver(sync_outcome{true, st.accumulator->global_step(), st.accumulator->short_rounds()});
+    else
+      w.deliver(make_wire_error(applied.error().code(), applied.error().message()));
+  }
+}
+
 /// A gradient for the current synchronous round: answered through `rp` once its round has been
 /// applied, or at once when stale or wrong.
 void accumulate(shard_self self, sync_gradient& offered,
@@ -116,6 +136,7 @@ void accumulate(shard_self self, sync_gradient& offered,
     }
     st.accumulator.emplace(s.name(), now->value.type(), now->value.shape(),
                            offered.replicas_to_aggregate);
+    st.round_timeout_ms = offered.round_timeout_ms;
   }
   auto& acc = *st.accumulator;
   auto outcome = acc.offer(offered.local_step, offered.worker, offered.gradient);
@@ -124,22 +145,18 @@ void accumulate(shard_self self, sync_gradient& offered,
     return;
   }
   if (*outcome != gradient_accumulator::offer_outcome::accepted) {
-    rp.deliver(sync_outcome{false, acc.global_step()});
+    rp.deliver(sync_outcome{false, acc.global_step(), acc.short_rounds()});
     return;
   }
   st.waiting.push_back(std::move(rp));
-  if (auto average = acc.take_average()) {
-    // The round is complete: apply its average once and release everyone in it.
-    auto applied = s.apply_gradient_descent(offered.learning_rate, *average);
-    auto waiting = std::move(st.waiting);
-    st.waiting.clear();
-    for (auto& w : waiting) {
-      if (applied)
-        w.deliver(sync_outcome{true, acc.global_step()});
-      else
-        w.deliver(make_wire_error(applied.error().code(), applied.error().message()));
-    }
-  }
+  st.learning_rate = offered.learning_rate;
+  // The round's first gradient starts its bound: a worker that never comes holds it no longer.
+  if (acc.pending() == 1 && st.round_timeout_ms > 0 && !acc.ready())
+    self->delayed_send(self, std::chrono::milliseconds(st.round_timeout_ms),
+                       round_bound_atom::value, acc.global_step());
+  // The round is complete: apply its average once and release everyone in it.
+  if (auto average = acc.take_average())
+    apply_round(self, *average);
 }
 
 /// An answer, or the status as an "actorflow" error the requester receives.
@@ -184,6 +201,14 @@ shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard s
     [&s](version_atom) { return s.version(); },
     [&s](restore_atom, shard_value& snapshot) {
       return answer(s.restore({std::move(snapshot.value), snapshot.version}));
+    },
+    [self](round_bound_atom, std::int64_t step) {
+      // Still that round, and someone came: close it with those who did.
+      auto& st = self->state;
+      if (!st.accumulator || st.accumulator->global_step() != step)
+        return;
+      if (auto average = st.accumulator->take_short_average())
+        apply_round(self, *average);
     },
     [self](accumulate_atom, sync_gradient& offered) {
       auto rp = self->make_response_promise<sync_outcome>();

@@ -640,8 +640,10 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
           return fail(make_error(errc::not_found, "no ps task holds a shard of '" +
                                                     variable.name() + "'"));
     }
-    // The global step the gradients of the next round are computed at (sync).
+    // The global step the gradients of the next round are computed at (sync), and the rounds
+    // that closed short of gradients (a worker lost), as the shards count them.
     std::int64_t round = 0;
+    std::int64_t short_rounds = 0;
     progress.line("worker " + me + (chief ? " (chief)" : "") + ": training on its " +
                   std::to_string(mine->size()) + " examples with the variables on the " +
                   std::to_string(placement.ps_tasks) + " " + o.ps_job + " task(s)");
@@ -675,7 +677,8 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       caf::scoped_actor self{default_actor_system()};
       for (std::size_t i = 0; i < gradients.size(); ++i) {
         auto& shard = shards.at(gradients[i].second.name()).shard;
-        auto offer = protocol::make_sync_gradient(round, task, tensor{}, o.learning_rate, replicas);
+        auto offer = protocol::make_sync_gradient(round, task, tensor{}, o.learning_rate, replicas,
+                                                  std::int64_t{o.round_timeout_seconds} * 1000);
         if (tickets[i]) {
           self->send(shard, protocol::accumulate_atom::value, std::move(offer), *tickets[i]);
         } else {
@@ -688,7 +691,10 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       status failure;
       for (std::size_t answered = 0; answered < gradients.size() && failure.ok(); ++answered)
         self->receive(
-          [&](protocol::sync_outcome& outcome) { reached = std::max(reached, outcome.global_step); },
+          [&](protocol::sync_outcome& outcome) {
+            reached = std::max(reached, outcome.global_step);
+            short_rounds = std::max(short_rounds, outcome.short_rounds);
+          },
           [&](caf::error& err) {
             failure = status_from_error(err).with_context("pushing a gradient to its shard");
           },
@@ -726,6 +732,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
           if (auto counted = s.run({global_step.read}))
             global = counted->at(0).scalar_value<std::int64_t>();
         progress.line("global step: " + std::to_string(global));
+        if (o.sync)
+          progress.line("short rounds: " + std::to_string(short_rounds) +
+                        " (closed after --round-timeout without every worker's gradient)");
         train::data_parallel_mlp single;
         single.towers.push_back({m.images, m.labels, m.loss, m.correct});
         auto accuracy = evaluate(s, single, *test_set);

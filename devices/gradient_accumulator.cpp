@@ -61,6 +61,17 @@ gradient_accumulator::offer(std::int64_t local_step, int worker, const tensor& g
 std::optional<tensor> gradient_accumulator::take_average() {
   if (!ready())
     return std::nullopt;
+  return close_round();
+}
+
+std::optional<tensor> gradient_accumulator::take_short_average() {
+  if (ready() || contributors_.empty())
+    return std::nullopt;
+  ++short_rounds_;
+  return close_round();
+}
+
+tensor gradient_accumulator::close_round() {
   auto count = static_cast<std::size_t>(shape_.num_elements());
   tensor average{type_, shape_};
   auto scale = 1.0 / static_cast<double>(contributors_.size());

@@ -9,6 +9,7 @@
 ///   gradient_accumulator acc{"w", dtype::float32, {256, 10}, 2};
 ///   auto o = acc.offer(step, worker, gradient);       // accepted, stale, duplicate, or error
 ///   if (auto average = acc.take_average()) apply(*average);   // once per round
+///   if (auto average = acc.take_short_average()) apply(*average);   // after the round's bound
 /// A plain class: the shard actor that owns it orders the calls (one at a time).
 
 #include "graph/status.hpp"
@@ -51,6 +52,13 @@ public:
   /// and the global step advances by one. Otherwise nullopt, and nothing changes.
   std::optional<tensor> take_average();
 
+  /// A round that waited its bound for workers that did not come (lost, restarted): the
+  /// average of the gradients that did, at least one; the round closes as take_average's
+  /// does and counts as short. nullopt when the round is complete (take_average's) or empty.
+  std::optional<tensor> take_short_average();
+  /// Rounds closed by take_short_average since construction.
+  std::int64_t short_rounds() const { return short_rounds_; }
+
   std::int64_t global_step() const { return global_step_; }
   /// Gradients in the current round so far.
   int pending() const { return static_cast<int>(contributors_.size()); }
@@ -70,6 +78,10 @@ private:
   std::set<int> contributors_;
   std::int64_t stale_ = 0;
   std::int64_t duplicates_ = 0;
+  std::int64_t short_rounds_ = 0;
+
+  /// The average of the round's gradients; clears the round and advances the step.
+  tensor close_round();
 };
 
 } // namespace actorflow

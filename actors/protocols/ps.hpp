@@ -61,13 +61,17 @@ struct sync_gradient {
   double learning_rate = 0;
   /// Gradients per round (SyncReplicasOptimizer's replicas_to_aggregate); fixed by the first.
   std::int32_t replicas_to_aggregate = 1;
+  /// A round that has a gradient but not all of them after this long closes with those it has
+  /// (a lost worker does not stall the others); 0 waits for all. Fixed by the first.
+  std::int64_t round_timeout_ms = 0;
 };
 
 inline sync_gradient make_sync_gradient(std::int64_t local_step, std::int32_t worker,
                                         tensor gradient, double learning_rate,
-                                        std::int32_t replicas_to_aggregate) {
+                                        std::int32_t replicas_to_aggregate,
+                                        std::int64_t round_timeout_ms = 0) {
   return sync_gradient{local_step, worker, std::move(gradient), learning_rate,
-                       replicas_to_aggregate};
+                       replicas_to_aggregate, round_timeout_ms};
 }
 
 /// The answer to a sync_gradient: whether it counted, and the shard's global step after.
@@ -76,17 +80,19 @@ struct sync_outcome {
   /// (an older step: a backup worker's late gradient) or a duplicate, and dropped.
   bool applied = false;
   std::int64_t global_step = 0;
+  /// Rounds of this shard that closed short (round_timeout_ms) so far.
+  std::int64_t short_rounds = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_gradient& x) {
   return f(caf::meta::type_name("sync_gradient"), x.local_step, x.worker, x.gradient,
-           x.learning_rate, x.replicas_to_aggregate);
+           x.learning_rate, x.replicas_to_aggregate, x.round_timeout_ms);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_outcome& x) {
-  return f(caf::meta::type_name("sync_outcome"), x.applied, x.global_step);
+  return f(caf::meta::type_name("sync_outcome"), x.applied, x.global_step, x.short_rounds);
 }
 
 /// A parameter shard (actors/shard_actor.hpp). Updates answer with the version after them.

@@ -98,6 +98,9 @@ Trains a model with actorflow in one process.
   --replicas-to-aggregate K  gradients per round (default: every worker)
   --total-replicas N     the number of workers (default: the worker job's size); more workers
                          than K makes the slowest of each round backups that nobody waits for
+  --round-timeout S      a round that has some but not K gradients S seconds after its first
+                         closes with those it has (a lost worker does not stall the others;
+                         the chief reports the short rounds); 0 waits for all (default 30)
   --log-device-placement print "node: device" to standard error for every node placed
   --help                 this text
 )";
@@ -153,6 +156,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
      [&](auto& v) { return apps::parse_int_flag("--replicas-to-aggregate", v, 1, o.replicas_to_aggregate); }},
     {"--total-replicas",
      [&](auto& v) { return apps::parse_int_flag("--total-replicas", v, 1, o.total_replicas); }},
+    {"--round-timeout",
+     [&](auto& v) { return apps::parse_int_flag("--round-timeout", v, 0, o.round_timeout_seconds); }},
     {"--init-timeout",
      [&](auto& v) { return apps::parse_int_flag("--init-timeout", v, 1, o.init_timeout_seconds); }},
   };

@@ -66,6 +66,9 @@ struct train_options {
   bool sync = false;
   int replicas_to_aggregate = 0;
   int total_replicas = 0;
+  /// A round missing gradients this long after its first closes with those it has (a lost
+  /// worker stalls the others no longer; the rounds are counted as short). 0: wait for all.
+  int round_timeout_seconds = 30;
   /// Print "node: device" for every node placed (TensorFlow's log_device_placement).
   bool log_device_placement = false;
   /// --token-file, --tls-cert, --tls-key, --tls-ca (applied by main before any actor system).

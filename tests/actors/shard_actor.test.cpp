@@ -242,3 +242,56 @@ TEST_CASE("a shard's synchronous rounds, message by message: K gradients applied
   table->stop();
   sys.run_all();
 }
+
+TEST_CASE("a synchronous round missing a lost worker closes after its bound with the others' gradients") {
+  testing::deterministic_system sys;
+  std::shared_ptr<device> dev =
+    make_cpu_device(device_name::parse("/job:ps/replica:0/task:0/device:CPU:0").value(), nullptr);
+  auto table = std::make_shared<shard_table>(sys.system());
+  table->serve(dev);
+  dev->resources().variable("w")->value = tensor::from_vector<float>({1.f, 1.f});
+  auto shard = table->find("w");
+  REQUIRE(shard);
+  sys.run_all();
+  // Two workers, rounds of two, a bound of 5 s; worker 1 is lost.
+  caf::scoped_actor worker{sys.system()};
+  auto offer = [&](std::int64_t step, float g) {
+    worker->send(shard, accumulate_atom::value,
+                 make_sync_gradient(step, 0, tensor::from_vector<float>({g, g}), 0.5, 2, 5000));
+    sys.run_all();
+  };
+  auto answer = [&] {
+    std::optional<sync_outcome> got;
+    worker->receive([&](sync_outcome& o) { got = o; }, caf::after(0s) >> [] {});
+    return got;
+  };
+  offer(0, 2.f);
+  CHECK_FALSE(answer().has_value()); // waiting for worker 1
+  CHECK(stored(*dev) == 1.f);
+  // The bound runs out: the round closes with worker 0's gradient alone.
+  sys.scheduler().trigger_timeouts();
+  sys.run_all();
+  auto got = answer();
+  REQUIRE(got.has_value());
+  CHECK(got->applied);
+  CHECK(got->global_step == 1);
+  CHECK(got->short_rounds == 1);
+  CHECK(stored(*dev) == 0.f); // 1 - 0.5 * 2
+  // The next round's bound is its own: a round completed in time is not cut short by it.
+  offer(1, 2.f);
+  worker->send(shard, accumulate_atom::value,
+               make_sync_gradient(1, 1, tensor::from_vector<float>({4.f, 4.f}), 0.5, 2, 5000));
+  sys.run_all();
+  for (int k = 0; k < 2; ++k) {
+    auto full = answer();
+    REQUIRE(full.has_value());
+    CHECK(full->global_step == 2);
+    CHECK(full->short_rounds == 1);
+  }
+  CHECK(stored(*dev) == -1.5f); // 0 - 0.5 * (2 + 4) / 2
+  sys.scheduler().trigger_timeouts();
+  sys.run_all();
+  CHECK(stored(*dev) == -1.5f); // round 2's stale timer closed nothing
+  table->stop();
+  sys.run_all();
+}

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -244,4 +246,39 @@ TEST_CASE("between-graph sync: 2 ps and 3 workers in rounds of all three train o
   auto accuracy_line = last_starting(lines, "test accuracy: ");
   REQUIRE_FALSE(accuracy_line.empty());
   CHECK(std::stod(accuracy_line.substr(15)) >= 0.84);
+}
+
+TEST_CASE("between-graph sync without backups: a killed worker costs short rounds, not a stall, and its restart rejoins") {
+  auto [spec, ps_tasks] = start_ps_tasks(1, 2);
+  auto output_dir = "/tmp/af-sync-lost-" + std::to_string(::getpid());
+  auto worker = [&, spec = spec](int task, const std::string& dir) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_TRAIN_BINARY,
+      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
+                               "--sync", "--round-timeout", "1", "--epochs", "4", "--threads", "1",
+                               "--log-every", "100", "--output-dir", dir});
+  };
+  auto chief = worker(0, output_dir + "/chief");
+  auto second = worker(1, output_dir + "/second");
+  REQUIRE(chief->wait_for_line("step 200 ", 120s));
+  second->signal(SIGKILL);
+  CHECK(second->wait_exit(10s) == -1);
+  // The chief goes on alone for a while: each round waits its 1 s bound, then closes short.
+  std::this_thread::sleep_for(3s);
+  auto restarted = worker(1, output_dir + "/restarted");
+  auto lines = all_lines(*chief, 240s);
+  INFO(chief->stderr_text());
+  CHECK(chief->wait_exit(20s) == 0);
+  CHECK(restarted->wait_exit(60s) == 0);
+  CHECK(ps_tasks[0]->wait_exit(20s) == 0);
+  // Every round closed: 4 epochs of 234 rounds (30000 examples per worker, batches of 128).
+  CHECK(last_starting(lines, "global step: ") == "global step: 936");
+  auto short_line = last_starting(lines, "short rounds: ");
+  REQUIRE_FALSE(short_line.empty());
+  auto short_rounds = std::stol(short_line.substr(14));
+  CHECK(short_rounds >= 1);
+  CHECK(short_rounds < 936);
+  auto accuracy_line = last_starting(lines, "test accuracy: ");
+  REQUIRE_FALSE(accuracy_line.empty());
+  CHECK(std::stod(accuracy_line.substr(15)) > 0.6);
 }

@@ -43,6 +43,28 @@ TEST_CASE("backup workers: the round closes with the first K, the late gradients
   CHECK(acc.global_step() == 1);
 }
 
+TEST_CASE("a round short of gradients closes with those it has when asked, and counts as short") {
+  gradient_accumulator acc{"w", dtype::float32, tensor_shape{2}, 3};
+  // An empty round has nothing to close.
+  CHECK_FALSE(acc.take_short_average().has_value());
+  CHECK(acc.offer(0, 0, grad({2, 4})).value() == outcome::accepted);
+  CHECK(acc.offer(0, 2, grad({4, 8})).value() == outcome::accepted);
+  auto average = acc.take_short_average();
+  REQUIRE(average.has_value());
+  // The mean of the two that came, not a third of their sum.
+  CHECK(average->to_vector<float>() == std::vector<float>{3, 6});
+  CHECK(acc.global_step() == 1);
+  CHECK(acc.pending() == 0);
+  CHECK(acc.short_rounds() == 1);
+  // The lost worker's late gradient for that round is stale; a complete round is not short.
+  CHECK(acc.offer(0, 1, grad({100, 100})).value() == outcome::stale);
+  for (int worker = 0; worker < 3; ++worker)
+    CHECK(acc.offer(1, worker, grad({1, 1})).value() == outcome::accepted);
+  CHECK_FALSE(acc.take_short_average().has_value());
+  CHECK(acc.take_average().has_value());
+  CHECK(acc.short_rounds() == 1);
+}
+
 TEST_CASE("a worker contributes once per round") {
   gradient_accumulator acc{"w", dtype::float32, tensor_shape{1}, 2};
   CHECK(acc.offer(0, 0, grad({1})).value() == outcome::accepted);
