@@ -16,6 +16,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -87,6 +88,9 @@ struct device_step {
   /// and by sending task.
   std::uint64_t early_bytes = 0;
   std::map<std::string, std::uint64_t> early_by_peer;
+  /// Who asked for the step (its master's step coordinator): if it goes away, nobody will
+  /// abort the step or send what it still waits for.
+  caf::actor_addr requester;
 };
 
 struct device_state {
@@ -104,6 +108,8 @@ struct device_state {
   /// Every key any registered partition used: tensors arriving for them need no parsing.
   key_map known_keys;
   std::unordered_map<std::int64_t, device_step> steps;
+  /// Requesters of steps this actor monitors.
+  std::set<caf::actor_addr> requesters;
   /// Tensors arriving in chunks from other processes, until their last chunk.
   tensor_assembler assembler{max_tensor_bytes()};
   /// Steps that ended recently: late tensors for them are dropped instead of piling up.
@@ -262,6 +268,27 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
                                                  device_actor_options options) {
   self->state.dev = std::move(dev);
   self->state.options = std::move(options);
+  self->set_down_handler([=](caf::down_msg& down) {
+    // A master that died mid-step (its process killed, its connection lost) leaves its steps
+    // here waiting for tensors that will not come: they end now, not never.
+    auto& st = self->state;
+    st.requesters.erase(down.source);
+    std::vector<std::int64_t> orphaned;
+    for (auto& [step_id, step] : st.steps)
+      if (step.requester == down.source)
+        orphaned.push_back(step_id);
+    for (auto step_id : orphaned) {
+      auto& step = st.steps[step_id];
+      auto aborted = make_error(errc::aborted, "step " + std::to_string(step_id) + " aborted on " +
+                                                 st.dev->full_name() + ": the master that ran it went away (" +
+                                                 self->system().render(down.reason) + ")");
+      st.trace("orphaned step " + std::to_string(step_id));
+      if (step.execution)
+        step.execution->abort(aborted);
+      else
+        step.meeting_point->abort(aborted);
+    }
+  });
   return {
     [=](register_atom, const partition_registration& r) -> status {
       auto& st = self->state;
@@ -318,10 +345,17 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
                                                          " is not registered on " +
                                                          st.dev->full_name()),
                            {}};
+      // Before the promise takes the sender out of the message.
+      auto requester = self->current_sender();
       auto promise = self->template make_response_promise<step_result>();
       auto& step = st.steps[request.step_id];
       st.started(step);
       step.promise = promise;
+      if (requester) {
+        step.requester = caf::actor_cast<caf::actor_addr>(requester);
+        if (st.requesters.insert(step.requester).second)
+          self->monitor(requester);
+      }
       auto meeting_point = step.meeting_point;
       auto peers = st.peers;
       auto bulk_addresses = st.bulk_addresses;

@@ -106,6 +106,42 @@ TEST_CASE("a tensor keyed for an earlier life of its sender is refused, the curr
   sys.run_all();
 }
 
+TEST_CASE("a step whose master went away mid-step ends instead of waiting forever") {
+  testing::deterministic_system sys;
+  device_actor_options options;
+  options.trace = sys.tracer();
+  auto receiver = spawn_device_actor(
+    sys.system(),
+    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
+    options);
+  caf::scoped_actor client{sys.system()};
+  client->send(receiver, register_atom::value, make_partition_registration(1, worker_partition()));
+  sys.run_all();
+  client->receive([](status& s) { REQUIRE(s.ok()); }, caf::after(0s) >> [] { FAIL("no answer"); });
+  auto steps_in_flight = [&] {
+    std::int64_t count = -1;
+    client->send(receiver, probe_atom::value);
+    sys.run_all();
+    client->receive([&](std::int64_t n) { count = n; }, caf::after(0s) >> [] { FAIL("no probe answer"); });
+    return count;
+  };
+  {
+    // The master: runs step 7, which waits for x:0 from the ps, then dies.
+    caf::scoped_actor master{sys.system()};
+    master->send(receiver, run_atom::value, make_run_request(1, 7, {}, {"y:0"}));
+    sys.run_all();
+    CHECK(steps_in_flight() == 1);
+  }
+  sys.run_all();
+  for (auto& line : sys.trace())
+    UNSCOPED_INFO(line);
+  CHECK(steps_in_flight() == 0);
+  auto orphaned = std::find(sys.trace().begin(), sys.trace().end(), "/device:CPU:0 orphaned step 7");
+  CHECK(orphaned != sys.trace().end());
+  caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
+  sys.run_all();
+}
+
 TEST_CASE("tensors for steps that never start are dropped after a time and beyond a byte budget") {
   testing::deterministic_system sys;
   device_actor_options options;
