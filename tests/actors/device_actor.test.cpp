@@ -45,16 +45,20 @@ std::shared_ptr<graph> worker_partition() {
   return parts->at(receiver_device);
 }
 
+/// The worker's device actor on the test scheduler, traced into sys.trace().
+device_actor spawn_receiver(testing::deterministic_system& sys, device_actor_options options = {}) {
+  options.trace = sys.tracer();
+  return spawn_device_actor(
+    sys.system(),
+    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
+    options);
+}
+
 } // namespace
 
 TEST_CASE("a tensor keyed for an earlier life of its sender is refused, the current one runs") {
   testing::deterministic_system sys;
-  device_actor_options options;
-  options.trace = sys.tracer();
-  auto receiver = spawn_device_actor(
-    sys.system(),
-    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
-    options);
+  auto receiver = spawn_receiver(sys);
   peer_table peers;
   peers.devices[receiver_device] = receiver;
   peers.incarnations[sender_device] = current_life;
@@ -108,12 +112,7 @@ TEST_CASE("a tensor keyed for an earlier life of its sender is refused, the curr
 
 TEST_CASE("a step whose master went away mid-step ends instead of waiting forever") {
   testing::deterministic_system sys;
-  device_actor_options options;
-  options.trace = sys.tracer();
-  auto receiver = spawn_device_actor(
-    sys.system(),
-    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
-    options);
+  auto receiver = spawn_receiver(sys);
   caf::scoped_actor client{sys.system()};
   client->send(receiver, register_atom::value, make_partition_registration(1, worker_partition()));
   sys.run_all();
@@ -145,17 +144,13 @@ TEST_CASE("a step whose master went away mid-step ends instead of waiting foreve
 TEST_CASE("tensors for steps that never start are dropped after a time and beyond a byte budget") {
   testing::deterministic_system sys;
   device_actor_options options;
-  options.trace = sys.tracer();
   SECTION("over the budget, the oldest early step goes first") {
     options.early_tensor_budget_bytes = 1000;
   }
   SECTION("past their time") {
     options.early_tensor_ttl = std::chrono::milliseconds{0};
   }
-  auto receiver = spawn_device_actor(
-    sys.system(),
-    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
-    options);
+  auto receiver = spawn_receiver(sys, options);
   peer_table peers;
   peers.devices[receiver_device] = receiver;
   peers.incarnations[sender_device] = current_life;
@@ -209,12 +204,8 @@ TEST_CASE("tensors for steps that never start are dropped after a time and beyon
 TEST_CASE("each sending task's early tensors have a budget of their own: a flooding peer loses its own, not others'") {
   testing::deterministic_system sys;
   device_actor_options options;
-  options.trace = sys.tracer();
   options.early_tensor_peer_budget_bytes = 1000;
-  auto receiver = spawn_device_actor(
-    sys.system(),
-    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
-    options);
+  auto receiver = spawn_receiver(sys, options);
   const std::string other_sender = "/job:ps/replica:0/task:1/device:CPU:0";
   peer_table peers;
   peers.devices[receiver_device] = receiver;

@@ -179,17 +179,33 @@ TEST_CASE("the graph's updates of a served variable wait their turn in its shard
   sys.run_all();
 }
 
-TEST_CASE("a shard's synchronous rounds, message by message: K gradients applied once, stale ones "
-          "dropped at once, backups never waited for") {
+/// A ps device whose variable "w" = [1, 1] is served by a shard, on the test scheduler.
+struct served_w {
   testing::deterministic_system sys;
   std::shared_ptr<device> dev =
     make_cpu_device(device_name::parse("/job:ps/replica:0/task:0/device:CPU:0").value(), nullptr);
-  auto table = std::make_shared<shard_table>(sys.system());
-  table->serve(dev);
-  dev->resources().variable("w")->value = tensor::from_vector<float>({1.f, 1.f});
-  auto shard = table->find("w");
-  REQUIRE(shard);
-  sys.run_all();
+  std::shared_ptr<shard_table> table = std::make_shared<shard_table>(sys.system());
+  shard_actor shard;
+
+  served_w() {
+    table->serve(dev);
+    dev->resources().variable("w")->value = tensor::from_vector<float>({1.f, 1.f});
+    shard = table->find("w");
+    REQUIRE(shard);
+    sys.run_all();
+  }
+  ~served_w() {
+    table->stop();
+    sys.run_all();
+  }
+};
+
+TEST_CASE("a shard's synchronous rounds, message by message: K gradients applied once, stale ones "
+          "dropped at once, backups never waited for") {
+  served_w served;
+  auto& sys = served.sys;
+  auto& dev = served.dev;
+  auto& shard = served.shard;
   // Three workers, rounds of two (replicas_to_aggregate 2, total 3: one backup).
   std::vector<std::unique_ptr<caf::scoped_actor>> workers;
   for (int k = 0; k < 3; ++k)
@@ -239,20 +255,13 @@ TEST_CASE("a shard's synchronous rounds, message by message: K gradients applied
   (*workers[0])->send(shard, version_atom::value);
   sys.run_all();
   (*workers[0])->receive([](std::int64_t v) { CHECK(v == 2); }, caf::after(0s) >> [] { FAIL("no version"); });
-  table->stop();
-  sys.run_all();
 }
 
 TEST_CASE("a synchronous round missing a lost worker closes after its bound with the others' gradients") {
-  testing::deterministic_system sys;
-  std::shared_ptr<device> dev =
-    make_cpu_device(device_name::parse("/job:ps/replica:0/task:0/device:CPU:0").value(), nullptr);
-  auto table = std::make_shared<shard_table>(sys.system());
-  table->serve(dev);
-  dev->resources().variable("w")->value = tensor::from_vector<float>({1.f, 1.f});
-  auto shard = table->find("w");
-  REQUIRE(shard);
-  sys.run_all();
+  served_w served;
+  auto& sys = served.sys;
+  auto& dev = served.dev;
+  auto& shard = served.shard;
   // Two workers, rounds of two, a bound of 5 s; worker 1 is lost.
   caf::scoped_actor worker{sys.system()};
   auto offer = [&](std::int64_t step, float g) {
@@ -292,6 +301,4 @@ TEST_CASE("a synchronous round missing a lost worker closes after its bound with
   sys.scheduler().trigger_timeouts();
   sys.run_all();
   CHECK(stored(*dev) == -1.5f); // round 2's stale timer closed nothing
-  table->stop();
-  sys.run_all();
 }

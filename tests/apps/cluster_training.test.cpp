@@ -143,7 +143,12 @@ TEST_CASE("a task killed mid-training fails the next step quickly, naming the ta
   CHECK(cluster->task(1).wait_exit(10000ms) == 0);
 }
 
-TEST_CASE("a hung task (SIGSTOP) fails the step within the bound, naming the task") {
+namespace {
+
+/// One ps and one worker task, a good step with a 2 s bound, then task `stopped` (0: the ps,
+/// 1: the worker) SIGSTOPped during the next: that step's outcome and how long it took. The
+/// healthy task must still stop cleanly; the stopped one is killed by its guard.
+std::pair<status, std::chrono::steady_clock::duration> step_with_a_stopped_task(std::size_t stopped) {
   auto cluster = start_cluster({{"ps", 1}, {"worker", 1}});
   ps_counter_graph model;
   session_options options;
@@ -152,36 +157,31 @@ TEST_CASE("a hung task (SIGSTOP) fails the step within the bound, naming the tas
   session s{model.g, options};
   REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
   REQUIRE(s.run_targets({model.step}).ok());
-  cluster->task(0).signal(SIGSTOP);
-  REQUIRE(cluster->task(0).wait_stopped(5000ms));
+  cluster->task(stopped).signal(SIGSTOP);
+  REQUIRE(cluster->task(stopped).wait_stopped(5000ms));
   auto started = std::chrono::steady_clock::now();
-  auto r = s.run_targets({model.step});
+  auto outcome = s.run_targets({model.step});
   auto waited = std::chrono::steady_clock::now() - started;
+  auto healthy = 1 - stopped;
+  cluster->task(healthy).signal(SIGTERM);
+  CHECK(cluster->task(healthy).wait_exit(10000ms) == 0);
+  return {outcome, waited};
+}
+
+} // namespace
+
+TEST_CASE("a hung task (SIGSTOP) fails the step within the bound, naming the task") {
+  auto [r, waited] = step_with_a_stopped_task(0);
   REQUIRE_FALSE(r.ok());
   INFO(r.to_string());
   CHECK(r.code() == errc::deadline_exceeded);
   CHECK(r.message().find("/job:ps/replica:0/task:0") != std::string::npos);
   CHECK(waited < 5s);
-  // The stopped task is killed by its guard; the healthy one must still stop cleanly.
-  cluster->task(1).signal(SIGTERM);
-  CHECK(cluster->task(1).wait_exit(10000ms) == 0);
 }
 
 TEST_CASE("a hung worker is blamed, not the ps waiting for its tensor") {
-  auto cluster = start_cluster({{"ps", 1}, {"worker", 1}});
-  ps_counter_graph model;
-  session_options options;
-  options.cluster = std::make_shared<cluster_spec>(*cluster_spec::parse(cluster->spec_json()));
-  options.timeout_seconds = 2;
-  session s{model.g, options};
-  REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
-  REQUIRE(s.run_targets({model.step}).ok());
   // The ps's AssignAdd waits for the worker's tensor: both time out, only the worker is hung.
-  cluster->task(1).signal(SIGSTOP);
-  REQUIRE(cluster->task(1).wait_stopped(5000ms));
-  auto started = std::chrono::steady_clock::now();
-  auto r = s.run_targets({model.step});
-  auto waited = std::chrono::steady_clock::now() - started;
+  auto [r, waited] = step_with_a_stopped_task(1);
   REQUIRE_FALSE(r.ok());
   INFO(r.to_string());
   CHECK(r.code() == errc::deadline_exceeded);
@@ -190,35 +190,6 @@ TEST_CASE("a hung worker is blamed, not the ps waiting for its tensor") {
   CHECK(r.message().find("/job:ps") == std::string::npos);
   // The step's bound and a probe's (a quarter of it): nothing waits for a second bound.
   CHECK(waited < 4s);
-  // The stopped task is killed by its guard; the healthy ps must still stop cleanly.
-  cluster->task(0).signal(SIGTERM);
-  CHECK(cluster->task(0).wait_exit(10000ms) == 0);
-}
-
-TEST_CASE("a session on a target that accepts connections but never answers fails within its bound") {
-  // A silent listener (the kernel accepts, nobody speaks), then a stopped master.
-  auto [silent_fd, silent_address] = actorflow::testing::loopback_listener();
-  REQUIRE(silent_fd >= 0);
-  auto cluster = start_cluster({{"worker", 1}});
-  cluster->task(0).signal(SIGSTOP);
-  REQUIRE(cluster->task(0).wait_stopped(5000ms));
-  for (const auto& address : {silent_address, cluster->address(0)}) {
-    graph g;
-    auto sum = ops::add(ops::constant(g, 1.f), ops::constant(g, 2.f));
-    session_options options;
-    options.target = "caf://" + address;
-    options.timeout_seconds = 2;
-    auto started = std::chrono::steady_clock::now();
-    session s{g, options};
-    auto r = s.run({sum});
-    auto waited = std::chrono::steady_clock::now() - started;
-    REQUIRE_FALSE(r.ok());
-    INFO(r.error().to_string());
-    CHECK(r.error().message().find("cannot reach the master at caf://" + address) != std::string::npos);
-    CHECK(r.error().message().find("no handshake within 2000 ms") != std::string::npos);
-    CHECK(waited < 5s);
-  }
-  ::close(silent_fd);
 }
 
 namespace {
