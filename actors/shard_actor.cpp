@@ -139,7 +139,7 @@ void accumulate(shard_self self, sync_gradient& offered,
     st.round_timeout_ms = offered.round_timeout_ms;
   }
   auto& acc = *st.accumulator;
-  auto outcome = acc.offer(offered.local_step, offered.worker, offered.gradient);
+  auto outcome = acc.offer(offered.local_step, offered.worker, offered.gradient, offered.incarnation);
   if (!outcome) {
     rp.deliver(make_wire_error(outcome.error().code(), outcome.error().message()));
     return;

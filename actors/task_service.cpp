@@ -1,4 +1,5 @@
 #include "actors/task_service.hpp"
+#include "graph/rendezvous_key.hpp"
 
 #include "actors/bulk_channel.hpp"
 #include "actors/device_actor.hpp"
@@ -228,12 +229,10 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   st.job = job;
   st.task = task;
   st.incarnation = options.incarnation;
-  while (st.incarnation == 0) {
-    // A fresh number per start (TensorFlow's incarnation): tensors keyed for an earlier life
-    // of this task never match a step of this one.
-    std::random_device entropy;
-    st.incarnation = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
-  }
+  // A fresh number per start: tensors keyed for an earlier life of this task never match a
+  // step of this one.
+  if (st.incarnation == 0)
+    st.incarnation = new_incarnation();
   auto& env = env_or_default(options.env);
   env.prepare_host_memory();
   auto pools = options.pools.inter_op && options.pools.intra_op

@@ -12,6 +12,7 @@
 #include "actors/task_client.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
+#include "graph/rendezvous_key.hpp"
 #include "graph/replica_device_setter.hpp"
 #include "serialization/checkpoint.hpp"
 #include "serialization/idx_reader.hpp"
@@ -644,6 +645,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     // that closed short of gradients (a worker lost), as the shards count them.
     std::int64_t round = 0;
     std::int64_t short_rounds = 0;
+    // This process's life: once it has a successor (restarted with the same --task), its
+    // gradients no longer count, even if it resumes after being frozen.
+    const std::uint64_t life = new_incarnation();
     progress.line("worker " + me + (chief ? " (chief)" : "") + ": training on its " +
                   std::to_string(mine->size()) + " examples with the variables on the " +
                   std::to_string(placement.ps_tasks) + " " + o.ps_job + " task(s)");
@@ -678,7 +682,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       for (std::size_t i = 0; i < gradients.size(); ++i) {
         auto& shard = shards.at(gradients[i].second.name()).shard;
         auto offer = protocol::make_sync_gradient(round, task, tensor{}, o.learning_rate, replicas,
-                                                  std::int64_t{o.round_timeout_seconds} * 1000);
+                                                  std::int64_t{o.round_timeout_seconds} * 1000, life);
         if (tickets[i]) {
           self->send(shard, protocol::accumulate_atom::value, std::move(offer), *tickets[i]);
         } else {

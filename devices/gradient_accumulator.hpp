@@ -17,6 +17,7 @@
 #include "graph/tensor_shape.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,6 +33,9 @@ public:
     stale,
     /// This worker already contributed to the current round: dropped.
     duplicate,
+    /// From an earlier life of its worker, which has since restarted (a process frozen, then
+    /// resumed after its replacement joined): dropped, whatever its step.
+    retired,
   };
 
   /// For the variable (shard) `name`, whose gradients have `type` and `shape`; a round takes
@@ -43,7 +47,10 @@ public:
   /// Fails (invalid_argument, naming the variable) for a gradient of another dtype or shape, or
   /// a dtype that is not floating point; a gradient from a future step is refused as a bug
   /// (failed_precondition). Nothing changes on failure.
-  result<offer_outcome> offer(std::int64_t local_step, int worker, const tensor& gradient);
+  /// `incarnation` tells the worker's lives apart (0: unknown, nothing is fenced): once a new
+  /// one is seen, the worker's earlier ones are retired.
+  result<offer_outcome> offer(std::int64_t local_step, int worker, const tensor& gradient,
+                              std::uint64_t incarnation = 0);
 
   /// Whether replicas_to_aggregate gradients of the current round are in.
   bool ready() const { return contributors_.size() >= static_cast<std::size_t>(replicas_); }
@@ -66,6 +73,7 @@ public:
   /// Gradients dropped because they were stale or duplicates, since construction.
   std::int64_t stale_dropped() const { return stale_; }
   std::int64_t duplicates_dropped() const { return duplicates_; }
+  std::int64_t retired_dropped() const { return retired_dropped_; }
 
 private:
   std::string name_;
@@ -79,6 +87,10 @@ private:
   std::int64_t stale_ = 0;
   std::int64_t duplicates_ = 0;
   std::int64_t short_rounds_ = 0;
+  std::int64_t retired_dropped_ = 0;
+  /// Each worker's current life, and the lives that restarted.
+  std::map<int, std::uint64_t> lives_;
+  std::set<std::uint64_t> retired_;
 
   /// The average of the round's gradients; clears the round and advances the step.
   tensor close_round();

@@ -1,5 +1,7 @@
 #include "graph/rendezvous_key.hpp"
 
+#include <random>
+
 #include <cstdio>
 
 namespace actorflow {
@@ -62,6 +64,14 @@ rendezvous_key make_rendezvous_key(std::string send_device, std::string recv_dev
                                    std::string tensor, std::uint64_t send_incarnation) {
   return rendezvous_key{std::move(send_device), send_incarnation, std::move(recv_device),
                         std::move(tensor)};
+}
+
+std::uint64_t new_incarnation() {
+  std::random_device entropy;
+  std::uint64_t drawn = 0;
+  while (drawn == 0)
+    drawn = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
+  return drawn;
 }
 
 } // namespace actorflow

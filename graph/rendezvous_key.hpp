@@ -40,6 +40,10 @@ struct rendezvous_key {
 /// An incarnation as the key writes it: 16 lower-case hex digits.
 std::string incarnation_to_string(std::uint64_t incarnation);
 
+/// A fresh incarnation for a process or task starting (TensorFlow's): random, never 0 (which
+/// means unknown).
+std::uint64_t new_incarnation();
+
 rendezvous_key make_rendezvous_key(std::string send_device, std::string recv_device,
                                    std::string tensor, std::uint64_t send_incarnation = 0);
 

@@ -64,14 +64,18 @@ struct sync_gradient {
   /// A round that has a gradient but not all of them after this long closes with those it has
   /// (a lost worker does not stall the others); 0 waits for all. Fixed by the first.
   std::int64_t round_timeout_ms = 0;
+  /// The worker process's life (random per start; 0: unknown): a gradient from a life of the
+  /// worker that has since restarted is dropped.
+  std::uint64_t incarnation = 0;
 };
 
 inline sync_gradient make_sync_gradient(std::int64_t local_step, std::int32_t worker,
                                         tensor gradient, double learning_rate,
                                         std::int32_t replicas_to_aggregate,
-                                        std::int64_t round_timeout_ms = 0) {
+                                        std::int64_t round_timeout_ms = 0,
+                                        std::uint64_t incarnation = 0) {
   return sync_gradient{local_step, worker, std::move(gradient), learning_rate,
-                       replicas_to_aggregate, round_timeout_ms};
+                       replicas_to_aggregate, round_timeout_ms, incarnation};
 }
 
 /// The answer to a sync_gradient: whether it counted, and the shard's global step after.
@@ -87,7 +91,7 @@ struct sync_outcome {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_gradient& x) {
   return f(caf::meta::type_name("sync_gradient"), x.local_step, x.worker, x.gradient,
-           x.learning_rate, x.replicas_to_aggregate, x.round_timeout_ms);
+           x.learning_rate, x.replicas_to_aggregate, x.round_timeout_ms, x.incarnation);
 }
 
 template <class Inspector>

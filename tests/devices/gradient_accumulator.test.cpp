@@ -65,6 +65,25 @@ TEST_CASE("a round short of gradients closes with those it has when asked, and c
   CHECK(acc.short_rounds() == 1);
 }
 
+TEST_CASE("a worker that restarted fences off its earlier life: a late gradient from it is dropped") {
+  constexpr std::uint64_t first_life = 0xA, second_life = 0xB, chief = 0xC;
+  gradient_accumulator acc{"w", dtype::float32, tensor_shape{1}, 2};
+  CHECK(acc.offer(0, 0, grad({1}), chief).value() == outcome::accepted);
+  CHECK(acc.offer(0, 1, grad({3}), first_life).value() == outcome::accepted);
+  CHECK(acc.take_average()->to_vector<float>() == std::vector<float>{2});
+  // Worker 1 restarts (its first life frozen, not dead) and offers round 1.
+  CHECK(acc.offer(1, 1, grad({5}), second_life).value() == outcome::accepted);
+  // The first life resumes: its gradient for the same round is dropped as retired, not
+  // counted as worker 1's, and so is any later one.
+  CHECK(acc.offer(1, 1, grad({1000}), first_life).value() == outcome::retired);
+  CHECK(acc.offer(1, 1, grad({1000}), first_life).value() == outcome::retired);
+  CHECK(acc.retired_dropped() == 2);
+  CHECK(acc.offer(1, 0, grad({7}), chief).value() == outcome::accepted);
+  CHECK(acc.take_average()->to_vector<float>() == std::vector<float>{6}); // (5 + 7) / 2
+  // Without incarnations nothing is fenced.
+  CHECK(acc.offer(2, 1, grad({1})).value() == outcome::accepted);
+}
+
 TEST_CASE("a worker contributes once per round") {
   gradient_accumulator acc{"w", dtype::float32, tensor_shape{1}, 2};
   CHECK(acc.offer(0, 0, grad({1})).value() == outcome::accepted);
