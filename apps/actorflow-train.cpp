@@ -484,6 +484,10 @@ status wait_for_variables(session& s, const std::vector<output>& reads, int time
   train::readiness_wait wait;
   wait.check = [&] { return s.run(reads).error(); };
   wait.timeout = std::chrono::seconds(timeout_seconds);
+  wait.waiting = [timeout_seconds](const status& why) {
+    std::fprintf(stderr, "actorflow-train: waiting up to %d s (--init-timeout) until the "
+                         "variables can be read: %s\n", timeout_seconds, why.message().c_str());
+  };
   auto waited = train::wait_until_ready(wait);
   return waited ? status{} : waited.error();
 }

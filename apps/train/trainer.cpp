@@ -114,6 +114,8 @@ result<int> wait_until_ready(const readiness_wait& wait) {
                    code == errc::deadline_exceeded;
     if (!not_yet)
       return st;
+    if (tries == 1 && wait.waiting)
+      wait.waiting(st);
     if (now() >= deadline) {
       auto ms = wait.timeout.count();
       auto bound = ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";

@@ -106,6 +106,8 @@ struct readiness_wait {
   std::string timeout_source = "--init-timeout";
   /// Between tries: 100 ms of sleep unless a test says otherwise.
   std::function<void()> pause;
+  /// Told the first "not yet" once, so that a long wait is not a silent one.
+  std::function<void(const status&)> waiting;
   /// The clock the timeout is measured on; steady_clock unless a test says otherwise.
   std::function<std::chrono::steady_clock::time_point()> now;
 };

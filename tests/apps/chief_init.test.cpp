@@ -107,8 +107,13 @@ TEST_CASE("a non-chief's wait for the variables is bounded and names what is sti
   wait.timeout = 3s;
   wait.now = [&] { return clock; };
   wait.pause = [&] { clock += 1s; };
+  std::vector<status> told;
+  wait.waiting = [&](const status& why) { told.push_back(why); };
   auto tries = train::wait_until_ready(wait);
   REQUIRE_FALSE(tries.ok());
+  // The wait said once, at its start, what it was waiting for.
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].message().find("uninitialized value 'w'") != std::string::npos);
   CHECK(tries.error().code() == errc::failed_precondition);
   auto message = tries.error().message();
   CHECK(message.find("not ready within 3 s (--init-timeout)") != std::string::npos);
