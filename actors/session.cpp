@@ -62,37 +62,17 @@ struct session::impl {
     if (!address)
       return address.error();
     master.name = "the master at " + options.target;
-    // Through the middleman actor rather than remote_actor(), whose wait has no bound: a
-    // target that accepts but never answers fails within the session's bound on answers.
-    auto bound = task_timeout(options);
-    caf::scoped_actor self{system};
-    status outcome;
-    self->request(system.middleman().actor_handle(), request_bound(bound), caf::connect_atom::value,
-                  address->host, address->port)
-      .receive(
-        [&](const caf::node_id&, caf::strong_actor_ptr& found,
-            const std::set<std::string>& interface) {
-          if (!found)
-            outcome = make_error(errc::unavailable, "no actor is published at " + options.target);
-          else if (!system.assignable<master_actor>(interface))
-            outcome = make_error(errc::unavailable,
-                                 "the actor at " + options.target +
-                                   " is not an actorflow master or task (another program, or a "
-                                   "different actorflow version listens there)");
-          else
-            master.master = caf::actor_cast<master_actor>(found);
-        },
-        [&](caf::error& err) {
-          outcome = make_error(
-            errc::unavailable,
-            "cannot reach the master at " + options.target + ": " +
-              (err == caf::sec::request_timeout
-                 ? "no handshake within " + std::to_string(static_cast<std::int64_t>(bound * 1000)) +
-                     " ms (the session's bound on answers: the target accepts connections but "
-                     "does not answer, e.g. a stopped process)"
-                 : describe_connect_error(system, err, address->host, address->port)));
-        });
-    return outcome;
+    // Within the session's bound on answers, connecting included.
+    auto found = reach_published_actor(system, address->host, address->port, task_timeout(options));
+    if (!found)
+      return found.error().with_context("cannot reach the master at " + options.target);
+    if (!system.assignable<master_actor>(found->interface))
+      return make_error(errc::unavailable,
+                        "the actor at " + options.target +
+                          " is not an actorflow master or task (another program, or a "
+                          "different actorflow version listens there)");
+    master.master = caf::actor_cast<master_actor>(found->actor);
+    return {};
   }
 
   ~impl() {

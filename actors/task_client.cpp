@@ -22,8 +22,8 @@ namespace {
 
 /// Task `index` of `job`, reached over the middleman; `name` and `address` are set for errors.
 result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_spec& cluster,
-                                        const std::string& job, int index, std::string& name,
-                                        std::string& address) {
+                                        const std::string& job, int index, double timeout_seconds,
+                                        std::string& name, std::string& address) {
   name = "/job:" + job + "/replica:0/task:" + std::to_string(index);
   if (!sys.has_middleman())
     return make_error(errc::failed_precondition,
@@ -35,11 +35,12 @@ result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_sp
   auto split = parse_host_port(address);
   if (!split)
     return split.error();
-  auto target = sys.middleman().remote_actor<protocol::task_actor>(split->host, split->port);
-  if (!target)
-    return make_error(errc::unavailable, "cannot reach task " + name + " at " + address + ": " +
-                                           describe_connect_error(sys, target.error(), split->host, split->port));
-  return *target;
+  auto reached = reach_published_actor(sys, split->host, split->port, timeout_seconds);
+  if (!reached)
+    return reached.error().with_context("cannot reach task " + name + " at " + address);
+  if (!sys.assignable<protocol::task_actor>(reached->interface))
+    return make_error(errc::unavailable, "the actor at " + address + " is not an actorflow task");
+  return caf::actor_cast<protocol::task_actor>(reached->actor);
 }
 
 } // namespace
@@ -55,7 +56,7 @@ status tell_tasks(caf::actor_system& sys, const cluster_spec& cluster, const std
   auto bound = request_bound(timeout_seconds);
   for (int i = 0; i < cluster.num_tasks(to_job); ++i) {
     std::string name, address;
-    auto target = reach_task(sys, cluster, to_job, i, name, address);
+    auto target = reach_task(sys, cluster, to_job, i, timeout_seconds, name, address);
     auto where = "telling task " + name + " at " + address + " that " + what;
     if (!target) {
       if (gone_is_fine && target.error().code() == errc::unavailable)
@@ -84,7 +85,7 @@ find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::stri
   auto bound = request_bound(timeout_seconds);
   for (int i = 0; i < cluster.num_tasks(job); ++i) {
     std::string name, address;
-    auto target = reach_task(sys, cluster, job, i, name, address);
+    auto target = reach_task(sys, cluster, job, i, timeout_seconds, name, address);
     if (!target)
       return target.error().with_context("asking for the shards");
     caf::scoped_actor self{sys};

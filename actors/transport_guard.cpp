@@ -17,6 +17,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/basp/header.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/network/native_socket.hpp>
 #include <caf/io/network/stream_impl.hpp>
@@ -613,6 +614,33 @@ std::string describe_connect_error(caf::actor_system& sys, const caf::error& err
     text += mine.token() || mine.tls() ? ", and this process's differ)" : ", and this process has neither: --token-file, --tls-*)";
   }
   return text;
+}
+
+result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
+                                            std::uint16_t port, double bound_seconds) {
+  auto bound = bound_seconds > 0
+                 ? caf::duration{std::chrono::microseconds{static_cast<std::int64_t>(bound_seconds * 1e6)}}
+                 : caf::duration{caf::infinite};
+  caf::scoped_actor self{sys};
+  result<reached_actor> outcome = make_error(errc::internal, "no answer from the middleman");
+  self->request(sys.middleman().actor_handle(), bound, caf::connect_atom::value, host, port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& found, std::set<std::string>& interface) {
+        if (!found)
+          outcome = make_error(errc::unavailable, "no actor is published there");
+        else
+          outcome = reached_actor{std::move(found), std::move(interface)};
+      },
+      [&](caf::error& err) {
+        outcome = make_error(
+          errc::unavailable,
+          err == caf::sec::request_timeout
+            ? "no handshake within " +
+                std::to_string(static_cast<std::int64_t>(bound_seconds * 1000)) +
+                " ms (the peer accepts connections but does not answer, e.g. a stopped process)"
+            : describe_connect_error(sys, err, host, port));
+      });
+  return outcome;
 }
 
 transport_guard_counters transport_guard_counts() {

@@ -10,9 +10,11 @@
 
 #include "actors/transport_security.hpp"
 
+#include <caf/actor_control_block.hpp>
 #include <caf/fwd.hpp>
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 namespace actorflow {
@@ -27,6 +29,20 @@ void use_guarded_transport(caf::actor_system_config& config, const transport_sec
 /// connection itself (it requires a cluster token or certificate this process lacks).
 std::string describe_connect_error(caf::actor_system& sys, const caf::error& err,
                                    const std::string& host, std::uint16_t port);
+
+/// The actor published at a host and port, and the interface it was published with (for
+/// caf::actor_system::assignable).
+struct reached_actor {
+  caf::strong_actor_ptr actor;
+  std::set<std::string> interface;
+};
+
+/// Connects to `host`:`port` through the middleman actor, waiting at most `bound_seconds` (0:
+/// without bound). Unlike remote_actor(), whose wait has no bound, a peer that accepts the
+/// connection but never answers fails in time. Errors (unavailable) say why in words: that
+/// silence, a refused handshake (describe_connect_error), or no actor published there.
+result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
+                                            std::uint16_t port, double bound_seconds);
 
 /// Counts of the guard's refusals in this process since it started, for tests and logs.
 struct transport_guard_counters {
