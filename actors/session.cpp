@@ -75,10 +75,11 @@ struct session::impl {
     return {};
   }
 
-  ~impl() {
+  /// Frees the session's partitions on every task and forgets its handle: the next run opens a
+  /// new session. Waits (bounded) when the master is remote, so that the message leaves before
+  /// this process may exit.
+  void close_on_master() {
     if (handle != 0) {
-      // Frees the session's partitions on every task; waits (bounded) when the master is
-      // remote, so that the message leaves before this process may exit.
       if (master.owned) {
         // From the owner: the master takes a session's close only from its owner's node.
         caf::send_as(owner, master.master, close_atom::value, handle);
@@ -90,6 +91,14 @@ struct session::impl {
     }
     if (owner)
       caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
+    owner = caf::actor{};
+    handle = 0;
+    sent_nodes = 0;
+    devices.clear();
+  }
+
+  ~impl() {
+    close_on_master();
     master.release();
     if (options.drive)
       options.drive();
@@ -248,6 +257,11 @@ status session::run_targets(const std::vector<output>& targets, const feed_list&
 }
 
 const std::vector<std::string>& session::placement_log() const { return impl_->placement_log; }
+
+void session::reopen() {
+  std::lock_guard<std::mutex> guard{impl_->mutex};
+  impl_->close_on_master();
+}
 
 std::vector<std::string> session::device_names() const {
   std::lock_guard<std::mutex> guard{impl_->mutex};

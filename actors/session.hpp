@@ -131,6 +131,12 @@ public:
 
   /// Every "name: device" line placement produced so far.
   const std::vector<std::string>& placement_log() const;
+
+  /// Closes this session on its master; the next run opens a new one with the same graph.
+  /// After a task the session used was lost and came back (restarted at its address), the old
+  /// session's plans still name the lost task's devices; a reopened one places the graph over
+  /// the cluster as it is now. Variables live on the tasks and are not touched.
+  void reopen();
   /// Full names of this session's devices.
   std::vector<std::string> device_names() const;
 

@@ -716,13 +716,62 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       r->resize(2);
       return std::move(*r);
     };
+    // Async training outlives a lost ps task: every worker waits for it to come back (at its
+    // address, restarted by a supervisor or by hand); the chief then restores the latest
+    // checkpoint into it, saying which global step training returns to, and the others wait
+    // for that. Sync training's shard handles would need finding again: it ends instead.
+    auto recover = [&](const status& lost) -> status {
+      std::cerr << "actorflow-train: lost a " << o.ps_job << " task (" << lost.message()
+                << "); waiting up to " << o.init_timeout_seconds
+                << " s (--init-timeout) for it to come back\n";
+      s.reopen();
+      if (!chief)
+        return wait_for_variables(s, all_variables, o.init_timeout_seconds);
+      AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
+      std::optional<std::string> latest;
+      if (checkpoints) {
+        auto restorable = checkpoint_to_restore(*checkpoints);
+        if (!restorable)
+          return restorable.error();
+        latest = *restorable;
+      }
+      if (!latest) {
+        AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
+        progress.line("no checkpoint to restore (--checkpoint-dir): the variables start again "
+                      "from their initial values");
+      } else {
+        auto data = read_checkpoint(*latest);
+        if (!data)
+          return data.error();
+        AF_RETURN_IF_ERROR(checkpoints_saver.restore(s, *data, *latest));
+        progress.line("restored " + *latest + ": training returns to global step " +
+                      std::to_string(data->step) + "; the updates since are lost");
+      }
+      if (auto joined = report_task_joined(default_actor_system(), cluster, o.ps_job, job, task,
+                                           (*served)->task(), 10);
+          !joined.ok())
+        std::cerr << "actorflow-train: " << joined.message() << '\n';
+      return {};
+    };
+    auto lost_ps_task = [&](const status& failure) {
+      auto code = failure.code();
+      return !o.sync &&
+             (code == errc::unavailable || code == errc::deadline_exceeded || code == errc::aborted) &&
+             failure.message().find("/job:" + o.ps_job + "/") != std::string::npos;
+    };
     auto trained = loop.run(0, o.sync ? std::numeric_limits<std::int64_t>::max() : total_steps,
                             [&](std::int64_t next) -> result<train::step_report> {
       auto& batch = batches->next();
       auto started = clock_type::now();
-      auto r = o.sync ? sync_step(batch)
-                      : s.run({m.loss, m.correct},
-                              {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
+      auto async_step = [&] {
+        return s.run({m.loss, m.correct}, {{m.images, batch.images}, {m.labels, batch.one_hot}},
+                     {train_op});
+      };
+      auto r = o.sync ? sync_step(batch) : async_step();
+      if (!r && lost_ps_task(r.error())) {
+        AF_RETURN_IF_ERROR(recover(r.error()));
+        r = async_step();
+      }
       if (!r)
         return r.error();
       // In sync mode the step is the shared global step: the rounds applied so far.

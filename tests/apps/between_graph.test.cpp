@@ -2,6 +2,7 @@
 // workers are actorflow-train processes with graphs of their own.
 #include "actors/cluster_spec.hpp"
 #include "support/processes.hpp"
+#include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -9,6 +10,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -281,4 +283,51 @@ TEST_CASE("between-graph sync without backups: a killed worker costs short round
   auto accuracy_line = last_starting(lines, "test accuracy: ");
   REQUIRE_FALSE(accuracy_line.empty());
   CHECK(std::stod(accuracy_line.substr(15)) > 0.6);
+}
+
+TEST_CASE("async training outlives a lost ps: the workers wait for it, the chief restores the latest checkpoint into it, and training completes") {
+  auto [spec, ps_tasks] = start_ps_tasks(1, 2);
+  actorflow::test::temp_dir dir;
+  auto worker = [&, spec = spec](int task) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_TRAIN_BINARY,
+      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
+                               "--epochs", "6", "--threads", "1", "--log-every", "1000",
+                               "--checkpoint-dir", dir.path() + "/ckpt",
+                               "--output-dir", dir.path() + "/out" + std::to_string(task)});
+  };
+  auto chief = worker(0);
+  auto other = worker(1);
+  // The ps dies once the chief has saved a checkpoint (one per epoch), mid-training.
+  bool saved = false;
+  for (int i = 0; i < 1200 && !saved; ++i) {
+    if (std::filesystem::exists(dir.path() + "/ckpt/checkpoint_index"))
+      for (auto& name : actorflow::test::directory_entries(dir.path() + "/ckpt"))
+        saved = saved || name.rfind("ckpt-", 0) == 0;
+    std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(saved);
+  ps_tasks[0]->signal(SIGKILL);
+  CHECK(ps_tasks[0]->wait_exit(10s) == -1);
+  // Restarted at its address (a supervisor would do this), with fresh, empty variables.
+  std::this_thread::sleep_for(500ms);
+  child_process restarted{ACTORFLOW_WORKER_BINARY,
+                          {"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}};
+  auto lines = all_lines(*chief, 240s);
+  CHECK(chief->wait_exit(20s) == 0);
+  CHECK(other->wait_exit(60s) == 0);
+  CHECK(restarted.wait_exit(20s) == 0);
+  auto chief_errors = chief->stderr_text();
+  INFO(chief_errors);
+  CHECK(chief_errors.find("lost a ps task") != std::string::npos);
+  CHECK(other->stderr_text().find("lost a ps task") != std::string::npos);
+  // The restore says where training went back to.
+  auto restored = last_starting(lines, "restored ");
+  REQUIRE_FALSE(restored.empty());
+  auto at = restored.find("training returns to global step ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stol(restored.substr(at + 32)) > 0);
+  auto accuracy_line = last_starting(lines, "test accuracy: ");
+  REQUIRE_FALSE(accuracy_line.empty());
+  CHECK(std::stod(accuracy_line.substr(15)) > 0.8);
 }
