@@ -362,6 +362,28 @@ result<std::optional<std::string>> checkpoint_to_restore(const checkpoint_manage
   return found.path;
 }
 
+/// A checkpoint restored into a session's variables: where from, and its step.
+struct restored_checkpoint {
+  std::string path;
+  std::int64_t step = 0;
+};
+
+/// Restores the latest usable checkpoint of `checkpoints` (checkpoint_to_restore) into `s`;
+/// nothing when the directory has none.
+result<std::optional<restored_checkpoint>> restore_latest(saver& from, session& s,
+                                                          const checkpoint_manager& checkpoints) {
+  auto latest = checkpoint_to_restore(checkpoints);
+  if (!latest)
+    return latest.error();
+  if (!*latest)
+    return std::optional<restored_checkpoint>{};
+  auto data = read_checkpoint(**latest);
+  if (!data)
+    return data.error();
+  AF_RETURN_IF_ERROR(from.restore(s, *data, **latest));
+  return std::optional<restored_checkpoint>{restored_checkpoint{**latest, data->step}};
+}
+
 /// "MLP" or "CNN", for titles.
 std::string model_title(const train_options& o) { return o.model == "cnn" ? "CNN" : "MLP"; }
 
@@ -398,19 +420,13 @@ int run_mlp(const train_options& o, const training_target& where) {
   if (!o.checkpoint_dir.empty()) {
     checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
     if (o.resume) {
-      auto restorable = checkpoint_to_restore(*checkpoints);
-      if (!restorable)
-        return fail(restorable.error().with_context("--resume"));
-      auto& latest = *restorable;
-      if (!latest)
+      auto restored = restore_latest(checkpoints_saver, s, *checkpoints);
+      if (!restored)
+        return fail(restored.error().with_context("--resume"));
+      if (!*restored)
         return fail(make_error(errc::not_found, "--resume: no checkpoint in '" + o.checkpoint_dir + "'"));
-      auto data = read_checkpoint(*latest);
-      if (!data)
-        return fail(data.error());
-      if (auto st = checkpoints_saver.restore(s, *data, *latest); !st.ok())
-        return fail(st);
-      step = data->step;
-      std::cout << "resumed from " << *latest << " at step " << step << '\n';
+      step = (*restored)->step;
+      std::cout << "resumed from " << (*restored)->path << " at step " << step << '\n';
     }
   }
 
@@ -581,41 +597,47 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   options.log_device_placement = o.log_device_placement;
   progress_printer progress{o.log_every};
   std::unique_ptr<checkpoint_manager> checkpoints;
+  if (chief && !o.checkpoint_dir.empty())
+    checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
   int exit_code = 0;
   {
     session s{g, options};
-    if (chief) {
-      // The chief initialises the shared variables, or restores the latest checkpoint.
-      std::optional<std::string> latest;
-      if (!o.checkpoint_dir.empty()) {
-        checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
-        auto restorable = checkpoint_to_restore(*checkpoints);
-        if (!restorable)
-          return fail(restorable.error());
-        latest = *restorable;
+    // At the start, and again after a lost ps came back empty: the chief waits for the ps
+    // tasks, then restores the latest checkpoint or initialises the variables; the others wait
+    // until they can read them. The ps tasks then watch this worker: if every worker goes away
+    // without finishing, they stop after their grace period instead of waiting forever.
+    auto make_variables_ready = [&](bool after_loss) -> status {
+      if (!chief) {
+        AF_RETURN_IF_ERROR(wait_for_variables(s, all_variables, o.init_timeout_seconds));
+      } else {
+        AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
+        std::optional<restored_checkpoint> restored;
+        if (checkpoints) {
+          auto found = restore_latest(checkpoints_saver, s, *checkpoints);
+          if (!found)
+            return found.error();
+          restored = *found;
+        }
+        if (restored) {
+          progress.line("restored " + restored->path + ": training " +
+                        (after_loss ? "returns to" : "goes on from") + " global step " +
+                        std::to_string(restored->step) +
+                        (after_loss ? "; the updates since are lost" : ""));
+        } else {
+          AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
+          if (after_loss)
+            progress.line("no checkpoint to restore (--checkpoint-dir): the variables start "
+                          "again from their initial values");
+        }
       }
-      if (latest) {
-        auto data = read_checkpoint(*latest);
-        if (!data)
-          return fail(data.error());
-        if (auto st = checkpoints_saver.restore(s, *data, *latest); !st.ok())
-          return fail(st);
-        progress.line("restored " + *latest);
-      } else if (auto st = wait_for_variables(s, {}, o.init_timeout_seconds); !st.ok()) {
-        return fail(st);
-      } else if (auto init = s.run_targets({ops::global_variables_initializer(g)}); !init.ok()) {
-        return fail(init);
-      }
-    } else if (auto st = wait_for_variables(s, all_variables, o.init_timeout_seconds); !st.ok()) {
-      return fail(st);
-    }
-
-    // The ps tasks watch this worker from now on: if every worker goes away without finishing,
-    // they stop after their grace period instead of waiting forever.
-    if (auto joined = report_task_joined(default_actor_system(), cluster, o.ps_job, job, task,
-                                         (*served)->task(), 10);
-        !joined.ok())
-      std::cerr << "actorflow-train: " << joined.message() << '\n';
+      if (auto joined = report_task_joined(default_actor_system(), cluster, o.ps_job, job, task,
+                                           (*served)->task(), 10);
+          !joined.ok())
+        std::cerr << "actorflow-train: " << joined.message() << '\n';
+      return {};
+    };
+    if (auto ready = make_variables_ready(false); !ready.ok())
+      return fail(ready);
     train::metrics_log metrics;
     if (chief)
       if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
@@ -725,33 +747,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
                 << "); waiting up to " << o.init_timeout_seconds
                 << " s (--init-timeout) for it to come back\n";
       s.reopen();
-      if (!chief)
-        return wait_for_variables(s, all_variables, o.init_timeout_seconds);
-      AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
-      std::optional<std::string> latest;
-      if (checkpoints) {
-        auto restorable = checkpoint_to_restore(*checkpoints);
-        if (!restorable)
-          return restorable.error();
-        latest = *restorable;
-      }
-      if (!latest) {
-        AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
-        progress.line("no checkpoint to restore (--checkpoint-dir): the variables start again "
-                      "from their initial values");
-      } else {
-        auto data = read_checkpoint(*latest);
-        if (!data)
-          return data.error();
-        AF_RETURN_IF_ERROR(checkpoints_saver.restore(s, *data, *latest));
-        progress.line("restored " + *latest + ": training returns to global step " +
-                      std::to_string(data->step) + "; the updates since are lost");
-      }
-      if (auto joined = report_task_joined(default_actor_system(), cluster, o.ps_job, job, task,
-                                           (*served)->task(), 10);
-          !joined.ok())
-        std::cerr << "actorflow-train: " << joined.message() << '\n';
-      return {};
+      return make_variables_ready(true);
     };
     auto lost_ps_task = [&](const status& failure) {
       auto code = failure.code();
