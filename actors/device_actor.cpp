@@ -278,15 +278,11 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       if (step.requester == down.source)
         orphaned.push_back(step_id);
     for (auto step_id : orphaned) {
-      auto& step = st.steps[step_id];
-      auto aborted = make_error(errc::aborted, "step " + std::to_string(step_id) + " aborted on " +
-                                                 st.dev->full_name() + ": the master that ran it went away (" +
-                                                 self->system().render(down.reason) + ")");
       st.trace("orphaned step " + std::to_string(step_id));
-      if (step.execution)
-        step.execution->abort(aborted);
-      else
-        step.meeting_point->abort(aborted);
+      st.fail_step(step_id, make_error(errc::aborted, "step " + std::to_string(step_id) +
+                                                        " aborted on " + st.dev->full_name() +
+                                                        ": the master that ran it went away (" +
+                                                        self->system().render(down.reason) + ")"));
     }
   });
   return {
@@ -496,17 +492,13 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
     [=](abort_atom, std::int64_t step_id, const status& reason) {
       auto& st = self->state;
       st.trace("abort step " + std::to_string(step_id));
-      st.assembler.drop_step(step_id);
-      auto i = st.steps.find(step_id);
-      if (i == st.steps.end())
+      if (st.steps.count(step_id) == 0) {
+        st.assembler.drop_step(step_id);
         return;
-      auto aborted = make_error(errc::aborted, "step " + std::to_string(step_id) +
-                                                 " aborted on " + st.dev->full_name() +
-                                                 " because: " + reason.message());
-      if (i->second.execution)
-        i->second.execution->abort(aborted);
-      else
-        i->second.meeting_point->abort(aborted);
+      }
+      st.fail_step(step_id, make_error(errc::aborted, "step " + std::to_string(step_id) +
+                                                        " aborted on " + st.dev->full_name() +
+                                                        " because: " + reason.message()));
     },
   };
 }
