@@ -349,13 +349,14 @@ master_actor::behavior_type master(Self self, master_options options) {
 
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& st = self->state;
-    if (st.directory.has_actor(down.source))
+    if (st.directory.has_actor(down.source)) {
       st.lost_devices.insert(down.source);
-    if (st.directory.has_actor(down.source) && st.phase == master_state::discovery::done) {
-      // Steps on that task fail (the coordinator names it); new sessions find the cluster
-      // as it is now, e.g. with the task restarted at its address.
-      st.directory.clear();
-      st.phase = master_state::discovery::not_started;
+      if (st.phase == master_state::discovery::done) {
+        // Steps on that task fail (the coordinator names it); new sessions find the cluster
+        // as it is now, e.g. with the task restarted at its address.
+        st.directory.clear();
+        st.phase = master_state::discovery::not_started;
+      }
     }
     auto [first, last] = self->state.owned_by.equal_range(down.source);
     std::vector<std::int64_t> orphans;

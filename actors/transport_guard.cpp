@@ -13,6 +13,8 @@
 //  - with TLS, the same scribe reads through CAF's OpenSSL session (mutual, cluster CA).
 #include "actors/transport_guard.hpp"
 
+#include "actors/session_master.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/basp/header.hpp>
@@ -618,12 +620,10 @@ std::string describe_connect_error(caf::actor_system& sys, const caf::error& err
 
 result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
                                             std::uint16_t port, double bound_seconds) {
-  auto bound = bound_seconds > 0
-                 ? caf::duration{std::chrono::microseconds{static_cast<std::int64_t>(bound_seconds * 1e6)}}
-                 : caf::duration{caf::infinite};
   caf::scoped_actor self{sys};
   result<reached_actor> outcome = make_error(errc::internal, "no answer from the middleman");
-  self->request(sys.middleman().actor_handle(), bound, caf::connect_atom::value, host, port)
+  self->request(sys.middleman().actor_handle(), request_bound(bound_seconds),
+                caf::connect_atom::value, host, port)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& found, std::set<std::string>& interface) {
         if (!found)
