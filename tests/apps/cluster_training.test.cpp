@@ -192,6 +192,32 @@ TEST_CASE("a hung worker is blamed, not the ps waiting for its tensor") {
   CHECK(waited < 4s);
 }
 
+TEST_CASE("a session on a target that accepts connections but never answers fails within its bound") {
+  // A silent listener (the kernel accepts, nobody speaks), then a stopped master.
+  auto [silent_fd, silent_address] = actorflow::testing::loopback_listener();
+  REQUIRE(silent_fd >= 0);
+  auto cluster = start_cluster({{"worker", 1}});
+  cluster->task(0).signal(SIGSTOP);
+  REQUIRE(cluster->task(0).wait_stopped(5000ms));
+  for (const auto& address : {silent_address, cluster->address(0)}) {
+    graph g;
+    auto sum = ops::add(ops::constant(g, 1.f), ops::constant(g, 2.f));
+    session_options options;
+    options.target = "caf://" + address;
+    options.timeout_seconds = 2;
+    auto started = std::chrono::steady_clock::now();
+    session s{g, options};
+    auto r = s.run({sum});
+    auto waited = std::chrono::steady_clock::now() - started;
+    REQUIRE_FALSE(r.ok());
+    INFO(r.error().to_string());
+    CHECK(r.error().message().find("cannot reach the master at caf://" + address) != std::string::npos);
+    CHECK(r.error().message().find("no handshake within 2000 ms") != std::string::npos);
+    CHECK(waited < 5s);
+  }
+  ::close(silent_fd);
+}
+
 namespace {
 
 using actorflow::testing::child_process;
