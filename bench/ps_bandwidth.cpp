@@ -34,6 +34,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string>
@@ -74,6 +75,18 @@ double raw_loopback_mbps(const transport_security* server = nullptr,
     client_context = *made_client;
   }
   const auto handshake = std::chrono::seconds(10);
+  // TLS on `fd` when `context` is set (an empty one for plain TCP); nothing when it failed.
+  auto tls_on = [&](ssl_ctx_st* context, int fd,
+                    bool accepting) -> std::optional<std::shared_ptr<ssl_st>> {
+    if (context == nullptr)
+      return std::shared_ptr<ssl_st>{};
+    auto started = start_tls(context, fd, accepting, handshake, handshake);
+    if (!started) {
+      std::fprintf(stderr, "raw tls: %s\n", started.error().to_string().c_str());
+      return std::nullopt;
+    }
+    return *started;
+  };
   std::vector<double> runs;
   for (int run = 0; run < 3; ++run) {
     int listener = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -93,20 +106,15 @@ double raw_loopback_mbps(const transport_security* server = nullptr,
       int fd = ::accept(listener, nullptr, nullptr);
       if (fd < 0)
         return;
-      std::shared_ptr<ssl_st> tls;
-      if (server_context) {
-        auto started = start_tls(server_context.get(), fd, true, handshake, handshake);
-        if (!started) {
-          std::fprintf(stderr, "raw tls: %s\n", started.error().to_string().c_str());
-          ::close(fd);
-          return;
-        }
-        tls = *started;
+      auto tls = tls_on(server_context.get(), fd, true);
+      if (!tls) {
+        ::close(fd);
+        return;
       }
       std::vector<char> buffer(static_cast<std::size_t>(bytes));
       bool stalled = false;
       for (std::size_t got = 0; received < total; received += got)
-        if (!read_exact(fd, buffer.data(), buffer.size(), got, handshake, stalled, tls.get()))
+        if (!read_exact(fd, buffer.data(), buffer.size(), got, handshake, stalled, tls->get()))
           break;
       ::close(fd);
     }};
@@ -119,24 +127,19 @@ double raw_loopback_mbps(const transport_security* server = nullptr,
       return 0;
     }
     set_no_delay(sender);
-    std::shared_ptr<ssl_st> tls;
-    if (client_context) {
-      auto started = start_tls(client_context.get(), sender, false, handshake, handshake);
-      if (!started) {
-        std::fprintf(stderr, "raw tls: %s\n", started.error().to_string().c_str());
-        ::close(sender);
-        ::close(listener);
-        receiver.join();
-        return 0;
-      }
-      tls = *started;
+    auto tls = tls_on(client_context.get(), sender, false);
+    if (!tls) {
+      ::close(sender);
+      ::close(listener);
+      receiver.join();
+      return 0;
     }
     std::vector<char> payload(static_cast<std::size_t>(bytes), 1);
     auto seconds = bench::time_seconds([&] {
       for (int round = 0; round < raw_rounds; ++round) {
-        if (tls) {
+        if (*tls) {
           std::size_t written = 0;
-          if (!write_all_tls(tls.get(), payload.data(), payload.size(), written, "raw tls").ok())
+          if (!write_all_tls(tls->get(), payload.data(), payload.size(), written, "raw tls").ok())
             return;
           continue;
         }

@@ -33,13 +33,6 @@ std::string loopback_address() {
   return "127.0.0.1:" + std::to_string(actorflow::testing::free_loopback_port());
 }
 
-std::string spec_of(int workers, const std::string& ps) {
-  std::string spec = "ps=" + ps + ";worker=";
-  for (int t = 0; t < workers; ++t)
-    spec += (t > 0 ? "," : "") + loopback_address();
-  return spec;
-}
-
 std::unique_ptr<child_process> start_ps(const std::string& spec) {
   auto ps = std::make_unique<child_process>(
     ACTORFLOW_WORKER_BINARY,
@@ -47,6 +40,16 @@ std::unique_ptr<child_process> start_ps(const std::string& spec) {
   if (!ps->wait_for_line("serving on", 20s))
     return nullptr;
   return ps;
+}
+
+/// The spec of one ps and `workers` workers on free loopback ports, and its ps serving (null
+/// when it did not start).
+std::pair<std::string, std::unique_ptr<child_process>> start_ps_of(int workers) {
+  std::string spec = "ps=" + loopback_address() + ";worker=";
+  for (int t = 0; t < workers; ++t)
+    spec += (t > 0 ? "," : "") + loopback_address();
+  auto ps = start_ps(spec);
+  return {spec, std::move(ps)};
 }
 
 std::unique_ptr<child_process> start_worker(const std::string& spec, int task, int epochs,
@@ -83,9 +86,7 @@ std::optional<double> seconds_for_steps(child_process& worker, long steps) {
 }
 
 int worker_lost(const std::string& dir) {
-  auto ps_address = loopback_address();
-  auto spec = spec_of(3, ps_address);
-  auto ps = start_ps(spec);
+  auto [spec, ps] = start_ps_of(3);
   if (!ps)
     return 1;
   std::vector<std::unique_ptr<child_process>> workers;
@@ -111,9 +112,7 @@ int worker_lost(const std::string& dir) {
 }
 
 int ps_lost(const std::string& dir) {
-  auto ps_address = loopback_address();
-  auto spec = spec_of(2, ps_address);
-  auto ps = start_ps(spec);
+  auto [spec, ps] = start_ps_of(2);
   if (!ps)
     return 1;
   auto run_dir = dir + "/ps-lost";
