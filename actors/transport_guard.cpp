@@ -335,31 +335,8 @@ public:
       return false;
     if (!authenticated_)
       return check_preamble(static_cast<const std::uint8_t*>(buf), size);
-    if (assembling_) {
-      auto* bytes = static_cast<const char*>(buf);
-      // Grows with the bytes that came, never to the header's claim at once.
-      if (large_.capacity() < large_.size() + size)
-        large_.reserve(std::min(target_, std::max(2 * large_.capacity(), large_.size() + size)));
-      large_.insert(large_.end(), bytes, bytes + size);
-      if (large_.size() < target_) {
-        expect_rest("a message of " + std::to_string(target_) + " bytes made no progress after " +
-                    std::to_string(large_.size()));
-        stream_.configure_read(next_piece());
-        return true;
-      }
-      assembling_ = false;
-      watch_->satisfied();
-      auto result = deliver_from(ctx, large_);
-      // BASP may already expect the next large message (apply() ran inside consume): it
-      // starts empty, in the memory this one used.
-      large_.clear();
-      last_large_ = clock_type::now();
-      return result;
-    }
-    if (large_.capacity() > 0 && clock_type::now() - last_large_ > keep_large_buffer)
-      std::vector<char>{}.swap(large_); // large messages stopped: give the memory back
-    if (small_target_ > 0)
-      return consume_small(ctx, buf, size);
+    if (target_ > 0)
+      return consume_exact(ctx, buf, size);
     watch_->satisfied();
     return caf::io::scribe::consume(ctx, buf, size);
   }
@@ -383,34 +360,48 @@ private:
       stream_.force_empty_write(this);
   }
 
-  /// A small message read with `at_most`, so that a part of it is seen: whole in one read (the
-  /// usual case) it goes to BASP from the stream's buffer; in parts, it is put together in
-  /// partial_ and must be whole within the message timeout.
-  bool consume_small(caf::execution_unit* ctx, const void* buf, std::size_t size) {
-    auto target = small_target_;
-    if (partial_.empty() && size == target) {
-      watch_->satisfied();
-      return caf::io::scribe::consume(ctx, buf, size);
-    }
-    if (partial_.empty()) {
-      partial_.reserve(target);
-      if (!watch_->pending)
-        expect_rest("a message of " + std::to_string(target) + " bytes begun and not finished");
+  /// A message BASP asked for exactly, read with `at_most` so that a part of it is seen. Whole
+  /// in one read (the usual case for small messages) it goes to BASP from the stream's buffer;
+  /// otherwise it is put together in assembled_, at most read_piece_bytes per read, growing
+  /// with the bytes that came (never to the header's claim at once). A message up to a piece
+  /// must be whole within the message timeout; a larger one must make progress within it.
+  bool consume_exact(caf::execution_unit* ctx, const void* buf, std::size_t size) {
+    if (assembled_.empty()) {
+      if (assembled_.capacity() > read_piece_bytes &&
+          clock_type::now() - last_large_ > keep_large_buffer)
+        std::vector<char>{}.swap(assembled_); // large messages stopped: give the memory back
+      if (size == target_) {
+        watch_->satisfied();
+        return caf::io::scribe::consume(ctx, buf, size);
+      }
     }
     auto* bytes = static_cast<const char*>(buf);
-    partial_.insert(partial_.end(), bytes, bytes + size);
-    if (partial_.size() < target) {
-      stream_.configure_read(caf::io::receive_policy::at_most(target - partial_.size()));
+    if (assembled_.capacity() < assembled_.size() + size)
+      assembled_.reserve(
+        std::min(target_, std::max(2 * assembled_.capacity(), assembled_.size() + size)));
+    assembled_.insert(assembled_.end(), bytes, bytes + size);
+    bool large = target_ > read_piece_bytes;
+    if (assembled_.size() < target_) {
+      if (large)
+        expect_rest("a message of " + std::to_string(target_) + " bytes made no progress after " +
+                    std::to_string(assembled_.size()));
+      else if (!watch_->pending)
+        expect_rest("a message of " + std::to_string(target_) + " bytes begun and not finished");
+      stream_.configure_read(next_read());
       return true;
     }
     watch_->satisfied();
     reconfigured_ = false;
-    auto result = deliver_from(ctx, partial_);
-    partial_.clear();
+    auto result = deliver_from(ctx, assembled_);
+    // The next message starts empty, in the memory this one used (kept while large ones come:
+    // fresh memory for each cost 3x in page faults).
+    assembled_.clear();
+    if (large)
+      last_large_ = clock_type::now();
     // BASP asks again only when it expects something else (a header after a header-only
     // message it does not): its standing request holds, not the remainder asked above.
-    if (!reconfigured_ && !refused_ && small_target_ > 0)
-      stream_.configure_read(caf::io::receive_policy::at_most(small_target_));
+    if (!reconfigured_ && !refused_ && target_ > 0)
+      stream_.configure_read(next_read());
     return result;
   }
 
@@ -429,14 +420,15 @@ private:
                      std::to_string(settings_->message_timeout.count()) + " ms");
   }
 
-  caf::io::receive_policy::config next_piece() const {
-    return caf::io::receive_policy::exactly(std::min(read_piece_bytes, target_ - large_.size()));
+  /// The next read of the message BASP asked for: what is missing, at most a piece.
+  caf::io::receive_policy::config next_read() const {
+    return caf::io::receive_policy::at_most(std::min(read_piece_bytes, target_ - assembled_.size()));
   }
 
   /// Hands BASP's read to the stream, in pieces when large, or refuses it over the cap.
   void apply(caf::io::receive_policy::config config) {
     reconfigured_ = true;
-    small_target_ = 0;
+    target_ = 0;
     auto bytes = config.second;
     if (bytes > settings_->max_message_bytes) {
       ++refused_size;
@@ -451,15 +443,8 @@ private:
     // BASP reads a header, then the payload it announced: an announced payload must come.
     if (bytes != caf::io::basp::header_size)
       expect_rest("the " + std::to_string(bytes) + " bytes a header announced did not come");
-    if (bytes > read_piece_bytes) {
-      assembling_ = true;
-      target_ = bytes;
-      large_.clear();
-      stream_.configure_read(next_piece());
-      return;
-    }
-    small_target_ = bytes;
-    stream_.configure_read(caf::io::receive_policy::at_most(bytes));
+    target_ = bytes;
+    stream_.configure_read(next_read());
   }
 
   bool check_preamble(const std::uint8_t* data, std::size_t size) {
@@ -494,10 +479,8 @@ private:
                    why + "\n"
               << std::flush;
     ::shutdown(stream_.fd(), SHUT_RDWR);
-    assembling_ = false;
-    small_target_ = 0;
-    std::vector<char>{}.swap(large_);
-    std::vector<char>{}.swap(partial_);
+    target_ = 0;
+    std::vector<char>{}.swap(assembled_);
     stream_.configure_read(caf::io::receive_policy::at_most(1));
   }
 
@@ -510,17 +493,14 @@ private:
   caf::io::receive_policy::config wanted_ = caf::io::receive_policy::at_most(1024);
   /// What BASP wrote before the peer presented its token.
   std::vector<char> held_;
-  bool assembling_ = false;
+  /// BASP's standing request for a message of exactly this many bytes (0: none; it lasts
+  /// until BASP asks for something else), and whether a delivery made BASP ask again.
   std::size_t target_ = 0;
-  /// A large message being read, then delivered from; kept for the next one while large
-  /// messages keep coming (fresh memory for each cost 3x in page faults).
-  std::vector<char> large_;
-  clock_type::time_point last_large_;
-  /// BASP's standing request for a message of at most read_piece_bytes (0: none; it lasts
-  /// until BASP asks for something else), and the parts of one that came in pieces.
-  std::size_t small_target_ = 0;
   bool reconfigured_ = false;
-  std::vector<char> partial_;
+  /// A message that came in parts, then delivered from; its memory is kept for the next one
+  /// while large messages keep coming.
+  std::vector<char> assembled_;
+  clock_type::time_point last_large_;
   /// Where BASP takes the message being delivered from, when not the stream's buffer.
   std::vector<char>* delivering_from_ = nullptr;
   guarded_stream<Policy> stream_;
