@@ -11,7 +11,7 @@ namespace actorflow {
 namespace {
 
 std::string task_of(const device_name& d) {
-  return "/job:" + d.job.value_or("") + "/replica:0/task:" + std::to_string(d.task.value_or(0));
+  return task_name(d.job.value_or(""), d.task.value_or(0));
 }
 
 } // namespace
@@ -132,7 +132,7 @@ device_directory::unreached(const cluster_spec& cluster, const std::vector<std::
   std::vector<unreached_task> out;
   for (auto& job : cluster.jobs()) {
     for (int task = 0; task < cluster.num_tasks(job); ++task) {
-      auto name = "/job:" + job + "/replica:0/task:" + std::to_string(task);
+      auto name = task_name(job, task);
       if (reached.count(name) > 0 || !kept(job, task))
         continue;
       auto address = cluster.address(job, task);

@@ -99,7 +99,7 @@ result<std::unique_ptr<server>> server::start(std::shared_ptr<const cluster_spec
                                               server_options options) {
   if (!cluster)
     return make_error(errc::invalid_argument, "a server needs a cluster spec");
-  auto name = "/job:" + job + "/replica:0/task:" + std::to_string(task);
+  auto name = task_name(job, task);
   if (!cluster->has_job(job))
     return make_error(errc::not_found, "job '" + job + "' is not in the cluster spec");
   auto address = cluster->address(job, task);

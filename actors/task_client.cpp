@@ -24,7 +24,7 @@ namespace {
 result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_spec& cluster,
                                         const std::string& job, int index, double timeout_seconds,
                                         std::string& name, std::string& address) {
-  name = "/job:" + job + "/replica:0/task:" + std::to_string(index);
+  name = task_name(job, index);
   if (!sys.has_middleman())
     return make_error(errc::failed_precondition,
                       "reaching the cluster's tasks needs CAF's middleman in the actor system");

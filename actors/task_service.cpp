@@ -86,7 +86,7 @@ struct task_state {
   }
 
   std::string task_name() const {
-    return "/job:" + job + "/replica:0/task:" + std::to_string(task);
+    return actorflow::task_name(job, task);
   }
 
   device_list list_devices() const {
@@ -177,7 +177,7 @@ public:
       auto name = device_name::parse(device);
       if (!name || !name->job || !name->task || !actor || actor.node() == sys_.node())
         continue;
-      auto task = "/job:" + *name->job + "/replica:0/task:" + std::to_string(*name->task);
+      auto task = task_name(*name->job, *name->task);
       if (task <= own_task_)
         continue;
       {

@@ -150,7 +150,7 @@ std::optional<failure> resolve_task(const worker_options& o, task_identity& id) 
 }
 
 std::string task_prefix(const task_identity& id) {
-  return "/job:" + id.job + "/replica:0/task:" + std::to_string(id.task);
+  return task_name(id.job, id.task);
 }
 
 } // namespace

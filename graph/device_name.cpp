@@ -247,4 +247,8 @@ std::string device_name::local_name() const {
   return "/device:" + canonical_type(*type) + ":" + (id ? std::to_string(*id) : std::string{"*"});
 }
 
+std::string task_name(const std::string& job, int task) {
+  return "/job:" + job + "/replica:0/task:" + std::to_string(task);
+}
+
 } // namespace actorflow

@@ -57,4 +57,7 @@ struct device_name {
   friend bool operator!=(const device_name& a, const device_name& b) { return !(a == b); }
 };
 
+/// A task's name, the prefix of its devices' names: "/job:ps/replica:0/task:1".
+std::string task_name(const std::string& job, int task);
+
 } // namespace actorflow
