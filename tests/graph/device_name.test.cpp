@@ -387,8 +387,8 @@ TEST_CASE("a name does not match one that differs or lacks a field it sets", "[d
 }
 
 TEST_CASE("a task's name is the prefix of its devices' names") {
-  CHECK(task_name("ps", 1) == "/job:ps/replica:0/task:1");
+  CHECK(actorflow::task_name("ps", 1) == "/job:ps/replica:0/task:1");
   auto device = device_name::parse("/job:ps/replica:0/task:1/device:CPU:0");
   REQUIRE(device.ok());
-  CHECK(device->to_string().rfind(task_name("ps", 1), 0) == 0);
+  CHECK(device->to_string().rfind(actorflow::task_name("ps", 1), 0) == 0);
 }
