@@ -25,8 +25,7 @@ void memory_budget::charge(std::size_t bytes) {
 }
 
 tensor memory_budget::allocate(dtype type, tensor_shape shape, allocator* from) {
-  check_tensor_allocation_cap(type, shape);
-  auto bytes = static_cast<std::size_t>(shape.num_elements()) * size_of(type);
+  auto bytes = check_tensor_allocation_cap(type, shape);
   charge(bytes);
   std::unique_ptr<buffer> made;
   try {

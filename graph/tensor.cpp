@@ -97,7 +97,7 @@ buffer::~buffer() {
     release_(data_);
 }
 
-void check_tensor_allocation_cap(dtype type, const tensor_shape& shape) {
+std::size_t check_tensor_allocation_cap(dtype type, const tensor_shape& shape) {
   auto cap = max_tensor_allocation_bytes();
   auto bytes = static_cast<std::size_t>(shape.num_elements()) * size_of(type);
   if (cap != 0 && bytes > cap)
@@ -105,6 +105,7 @@ void check_tensor_allocation_cap(dtype type, const tensor_shape& shape) {
                              shape.to_string() + " needs " + std::to_string(bytes) +
                              " bytes, over this process's per-tensor cap of " +
                              std::to_string(cap) + " (ACTORFLOW_MAX_TENSOR_BYTES)");
+  return bytes;
 }
 
 std::string format_bytes(std::size_t bytes) {

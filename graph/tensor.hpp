@@ -79,8 +79,9 @@ void set_default_host_allocator(allocator* alloc);
 /// set_max_tensor_allocation_bytes() says otherwise (0 goes back to the environment's).
 std::size_t max_tensor_allocation_bytes();
 void set_max_tensor_allocation_bytes(std::size_t bytes);
-/// Throws allocation_failure when a tensor of `type` and `shape` is over that cap.
-void check_tensor_allocation_cap(dtype type, const tensor_shape& shape);
+/// The bytes a tensor of `type` and `shape` needs; throws allocation_failure when they are
+/// over that cap.
+std::size_t check_tensor_allocation_cap(dtype type, const tensor_shape& shape);
 
 /// A block of memory owned by one allocator; freed when the last tensor referring to it dies.
 class buffer {
