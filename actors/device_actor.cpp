@@ -412,6 +412,7 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       if (auto pool = st.options.inter_op_pool)
         hooks.schedule = [pool](std::function<void()> work) { pool->schedule(std::move(work)); };
       step.execution = std::make_shared<step_execution>(plan->second, step_id, std::move(hooks));
+      step.execution->set_fence(request.fence);
       auto execution = step.execution;
       execution->start(request.feeds, request.fetches,
                        [me, step_id](status outcome, std::vector<tensor> fetched) {

@@ -105,6 +105,7 @@ step_plan make_step_plan(const run_plan& plan, std::int64_t step_id,
       device_feeds.emplace_back(name, request.feeds[index].second);
     step.calls.emplace_back(p.actor, make_run_request(p.handle, step_id, std::move(device_feeds),
                                                       p.fetch_names));
+    step.calls.back().second.fence = request.fence;
   }
   return step;
 }

@@ -190,11 +190,13 @@ struct session::impl {
   }
 
   result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds,
-                                  const std::vector<output>& targets, std::int64_t* execution_ns) {
+                                  const std::vector<output>& targets, const run_options& per_step,
+                                  std::int64_t* execution_ns) {
     AF_RETURN_IF_ERROR(g.status());
     auto request = make_master_run_request(0, fetches, feeds, targets, &g);
     if (!request)
       return request.error();
+    request->fence = per_step.fence;
     master_run_result answer;
     {
       std::lock_guard<std::mutex> guard{mutex};
@@ -239,9 +241,15 @@ session::~session() = default;
 
 result<std::vector<tensor>> session::run(const std::vector<output>& fetches, const feed_list& feeds,
                                          const std::vector<output>& targets, step_stats* stats) {
+  return run_with(run_options{}, fetches, feeds, targets, stats);
+}
+
+result<std::vector<tensor>> session::run_with(const run_options& options,
+                                         const std::vector<output>& fetches, const feed_list& feeds,
+                                         const std::vector<output>& targets, step_stats* stats) {
   auto started = std::chrono::steady_clock::now();
   std::int64_t execution_ns = 0;
-  auto r = impl_->run(fetches, feeds, targets, &execution_ns);
+  auto r = impl_->run(fetches, feeds, targets, options, &execution_ns);
   if (stats != nullptr) {
     stats->total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -252,7 +260,7 @@ result<std::vector<tensor>> session::run(const std::vector<output>& fetches, con
 
 status session::run_targets(const std::vector<output>& targets, const feed_list& feeds) {
   std::int64_t execution_ns = 0;
-  auto r = impl_->run({}, feeds, targets, &execution_ns);
+  auto r = impl_->run({}, feeds, targets, run_options{}, &execution_ns);
   return r ? status{} : r.error();
 }
 

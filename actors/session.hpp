@@ -13,6 +13,7 @@
 
 #include "actors/cluster_spec.hpp"
 #include "devices/gpu_options.hpp"
+#include "devices/update_fence.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
@@ -83,6 +84,10 @@ struct session_options {
   /// session drives them through the master and task protocol a real cluster uses, with local
   /// messages. The tasks end with the session.
   std::map<std::string, int> in_process_cluster;
+  /// With `cluster`: the tasks this process's master reaches, as device-name prefixes
+  /// ("/job:ps", "/job:worker/task:1"; TensorFlow's device_filters). Empty: every task. A
+  /// session that runs on one worker and the ps tasks must not wait for the other workers.
+  std::vector<std::string> device_filters;
   /// Where nodes whose request names neither job nor task go ("/job:worker/task:0"); empty
   /// means task 0 of the job "worker", or of the first job when there is none.
   std::string default_task;
@@ -109,6 +114,13 @@ struct step_stats {
   double execution_seconds = 0;
 };
 
+/// Options of one step (TensorFlow's RunOptions, in small).
+struct run_options {
+  /// What the step's variable updates claim, so that a step run again applies them at most
+  /// once (devices/update_fence.hpp); cluster_coordinator sets it. Unfenced by default.
+  update_fence fence;
+};
+
 /// A session for plain (non-actor) code: every call blocks until the master answers.
 class session {
 public:
@@ -124,6 +136,11 @@ public:
   /// `targets` (whose outputs are not returned). Only what these need runs. Errors name the node
   /// and device that failed; a failing node ends the step on every device.
   result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds = {},
+                                  const std::vector<output>& targets = {},
+                                  step_stats* stats = nullptr);
+  /// run() with per-step options.
+  result<std::vector<tensor>> run_with(const run_options& options, const std::vector<output>& fetches,
+                                  const feed_list& feeds = {},
                                   const std::vector<output>& targets = {},
                                   step_stats* stats = nullptr);
   /// Runs `targets` only.

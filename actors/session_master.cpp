@@ -111,6 +111,7 @@ session_master make_session_master(caf::actor_system& sys, const session_options
     master.task_services = out.owned_tasks;
   } else if (options.cluster) {
     master.cluster = options.cluster;
+    master.device_filters = options.device_filters;
   } else {
     auto& env = env_or_default(options.env);
     auto pools = options.use_per_session_threads

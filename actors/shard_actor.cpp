@@ -16,18 +16,20 @@ namespace actorflow {
 struct queued_update {
   struct once {
     pending_update update;
+    update_claim claim;
     ~once() {
       if (update)
-        update(false);
+        update(update_turn::cancelled);
     }
   };
   std::shared_ptr<once> work;
 
-  void apply() {
+  /// Applies the update, or lets it succeed untouched when `book` has seen its claim.
+  void take_turn(update_fence_book& book) {
     auto update = std::move(work->update);
     work->update = nullptr;
     if (update)
-      update(true);
+      update(book.admit(work->claim) ? update_turn::apply : update_turn::repeat);
   }
 };
 
@@ -58,6 +60,8 @@ using shard_actor_impl =
 
 struct shard_state {
   std::optional<variable_shard> shard;
+  /// The fenced updates applied (coordinator closures): a repeat of one is refused.
+  update_fence_book fences;
   /// Synchronous training: the current round's gradients, and who waits for it to be applied.
   std::optional<gradient_accumulator> accumulator;
   std::vector<caf::typed_response_promise<sync_outcome>> waiting;
@@ -175,18 +179,19 @@ shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard s
   // The device's update kernels queue behind this mailbox from now on. A weak handle: the
   // variable must not keep its shard alive; once the shard is gone, updates apply in place.
   caf::weak_actor_ptr me{self->ctrl()};
-  s.order_updates_through([me](pending_update update) {
+  s.order_updates_through([me](pending_update update, update_claim claim) {
     if (auto strong = me.lock()) {
       auto work = std::make_shared<queued_update::once>();
       work->update = std::move(update);
+      work->claim = std::move(claim);
       caf::anon_send(caf::actor_cast<shard_actor_impl>(strong), update_atom::value,
                      queued_update{std::move(work)});
       return;
     }
-    update(true);
+    update(update_turn::apply);
   });
   return {
-    [](update_atom, queued_update& queued) { queued.apply(); },
+    [self](update_atom, queued_update& queued) { queued.take_turn(self->state.fences); },
     [&s](read_atom) -> caf::result<shard_value> {
       auto now = s.read();
       if (!now)

@@ -316,6 +316,7 @@ bool step_execution::process(int id, std::vector<int>& ready) {
     kernel_context ctx{*it.def, dev, step_id_, std::move(inputs)};
     ctx.set_cancellation(&cancellation_);
     ctx.set_memory_budget(plan_->budget());
+    ctx.set_fence(fence_);
     if (auto st = run_guarded([&] { it.kernel->compute(ctx); }); !st.ok())
       ctx.fail(std::move(st));
     if (!ctx.status().ok()) {
@@ -338,6 +339,7 @@ void step_execution::compute_later(int id, std::vector<tensor> inputs) {
   auto ctx = std::make_shared<kernel_context>(*it.def, dev, step_id_, std::move(inputs));
   ctx->set_cancellation(&cancellation_);
   ctx->set_memory_budget(plan_->budget());
+  ctx->set_fence(fence_);
   dev.compute(*it.kernel, *ctx, [self = shared_from_this(), id, ctx] {
     auto& item = self->plan_->items()[static_cast<std::size_t>(id)];
     if (!ctx->status().ok()) {

@@ -121,6 +121,10 @@ public:
   void start(std::vector<std::pair<std::string, tensor>> feeds, std::vector<std::string> fetches,
              done_callback done);
 
+  /// The fence every variable update of this step claims (devices/update_fence.hpp); set
+  /// before start().
+  void set_fence(const update_fence& fence) { fence_ = fence; }
+
   /// Ends the step early with `reason` (nodes already running finish; no new ones start).
   void abort(status reason);
 
@@ -181,6 +185,7 @@ private:
   status status_;
   /// Ends the waits of this step's collective kernels when it is aborted.
   step_cancellation cancellation_;
+  update_fence fence_;
 };
 
 } // namespace actorflow

@@ -145,8 +145,9 @@ public:
   bool host_memory_input(int i) const override { return inner_->host_memory_input(i); }
 
   void compute_async(kernel_context& ctx, std::function<void()> done) override {
-    std::function<void(pending_update)> order;
-    if (auto state = variable_state_of(ctx)) {
+    std::function<void(pending_update, update_claim)> order;
+    auto state = variable_state_of(ctx);
+    if (state) {
       std::lock_guard<std::mutex> guard{state->mutex};
       order = state->order_update;
     }
@@ -155,21 +156,33 @@ public:
       return;
     }
     // The executor keeps ctx alive until done() runs.
-    order([this, &ctx, done = std::move(done)](bool apply) mutable {
-      if (apply) {
-        try {
-          inner_->compute_async(ctx, std::move(done));
-          return;
-        } catch (const std::exception& e) {
-          ctx.fail(make_error(errc::internal, std::string{"kernel threw: "} + e.what()));
-        }
-      } else {
-        ctx.fail(make_error(errc::aborted, "the shard of variable '" + variable_ +
-                                             "' stopped before applying " + op() + " node '" +
-                                             name() + "'"));
+    auto turn = [this, &ctx, state, done = std::move(done)](update_turn t) mutable {
+      switch (t) {
+        case update_turn::apply:
+          try {
+            inner_->compute_async(ctx, std::move(done));
+            return;
+          } catch (const std::exception& e) {
+            ctx.fail(make_error(errc::internal, std::string{"kernel threw: "} + e.what()));
+          }
+          break;
+        case update_turn::repeat:
+          // Applied by an earlier attempt of the closure: the node yields the variable as it
+          // is, as the update kernels yield it after updating.
+          if (!ctx.def().output_types.empty()) {
+            std::lock_guard<std::mutex> guard{state->mutex};
+            ctx.set_output(0, state->value);
+          }
+          break;
+        case update_turn::cancelled:
+          ctx.fail(make_error(errc::aborted, "the shard of variable '" + variable_ +
+                                               "' stopped before applying " + op() + " node '" +
+                                               name() + "'"));
+          break;
       }
       done();
-    });
+    };
+    order(std::move(turn), update_claim{ctx.fence(), name()});
   }
 
 private:

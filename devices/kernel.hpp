@@ -6,6 +6,7 @@
 /// there), and compute() runs once per step, possibly for several steps at the same time:
 /// kernels keep no per-step state in members (random kernels guard their generator).
 
+#include "devices/update_fence.hpp"
 #include "graph/graph.hpp"
 #include "graph/tensor.hpp"
 
@@ -25,9 +26,19 @@ class device;
 class memory_budget;
 class thread_pool;
 
-/// An update of a variable waiting for its turn: called once, with true to apply it now, or
-/// with false when it will never be applied (whoever ordered updates stopped first).
-using pending_update = std::function<void(bool apply)>;
+/// What becomes of an update that waited for its turn.
+enum class update_turn {
+  /// Apply it now.
+  apply,
+  /// It will never be applied: whoever ordered updates stopped first.
+  cancelled,
+  /// Its fence was applied before (devices/update_fence.hpp): the kernel succeeds without
+  /// touching the variable.
+  repeat,
+};
+
+/// An update of a variable waiting for its turn: called once.
+using pending_update = std::function<void(update_turn)>;
 
 /// A variable's storage on a device. `value` is replaced, not written in place, when other
 /// tensors still share its buffer, so readers never see a half-made update.
@@ -40,7 +51,8 @@ struct variable_state {
   /// Set while a shard actor serves the variable (actors/shard_actor.hpp): the graph's update
   /// kernels hand their update to it, so its mailbox orders them with the shard protocol's.
   /// Empty otherwise: updates then apply on the kernel's thread under `mutex`. Guarded by it.
-  std::function<void(pending_update)> order_update;
+  /// The claim names the update's step fence and node, for the shard to refuse repeats.
+  std::function<void(pending_update, update_claim)> order_update;
 };
 
 /// Per-device, per-session state that outlives steps: the variables.
@@ -114,6 +126,10 @@ public:
   /// What allocate_output charges (the session's cap on this device); null: nothing.
   void set_memory_budget(memory_budget* budget) { budget_ = budget; }
 
+  /// The step's fence (devices/update_fence.hpp); unfenced outside coordinator closures.
+  const update_fence& fence() const { return fence_; }
+  void set_fence(const update_fence& fence) { fence_ = fence; }
+
   /// The device's intra-op pool (never null) and its resources.
   thread_pool& intra_op_pool();
   resource_manager& resources();
@@ -127,6 +143,7 @@ private:
   actorflow::status status_;
   step_cancellation* cancellation_ = nullptr;
   memory_budget* budget_ = nullptr;
+  update_fence fence_;
 };
 
 /// Ok when input `i` of ctx exists, is initialised and has type `expected`; otherwise the

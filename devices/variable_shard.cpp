@@ -126,7 +126,7 @@ variable_shard::~variable_shard() {
     order_updates_through(nullptr);
 }
 
-void variable_shard::order_updates_through(std::function<void(pending_update)> order) {
+void variable_shard::order_updates_through(std::function<void(pending_update, update_claim)> order) {
   orders_updates_ = static_cast<bool>(order);
   std::lock_guard<std::mutex> guard{state_->mutex};
   state_->order_update = std::move(order);

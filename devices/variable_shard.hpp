@@ -61,7 +61,7 @@ public:
   /// From now on the device's update kernels for this variable hand their updates to `order`
   /// (variable_state::order_update) instead of applying them on their own thread; an empty
   /// function gives them back their thread.
-  void order_updates_through(std::function<void(pending_update)> order);
+  void order_updates_through(std::function<void(pending_update, update_claim)> order);
 
 private:
   /// Runs the device's kernel for `op` on this variable with the inputs `make_inputs` gives for

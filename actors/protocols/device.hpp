@@ -10,6 +10,7 @@
 ///
 
 #include "actors/protocols/wire.hpp"
+#include "devices/update_fence.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
@@ -123,12 +124,14 @@ struct run_request {
   std::int64_t step_id = 0;
   std::vector<std::pair<std::string, tensor>> feeds;
   std::vector<std::string> fetches;
+  /// What this step's variable updates claim (devices/update_fence.hpp); unfenced by default.
+  update_fence fence;
 };
 
 inline run_request make_run_request(std::int64_t handle, std::int64_t step_id,
                                     std::vector<std::pair<std::string, tensor>> feeds,
                                     std::vector<std::string> fetches) {
-  return run_request{handle, step_id, std::move(feeds), std::move(fetches)};
+  return run_request{handle, step_id, std::move(feeds), std::move(fetches), {}};
 }
 
 /// A device's answer to a run_request: its status and the fetched tensors in request order.
@@ -212,7 +215,8 @@ typename Inspector::result_type inspect(Inspector& f, peer_table& x) {
 /// Feeds carry their tensors' bytes (see inspect(tensor)).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
-  return f(caf::meta::type_name("run_request"), x.handle, x.step_id, x.feeds, x.fetches);
+  return f(caf::meta::type_name("run_request"), x.handle, x.step_id, x.feeds, x.fetches,
+           x.fence);
 }
 
 /// Encodes the status, the fetched tensors and the execution time.

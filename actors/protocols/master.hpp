@@ -72,6 +72,8 @@ struct master_run_request {
   std::vector<std::pair<std::string, tensor>> feeds;
   std::vector<std::string> fetches;
   std::vector<std::string> targets;
+  /// Given to every device's part of the step (devices/update_fence.hpp).
+  update_fence fence;
 };
 
 struct master_run_result {
@@ -166,7 +168,8 @@ typename Inspector::result_type inspect(Inspector& f, session_created& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, master_run_request& x) {
-  return f(caf::meta::type_name("master_run_request"), x.handle, x.feeds, x.fetches, x.targets);
+  return f(caf::meta::type_name("master_run_request"), x.handle, x.feeds, x.fetches, x.targets,
+           x.fence);
 }
 
 template <class Inspector>

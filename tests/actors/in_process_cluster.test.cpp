@@ -74,3 +74,58 @@ TEST_CASE("an update written inside a worker's device block runs where its varia
   CHECK(r->at(0).scalar_value<float>() == 6.f);
   CHECK(g.at(step.node_id).assigned_device == "/job:ps/replica:0/task:0/device:CPU:0");
 }
+
+TEST_CASE("a fenced step run again leaves its variable updates applied once") {
+  graph g;
+  actorflow::variable counter;
+  {
+    auto d = g.device("/job:ps/task:0");
+    counter = ops::variable(g, 0.f, "counter");
+  }
+  // One increment computed on the worker and applied on the ps; one applied on the ps twice
+  // in the same step through two nodes (each node is its own claim).
+  output plus_one, plus_ten;
+  {
+    auto d = g.device("/job:worker/task:0");
+    plus_one = ops::assign_add(counter, ops::constant(g, 1.f) * ops::constant(g, 1.f));
+  }
+  plus_ten = ops::assign_add(counter, ops::constant(g, 10.f));
+  session_options options;
+  options.in_process_cluster = {{"ps", 1}, {"worker", 1}};
+  session s{g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  auto value = [&] { return s.run({counter.read})->at(0).scalar_value<float>(); };
+  auto fenced = [&](std::uint64_t owner, std::int64_t closure, std::int32_t run,
+                    std::int64_t settled_below, const std::vector<output>& targets) {
+    run_options per_step;
+    per_step.fence = update_fence{owner, closure, run, settled_below};
+    return s.run_with(per_step, {}, {}, targets);
+  };
+
+  // Closure 1, its first step, three attempts: applied once.
+  for (int attempt = 0; attempt < 3; ++attempt)
+    REQUIRE(fenced(42, 1, 0, 1, {plus_one}).ok());
+  CHECK(value() == 1.f);
+  // A repeat still yields the variable (AssignAdd's output) without touching it.
+  run_options repeat;
+  repeat.fence = update_fence{42, 1, 0, 1};
+  auto yielded = s.run_with(repeat, {plus_one});
+  REQUIRE(yielded.ok());
+  CHECK(yielded->at(0).scalar_value<float>() == 1.f);
+  CHECK(value() == 1.f);
+  // The closure's second step, another closure, another owner: each applies once.
+  REQUIRE(fenced(42, 1, 1, 1, {plus_one}).ok());
+  REQUIRE(fenced(42, 2, 0, 1, {plus_one, plus_ten}).ok());
+  REQUIRE(fenced(42, 2, 0, 1, {plus_one, plus_ten}).ok());
+  REQUIRE(fenced(43, 1, 0, 1, {plus_one}).ok());
+  CHECK(value() == 14.f);
+  // Once closures below 3 have settled, a late attempt of closure 2 is refused, also for the
+  // node it had not reached.
+  REQUIRE(fenced(42, 3, 0, 3, {plus_one}).ok());
+  REQUIRE(fenced(42, 2, 5, 3, {plus_ten}).ok());
+  CHECK(value() == 15.f);
+  // Unfenced steps apply every time.
+  REQUIRE(s.run_targets({plus_one}).ok());
+  REQUIRE(s.run_targets({plus_one}).ok());
+  CHECK(value() == 17.f);
+}
