@@ -45,6 +45,23 @@ result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_sp
 
 } // namespace
 
+status probe_task(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
+                  int index, double timeout_seconds) {
+  std::string name, address;
+  auto target = reach_task(sys, cluster, job, index, timeout_seconds, name, address);
+  if (!target)
+    return target.error();
+  caf::scoped_actor self{sys};
+  status outcome;
+  self->request(*target, request_bound(timeout_seconds), protocol::manifest_atom::value)
+    .receive([](protocol::task_manifest&) {},
+             [&](caf::error& err) {
+               outcome = status_from_error(err).with_context("asking task " + name + " at " +
+                                                             address + " for its manifest");
+             });
+  return outcome;
+}
+
 namespace {
 
 /// Sends every task of `to_job` the request `ask` makes and waits (bounded) for each answer.

@@ -29,6 +29,11 @@ status report_task_done(caf::actor_system& sys, const cluster_spec& cluster,
                         const std::string& to_job, const std::string& job, int task,
                         double timeout_seconds);
 
+/// Ok when task `index` of `job` answers a request (its manifest) within `timeout_seconds`;
+/// otherwise why not, naming the task. A coordinator asks a worker it lost whether it is back.
+status probe_task(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
+                  int index, double timeout_seconds);
+
 /// A parameter shard and where its task takes bulk frames ("host:port"; empty when nowhere).
 struct shard_location {
   protocol::shard_actor shard;

@@ -1,0 +1,217 @@
+// The cluster coordinator (actors/cluster_coordinator.hpp) over actorflow-worker processes on
+// loopback: closures that each add 1 to a counter on the ps, with workers killed while they run
+// closures. However often a closure runs, the counter ends at exactly the number of closures.
+#include "actors/cluster_coordinator.hpp"
+#include "graph/ops.hpp"
+#include "support/processes.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <unistd.h>
+#include <csignal>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+using namespace actorflow;
+using namespace std::chrono_literals;
+using actorflow::testing::child_process;
+using actorflow::testing::cluster_processes;
+
+namespace {
+
+/// A counter on the ps, an increment computed on whichever worker runs it and applied on the
+/// ps, and a read of the counter that travels through the worker. No node names a worker.
+struct counter_graph {
+  graph g;
+  actorflow::variable counter;
+  output increment;
+  output through_worker;
+  counter_graph() {
+    {
+      auto d = g.device("/job:ps/task:0");
+      counter = ops::variable(g, 0.f, "counter");
+    }
+    increment = ops::assign_add(counter, ops::constant(g, 1.f) * ops::constant(g, 1.f));
+    through_worker = ops::identity(counter.read) * ops::constant(g, 1.f);
+  }
+};
+
+float counter_value(counter_graph& model, const cluster_spec& spec) {
+  session_options options;
+  options.cluster = std::make_shared<cluster_spec>(spec);
+  options.timeout_seconds = 10;
+  options.device_filters = {"/job:ps"};
+  options.default_task = "/job:ps/task:0";
+  session s{model.g, options};
+  auto r = s.run({model.counter.read});
+  REQUIRE(r.ok());
+  return r->at(0).scalar_value<float>();
+}
+
+void initialise(counter_graph& model, const cluster_spec& spec) {
+  session_options options;
+  options.cluster = std::make_shared<cluster_spec>(spec);
+  options.timeout_seconds = 10;
+  options.device_filters = {"/job:ps"};
+  options.default_task = "/job:ps/task:0";
+  session s{model.g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
+}
+
+coordinator_options quick_options() {
+  coordinator_options options;
+  options.session.timeout_seconds = 5;
+  options.probe_interval_seconds = 0.1;
+  options.worker_return_seconds = 60;
+  return options;
+}
+
+} // namespace
+
+TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join naming it") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}});
+  REQUIRE(cluster->ready());
+  auto spec = *cluster_spec::parse(cluster->spec_json());
+  counter_graph model;
+  initialise(model, spec);
+  {
+    cluster_coordinator coordinator{spec, quick_options()};
+    REQUIRE(coordinator.num_workers() == 2);
+    auto ran = coordinator.create_per_worker([](int) { return 0; });
+    constexpr int closures = 100;
+    std::vector<remote_value<float>> values;
+    for (int i = 0; i < closures; ++i)
+      values.push_back(coordinator.schedule([&](worker_context& w) -> result<float> {
+        ++ran.on(w);
+        auto r = w.run(model.g, {model.increment});
+        if (!r)
+          return r.error();
+        return r->at(0).scalar_value<float>();
+      }));
+    auto joined = coordinator.join();
+    INFO(joined.to_string());
+    REQUIRE(joined.ok());
+    CHECK(coordinator.done());
+    // Every increment saw its own value: 1..closures, each once.
+    std::set<float> seen;
+    for (auto& v : values) {
+      auto r = v.fetch();
+      REQUIRE(r.ok());
+      seen.insert(*r);
+    }
+    CHECK(seen.size() == closures);
+    CHECK(*seen.begin() == 1.f);
+    CHECK(*seen.rbegin() == static_cast<float>(closures));
+    CHECK(counter_value(model, spec) == static_cast<float>(closures));
+    // Both workers took closures, and nothing was rescheduled.
+    CHECK(ran.at(0) > 0);
+    CHECK(ran.at(1) > 0);
+    CHECK(ran.at(0) + ran.at(1) == closures);
+    CHECK(coordinator.stats().rescheduled == 0);
+
+    // The ps dies: the next closure fails, naming it, and so does join.
+    cluster->task(0).signal(SIGKILL);
+    CHECK(cluster->task(0).wait_exit(5000ms) == -1);
+    auto after = coordinator.schedule([&](worker_context& w) -> result<float> {
+      auto r = w.run(model.g, {model.increment});
+      if (!r)
+        return r.error();
+      return r->at(0).scalar_value<float>();
+    });
+    auto failed = coordinator.join();
+    INFO(failed.to_string());
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.message().find("/job:ps/replica:0/task:0") != std::string::npos);
+    CHECK_FALSE(after.fetch().ok());
+    CHECK(coordinator.stats().failed == 1);
+    CHECK(coordinator.stats().workers_lost == 0);
+  }
+  for (std::size_t i = 1; i < 3; ++i) {
+    cluster->task(i).signal(SIGTERM);
+    CHECK(cluster->task(i).wait_exit(10000ms) == 0);
+  }
+}
+
+TEST_CASE("a worker killed inside a closure: the closure runs again elsewhere, its update counts once, and the restarted worker rejoins") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 3}});
+  REQUIRE(cluster->ready());
+  auto spec = *cluster_spec::parse(cluster->spec_json());
+  counter_graph model;
+  initialise(model, spec);
+  cluster_coordinator coordinator{spec, quick_options()};
+  auto ran = coordinator.create_per_worker([](int) { return 0; });
+  // Closure `victim_closure` kills its worker after its increment was applied, before its
+  // second step: the one case where running it again would count it twice.
+  constexpr std::int64_t victim_closure = 10;
+  std::atomic<int> killed_worker{-1};
+  std::atomic<int> victim_attempts{0};
+  auto closure = [&](worker_context& w) -> result<float> {
+    if (w.closure_id() == victim_closure)
+      ++victim_attempts;
+    AF_RETURN_IF_ERROR(w.run_targets(model.g, {model.increment}));
+    if (w.closure_id() == victim_closure && w.attempt() == 0) {
+      auto& task = cluster->task(static_cast<std::size_t>(1 + w.index()));
+      task.signal(SIGKILL);
+      if (task.wait_exit(5000ms) != -1)
+        return make_error(errc::internal, "the worker did not die");
+      killed_worker = w.index();
+    }
+    auto r = w.run(model.g, {model.through_worker});
+    if (!r)
+      return r.error();
+    ++ran.on(w);
+    return r->at(0).scalar_value<float>();
+  };
+  constexpr int first_batch = 60;
+  for (int i = 0; i < first_batch; ++i)
+    coordinator.schedule(closure);
+  auto joined = coordinator.join();
+  INFO(joined.to_string());
+  REQUIRE(joined.ok());
+  REQUIRE(killed_worker >= 0);
+  CHECK(victim_attempts == 2);
+  CHECK(coordinator.stats().rescheduled >= 1);
+  CHECK(coordinator.stats().workers_lost >= 1);
+  CHECK(coordinator.available_workers() == 2);
+  CHECK(counter_value(model, spec) == static_cast<float>(first_batch));
+
+  // Restarted at its address (a supervisor would do this): the coordinator finds it back and
+  // gives it closures again.
+  auto index = static_cast<std::size_t>(killed_worker.load());
+  child_process restarted{ACTORFLOW_WORKER_BINARY,
+                          {"--cluster", cluster->spec_json(), "--job", "worker", "--task",
+                           std::to_string(index), "--threads", "1"},
+                          false};
+  REQUIRE(restarted.wait_for_line("serving on", 20000ms).has_value());
+  for (int i = 0; i < 200 && coordinator.available_workers() < 3; ++i)
+    std::this_thread::sleep_for(50ms);
+  REQUIRE(coordinator.available_workers() == 3);
+  auto before = ran.at(static_cast<int>(index));
+  constexpr int second_batch = 60;
+  for (int i = 0; i < second_batch; ++i)
+    coordinator.schedule([&](worker_context& w) -> result<float> {
+      // Slow enough that every worker gets some.
+      std::this_thread::sleep_for(5ms);
+      return closure(w);
+    });
+  joined = coordinator.join();
+  INFO(joined.to_string());
+  REQUIRE(joined.ok());
+  CHECK(ran.at(static_cast<int>(index)) > before);
+  CHECK(counter_value(model, spec) == static_cast<float>(first_batch + second_batch));
+
+  restarted.signal(SIGTERM);
+  CHECK(restarted.wait_exit(10000ms) == 0);
+  for (std::size_t i = 0; i < 4; ++i)
+    if (i != 1 + index) {
+      cluster->task(i).signal(SIGTERM);
+      CHECK(cluster->task(i).wait_exit(10000ms) == 0);
+    }
+}
