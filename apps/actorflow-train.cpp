@@ -3,6 +3,7 @@
 // curve.svg, and ends with "examples/s: N" and "test accuracy: X" (mlp). By default it trains
 // on an in-process cluster (1 ps + 2 workers, data parallel); --target/--cluster train on a
 // real cluster and --local in this process alone.
+#include "actors/cluster_coordinator.hpp"
 #include "actors/cluster_spec.hpp"
 #include "actors/protocols/ps.hpp"
 #include "actors/saver.hpp"
@@ -812,6 +813,189 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   return exit_code;
 }
 
+
+// --- coordinated -----------------------------------------------------------------------------
+
+/// What one coordinated closure gives back: the batch's loss and right answers, and its size.
+struct closure_step {
+  std::vector<tensor> loss_and_correct;
+  std::int64_t examples = 0;
+};
+
+/// TF2's ParameterServerStrategy with a ClusterCoordinator: this process builds the model once
+/// (variables on the ps tasks, the rest unpinned) and schedules one closure per batch; each
+/// runs on whichever worker task is free, on that worker's shard of the training set. A worker
+/// lost mid-closure costs that closure only: it runs again on another worker, and its update
+/// counts once, so the global step ends at exactly the number of closures.
+int run_coordinated(const train_options& o, const cluster_spec& cluster) {
+  for (auto& [flag, name] : {std::pair{"--ps-job", o.ps_job}, std::pair{"--worker-job", o.worker_job}})
+    if (!cluster.has_job(name))
+      return usage_error(make_error(errc::invalid_argument, std::string{"the cluster has no job '"} +
+                                                              name + "' (" + flag + ")"));
+  if (auto st = prepare_output_directories(o); !st.ok())
+    return fail(st);
+  auto data = load_data(o);
+  if (!data)
+    return fail(data.error());
+
+  graph g;
+  g.seed = static_cast<std::int64_t>(o.seed);
+  auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
+  replica_device_setter_options placement;
+  placement.ps_tasks = cluster.num_tasks(o.ps_job);
+  placement.ps_device = "/job:" + o.ps_job;
+  placement.worker_device = ""; // each closure's worker
+  auto setter = replica_device_setter(placement);
+  if (!setter)
+    return fail(setter.error());
+  train::classifier_model m;
+  actorflow::variable global_step;
+  output train_op;
+  {
+    auto on_cluster = g.device(*setter);
+    auto kind = train::classifier_named(o.model);
+    if (!kind)
+      return fail(kind.error());
+    m = train::build_classifier(g, *opt, *kind);
+    global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
+    auto count = ops::assign_add(global_step, ops::constant(g, std::int64_t{1}, "one_step"));
+    train_op = ops::group(g, {m.train, count}, "train_and_count");
+  }
+  if (!g.status().ok())
+    return fail(g.status());
+
+  // The variables are initialised from here, through the ps tasks alone.
+  auto spec = std::make_shared<const cluster_spec>(cluster);
+  session_options on_ps;
+  on_ps.cluster = spec;
+  on_ps.timeout_seconds = 10;
+  on_ps.device_filters = {"/job:" + o.ps_job};
+  on_ps.default_task = "/job:" + o.ps_job + "/task:0";
+  session ps_session{g, on_ps};
+  if (auto up = wait_for_variables(ps_session, {}, o.init_timeout_seconds); !up.ok())
+    return fail(up);
+  if (auto st = ps_session.run_targets({ops::global_variables_initializer(g)}); !st.ok())
+    return fail(st);
+
+  coordinator_options coordinating;
+  coordinating.worker_job = o.worker_job;
+  coordinating.session.timeout_seconds = 10;
+  coordinating.session.inter_op_parallelism_threads = o.threads;
+  coordinating.session.intra_op_parallelism_threads = o.threads;
+  coordinating.session.log_device_placement = o.log_device_placement;
+  cluster_coordinator coordinator{cluster, coordinating};
+  auto workers = coordinator.num_workers();
+  // Each worker's shard of the training set, shuffled by a seed of its own.
+  std::vector<dataset> shards;
+  for (int i = 0; i < workers; ++i) {
+    auto mine = shard_of(data->train, i, workers);
+    if (!mine)
+      return fail(mine.error());
+    shards.push_back(std::move(*mine));
+  }
+  status bad_shard;
+  auto batches = coordinator.create_per_worker([&](int i) -> std::unique_ptr<batch_iterator> {
+    batch_options shuffled;
+    shuffled.batch_size = o.batch_size;
+    shuffled.seed = o.seed + static_cast<std::uint64_t>(i);
+    shuffled.drop_last = true;
+    auto made = batch_iterator::create(shards[static_cast<std::size_t>(i)], shuffled);
+    if (!made) {
+      bad_shard = made.error();
+      return nullptr;
+    }
+    return std::make_unique<batch_iterator>(std::move(*made));
+  });
+  if (!bad_shard.ok())
+    return fail(bad_shard);
+
+  train::metrics_log metrics;
+  if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
+    return fail(st);
+  progress_printer progress{o.log_every};
+  progress.line("coordinating " + std::to_string(workers) + " " + o.worker_job +
+                " task(s), the variables on " + std::to_string(placement.ps_tasks) + " " +
+                o.ps_job + " task(s)");
+  auto steps_per_epoch = static_cast<std::int64_t>(data->train.size()) / o.batch_size;
+  auto total_steps = steps_per_epoch * o.epochs;
+  auto one_batch = [&](worker_context& w) -> result<closure_step> {
+    auto& b = batches.on(w)->next();
+    auto r = w.run(g, {m.loss, m.correct}, {{m.images, b.images}, {m.labels, b.one_hot}}, {train_op});
+    if (!r)
+      return r.error();
+    return closure_step{std::move(*r), b.size};
+  };
+  train::throughput_meter throughput;
+  auto hook = progress_hook(o, total_steps, throughput, progress, &metrics);
+  auto finite = train::make_finite_loss_hook();
+  // Scheduled and joined --log-every closures at a time, for progress between them.
+  for (std::int64_t done = 0; done < total_steps;) {
+    auto chunk = std::min<std::int64_t>(o.log_every, total_steps - done);
+    auto started = clock_type::now();
+    std::vector<remote_value<closure_step>> values;
+    for (std::int64_t i = 0; i < chunk; ++i)
+      values.push_back(coordinator.schedule(one_batch));
+    if (auto joined = coordinator.join(); !joined.ok())
+      return fail(joined);
+    auto seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    for (auto& v : values) {
+      auto step = v.fetch();
+      train::step_report report;
+      report.step = ++done;
+      report.epoch = static_cast<int>((report.step - 1) / steps_per_epoch) + 1;
+      report.loss = step->loss_and_correct.at(0).scalar_value<double>();
+      report.batch_accuracy = step->loss_and_correct.at(1).scalar_value<double>() /
+                              static_cast<double>(step->examples);
+      report.examples = step->examples;
+      // The chunk's closures ran side by side: each gets its share of the chunk's time.
+      report.seconds = seconds / static_cast<double>(chunk);
+      if (auto st = finite->after_step(report); !st.ok())
+        return fail(st);
+      if (auto st = hook->after_step(report); !st.ok())
+        return fail(st);
+    }
+  }
+  auto stats = coordinator.stats();
+  auto counted = ps_session.run({global_step.read});
+  if (!counted)
+    return fail(counted.error());
+  auto global = counted->at(0).scalar_value<std::int64_t>();
+  progress.line("global step: " + std::to_string(global) + " after " + std::to_string(total_steps) +
+                " closures (" + std::to_string(stats.rescheduled) + " run again after " +
+                std::to_string(stats.workers_lost) + " worker loss(es))");
+  if (global != total_steps)
+    return fail(make_error(errc::internal, "the global step is " + std::to_string(global) +
+                                             ", not the " + std::to_string(total_steps) +
+                                             " closures run: an update was lost or counted twice"));
+  // Test accuracy, in closures of 1000 examples on whichever workers are free.
+  batch_options in_order;
+  in_order.batch_size = 1000;
+  in_order.shuffle = false;
+  auto test_batches = batch_iterator::create(data->test, in_order);
+  if (!test_batches)
+    return fail(test_batches.error());
+  std::vector<remote_value<double>> corrects;
+  for (std::int64_t i = 0; i < test_batches->batches_per_epoch(); ++i) {
+    auto b = std::make_shared<batch>(test_batches->next());
+    corrects.push_back(coordinator.schedule([&, b](worker_context& w) -> result<double> {
+      auto r = w.run(g, {m.correct}, {{m.images, b->images}, {m.labels, b->one_hot}});
+      if (!r)
+        return r.error();
+      return r->at(0).scalar_value<double>();
+    }));
+  }
+  if (auto joined = coordinator.join(); !joined.ok())
+    return fail(joined);
+  double correct = 0;
+  for (auto& c : corrects)
+    correct += *c.fetch();
+  auto accuracy = correct / static_cast<double>(data->test.size());
+  if (auto st = report_results(o, metrics, "actorflow: " + model_title(o) + " coordinated (" + o.optimizer + ")",
+                               throughput, accuracy, progress);
+      !st.ok())
+    return fail(st);
+  return 0;
+}
 } // namespace
 
 int run(int argc, char** argv) {
@@ -829,6 +1013,14 @@ int run(int argc, char** argv) {
     return usage_error(s);
   if (o.threads > 0)
     set_default_scheduler_threads(o.threads);
+  if (o.coordinator) {
+    auto spec = cluster_spec::parse(o.cluster);
+    if (!spec) {
+      std::cerr << "actorflow-train: --cluster: " << spec.error().message() << '\n';
+      return 2;
+    }
+    return run_coordinated(o, *spec);
+  }
   if (!o.job.empty() || (o.cluster.empty() && o.target.empty() && !o.local &&
                          std::getenv("TF_CONFIG") != nullptr)) {
     // Between-graph: --cluster/--job/--task, or TF_CONFIG (which --job/--task may override).

@@ -101,6 +101,11 @@ Trains a model with actorflow in one process.
   --round-timeout S      a round that has some but not K gradients S seconds after its first
                          closes with those it has (a lost worker does not stall the others;
                          the chief reports the short rounds); 0 waits for all (default 30)
+  --coordinator          with --cluster: coordinate its worker tasks (actorflow-worker) as TF2's
+                         ParameterServerStrategy does: one closure per batch on whichever worker
+                         is free, on that worker's shard of the data; a closure whose worker is
+                         lost (killed, hung, cut off) runs again on another and its update
+                         counts once; a restarted worker rejoins
   --log-device-placement print "node: device" to standard error for every node placed
   --help                 this text
 )";
@@ -164,7 +169,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
   apps::add_security_flags(flags, o.security);
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local},
                     {"--log-device-placement", &o.log_device_placement}, {"--sync", &o.sync},
-                    {"--all-reduce", &o.all_reduce}};
+                    {"--all-reduce", &o.all_reduce}, {"--coordinator", &o.coordinator}};
   AF_RETURN_IF_ERROR(apps::parse_flags(argc, argv, flags));
   if (o.model == "linreg" && !learning_rate_set)
     o.learning_rate = 0.5;
@@ -193,6 +198,11 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     return bad("--local", "cannot be combined with --target or --cluster");
   if (!o.job.empty() && (o.local || !o.target.empty()))
     return bad("--job", "between-graph workers take --cluster (or TF_CONFIG), not --local or --target");
+  if (o.coordinator && (o.cluster.empty() || !o.target.empty() || !o.job.empty() || o.sync))
+    return bad("--coordinator", "coordinates the workers of --cluster: not with --target, --job or "
+                                "--sync, and not without --cluster");
+  if (o.coordinator && o.model == "linreg")
+    return bad("--coordinator", "coordinated training runs a classifier (--model mlp or cnn)");
   if (o.sync && o.optimizer != "sgd")
     return bad("--sync", "synchronous rounds apply plain gradient descent: use --optimizer sgd");
   if (!o.job.empty() && o.job == o.ps_job)

@@ -69,6 +69,11 @@ struct train_options {
   /// A round missing gradients this long after its first closes with those it has (a lost
   /// worker stalls the others no longer; the rounds are counted as short). 0: wait for all.
   int round_timeout_seconds = 30;
+  /// TF2's ParameterServerStrategy: with `cluster`, this process coordinates the worker job's
+  /// tasks (actorflow-worker), scheduling one closure per batch on whichever worker is free,
+  /// each on that worker's shard of the data; a closure whose worker is lost runs again on
+  /// another, its update counted once (actors/cluster_coordinator.hpp).
+  bool coordinator = false;
   /// Print "node: device" for every node placed (TensorFlow's log_device_placement).
   bool log_device_placement = false;
   /// --token-file, --tls-cert, --tls-key, --tls-ca (applied by main before any actor system).

@@ -215,3 +215,44 @@ TEST_CASE("a worker killed inside a closure: the closure runs again elsewhere, i
       CHECK(cluster->task(i).wait_exit(10000ms) == 0);
     }
 }
+
+TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed mid-training and restarted; every closure counts once and accuracy reaches 0.84") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 2}, {"worker", 3}});
+  REQUIRE(cluster->ready());
+  auto output_dir = "/tmp/af-coordinated-" + std::to_string(::getpid());
+  child_process trainer{ACTORFLOW_TRAIN_BINARY,
+                        {"--coordinator", "--cluster", cluster->spec_json(), "--epochs", "3",
+                         "--threads", "1", "--log-every", "100", "--output-dir", output_dir}};
+  REQUIRE(trainer.wait_for_line("step 200 ", 120000ms).has_value());
+  // Worker task 1 (process 3: after the two ps tasks) dies mid-training ...
+  auto& victim = cluster->task(3);
+  victim.signal(SIGKILL);
+  CHECK(victim.wait_exit(5000ms) == -1);
+  REQUIRE(trainer.wait_for_line("step 500 ", 120000ms).has_value());
+  // ... and comes back at its address while the others go on.
+  child_process restarted{ACTORFLOW_WORKER_BINARY,
+                          {"--cluster", cluster->spec_json(), "--job", "worker", "--task", "1",
+                           "--threads", "1"},
+                          false};
+  REQUIRE(restarted.wait_for_line("serving on", 20000ms).has_value());
+  auto rest = trainer.read_all_lines(240000ms);
+  CHECK(trainer.wait_exit(20000ms) == 0);
+  INFO(rest);
+  INFO(trainer.stderr_text());
+  // 60000 / 128 = 468 closures an epoch; the global step counts each exactly once.
+  CHECK(rest.find("global step: 1404 after 1404 closures") != std::string::npos);
+  auto lost = rest.find(" run again after ");
+  REQUIRE(lost != std::string::npos);
+  CHECK(rest.find("after 0 worker loss") == std::string::npos);
+  auto accuracy_at = rest.find("test accuracy: ");
+  REQUIRE(accuracy_at != std::string::npos);
+  CHECK(std::stod(rest.substr(accuracy_at + 15)) >= 0.84);
+  std::filesystem::remove_all(output_dir);
+  restarted.signal(SIGTERM);
+  CHECK(restarted.wait_exit(10000ms) == 0);
+  for (std::size_t i : {0u, 1u, 2u, 4u}) {
+    cluster->task(i).signal(SIGTERM);
+    CHECK(cluster->task(i).wait_exit(10000ms) == 0);
+  }
+}
