@@ -147,7 +147,7 @@ void bulk_endpoint::accept_loop() {
       log(system_error("accept") + "; no longer accepting");
       return;
     }
-    set_no_delay(fd);
+    set_tcp_options(fd);
     std::lock_guard<std::mutex> lock{mutex_};
     if (stopping_) {
       ::close(fd);

@@ -87,9 +87,15 @@ bool peer_hung_up(int fd) {
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
-void set_no_delay(int fd) {
+void set_tcp_options(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  abort_when_unacknowledged(fd);
+}
+
+void abort_when_unacknowledged(int fd) {
+  unsigned int limit = unacknowledged_timeout_ms;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &limit, sizeof limit);
 }
 
 /// A connected TCP socket to host:port, or an error; registers the socket in `fd_slot` (under
@@ -157,7 +163,7 @@ result<int> connect_to(const std::string& address, std::mutex& mutex, int& fd_sl
     }
     int flags = ::fcntl(fd, F_GETFL, 0);
     ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-    set_no_delay(fd);
+    set_tcp_options(fd);
     return fd;
   }
   return make_error(errc::unavailable, last_error);

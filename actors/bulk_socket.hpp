@@ -20,6 +20,14 @@ namespace actorflow::bulk_detail {
 /// Connecting to an endpoint that does not answer fails after this long.
 inline constexpr int connect_timeout_ms = 10000;
 
+/// A connection whose sent bytes stay unacknowledged this long is aborted by the kernel
+/// (TCP_USER_TIMEOUT): a peer cut off by the network is then noticed, and a later connection
+/// to it is a fresh one instead of a write queued behind the dead one's retransmissions.
+inline constexpr int unacknowledged_timeout_ms = 15000;
+
+/// TCP_USER_TIMEOUT of unacknowledged_timeout_ms on `fd` (every CAF and bulk connection).
+void abort_when_unacknowledged(int fd);
+
 /// "<what>: <strerror(errno)>".
 std::string system_error(const char* what);
 
@@ -51,7 +59,8 @@ result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool acce
 /// Whether the peer of a connection this side never reads from has closed it.
 bool peer_hung_up(int fd);
 
-void set_no_delay(int fd);
+/// TCP_NODELAY (frames go out whole at once) and abort_when_unacknowledged.
+void set_tcp_options(int fd);
 
 /// A connected TCP socket to host:port, or an error; registers the socket in `fd_slot` (under
 /// `mutex`) before connecting so that a concurrent shutdown can cut the connect short.

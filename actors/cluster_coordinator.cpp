@@ -138,6 +138,8 @@ struct cluster_coordinator::impl {
   struct entry {
     std::int64_t id = 0;
     int attempts = 0;
+    /// Attempts that failed in passing (every task answered after).
+    int transient_failures = 0;
     detail::queued_closure closure;
   };
 
@@ -149,7 +151,14 @@ struct cluster_coordinator::impl {
 
   /// A failed attempt's worker: lost when it does not answer a probe. Errors that cannot come
   /// from a lost worker (a bad feed, a missing kernel) are the closure's own.
-  bool lost(const worker_context::worker& w, const status& failure) {
+  /// What a failed attempt says about where to run the closure next.
+  enum class verdict { closure_failed, worker_lost, retry };
+
+  /// A failure that a lost connection or a timeout can cause is the worker's when the worker
+  /// does not answer a probe; when it and every other task answer, it was passing (a link that
+  /// broke and came back) and the closure is tried again, at most transient_retries times.
+  /// Anything else (a bad feed, a lost ps, a missing kernel) is the closure's.
+  verdict judge(const worker_context::worker& w, const status& failure, int transient_failures) {
     switch (failure.code()) {
       case errc::unavailable:
       case errc::deadline_exceeded:
@@ -157,9 +166,18 @@ struct cluster_coordinator::impl {
       case errc::data_loss:
         break;
       default:
-        return false;
+        return verdict::closure_failed;
     }
-    return !probe_task(system, *cluster, options.worker_job, w.index, probe_timeout).ok();
+    if (!probe_task(system, *cluster, options.worker_job, w.index, probe_timeout).ok())
+      return verdict::worker_lost;
+    if (transient_failures >= options.transient_retries)
+      return verdict::closure_failed;
+    for (auto& job : cluster->jobs())
+      if (job != options.worker_job)
+        for (int i = 0; i < cluster->num_tasks(job); ++i)
+          if (!probe_task(system, *cluster, job, i, probe_timeout).ok())
+            return verdict::closure_failed;
+    return verdict::retry;
   }
 
   /// Waits until the lost worker `w` answers again; false when the coordinator stops or the
@@ -205,7 +223,22 @@ struct cluster_coordinator::impl {
       worker_context ctx{w, fence, job.attempts, [this] { return settled_below(); }};
       auto outcome = job.closure.attempt(ctx);
       ++job.attempts;
-      if (!outcome.ok() && lost(w, outcome)) {
+      auto next = outcome.ok() ? verdict::closure_failed : judge(w, outcome, job.transient_failures);
+      if (next == verdict::retry) {
+        log_verbose("coordinator: closure " + std::to_string(job.id) + " failed in passing on " +
+                    w.task + " (" + outcome.to_string() + "); every task answers: tried again");
+        ++job.transient_failures;
+        {
+          std::lock_guard<std::mutex> guard{mutex};
+          ++counts.retried;
+          queue.push_front(std::move(job));
+        }
+        changed.notify_all();
+        // The worker's sessions may hold plans over links that broke.
+        w.forget_sessions();
+        continue;
+      }
+      if (next == verdict::worker_lost) {
         log_verbose("coordinator: worker " + w.task + " lost during closure " +
                     std::to_string(job.id) + " (" + outcome.to_string() + "); rescheduled");
         {

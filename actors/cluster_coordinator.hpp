@@ -47,6 +47,9 @@ struct coordinator_options {
   /// A worker lost for longer is given up; once every worker is, the closures left fail with
   /// an error naming them (nothing waits without bound). 0: wait for lost workers forever.
   double worker_return_seconds = 300;
+  /// A closure whose attempt failed by a timeout or a lost connection although every task
+  /// answers a probe after (a link broke and came back) is tried again this often.
+  int transient_retries = 3;
 };
 
 /// What a closure attempt sees of the worker it runs on.
@@ -157,6 +160,8 @@ struct coordinator_stats {
   std::int64_t rescheduled = 0;
   /// Times a worker was found lost.
   std::int64_t workers_lost = 0;
+  /// Attempts tried again after failing in passing (transient_retries).
+  std::int64_t retried = 0;
 };
 
 class cluster_coordinator {

@@ -160,11 +160,13 @@ caf::typed_response_promise<Answer> forward_to_master(task_self self, Ts&&... xs
 }
 
 /// Direct links between tasks: a task dials the tasks of the peer tables it is told whose names
-/// sort after its own, once per node (a restarted task is a new one), so that tensors between them travel on a
-/// connection of their own rather than through the master's process, and keep doing so when
-/// the master restarts. One dialer per pair: two dials crossing would have CAF 0.17 close one
-/// connection and kill the proxies routed over it (shared/NOTES.md).
-class direct_links {
+/// sort after its own, so that tensors between them travel on a connection of their own rather
+/// than through the master's process, and keep doing so when the master restarts. A link that
+/// went down while both tasks live on (a network partition; TCP_USER_TIMEOUT ends it) is
+/// dialled again with the next peer table. One dialer per pair, and one dial at a time per
+/// node: two connections between the same nodes would have CAF 0.17 close one and kill the
+/// proxies routed over it (shared/NOTES.md).
+class direct_links : public std::enable_shared_from_this<direct_links> {
 public:
   direct_links(caf::actor_system& sys, std::string own_task,
                std::shared_ptr<const cluster_spec> cluster)
@@ -180,47 +182,64 @@ public:
       auto task = task_name(*name->job, *name->task);
       if (task <= own_task_)
         continue;
-      {
-        std::lock_guard<std::mutex> lock{mutex_};
-        if (!dialed_.insert(actor.node()).second)
-          continue;
-      }
       auto address = cluster_->address(*name->job, *name->task);
       if (!address)
         continue;
       auto split = parse_host_port(*address);
       if (!split)
         continue;
+      {
+        std::lock_guard<std::mutex> lock{mutex_};
+        if (!dialing_.insert(actor.node()).second)
+          continue;
+      }
       dial_unless_connected(actor.node(), split->host, split->port);
     }
   }
 
 private:
-  /// Dials host:port unless this node has a direct connection to `node` already (a task that
-  /// serves as master connected to it): a second one would be closed as redundant, which CAF
-  /// 0.17 mishandles under TLS. Fire and forget: until the dial is up, tensors take the
+  /// Dials host:port unless this node has a direct connection to `node` already (made by an
+  /// earlier dial, or by a task that serves as master): a second one would be closed as
+  /// redundant, which CAF 0.17 mishandles under TLS. Until the dial is up, tensors take the
   /// relayed route as before.
   void dial_unless_connected(const caf::node_id& node, const std::string& host,
                              std::uint16_t port) {
     auto basp = sys_.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
     auto middleman = sys_.middleman().actor_handle();
+    auto links = shared_from_this();
     sys_.spawn([=](caf::event_based_actor* self) {
-      self->request(basp, std::chrono::seconds(10), caf::get_atom::value, node)
-        .then([=](const caf::node_id&, const std::string& direct_host, std::uint16_t) {
-          if (direct_host.empty())
-            self->send(middleman, caf::connect_atom::value, host, port);
-          self->quit();
-        },
-        [=](caf::error&) { self->quit(); });
+      auto finished = [=] {
+        links->dial_ended(node);
+        self->quit();
+      };
+      auto bound = std::chrono::seconds(10);
+      self->request(basp, bound, caf::get_atom::value, node)
+        .then(
+          [=](const caf::node_id&, const std::string& direct_host, std::uint16_t) {
+            if (!direct_host.empty()) {
+              finished();
+              return;
+            }
+            self->request(middleman, bound, caf::connect_atom::value, host, port)
+              .then([=](const caf::node_id&, const caf::strong_actor_ptr&,
+                        const std::set<std::string>&) { finished(); },
+                    [=](caf::error&) { finished(); });
+          },
+          [=](caf::error&) { finished(); });
     });
+  }
+
+  void dial_ended(const caf::node_id& node) {
+    std::lock_guard<std::mutex> lock{mutex_};
+    dialing_.erase(node);
   }
 
   caf::actor_system& sys_;
   std::string own_task_;
   std::shared_ptr<const cluster_spec> cluster_;
   std::mutex mutex_;
-  /// Nodes dialled (or found connected); a restarted task is a new node.
-  std::set<caf::node_id> dialed_;
+  /// Nodes with a dial (or its check for an existing connection) in progress.
+  std::set<caf::node_id> dialing_;
 };
 
 task_actor_impl::behavior_type task_service(task_self self, std::string job, int task,

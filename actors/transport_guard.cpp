@@ -13,6 +13,7 @@
 //  - with TLS, the same scribe reads through CAF's OpenSSL session (mutual, cluster CA).
 #include "actors/transport_guard.hpp"
 
+#include "actors/bulk_socket.hpp"
 #include "actors/session_master.hpp"
 
 #include <caf/actor_system.hpp>
@@ -542,6 +543,7 @@ private:
   caf::io::scribe_ptr make(native_socket fd, side which) {
     auto s = settings();
     static_cast<void>(caf::io::network::keepalive(fd, true));
+    bulk_detail::abort_when_unacknowledged(fd);
     auto watch = std::make_shared<connection_watch>();
     watch->fd = fd;
     watcher_.watch(watch);

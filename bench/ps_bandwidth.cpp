@@ -126,7 +126,7 @@ double raw_loopback_mbps(const transport_security* server = nullptr,
       receiver.detach();
       return 0;
     }
-    set_no_delay(sender);
+    set_tcp_options(sender);
     auto tls = tls_on(client_context.get(), sender, false);
     if (!tls) {
       ::close(sender);

@@ -138,6 +138,53 @@ TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join
   }
 }
 
+TEST_CASE("a closure that fails in passing while every task answers is tried again, a bounded number of times") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 1}});
+  REQUIRE(cluster->ready());
+  auto spec = *cluster_spec::parse(cluster->spec_json());
+  counter_graph model;
+  initialise(model, spec);
+  {
+    cluster_coordinator coordinator{spec, quick_options()};
+    // The first attempt applies its increment, then fails as a broken link would.
+    auto once = coordinator.schedule([&](worker_context& w) -> result<int> {
+      AF_RETURN_IF_ERROR(w.run_targets(model.g, {model.increment}));
+      if (w.attempt() == 0)
+        return make_error(errc::unavailable, "a link broke in passing");
+      return w.attempt();
+    });
+    auto joined = coordinator.join();
+    INFO(joined.to_string());
+    REQUIRE(joined.ok());
+    CHECK(*once.fetch() == 1);
+    CHECK(coordinator.stats().retried == 1);
+    CHECK(coordinator.stats().workers_lost == 0);
+    // Applied once although it ran twice.
+    CHECK(counter_value(model, spec) == 1.f);
+
+    // Failing every time: given up after 1 + transient_retries attempts, with the last error.
+    std::atomic<int> attempts{0};
+    auto never = coordinator.schedule([&](worker_context&) -> result<int> {
+      ++attempts;
+      return make_error(errc::deadline_exceeded, "still broken");
+    });
+    auto failed = coordinator.join();
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.message().find("closure 2 on /job:worker/replica:0/task:0") != std::string::npos);
+    CHECK(failed.message().find("still broken") != std::string::npos);
+    CHECK(attempts == 1 + quick_options().transient_retries);
+    CHECK_FALSE(never.fetch().ok());
+    // Not the worker's or the transport's: failed at once.
+    auto bad = coordinator.schedule([&](worker_context&) -> result<int> {
+      return make_error(errc::invalid_argument, "a bad feed");
+    });
+    CHECK(coordinator.join().code() == errc::invalid_argument);
+    CHECK(coordinator.stats().retried == 1 + quick_options().transient_retries);
+  }
+  CHECK(cluster->stop());
+}
+
 TEST_CASE("a worker killed inside a closure: the closure runs again elsewhere, its update counts once, and the restarted worker rejoins") {
   auto cluster = std::make_unique<cluster_processes>(
     ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 3}});
@@ -216,7 +263,7 @@ TEST_CASE("a worker killed inside a closure: the closure runs again elsewhere, i
     }
 }
 
-TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed mid-training and restarted; every closure counts once and accuracy reaches 0.84") {
+TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed mid-training and restarted, every closure counts once and accuracy reaches 0.84") {
   auto cluster = std::make_unique<cluster_processes>(
     ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 2}, {"worker", 3}});
   REQUIRE(cluster->ready());
