@@ -114,4 +114,58 @@ status saver::restore(session& s, const checkpoint_data& data, const std::string
   return s.run_targets({restore_all_}, feeds).with_context("saver: restoring from " + source);
 }
 
+background_saver::background_saver(saver& from, checkpoint_manager& to)
+  : from_(from), to_(to), writer_([this] { write_loop(); }) {}
+
+background_saver::~background_saver() {
+  static_cast<void>(wait());
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  writer_.join();
+}
+
+status background_saver::save(session& s, std::int64_t step) {
+  AF_RETURN_IF_ERROR(wait());
+  auto entries = from_.values(s);
+  if (!entries)
+    return entries.error();
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    pending_.emplace(step, std::move(*entries));
+    writing_ = true;
+  }
+  changed_.notify_all();
+  return {};
+}
+
+status background_saver::wait() {
+  std::unique_lock<std::mutex> lock{mutex_};
+  changed_.wait(lock, [this] { return !writing_; });
+  auto outcome = std::move(last_write_);
+  last_write_ = {};
+  return outcome;
+}
+
+void background_saver::write_loop() {
+  std::unique_lock<std::mutex> lock{mutex_};
+  for (;;) {
+    changed_.wait(lock, [this] { return stopping_ || pending_.has_value(); });
+    if (!pending_)
+      return;
+    auto [step, entries] = std::move(*pending_);
+    pending_.reset();
+    lock.unlock();
+    if (before_write_)
+      before_write_();
+    auto path = to_.save(step, entries);
+    lock.lock();
+    last_write_ = path ? status{} : path.error().with_context("saver: step " + std::to_string(step));
+    writing_ = false;
+    changed_.notify_all();
+  }
+}
+
 } // namespace actorflow

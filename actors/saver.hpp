@@ -11,8 +11,13 @@
 #include "graph/status.hpp"
 #include "serialization/checkpoint.hpp"
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace actorflow {
@@ -57,6 +62,45 @@ private:
   /// Runs every restore assign.
   output restore_all_;
   actorflow::status status_;
+};
+
+/// Writes checkpoints on a thread of its own: a save holds training up only for the snapshot
+/// (one run fetching every variable, each read whole in its shard's turn), not for the file.
+///   background_saver writer{saver, manager};
+///   AF_RETURN_IF_ERROR(writer.save(sess, step));   // snapshot taken; the file is on its way
+///   AF_RETURN_IF_ERROR(writer.wait());             // before reading the manager's files
+/// One write at a time, in order: a save while the previous write runs waits for it first.
+/// The manager must not be used elsewhere while a write may be running (wait() first).
+class background_saver {
+public:
+  background_saver(saver& from, checkpoint_manager& to);
+  /// Waits for the write in progress.
+  ~background_saver();
+  background_saver(const background_saver&) = delete;
+  background_saver& operator=(const background_saver&) = delete;
+
+  /// Takes the snapshot of `step` in one run of `s`, then hands it to the writer. Fails with
+  /// the snapshot's error, or with the previous write's (which this save then does not start).
+  actorflow::status save(session& s, std::int64_t step);
+  /// Waits until no write runs; the last write's error, reported once (ok when none failed).
+  actorflow::status wait();
+  /// Tests: runs on the writer's thread before each write.
+  void before_each_write(std::function<void()> hook) { before_write_ = std::move(hook); }
+
+private:
+  void write_loop();
+
+  saver& from_;
+  checkpoint_manager& to_;
+  std::function<void()> before_write_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  /// The snapshot waiting for the writer, and its step.
+  std::optional<std::pair<std::int64_t, checkpoint_entries>> pending_;
+  bool writing_ = false;
+  bool stopping_ = false;
+  actorflow::status last_write_;
+  std::thread writer_;
 };
 
 } // namespace actorflow

@@ -430,6 +430,10 @@ int run_mlp(const train_options& o, const training_target& where) {
       std::cout << "resumed from " << (*restored)->path << " at step " << step << '\n';
     }
   }
+  // Checkpoints are written on a thread of their own: training waits for the snapshot only.
+  std::unique_ptr<background_saver> writer;
+  if (checkpoints)
+    writer = std::make_unique<background_saver>(checkpoints_saver, *checkpoints);
 
   train::metrics_log metrics;
   if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
@@ -453,10 +457,9 @@ int run_mlp(const train_options& o, const training_target& where) {
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
   hooks.push_back(progress_hook(o, total_steps, throughput, progress, &metrics));
-  if (checkpoints)
-    hooks.push_back(train::make_checkpoint_hook(
-      [&](std::int64_t at) { return checkpoints_saver.save(s, *checkpoints, at); },
-      steps_per_epoch));
+  if (writer)
+    hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) { return writer->save(s, at); },
+                                                steps_per_epoch));
   train::trainer loop{std::move(hooks)};
   auto trained = loop.run(step, total_steps, [&](std::int64_t next) -> result<train::step_report> {
     auto& batch = batches->next();
@@ -468,6 +471,9 @@ int run_mlp(const train_options& o, const training_target& where) {
   });
   if (!trained.ok())
     return fail(trained);
+  if (writer)
+    if (auto written = writer->wait(); !written.ok())
+      return fail(written);
   auto accuracy = evaluate(s, m, *test_set);
   if (!accuracy)
     return fail(accuracy.error());
@@ -600,6 +606,10 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   std::unique_ptr<checkpoint_manager> checkpoints;
   if (chief && !o.checkpoint_dir.empty())
     checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
+  // The chief writes checkpoints on a thread of its own: training waits for the snapshot only.
+  std::unique_ptr<background_saver> writer;
+  if (checkpoints)
+    writer = std::make_unique<background_saver>(checkpoints_saver, *checkpoints);
   int exit_code = 0;
   {
     session s{g, options};
@@ -614,6 +624,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
         std::optional<restored_checkpoint> restored;
         if (checkpoints) {
+          // A write still running would otherwise race the search for the latest checkpoint.
+          if (auto written = writer->wait(); !written.ok())
+            std::cerr << "actorflow-train: " << written.message() << '\n';
           auto found = restore_latest(checkpoints_saver, s, *checkpoints);
           if (!found)
             return found.error();
@@ -683,10 +696,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     hooks.push_back(train::make_finite_loss_hook());
     // The chief alone writes metrics.
     hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr));
-    if (chief && checkpoints)
-      hooks.push_back(train::make_checkpoint_hook(
-        [&](std::int64_t at) { return checkpoints_saver.save(s, *checkpoints, at); },
-        steps_per_epoch));
+    if (chief && writer)
+      hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) { return writer->save(s, at); },
+                                                  steps_per_epoch));
     train::trainer loop{std::move(hooks)};
     /// One synchronous round: the gradients at `round`, pushed to every shard; answered once
     /// the round was applied everywhere (or at once where they came too late).
@@ -780,6 +792,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       exit_code = fail(trained);
     } else {
       if (chief) {
+        if (writer)
+          if (auto written = writer->wait(); !written.ok())
+            return fail(written);
         // Sync: the rounds; async: every worker's steps, counted in the shared variable.
         std::int64_t global = round;
         if (!o.sync)

@@ -8,7 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <condition_variable>
 #include <cstdint>
+#include <fstream>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -256,4 +259,68 @@ TEST_CASE("a cluster-wide checkpoint pulls variables from every ps task and push
   CHECK(read_values(fresh, *m) == saved);
   train_steps(fresh, *m, 1);
   CHECK(read_values(fresh, *m).global_step == 4);
+}
+
+TEST_CASE("a background saver holds training up for the snapshot only, and writes what the snapshot saw") {
+  temp_dir dir;
+  graph g;
+  model m{g};
+  auto init = ops::global_variables_initializer(g);
+  saver save{g};
+  checkpoint_manager manager{dir.path(), 3};
+  session s{g};
+  REQUIRE(s.run_targets({init}).ok());
+  train_steps(s, m, 3);
+  auto saved = read_values(s, m);
+
+  // The writer is held before writing until training has gone on.
+  std::mutex gate_mutex;
+  std::condition_variable gate_changed;
+  bool open = false;
+  background_saver writer{save, manager};
+  writer.before_each_write([&] {
+    std::unique_lock<std::mutex> lock{gate_mutex};
+    gate_changed.wait(lock, [&] { return open; });
+  });
+  REQUIRE(writer.save(s, saved.global_step).ok());
+  // save() returned with the file not yet written, and training goes on meanwhile.
+  CHECK_FALSE(manager.latest().has_value());
+  train_steps(s, m, 2);
+  CHECK(read_values(s, m).global_step == 5);
+  {
+    std::lock_guard<std::mutex> lock{gate_mutex};
+    open = true;
+  }
+  gate_changed.notify_all();
+  REQUIRE(writer.wait().ok());
+  // The checkpoint holds the values at the snapshot, not those written meanwhile.
+  auto latest = manager.latest();
+  REQUIRE(latest.has_value());
+  CHECK(*latest == dir.path() + "/ckpt-3.afckpt");
+  REQUIRE(save.restore(s, *latest).ok());
+  CHECK(read_values(s, m) == saved);
+}
+
+TEST_CASE("a background saver reports a failed write once, at the next save or wait") {
+  temp_dir dir;
+  graph g;
+  model m{g};
+  saver save{g};
+  // A file where the manager wants its directory: every write fails.
+  auto blocked = dir.path() + "/not-a-directory";
+  { std::ofstream{blocked} << "x"; }
+  checkpoint_manager manager{blocked, 3};
+  session s{g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  background_saver writer{save, manager};
+  REQUIRE(writer.save(s, 1).ok());
+  auto failed = writer.wait();
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.message().find("saver: step 1") != std::string::npos);
+  CHECK(failed.message().find("not-a-directory") != std::string::npos);
+  CHECK(writer.wait().ok());
+  // The next save reports the failure of the one before it and starts nothing.
+  REQUIRE(writer.save(s, 2).ok());
+  CHECK_FALSE(writer.save(s, 3).ok());
+  CHECK(writer.wait().ok());
 }
