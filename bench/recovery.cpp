@@ -10,6 +10,12 @@
 //    to the chief's restore and to its next step, and the global steps the restore gave up
 //    (estimated: twice the chief's own steps at the kill, both workers being equally fast,
 //    minus the step restored).
+//  - a worker lost under a cluster_coordinator: 1 ps + 3 worker tasks (actorflow-worker), this
+//    process scheduling closures that each add 1 to a counter on the ps; closures per second
+//    over 3 s before worker 2 is SIGKILLed and over 3 s after, and how long the coordinator
+//    took to count it lost. Target: the rate after at least (n-1)/n of the rate before.
+#include "actors/cluster_coordinator.hpp"
+#include "graph/ops.hpp"
 #include "support/processes.hpp"
 #include "bench_util.hpp"
 
@@ -167,6 +173,92 @@ int ps_lost(const std::string& dir) {
   return 0;
 }
 
+/// Closures per second of `coordinator` adding 1 to `counter` through `increment`, over at
+/// least `window` (chunks of 200 closures; at least one).
+std::optional<double> closure_rate(actorflow::cluster_coordinator& coordinator, actorflow::graph& g,
+                                   const actorflow::output& increment, std::chrono::seconds window) {
+  auto started = clock_type::now();
+  long closures = 0;
+  do {
+    for (int i = 0; i < 200; ++i)
+      coordinator.schedule([&](actorflow::worker_context& w) -> actorflow::result<bool> {
+        AF_RETURN_IF_ERROR(w.run_targets(g, {increment}));
+        return true;
+      });
+    if (auto st = coordinator.join(); !st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      return std::nullopt;
+    }
+    closures += 200;
+  } while (clock_type::now() - started < window);
+  return closures / std::chrono::duration<double>(clock_type::now() - started).count();
+}
+
+int coordinated_worker_lost() {
+  using namespace actorflow;
+  auto [spec_text, ps] = start_ps_of(3);
+  if (!ps)
+    return 1;
+  auto spec = cluster_spec::parse(spec_text);
+  if (!spec)
+    return 1;
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int t = 0; t < 3; ++t) {
+    workers.push_back(std::make_unique<child_process>(
+      ACTORFLOW_WORKER_BINARY, std::vector<std::string>{"--cluster", spec_text, "--job", "worker",
+                                                        "--task", std::to_string(t), "--threads", "1"}));
+    if (!workers.back()->wait_for_line("serving on", 20s))
+      return 1;
+  }
+  graph g;
+  variable counter;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    counter = ops::variable(g, 0.f, "counter");
+  }
+  auto increment = ops::assign_add(counter, ops::constant(g, 1.f) * ops::constant(g, 1.f));
+  {
+    session_options on_ps;
+    on_ps.cluster = std::make_shared<cluster_spec>(*spec);
+    on_ps.device_filters = {"/job:ps"};
+    on_ps.default_task = "/job:ps/task:0";
+    session s{g, on_ps};
+    if (!s.run_targets({ops::global_variables_initializer(g)}).ok())
+      return 1;
+  }
+  coordinator_options options;
+  options.session.timeout_seconds = 5;
+  options.probe_interval_seconds = 0.5;
+  cluster_coordinator coordinator{*spec, options};
+  auto warm = closure_rate(coordinator, g, increment, 1s);
+  auto before = closure_rate(coordinator, g, increment, 3s);
+  auto killed_at = clock_type::now();
+  workers[2]->signal(SIGKILL);
+  // Closures keep coming while the loss is found: the first of them on worker 2 fails.
+  std::optional<double> noticed_after;
+  while (!noticed_after && clock_type::now() - killed_at < 30s) {
+    if (!closure_rate(coordinator, g, increment, 0s))
+      return 1;
+    if (coordinator.available_workers() == 2)
+      noticed_after = std::chrono::duration<double>(clock_type::now() - killed_at).count();
+  }
+  auto after = closure_rate(coordinator, g, increment, 3s);
+  if (!warm || !before || !noticed_after || !after) {
+    std::fprintf(stderr, "error: the coordinated run did not go on\n");
+    return 1;
+  }
+  std::fprintf(stderr, "coordinated: %.0f closures/s with 3 workers, %.0f after worker 2 was killed (lost after %.3f s)\n",
+               *before, *after, *noticed_after);
+  bench::emit({"recovery_coordinated_worker_lost_closure_rate", *after, "closures/s", *before,
+               *after / *before,
+               "cluster_coordinator, 1 ps + 3 workers, closures adding 1 on the ps: the rate after "
+               "worker 2 was SIGKILLed; baseline: before. Target ratio >= 2/3"});
+  bench::emit({"recovery_coordinated_worker_lost_seconds_to_notice", *noticed_after, "s",
+               std::nullopt, std::nullopt,
+               "from the SIGKILL to the coordinator counting the worker lost (closures running)"});
+  return 0;
+}
+
 } // namespace
 
 int main() {
@@ -179,6 +271,8 @@ int main() {
   int code = worker_lost(dir);
   if (code == 0)
     code = ps_lost(dir);
+  if (code == 0)
+    code = coordinated_worker_lost();
   std::filesystem::remove_all(dir);
   return code;
 }
