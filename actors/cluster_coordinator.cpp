@@ -234,7 +234,6 @@ struct cluster_coordinator::impl {
           queue.push_front(std::move(job));
         }
         changed.notify_all();
-        // The worker's sessions may hold plans over links that broke.
         w.forget_sessions();
         continue;
       }
@@ -257,6 +256,10 @@ struct cluster_coordinator::impl {
         }
         continue;
       }
+      // A failed step may leave plans that name a lost ps's devices: the next closure opens
+      // fresh sessions over the cluster as it is then.
+      if (!outcome.ok())
+        w.forget_sessions();
       finish(job, outcome, &w);
     }
   }

@@ -879,7 +879,11 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   if (!g.status().ok())
     return fail(g.status());
 
-  // The variables are initialised from here, through the ps tasks alone.
+  saver checkpoints_saver{g};
+  if (!checkpoints_saver.status().ok())
+    return fail(checkpoints_saver.status());
+
+  // The variables are initialised, saved and restored from here, through the ps tasks alone.
   auto spec = std::make_shared<const cluster_spec>(cluster);
   session_options on_ps;
   on_ps.cluster = spec;
@@ -887,10 +891,38 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   on_ps.device_filters = {"/job:" + o.ps_job};
   on_ps.default_task = "/job:" + o.ps_job + "/task:0";
   session ps_session{g, on_ps};
-  if (auto up = wait_for_variables(ps_session, {}, o.init_timeout_seconds); !up.ok())
-    return fail(up);
-  if (auto st = ps_session.run_targets({ops::global_variables_initializer(g)}); !st.ok())
-    return fail(st);
+  std::unique_ptr<checkpoint_manager> checkpoints;
+  std::unique_ptr<background_saver> writer;
+  if (!o.checkpoint_dir.empty()) {
+    checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
+    writer = std::make_unique<background_saver>(checkpoints_saver, *checkpoints);
+  }
+  progress_printer progress{o.log_every};
+  // At the start (--resume restores), and after a lost ps came back empty (restores when there
+  // are checkpoints): the global step training goes on from.
+  auto make_variables_ready = [&](bool restore) -> result<std::int64_t> {
+    AF_RETURN_IF_ERROR(wait_for_variables(ps_session, {}, o.init_timeout_seconds));
+    if (restore && checkpoints) {
+      AF_RETURN_IF_ERROR(writer->wait());
+      auto found = restore_latest(checkpoints_saver, ps_session, *checkpoints);
+      if (!found)
+        return found.error();
+      if (*found) {
+        progress.line("restored " + (*found)->path + ": training " +
+                      (o.resume ? "goes on from" : "returns to") + " global step " +
+                      std::to_string((*found)->step));
+        return (*found)->step;
+      }
+    }
+    AF_RETURN_IF_ERROR(ps_session.run_targets({ops::global_variables_initializer(g)}));
+    if (restore)
+      progress.line("no checkpoint to restore (--checkpoint-dir): the variables start again "
+                    "from their initial values");
+    return std::int64_t{0};
+  };
+  auto ready = make_variables_ready(o.resume);
+  if (!ready)
+    return fail(ready.error());
 
   coordinator_options coordinating;
   coordinating.worker_job = o.worker_job;
@@ -927,7 +959,6 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   train::metrics_log metrics;
   if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
     return fail(st);
-  progress_printer progress{o.log_every};
   progress.line("coordinating " + std::to_string(workers) + " " + o.worker_job +
                 " task(s), the variables on " + std::to_string(placement.ps_tasks) + " " +
                 o.ps_job + " task(s)");
@@ -943,15 +974,38 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   train::throughput_meter throughput;
   auto hook = progress_hook(o, total_steps, throughput, progress, &metrics);
   auto finite = train::make_finite_loss_hook();
-  // Scheduled and joined --log-every closures at a time, for progress between them.
-  for (std::int64_t done = 0; done < total_steps;) {
+  // A lost ps: the closures that failed with it are given up; once it is back (restarted by
+  // a supervisor or by hand), the latest checkpoint is restored into it and training goes on
+  // from the global step it holds, losing the updates since.
+  auto lost_ps_task = [&](const status& failure) {
+    auto code = failure.code();
+    return (code == errc::unavailable || code == errc::deadline_exceeded || code == errc::aborted) &&
+           failure.message().find("/job:" + o.ps_job + "/") != std::string::npos;
+  };
+  // Scheduled and joined --log-every closures at a time, for progress between them; a
+  // checkpoint after every epoch's worth.
+  for (std::int64_t done = *ready; done < total_steps;) {
     auto chunk = std::min<std::int64_t>(o.log_every, total_steps - done);
     auto started = clock_type::now();
     std::vector<remote_value<closure_step>> values;
     for (std::int64_t i = 0; i < chunk; ++i)
       values.push_back(coordinator.schedule(one_batch));
-    if (auto joined = coordinator.join(); !joined.ok())
-      return fail(joined);
+    if (auto joined = coordinator.join(); !joined.ok()) {
+      if (!lost_ps_task(joined))
+        return fail(joined);
+      std::cerr << "actorflow-train: lost a " << o.ps_job << " task (" << joined.message()
+                << "); waiting up to " << o.init_timeout_seconds
+                << " s (--init-timeout) for it to come back\n";
+      ps_session.reopen();
+      auto back = make_variables_ready(true);
+      if (!back)
+        return fail(back.error());
+      done = *back;
+      continue;
+    }
+    if (writer && (done + chunk) / steps_per_epoch > done / steps_per_epoch)
+      if (auto st = writer->save(ps_session, done + chunk); !st.ok())
+        return fail(st);
     auto seconds = std::chrono::duration<double>(clock_type::now() - started).count();
     for (auto& v : values) {
       auto step = v.fetch();
@@ -970,18 +1024,25 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
         return fail(st);
     }
   }
+  if (writer)
+    if (auto written = writer->wait(); !written.ok())
+      return fail(written);
   auto stats = coordinator.stats();
   auto counted = ps_session.run({global_step.read});
   if (!counted)
     return fail(counted.error());
   auto global = counted->at(0).scalar_value<std::int64_t>();
-  progress.line("global step: " + std::to_string(global) + " after " + std::to_string(total_steps) +
-                " closures (" + std::to_string(stats.rescheduled) + " run again after " +
-                std::to_string(stats.workers_lost) + " worker loss(es))");
+  progress.line("global step: " + std::to_string(global) + " of " + std::to_string(total_steps) +
+                " (" + std::to_string(stats.succeeded) + " closures done, " +
+                std::to_string(stats.rescheduled) + " run again after " +
+                std::to_string(stats.workers_lost) + " worker loss(es), " +
+                std::to_string(stats.failed) + " given up)");
+  // One increment per closure that succeeded since the last start or restore: anything else
+  // is an update lost or counted twice.
   if (global != total_steps)
     return fail(make_error(errc::internal, "the global step is " + std::to_string(global) +
-                                             ", not the " + std::to_string(total_steps) +
-                                             " closures run: an update was lost or counted twice"));
+                                             ", not " + std::to_string(total_steps) +
+                                             ": an update was lost or counted twice"));
   // Test accuracy, in closures of 1000 examples on whichever workers are free.
   batch_options in_order;
   in_order.batch_size = 1000;
