@@ -515,6 +515,51 @@ status wait_for_variables(session& s, const std::vector<output>& reads, int time
   return waited ? status{} : waited.error();
 }
 
+/// The classifier of --model as replicas share it: its variables and a global step (how many
+/// updates the model has had, whoever made them) on the ps tasks of `cluster`, round robin
+/// (replica_device_setter), the rest on `worker_device` ("": wherever it runs). `train` also
+/// counts the step; with `gradients`, the gradients are computed there too (synchronous rounds
+/// push them to the shards instead of applying them).
+struct shared_classifier {
+  std::unique_ptr<optimizer> opt;
+  train::classifier_model m;
+  actorflow::variable global_step;
+  output train;
+  std::vector<gradient_and_variable> gradients;
+  int ps_tasks = 0;
+};
+
+result<shared_classifier> build_shared_classifier(graph& g, const train_options& o,
+                                                  const cluster_spec& cluster,
+                                                  const std::string& worker_device,
+                                                  bool with_gradients) {
+  shared_classifier out;
+  g.seed = static_cast<std::int64_t>(o.seed);
+  out.opt = train::make_optimizer(o.optimizer, o.learning_rate);
+  replica_device_setter_options placement;
+  placement.ps_tasks = cluster.num_tasks(o.ps_job);
+  placement.ps_device = "/job:" + o.ps_job;
+  placement.worker_device = worker_device;
+  out.ps_tasks = placement.ps_tasks;
+  auto setter = replica_device_setter(placement);
+  if (!setter)
+    return setter.error();
+  auto kind = train::classifier_named(o.model);
+  if (!kind)
+    return kind.error();
+  {
+    auto on_cluster = g.device(*setter);
+    out.m = train::build_classifier(g, *out.opt, *kind);
+    if (with_gradients)
+      out.gradients = out.opt->compute_gradients(out.m.loss, out.m.weights);
+    out.global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
+    auto count = ops::assign_add(out.global_step, ops::constant(g, std::int64_t{1}, "one_step"));
+    out.train = ops::group(g, {out.m.train, count}, "train_and_count");
+  }
+  AF_RETURN_IF_ERROR(g.status());
+  return out;
+}
+
 /// Between-graph replication, asynchronous: this process is one worker with a graph of its own.
 int run_between_graph(const train_options& o, const cluster_spec& cluster, const std::string& job,
                       int task) {
@@ -541,16 +586,6 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   if (!mine)
     return fail(mine.error());
 
-  graph g;
-  g.seed = static_cast<std::int64_t>(o.seed);
-  auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
-  replica_device_setter_options placement;
-  placement.ps_tasks = cluster.num_tasks(o.ps_job);
-  placement.ps_device = "/job:" + o.ps_job;
-  placement.worker_device = me;
-  auto setter = replica_device_setter(placement);
-  if (!setter)
-    return fail(setter.error());
   auto replicas = o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : workers;
   if (o.sync && o.total_replicas > 0 && o.total_replicas != workers)
     return usage_error(make_error(errc::invalid_argument,
@@ -561,24 +596,14 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     return usage_error(make_error(errc::invalid_argument,
                                   "--replicas-to-aggregate " + std::to_string(replicas) +
                                     " is more than the " + std::to_string(workers) + " workers"));
-  train::classifier_model m;
-  actorflow::variable global_step;
-  output train_op;
-  std::vector<gradient_and_variable> gradients;
-  {
-    auto on_cluster = g.device(*setter);
-    auto kind = train::classifier_named(o.model);
-    if (!kind)
-      return fail(kind.error());
-    m = train::build_classifier(g, *opt, *kind);
-    // Synchronous rounds push gradients to the shards instead of applying them here.
-    if (o.sync)
-      gradients = opt->compute_gradients(m.loss, m.weights);
-    // Shared by every worker: how many updates the model has had, whoever made them.
-    global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
-    auto count = ops::assign_add(global_step, ops::constant(g, std::int64_t{1}, "one_step"));
-    train_op = ops::group(g, {m.train, count}, "train_and_count");
-  }
+  graph g;
+  auto model = build_shared_classifier(g, o, cluster, me, o.sync);
+  if (!model)
+    return fail(model.error());
+  auto& m = model->m;
+  auto& global_step = model->global_step;
+  auto& train_op = model->train;
+  auto& gradients = model->gradients;
   std::vector<output> all_variables{global_step.read};
   for (auto& w : m.weights)
     all_variables.push_back(w.read);
@@ -690,7 +715,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     const std::uint64_t life = new_incarnation();
     progress.line("worker " + me + (chief ? " (chief)" : "") + ": training on its " +
                   std::to_string(mine->size()) + " examples with the variables on the " +
-                  std::to_string(placement.ps_tasks) + " " + o.ps_job + " task(s)");
+                  std::to_string(model->ps_tasks) + " " + o.ps_job + " task(s)");
     train::throughput_meter throughput;
     std::vector<std::unique_ptr<train::training_hook>> hooks;
     hooks.push_back(train::make_finite_loss_hook());
@@ -854,30 +879,13 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
     return fail(data.error());
 
   graph g;
-  g.seed = static_cast<std::int64_t>(o.seed);
-  auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
-  replica_device_setter_options placement;
-  placement.ps_tasks = cluster.num_tasks(o.ps_job);
-  placement.ps_device = "/job:" + o.ps_job;
-  placement.worker_device = ""; // each closure's worker
-  auto setter = replica_device_setter(placement);
-  if (!setter)
-    return fail(setter.error());
-  train::classifier_model m;
-  actorflow::variable global_step;
-  output train_op;
-  {
-    auto on_cluster = g.device(*setter);
-    auto kind = train::classifier_named(o.model);
-    if (!kind)
-      return fail(kind.error());
-    m = train::build_classifier(g, *opt, *kind);
-    global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
-    auto count = ops::assign_add(global_step, ops::constant(g, std::int64_t{1}, "one_step"));
-    train_op = ops::group(g, {m.train, count}, "train_and_count");
-  }
-  if (!g.status().ok())
-    return fail(g.status());
+  // Nodes that are not the ps's name no task: they run on each closure's worker.
+  auto model = build_shared_classifier(g, o, cluster, "", false);
+  if (!model)
+    return fail(model.error());
+  auto& m = model->m;
+  auto& global_step = model->global_step;
+  auto& train_op = model->train;
 
   saver checkpoints_saver{g};
   if (!checkpoints_saver.status().ok())
@@ -960,7 +968,7 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
     return fail(st);
   progress.line("coordinating " + std::to_string(workers) + " " + o.worker_job +
-                " task(s), the variables on " + std::to_string(placement.ps_tasks) + " " +
+                " task(s), the variables on " + std::to_string(model->ps_tasks) + " " +
                 o.ps_job + " task(s)");
   auto steps_per_epoch = static_cast<std::int64_t>(data->train.size()) / o.batch_size;
   auto total_steps = steps_per_epoch * o.epochs;

@@ -41,27 +41,37 @@ struct counter_graph {
   }
 };
 
-float counter_value(counter_graph& model, const cluster_spec& spec) {
+/// A session on the ps tasks alone (initialising and reading the counter).
+session_options on_ps(const cluster_spec& spec) {
   session_options options;
   options.cluster = std::make_shared<cluster_spec>(spec);
   options.timeout_seconds = 10;
   options.device_filters = {"/job:ps"};
   options.default_task = "/job:ps/task:0";
-  session s{model.g, options};
-  auto r = s.run({model.counter.read});
-  REQUIRE(r.ok());
-  return r->at(0).scalar_value<float>();
+  return options;
 }
 
-void initialise(counter_graph& model, const cluster_spec& spec) {
-  session_options options;
-  options.cluster = std::make_shared<cluster_spec>(spec);
-  options.timeout_seconds = 10;
-  options.device_filters = {"/job:ps"};
-  options.default_task = "/job:ps/task:0";
-  session s{model.g, options};
-  REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
-}
+/// actorflow-worker tasks for `jobs`, serving, with the counter graph initialised on the ps.
+struct counter_cluster {
+  std::unique_ptr<cluster_processes> processes;
+  cluster_spec spec;
+  counter_graph model;
+
+  explicit counter_cluster(std::vector<std::pair<std::string, int>> jobs)
+    : processes(std::make_unique<cluster_processes>(ACTORFLOW_WORKER_BINARY, jobs)) {
+    REQUIRE(processes->ready());
+    spec = *cluster_spec::parse(processes->spec_json());
+    session s{model.g, on_ps(spec)};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(model.g)}).ok());
+  }
+
+  float counter() {
+    session s{model.g, on_ps(spec)};
+    auto r = s.run({model.counter.read});
+    REQUIRE(r.ok());
+    return r->at(0).scalar_value<float>();
+  }
+};
 
 coordinator_options quick_options() {
   coordinator_options options;
@@ -74,14 +84,10 @@ coordinator_options quick_options() {
 } // namespace
 
 TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join naming it") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}});
-  REQUIRE(cluster->ready());
-  auto spec = *cluster_spec::parse(cluster->spec_json());
-  counter_graph model;
-  initialise(model, spec);
+  counter_cluster cluster{{{"ps", 1}, {"worker", 2}}};
+  auto& model = cluster.model;
   {
-    cluster_coordinator coordinator{spec, quick_options()};
+    cluster_coordinator coordinator{cluster.spec, quick_options()};
     REQUIRE(coordinator.num_workers() == 2);
     auto ran = coordinator.create_per_worker([](int) { return 0; });
     constexpr int closures = 100;
@@ -108,7 +114,7 @@ TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join
     CHECK(seen.size() == closures);
     CHECK(*seen.begin() == 1.f);
     CHECK(*seen.rbegin() == static_cast<float>(closures));
-    CHECK(counter_value(model, spec) == static_cast<float>(closures));
+    CHECK(cluster.counter() == static_cast<float>(closures));
     // Both workers took closures, and nothing was rescheduled.
     CHECK(ran.at(0) > 0);
     CHECK(ran.at(1) > 0);
@@ -116,8 +122,8 @@ TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join
     CHECK(coordinator.stats().rescheduled == 0);
 
     // The ps dies: the next closure fails, naming it, and so does join.
-    cluster->task(0).signal(SIGKILL);
-    CHECK(cluster->task(0).wait_exit(5000ms) == -1);
+    cluster.processes->task(0).signal(SIGKILL);
+    CHECK(cluster.processes->task(0).wait_exit(5000ms) == -1);
     auto after = coordinator.schedule([&](worker_context& w) -> result<float> {
       auto r = w.run(model.g, {model.increment});
       if (!r)
@@ -132,21 +138,15 @@ TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join
     CHECK(coordinator.stats().failed == 1);
     CHECK(coordinator.stats().workers_lost == 0);
   }
-  for (std::size_t i = 1; i < 3; ++i) {
-    cluster->task(i).signal(SIGTERM);
-    CHECK(cluster->task(i).wait_exit(10000ms) == 0);
-  }
+  // The ps was killed by the test: the workers stop cleanly.
+  CHECK(cluster.processes->stop());
 }
 
 TEST_CASE("a closure that fails in passing while every task answers is tried again, a bounded number of times") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 1}});
-  REQUIRE(cluster->ready());
-  auto spec = *cluster_spec::parse(cluster->spec_json());
-  counter_graph model;
-  initialise(model, spec);
+  counter_cluster cluster{{{"ps", 1}, {"worker", 1}}};
+  auto& model = cluster.model;
   {
-    cluster_coordinator coordinator{spec, quick_options()};
+    cluster_coordinator coordinator{cluster.spec, quick_options()};
     // The first attempt applies its increment, then fails as a broken link would.
     auto once = coordinator.schedule([&](worker_context& w) -> result<int> {
       AF_RETURN_IF_ERROR(w.run_targets(model.g, {model.increment}));
@@ -161,7 +161,7 @@ TEST_CASE("a closure that fails in passing while every task answers is tried aga
     CHECK(coordinator.stats().retried == 1);
     CHECK(coordinator.stats().workers_lost == 0);
     // Applied once although it ran twice.
-    CHECK(counter_value(model, spec) == 1.f);
+    CHECK(cluster.counter() == 1.f);
 
     // Failing every time: given up after 1 + transient_retries attempts, with the last error.
     std::atomic<int> attempts{0};
@@ -182,17 +182,13 @@ TEST_CASE("a closure that fails in passing while every task answers is tried aga
     CHECK(coordinator.join().code() == errc::invalid_argument);
     CHECK(coordinator.stats().retried == 1 + quick_options().transient_retries);
   }
-  CHECK(cluster->stop());
+  CHECK(cluster.processes->stop());
 }
 
 TEST_CASE("a worker killed inside a closure: the closure runs again elsewhere, its update counts once, and the restarted worker rejoins") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 3}});
-  REQUIRE(cluster->ready());
-  auto spec = *cluster_spec::parse(cluster->spec_json());
-  counter_graph model;
-  initialise(model, spec);
-  cluster_coordinator coordinator{spec, quick_options()};
+  counter_cluster cluster{{{"ps", 1}, {"worker", 3}}};
+  auto& model = cluster.model;
+  cluster_coordinator coordinator{cluster.spec, quick_options()};
   auto ran = coordinator.create_per_worker([](int) { return 0; });
   // Closure `victim_closure` kills its worker after its increment was applied, before its
   // second step: the one case where running it again would count it twice.
@@ -204,7 +200,7 @@ TEST_CASE("a worker killed inside a closure: the closure runs again elsewhere, i
       ++victim_attempts;
     AF_RETURN_IF_ERROR(w.run_targets(model.g, {model.increment}));
     if (w.closure_id() == victim_closure && w.attempt() == 0) {
-      auto& task = cluster->task(static_cast<std::size_t>(1 + w.index()));
+      auto& task = cluster.processes->task(static_cast<std::size_t>(1 + w.index()));
       task.signal(SIGKILL);
       if (task.wait_exit(5000ms) != -1)
         return make_error(errc::internal, "the worker did not die");
@@ -227,16 +223,12 @@ TEST_CASE("a worker killed inside a closure: the closure runs again elsewhere, i
   CHECK(coordinator.stats().rescheduled >= 1);
   CHECK(coordinator.stats().workers_lost >= 1);
   CHECK(coordinator.available_workers() == 2);
-  CHECK(counter_value(model, spec) == static_cast<float>(first_batch));
+  CHECK(cluster.counter() == static_cast<float>(first_batch));
 
   // Restarted at its address (a supervisor would do this): the coordinator finds it back and
   // gives it closures again.
   auto index = static_cast<std::size_t>(killed_worker.load());
-  child_process restarted{ACTORFLOW_WORKER_BINARY,
-                          {"--cluster", cluster->spec_json(), "--job", "worker", "--task",
-                           std::to_string(index), "--threads", "1"},
-                          false};
-  REQUIRE(restarted.wait_for_line("serving on", 20000ms).has_value());
+  REQUIRE(cluster.processes->restart(1 + index));
   for (int i = 0; i < 200 && coordinator.available_workers() < 3; ++i)
     std::this_thread::sleep_for(50ms);
   REQUIRE(coordinator.available_workers() == 3);
@@ -252,15 +244,8 @@ TEST_CASE("a worker killed inside a closure: the closure runs again elsewhere, i
   INFO(joined.to_string());
   REQUIRE(joined.ok());
   CHECK(ran.at(static_cast<int>(index)) > before);
-  CHECK(counter_value(model, spec) == static_cast<float>(first_batch + second_batch));
-
-  restarted.signal(SIGTERM);
-  CHECK(restarted.wait_exit(10000ms) == 0);
-  for (std::size_t i = 0; i < 4; ++i)
-    if (i != 1 + index) {
-      cluster->task(i).signal(SIGTERM);
-      CHECK(cluster->task(i).wait_exit(10000ms) == 0);
-    }
+  CHECK(cluster.counter() == static_cast<float>(first_batch + second_batch));
+  CHECK(cluster.processes->stop());
 }
 
 TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed mid-training and restarted, every closure counts once and accuracy reaches 0.84") {
@@ -278,11 +263,7 @@ TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed 
   CHECK(victim.wait_exit(5000ms) == -1);
   REQUIRE(trainer.wait_for_line("step 500 ", 120000ms).has_value());
   // ... and comes back at its address while the others go on.
-  child_process restarted{ACTORFLOW_WORKER_BINARY,
-                          {"--cluster", cluster->spec_json(), "--job", "worker", "--task", "1",
-                           "--threads", "1"},
-                          false};
-  REQUIRE(restarted.wait_for_line("serving on", 20000ms).has_value());
+  REQUIRE(cluster->restart(3));
   auto rest = trainer.read_all_lines(240000ms);
   CHECK(trainer.wait_exit(20000ms) == 0);
   INFO(rest);
@@ -296,12 +277,7 @@ TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed 
   REQUIRE(accuracy_at != std::string::npos);
   CHECK(std::stod(rest.substr(accuracy_at + 15)) >= 0.84);
   std::filesystem::remove_all(output_dir);
-  restarted.signal(SIGTERM);
-  CHECK(restarted.wait_exit(10000ms) == 0);
-  for (std::size_t i : {0u, 1u, 2u, 4u}) {
-    cluster->task(i).signal(SIGTERM);
-    CHECK(cluster->task(i).wait_exit(10000ms) == 0);
-  }
+  CHECK(cluster->stop());
 }
 
 TEST_CASE("actorflow-train --coordinator: the ps killed after a checkpoint and restarted, training returns to it and completes") {
@@ -323,11 +299,7 @@ TEST_CASE("actorflow-train --coordinator: the ps killed after a checkpoint and r
   cluster->task(0).signal(SIGKILL);
   CHECK(cluster->task(0).wait_exit(5000ms) == -1);
   std::this_thread::sleep_for(300ms);
-  child_process restarted{ACTORFLOW_WORKER_BINARY,
-                          {"--cluster", cluster->spec_json(), "--job", "ps", "--task", "0",
-                           "--threads", "1"},
-                          false};
-  REQUIRE(restarted.wait_for_line("serving on", 20000ms).has_value());
+  REQUIRE(cluster->restart(0));
   auto rest = trainer.read_all_lines(240000ms);
   CHECK(trainer.wait_exit(20000ms) == 0);
   auto errors = trainer.stderr_text();
@@ -342,10 +314,5 @@ TEST_CASE("actorflow-train --coordinator: the ps killed after a checkpoint and r
   REQUIRE(accuracy_at != std::string::npos);
   CHECK(std::stod(rest.substr(accuracy_at + 15)) >= 0.8);
   std::filesystem::remove_all(dir);
-  restarted.signal(SIGTERM);
-  CHECK(restarted.wait_exit(10000ms) == 0);
-  for (std::size_t i : {1u, 2u}) {
-    cluster->task(i).signal(SIGTERM);
-    CHECK(cluster->task(i).wait_exit(10000ms) == 0);
-  }
+  CHECK(cluster->stop());
 }

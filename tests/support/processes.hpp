@@ -203,6 +203,9 @@ public:
     return all;
   }
 
+  /// Whether wait_exit saw the child exit.
+  bool exited() const { return exit_code_.has_value(); }
+
   /// Waits at most `limit` for the child to exit; its exit code, or -1 for a signal or when it
   /// is still running.
   int wait_exit(std::chrono::milliseconds limit) {
@@ -269,7 +272,8 @@ public:
 
   cluster_processes(const std::string& worker_binary,
                     const std::vector<std::pair<std::string, int>>& jobs, int threads = 1,
-                    const task_args& extra_args = {}) {
+                    const task_args& extra_args = {})
+    : worker_binary_(worker_binary) {
     std::string json = "{";
     std::vector<std::pair<std::string, int>> members;
     for (auto& [job, count] : jobs) {
@@ -293,6 +297,7 @@ public:
         for (auto& extra : extra_args(job, task))
           args.push_back(extra);
       tasks_.push_back(std::make_unique<child_process>(worker_binary, args, false));
+      args_.push_back(std::move(args));
     }
     for (auto& t : tasks_)
       ready_ = ready_ && t->started() &&
@@ -307,17 +312,33 @@ public:
   /// Task i's "host:port".
   std::string address(std::size_t i) const { return addresses_[i]; }
 
-  /// SIGTERMs every task; true when each exited 0 within 10 s.
+  /// Starts task i again at its address (as a supervisor would), once the test killed it and
+  /// saw it exit; true when it serves within 20 s. task(i) is the new process from then on.
+  bool restart(std::size_t i) {
+    if (!tasks_[i]->exited())
+      return false;
+    tasks_[i] = std::make_unique<child_process>(worker_binary_, args_[i], false);
+    return tasks_[i]->started() &&
+           tasks_[i]->wait_for_line("serving on", std::chrono::milliseconds(20000)).has_value();
+  }
+
+  /// SIGTERMs every task the test did not see exit; true when each exited 0 within 10 s.
   bool stop() {
+    std::vector<child_process*> running;
     for (auto& t : tasks_)
-      t->signal(SIGTERM);
+      if (!t->exited()) {
+        t->signal(SIGTERM);
+        running.push_back(t.get());
+      }
     bool clean = true;
-    for (auto& t : tasks_)
+    for (auto* t : running)
       clean = t->wait_exit(std::chrono::milliseconds(10000)) == 0 && clean;
     return clean;
   }
 
 private:
+  std::string worker_binary_;
+  std::vector<std::vector<std::string>> args_;
   std::string spec_json_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<child_process>> tasks_;
