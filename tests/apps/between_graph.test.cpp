@@ -196,6 +196,36 @@ TEST_CASE("between-graph sync with a backup worker: rounds of 2 of 3 workers, no
   CHECK(std::stod(accuracy_line.substr(15)) > 0.6);
 }
 
+TEST_CASE("between-graph sync with a backup worker: a worker frozen (SIGSTOP) stalls no round, and resumes (SIGCONT) to finish with the others") {
+  auto [spec, ps_tasks] = start_ps_tasks(1, 3);
+  auto output_dir = "/tmp/af-sync-stopped-" + std::to_string(::getpid());
+  auto worker = [&, spec = spec](int task) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_TRAIN_BINARY,
+      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
+                               "--sync", "--replicas-to-aggregate", "2", "--total-replicas", "3",
+                               "--epochs", "1", "--threads", "1", "--log-every", "20",
+                               "--output-dir", output_dir + "/" + std::to_string(task)});
+  };
+  auto chief = worker(0);
+  auto second = worker(1);
+  auto frozen = worker(2);
+  REQUIRE(chief->wait_for_line("step 40 ", 120s));
+  frozen->signal(SIGSTOP);
+  REQUIRE(frozen->wait_stopped(5000ms));
+  // Rounds of 2 go on without it: sixty more while it is frozen.
+  auto went_on = chief->wait_for_line("step 100 ", 60s).has_value();
+  frozen->signal(SIGCONT);
+  CHECK(went_on);
+  auto lines = all_lines(*chief, 240s);
+  INFO(chief->stderr_text());
+  CHECK(chief->wait_exit(20s) == 0);
+  CHECK(second->wait_exit(60s) == 0);
+  CHECK(frozen->wait_exit(60s) == 0);
+  CHECK(ps_tasks[0]->wait_exit(20s) == 0);
+  CHECK(last_starting(lines, "global step: ") == "global step: 156");
+}
+
 TEST_CASE("a worker started before its ps task waits for it, and a chief restarted with a checkpoint restores it") {
   auto spec = "ps=" + address() + ";worker=" + address();
   auto dir = "/tmp/af-early-" + std::to_string(::getpid());
