@@ -222,8 +222,15 @@ status bulk_sender::await_welcome(int fd, ssl_st* tls, const std::string& addres
   std::size_t got = 0;
   bool stalled = false;
   auto bound = std::chrono::milliseconds(handshake_timeout_ms_);
+  errno = 0;
   if (read_exact(fd, &answer, 1, got, bound, stalled, tls) && answer == bulk_welcome)
     return {};
+  // A refusal is an orderly close; a reset is a task that died (its kernel dropped the
+  // connection it had not yet taken from its backlog).
+  if (errno == ECONNRESET)
+    return make_error(errc::unavailable, "bulk endpoint " + address +
+                                           " reset the connection before letting this process "
+                                           "in: its task has gone");
   if (stalled)
     return make_error(errc::unavailable, "bulk endpoint " + address + " did not let this process in within " +
                                            std::to_string(bound.count()) + " ms");

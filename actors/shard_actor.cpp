@@ -138,8 +138,10 @@ void accumulate(shard_self self, sync_gradient& offered,
       rp.deliver(make_wire_error(now.error().code(), now.error().message()));
       return;
     }
+    // Rounds start at the first gradient's step: 0 in a new job, the restored global step on a
+    // ps restarted under a running job (every worker reads it before pushing again).
     st.accumulator.emplace(s.name(), now->value.type(), now->value.shape(),
-                           offered.replicas_to_aggregate);
+                           offered.replicas_to_aggregate, offered.local_step);
     st.round_timeout_ms = offered.round_timeout_ms;
   }
   auto& acc = *st.accumulator;

@@ -604,6 +604,13 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   auto& global_step = model->global_step;
   auto& train_op = model->train;
   auto& gradients = model->gradients;
+  // Sync rounds do not run train_op: the chief writes the round into the global step before
+  // each checkpoint, so that a restored ps (and every worker reading it) resumes at that round.
+  output round_value, set_global_step;
+  if (o.sync) {
+    round_value = ops::placeholder(g, dtype::int64, tensor_shape{}, "global_step/round");
+    set_global_step = ops::assign(global_step, round_value, "global_step/set");
+  }
   std::vector<output> all_variables{global_step.read};
   for (auto& w : m.weights)
     all_variables.push_back(w.read);
@@ -710,6 +717,13 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     // that closed short of gradients (a worker lost), as the shards count them.
     std::int64_t round = 0;
     std::int64_t short_rounds = 0;
+    // Rounds start where the global step is: 0, or the round a restored checkpoint holds.
+    if (o.sync) {
+      auto at = s.run({global_step.read});
+      if (!at)
+        return fail(at.error());
+      round = at->at(0).scalar_value<std::int64_t>();
+    }
     // This process's life: once it has a successor (restarted with the same --task), its
     // gradients no longer count, even if it resumes after being frozen.
     const std::uint64_t life = new_incarnation();
@@ -722,8 +736,14 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     // The chief alone writes metrics.
     hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr));
     if (chief && writer)
-      hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) { return writer->save(s, at); },
-                                                  steps_per_epoch));
+      hooks.push_back(train::make_checkpoint_hook(
+        [&](std::int64_t at) -> status {
+          if (o.sync)
+            AF_RETURN_IF_ERROR(s.run_targets({set_global_step},
+                                             {{round_value, tensor::scalar(std::int64_t{at})}}));
+          return writer->save(s, at);
+        },
+        steps_per_epoch));
     train::trainer loop{std::move(hooks)};
     /// One synchronous round: the gradients at `round`, pushed to every shard; answered once
     /// the round was applied everywhere (or at once where they came too late).
@@ -743,6 +763,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       }
       AF_RETURN_IF_ERROR(pusher.flush());
       caf::scoped_actor self{default_actor_system()};
+      // A shard whose ps dies would never answer: its down message ends the wait at once.
+      for (auto& [variable, where] : shards)
+        self->monitor(where.shard);
       for (std::size_t i = 0; i < gradients.size(); ++i) {
         auto& shard = shards.at(gradients[i].second.name()).shard;
         auto offer = protocol::make_sync_gradient(round, task, tensor{}, o.learning_rate, replicas,
@@ -766,32 +789,62 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
           [&](caf::error& err) {
             failure = status_from_error(err).with_context("pushing a gradient to its shard");
           },
+          [&](caf::down_msg& down) {
+            failure = make_error(errc::unavailable,
+                                 "a shard on a " + o.ps_job + " task went down (" +
+                                   default_actor_system().render(down.reason) +
+                                   ") during a synchronous round");
+          },
           caf::after(bound) >> [&] {
             failure = make_error(errc::deadline_exceeded,
                                  "a synchronous round did not complete within " +
                                    std::to_string(bound.count()) + " s");
           });
+      for (auto& [variable, where] : shards)
+        self->demonitor(where.shard.address());
       AF_RETURN_IF_ERROR(failure);
       round = reached;
       r->resize(2);
       return std::move(*r);
     };
-    // Async training outlives a lost ps task: every worker waits for it to come back (at its
+    // Training outlives a lost ps task: every worker waits for it to come back (at its
     // address, restarted by a supervisor or by hand); the chief then restores the latest
     // checkpoint into it, saying which global step training returns to, and the others wait
-    // for that. Sync training's shard handles would need finding again: it ends instead.
+    // for that. Sync rounds then go on from the restored global step, on the new shards.
+    auto resume_rounds = [&]() -> status {
+      auto found = find_shards(default_actor_system(), cluster, o.ps_job, 10);
+      if (!found)
+        return found.error();
+      shards = std::move(*found);
+      auto at = s.run({global_step.read});
+      if (!at)
+        return at.error();
+      round = at->at(0).scalar_value<std::int64_t>();
+      return {};
+    };
     auto recover = [&](const status& lost) -> status {
       std::cerr << "actorflow-train: lost a " << o.ps_job << " task (" << lost.message()
                 << "); waiting up to " << o.init_timeout_seconds
                 << " s (--init-timeout) for it to come back\n";
       s.reopen();
-      return make_variables_ready(true);
+      AF_RETURN_IF_ERROR(make_variables_ready(true));
+      if (o.sync) {
+        AF_RETURN_IF_ERROR(resume_rounds());
+        progress.line("synchronous rounds go on from round " + std::to_string(round));
+      }
+      return {};
     };
+    // A failure a lost ps can cause, naming it or with a ps task that does not answer now.
     auto lost_ps_task = [&](const status& failure) {
       auto code = failure.code();
-      return !o.sync &&
-             (code == errc::unavailable || code == errc::deadline_exceeded || code == errc::aborted) &&
-             failure.message().find("/job:" + o.ps_job + "/") != std::string::npos;
+      if (code != errc::unavailable && code != errc::deadline_exceeded && code != errc::aborted)
+        return false;
+      if (failure.message().find("/job:" + o.ps_job + "/") != std::string::npos)
+        return true;
+      for (int i = 0; i < cluster.num_tasks(o.ps_job); ++i)
+        if (!probe_task(default_actor_system(), cluster, o.ps_job, i, 2).ok())
+          return true;
+      return false;
     };
     auto trained = loop.run(0, o.sync ? std::numeric_limits<std::int64_t>::max() : total_steps,
                             [&](std::int64_t next) -> result<train::step_report> {
@@ -804,7 +857,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       auto r = o.sync ? sync_step(batch) : async_step();
       if (!r && lost_ps_task(r.error())) {
         AF_RETURN_IF_ERROR(recover(r.error()));
-        r = async_step();
+        r = o.sync ? sync_step(batch) : async_step();
       }
       if (!r)
         return r.error();

@@ -361,3 +361,49 @@ TEST_CASE("async training outlives a lost ps: the workers wait for it, the chief
   REQUIRE_FALSE(accuracy_line.empty());
   CHECK(std::stod(accuracy_line.substr(15)) > 0.8);
 }
+
+TEST_CASE("sync training outlives a lost ps: the chief restores the latest checkpoint, every worker resumes the rounds from its global step, and training completes") {
+  auto [spec, ps_tasks] = start_ps_tasks(1, 2);
+  actorflow::test::temp_dir dir;
+  auto worker = [&, spec = spec](int task) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_TRAIN_BINARY,
+      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
+                               "--sync", "--epochs", "3", "--threads", "1", "--log-every", "1000",
+                               "--checkpoint-dir", dir.path() + "/ckpt",
+                               "--output-dir", dir.path() + "/out" + std::to_string(task)});
+  };
+  auto chief = worker(0);
+  auto other = worker(1);
+  // The ps dies once the chief has saved the checkpoint of the first epoch's 234 rounds.
+  bool saved = false;
+  for (int i = 0; i < 2400 && !saved; ++i) {
+    if (std::filesystem::exists(dir.path() + "/ckpt/checkpoint_index"))
+      for (auto& name : actorflow::test::directory_entries(dir.path() + "/ckpt"))
+        saved = saved || name.rfind("ckpt-", 0) == 0;
+    std::this_thread::sleep_for(25ms);
+  }
+  REQUIRE(saved);
+  ps_tasks[0]->signal(SIGKILL);
+  CHECK(ps_tasks[0]->wait_exit(10s) == -1);
+  std::this_thread::sleep_for(500ms);
+  child_process restarted{ACTORFLOW_WORKER_BINARY,
+                          {"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}};
+  auto lines = all_lines(*chief, 240s);
+  CHECK(chief->wait_exit(20s) == 0);
+  CHECK(other->wait_exit(60s) == 0);
+  CHECK(restarted.wait_exit(20s) == 0);
+  auto chief_errors = chief->stderr_text();
+  INFO(chief_errors);
+  CHECK(chief_errors.find("lost a ps task") != std::string::npos);
+  CHECK(other->stderr_text().find("lost a ps task") != std::string::npos);
+  auto restored = last_starting(lines, "restored ");
+  CHECK(restored.find("ckpt-234.afckpt: training returns to global step 234") != std::string::npos);
+  CHECK(last_starting(lines, "synchronous rounds go on from round ") ==
+        "synchronous rounds go on from round 234");
+  // Every round of three epochs closed, those after the restore on the new ps.
+  CHECK(last_starting(lines, "global step: ") == "global step: 702");
+  auto accuracy_line = last_starting(lines, "test accuracy: ");
+  REQUIRE_FALSE(accuracy_line.empty());
+  CHECK(std::stod(accuracy_line.substr(15)) > 0.6);
+}
