@@ -110,9 +110,11 @@ struct graph_assign_add {
   }
 
   /// Starts the update; `finished` turns true (with the kernel's status) when it is done.
-  std::shared_ptr<kernel_context> start(device& dev, float delta, std::optional<status>& finished) {
+  std::shared_ptr<kernel_context> start(device& dev, float delta, std::optional<status>& finished,
+                                        const update_fence& fence = {}) {
     auto ctx = std::make_shared<kernel_context>(
       def, dev, 1, std::vector<tensor>{tensor{}, tensor::from_vector<float>({delta})});
+    ctx->set_fence(fence);
     kernel->compute_async(*ctx, [ctx, &finished] { finished = ctx->status(); });
     return ctx;
   }
@@ -156,6 +158,35 @@ TEST_CASE("the graph's updates of a served variable wait their turn in its shard
     sys.run_all();
     client->receive([](std::int64_t version) { CHECK(version == 2); },
                     caf::after(0s) >> [] { FAIL("no version"); });
+  }
+
+  SECTION("two attempts of a fenced update queued side by side: one applies, both succeed") {
+    // A closure's attempt on a worker that was lost, and its rerun elsewhere, reach the shard
+    // before it ran either.
+    update_fence closure_7{42, 7, 0, 7};
+    std::optional<status> first, second, other;
+    auto a = add.start(*dev, 1.f, first, closure_7);
+    auto b = add.start(*dev, 1.f, second, closure_7);
+    auto c = add.start(*dev, 10.f, other, update_fence{42, 8, 0, 7});
+    CHECK(stored(*dev) == 1.f);
+    sys.run_all();
+    REQUIRE(first.has_value());
+    REQUIRE(second.has_value());
+    REQUIRE(other.has_value());
+    CHECK(first->ok());
+    CHECK(second->ok());
+    CHECK(other->ok());
+    CHECK(stored(*dev) == 12.f);
+    // The refused repeat yields the variable as it was when its turn came.
+    CHECK(b->outputs().at(0).to_vector<float>().at(0) == 2.f);
+    // Closures 7 and 8 settled: a late attempt of 7 is refused although forgotten.
+    std::optional<status> late, next;
+    add.start(*dev, 1.f, next, update_fence{42, 9, 0, 9});
+    add.start(*dev, 1.f, late, closure_7);
+    sys.run_all();
+    REQUIRE(late.has_value());
+    CHECK(late->ok());
+    CHECK(stored(*dev) == 13.f);
   }
 
   SECTION("an update still queued when the shard stops fails its step, naming the variable") {
