@@ -111,6 +111,16 @@ struct bulk_endpoint_timeouts {
   std::uint64_t in_flight_bytes = std::uint64_t{2} << 30;
 };
 
+/// Where a bulk endpoint listens, and the address it gives peers.
+struct bulk_listen_address {
+  /// A name or address to bind ("0.0.0.0": every interface).
+  std::string bind_host = "127.0.0.1";
+  /// 0: a port the system picks.
+  std::uint16_t port = 0;
+  /// The host peers connect to (a Service name, a NAT address); empty: bind_host.
+  std::string advertised_host;
+};
+
 /// The receiving side of one task: a listener on (host, port 0), an acceptor thread and one
 /// reader thread per accepted connection (at most max_connections; more are refused). Each
 /// complete frame becomes a tensor (allocated once from the default host allocator, read
@@ -132,6 +142,11 @@ public:
   /// is read.
   static result<std::unique_ptr<bulk_endpoint>> listen(
     const std::string& host, deliver_function deliver, timeouts limits = {},
+    const transport_security& security = process_transport_security());
+  /// The same where peers reach the endpoint at another address than it listens on (behind a
+  /// Service name or NAT), or at a fixed port. An error names the address and port.
+  static result<std::unique_ptr<bulk_endpoint>> listen(
+    const bulk_listen_address& where, deliver_function deliver, timeouts limits = {},
     const transport_security& security = process_transport_security());
 
   ~bulk_endpoint();

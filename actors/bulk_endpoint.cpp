@@ -30,6 +30,17 @@ result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& 
                                                              deliver_function deliver,
                                                              timeouts limits,
                                                              const transport_security& security) {
+  bulk_listen_address where;
+  where.bind_host = host;
+  return listen(where, std::move(deliver), limits, security);
+}
+
+result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const bulk_listen_address& where,
+                                                             deliver_function deliver,
+                                                             timeouts limits,
+                                                             const transport_security& security) {
+  const auto& host = where.bind_host;
+  auto requested_port = std::to_string(where.port);
   auto tls_context = make_tls_context(security, true);
   if (!tls_context)
     return tls_context.error();
@@ -38,7 +49,7 @@ result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& 
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0)
+  if (int rc = ::getaddrinfo(host.c_str(), requested_port.c_str(), &hints, &found); rc != 0)
     return make_error(errc::unavailable,
                       "bulk endpoint: cannot resolve '" + host + "': " + ::gai_strerror(rc));
   std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard{found, ::freeaddrinfo};
@@ -62,15 +73,16 @@ result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& 
     auto port = bound.ss_family == AF_INET6
                   ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                   : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-    auto shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    const auto& advertised = where.advertised_host.empty() ? host : where.advertised_host;
+    auto shown = advertised.find(':') != std::string::npos ? "[" + advertised + "]" : advertised;
     auto address = shown + ":" + std::to_string(port);
     std::unique_ptr<bulk_endpoint> endpoint{
       new bulk_endpoint(fd, std::move(address), std::move(deliver), limits, security)};
     endpoint->tls_context_ = std::move(*tls_context);
     return endpoint;
   }
-  return make_error(errc::unavailable,
-                    "bulk endpoint: cannot listen on '" + host + "': " + last_error);
+  return make_error(errc::unavailable, "bulk endpoint: cannot listen on '" + host + "' port " +
+                                         requested_port + ": " + last_error);
 }
 
 bulk_endpoint::bulk_endpoint(int listen_fd, std::string address, deliver_function deliver,

@@ -23,6 +23,8 @@ struct server::impl {
   std::string host;
   std::uint16_t port = 0;
   std::string name;
+  /// The task's bulk endpoint as peers reach it (its device list says); empty without one.
+  std::string bulk_address;
   std::mutex mutex;
   bool stopped = false;
   /// Set by join(): the task stopped because its workers went away (see ended_abandoned).
@@ -72,7 +74,8 @@ status prepare_system(server::impl& state, const server_options& options) {
 } // namespace
 
 server::server(std::unique_ptr<impl> state)
-  : impl_(std::move(state)), host_(impl_->host), port_(impl_->port), name_(impl_->name) {}
+  : impl_(std::move(state)), host_(impl_->host), port_(impl_->port), name_(impl_->name),
+    bulk_address_(impl_->bulk_address) {}
 
 server::~server() {
   stop();
@@ -91,6 +94,13 @@ result<std::unique_ptr<server>> server::launch(std::unique_ptr<impl> state) {
                                            ": " + state->sys->render(published.error()));
   }
   state->port = *published;
+  if (state->task) {
+    // The endpoint's address, for the server's start line (and a Service's port list).
+    caf::scoped_actor self{*state->sys};
+    self->request(state->task, std::chrono::seconds(10), protocol::devices_atom::value)
+      .receive([&](protocol::device_list& listed) { state->bulk_address = listed.bulk_address; },
+               [](caf::error&) {});
+  }
   return std::unique_ptr<server>{new server{std::move(state)}};
 }
 
@@ -123,8 +133,11 @@ result<std::unique_ptr<server>> server::start(std::shared_ptr<const cluster_spec
   task_options.master_device_filters = options.device_filters;
   task_options.abandoned_grace_seconds = options.abandoned_grace_seconds;
   task_options.env = options.env;
-  if (options.bulk_channel)
+  if (options.bulk_channel) {
     task_options.bulk_host = split->host;
+    task_options.bulk_bind_host = options.bind_host;
+    task_options.bulk_port = options.bulk_port;
+  }
   state->task = spawn_task_service(*state->sys, job, task, std::move(task_options));
   state->master = state->task;
   return launch(std::move(state));

@@ -40,8 +40,11 @@ struct server_options {
   /// Bound on reaching a task and on its answers for the master this server serves.
   double timeout_seconds = 10;
   /// Large tensors for this task's devices come over a TCP connection of their own
-  /// (actors/bulk_channel.hpp), on the host of the task's address.
+  /// (actors/bulk_channel.hpp): peers reach it at the host of the task's address, and it
+  /// listens on bind_host (when given) at bulk_port.
   bool bulk_channel = true;
+  /// The bulk endpoint's port (a Service or a firewall must know it); 0: one the system picks.
+  std::uint16_t bulk_port = 0;
   /// Runs the server's actors in this system (it must have the middleman and actorflow's
   /// message types; check_actor_system says what is missing) instead of one of its own. The
   /// system must outlive the server.
@@ -80,6 +83,8 @@ public:
   /// The address it listens on and its port (the chosen one when 0 was asked for).
   const std::string& host() const { return host_; }
   std::uint16_t port() const { return port_; }
+  /// "host:port" where peers send this task large tensors; empty without a bulk endpoint.
+  const std::string& bulk_address() const { return bulk_address_; }
   /// "/job:worker/replica:0/task:0", or "master" for start_master.
   const std::string& name() const { return name_; }
 
@@ -113,6 +118,7 @@ private:
   std::string host_;
   std::uint16_t port_ = 0;
   std::string name_;
+  std::string bulk_address_;
 };
 
 } // namespace actorflow

@@ -328,7 +328,11 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
         return make_error(errc::unavailable, "the task's shards have stopped");
       return table->deliver_bulk(key, std::move(value));
     };
-    auto endpoint = bulk_endpoint::listen(options.bulk_host, deliver);
+    bulk_listen_address where;
+    where.bind_host = options.bulk_bind_host.empty() ? options.bulk_host : options.bulk_bind_host;
+    where.port = options.bulk_port;
+    where.advertised_host = options.bulk_host;
+    auto endpoint = bulk_endpoint::listen(where, deliver);
     if (endpoint)
       st.bulk_in = std::move(*endpoint);
     else // Not fatal: large tensors for this task then come through CAF.

@@ -55,11 +55,16 @@ struct task_service_options {
   double abandoned_grace_seconds = 60;
   /// master_options::device_filters for the master this task serves.
   std::vector<std::string> master_device_filters;
-  /// Host (name or address) for the task's bulk tensor endpoint (actors/bulk_channel.hpp),
-  /// which listens on a port the system picks and is listed in device_list::bulk_address.
-  /// Empty (in-process clusters, local sessions): no endpoint, large tensors for this task's
-  /// devices come through CAF. actorflow-worker passes the host of its cluster address.
+  /// Host (name or address) of the task's bulk tensor endpoint (actors/bulk_channel.hpp) as
+  /// peers reach it, listed in device_list::bulk_address with its port. Empty (in-process
+  /// clusters, local sessions): no endpoint, large tensors for this task's devices come through
+  /// CAF. actorflow-worker passes the host of its cluster address.
   std::string bulk_host;
+  /// Where the endpoint listens when that is not bulk_host (a pod's "0.0.0.0" behind a Service
+  /// name or NAT address); empty: bulk_host.
+  std::string bulk_bind_host;
+  /// The endpoint's port; 0: one the system picks.
+  std::uint16_t bulk_port = 0;
 };
 
 /// Why a task service ended when its workers went away without finishing: the exit reason

@@ -83,9 +83,8 @@ int run(int argc, char** argv) {
     cluster = std::make_shared<const cluster_spec>(std::move(*spec));
   }
 
-  auto stop_signals = apps::block_stop_signals();
-  if (!stop_signals)
-    return fail("cannot block SIGINT and SIGTERM", 1);
+  if (!apps::catch_stop_signals())
+    return fail("cannot catch SIGINT and SIGTERM", 1);
   server_options options;
   options.bind_host = o.host;
   options.port = static_cast<std::uint16_t>(o.port);
@@ -95,7 +94,7 @@ int run(int argc, char** argv) {
                         : server::create_local_server(options);
   if (!served)
     return fail(served.error().message(), 1);
-  return apps::serve_until_signal("actorflow-master", **served, *stop_signals);
+  return apps::serve_until_signal("actorflow-master", **served);
 }
 
 int main(int argc, char** argv) { return apps::run_main("actorflow-master", run, argc, argv); }

@@ -38,7 +38,12 @@ Stops cleanly on SIGINT or SIGTERM.
   --threads N        threads of the task's inter-op and intra-op pools; 0 = one per core
                      (default 0)
   --cpu-devices N    number of CPU devices (default 1)
-  --bind HOST        address to listen on (default: the host of the task's address)
+  --bind HOST        address to listen on, e.g. 0.0.0.0 in a pod whose address in the spec
+                     is a Service name (default: the host of the task's address); peers still
+                     use the spec's address
+  --bulk-port N      port of the task's second listener, for large tensors (64 KiB and up)
+                     between tasks; a Service or firewall must let it through as well as the
+                     task's port (default 0: a free port, printed on start)
   --worker-grace S   a ps whose between-graph workers all went away without finishing stops
                      S seconds after the last one, with exit code 3 (default 60; 0: never)
   --master           accepted for old scripts: every task serves as a master, clients open
@@ -54,6 +59,7 @@ struct worker_options {
   int threads = 0;
   int cpu_devices = 1;
   std::string bind;
+  int bulk_port = 0;
   int worker_grace = 60;
   bool master = false;
   bool help = false;
@@ -84,6 +90,7 @@ std::optional<failure> parse_flags(int argc, char** argv, worker_options& o) {
      }},
     {"--threads", [&](const std::string& v) { return apps::parse_int_flag("--threads", v, 0, o.threads, apps::max_threads_flag); }},
     {"--bind", [&](const std::string& v) { o.bind = v; return status{}; }},
+    {"--bulk-port", [&](const std::string& v) { return apps::parse_int_flag("--bulk-port", v, 0, o.bulk_port, 65535); }},
     {"--worker-grace",
      [&](const std::string& v) { return apps::parse_int_flag("--worker-grace", v, 0, o.worker_grace); }},
     {"--cpu-devices",
@@ -169,20 +176,19 @@ int run(int argc, char** argv) {
   if (auto bad = resolve_task(o, id))
     return fail(*bad);
 
-  // Before any thread starts: the signals stay pending until serve_until_signal takes one.
-  auto stop_signals = apps::block_stop_signals();
-  if (!stop_signals)
-    return fail({1, "cannot block SIGINT and SIGTERM"});
+  if (!apps::catch_stop_signals())
+    return fail({1, "cannot catch SIGINT and SIGTERM"});
   server_options options;
   options.cpu_device_count = o.cpu_devices;
   options.threads = o.threads;
   options.bind_host = o.bind;
+  options.bulk_port = static_cast<std::uint16_t>(o.bulk_port);
   options.abandoned_grace_seconds = o.worker_grace;
   auto served = server::start(std::make_shared<const cluster_spec>(id.cluster), id.job, id.task,
                               options);
   if (!served)
     return fail({1, served.error().message()});
-  return apps::serve_until_signal("actorflow-worker", **served, *stop_signals);
+  return apps::serve_until_signal("actorflow-worker", **served);
 }
 
 int main(int argc, char** argv) { return apps::run_main("actorflow-worker", run, argc, argv); }

@@ -3,42 +3,60 @@
 #include "actors/server.hpp"
 
 #include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <fcntl.h>
 #include <iostream>
-#include <pthread.h>
 #include <thread>
+#include <unistd.h>
 
 namespace actorflow::apps {
 
-std::optional<sigset_t> block_stop_signals() {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  if (pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr) != 0)
-    return std::nullopt;
-  std::signal(SIGPIPE, SIG_IGN);
-  return stop_signals;
+namespace {
+
+/// Written by the signal handler (the signal's number) and by a server that stopped by itself
+/// (0); read by serve_until_signal.
+int stop_pipe[2] = {-1, -1};
+
+extern "C" void note_stop_signal(int signal) {
+  auto saved = errno;
+  auto code = static_cast<unsigned char>(signal);
+  [[maybe_unused]] auto written = ::write(stop_pipe[1], &code, 1);
+  errno = saved;
 }
 
-int serve_until_signal(const std::string& app, server& served, const sigset_t& stop_signals) {
+} // namespace
+
+bool catch_stop_signals() {
+  if (stop_pipe[0] < 0 && ::pipe2(stop_pipe, O_CLOEXEC) != 0)
+    return false;
+  struct sigaction action {};
+  action.sa_handler = note_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (::sigaction(SIGINT, &action, nullptr) != 0 || ::sigaction(SIGTERM, &action, nullptr) != 0)
+    return false;
+  std::signal(SIGPIPE, SIG_IGN);
+  return true;
+}
+
+int serve_until_signal(const std::string& app, server& served) {
   std::cout << app << ": " << served.name() << " serving on " << served.host() << ':'
-            << served.port() << " (target " << served.target() << ")" << std::endl;
+            << served.port() << " (target " << served.target()
+            << (served.bulk_address().empty() ? "" : ", large tensors on " + served.bulk_address())
+            << ")" << std::endl;
   std::atomic<bool> ended{false};
-  // The signals wait on this (the main) thread: a process-directed signal goes to the main
-  // thread when it waits for it, and otherwise to any thread that does not block it, such as
-  // those a library started before main (OpenBLAS's), which would die of it. A server that
-  // stops by itself wakes this thread with a SIGTERM of its own, which is then not reported.
-  auto main_thread = pthread_self();
   std::thread joiner{[&] {
     served.join();
     ended = true;
-    pthread_kill(main_thread, SIGTERM);
+    note_stop_signal(0);
   }};
-  int received = 0;
-  while (sigwait(&stop_signals, &received) != 0) {
+  unsigned char received = 0;
+  while (::read(stop_pipe[0], &received, 1) != 1 && errno == EINTR) {
   }
   if (!ended.load())
-    std::cerr << app << ": " << served.name() << " stopping on signal " << received << std::endl;
+    std::cerr << app << ": " << served.name() << " stopping on signal " << int{received}
+              << std::endl;
   served.stop();
   joiner.join();
   if (served.abandoned()) {

@@ -78,8 +78,10 @@ TEST_CASE("a worker serves its devices over loopback, runs a partition and stops
                          "--threads", "1"}};
   auto ready = worker.wait_for_line("serving on", 20s);
   REQUIRE(ready);
-  CHECK(*ready == "actorflow-worker: /job:worker/replica:0/task:0 serving on " + address +
-                    " (target caf://" + address + ")");
+  // Its target and both its ports: CAF's and the bulk channel's.
+  CHECK(ready->rfind("actorflow-worker: /job:worker/replica:0/task:0 serving on " + address +
+                       " (target caf://" + address + ", large tensors on 127.0.0.1:",
+                     0) == 0);
 
   {
     client_system client;
@@ -321,4 +323,82 @@ TEST_CASE("large pushes to and reads of a shard travel over its ps task's bulk c
   CHECK(values.back() == 0.75f);
   ps.signal(SIGTERM);
   CHECK(ps.wait_exit(10s) == 0);
+}
+
+TEST_CASE("a task listening on every interface (--bind 0.0.0.0) takes large tensors at its spec host and a fixed --bulk-port",
+          "[apps][worker]") {
+  // 127.0.0.2 stands for a Service name or NAT address: peers use it, the task binds 0.0.0.0.
+  auto port = free_loopback_port();
+  auto bulk_port = free_loopback_port();
+  REQUIRE(port != 0);
+  REQUIRE(bulk_port != 0);
+  auto address = "127.0.0.2:" + std::to_string(port);
+  worker_process ps{{"--cluster", "ps=" + address, "--job", "ps", "--task", "0", "--threads",
+                     "1", "--bind", "0.0.0.0", "--bulk-port", std::to_string(bulk_port)}};
+  auto started = ps.wait_for_line("serving on", 20s);
+  REQUIRE(started.has_value());
+  auto bulk_address = "127.0.0.2:" + std::to_string(bulk_port);
+  CHECK(started->find("serving on 0.0.0.0:" + std::to_string(port)) != std::string::npos);
+  CHECK(started->find("large tensors on " + bulk_address) != std::string::npos);
+
+  constexpr std::int64_t n = 65536;
+  graph g;
+  actorflow::variable w;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    w = ops::variable(g, ops::constant(g, std::vector<float>(n, 1.f), {n}), "w");
+  }
+  session_options options;
+  options.target = "caf://" + address;
+  options.timeout_seconds = 10;
+  session s{g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+
+  client_system client;
+  auto cluster = cluster_spec::parse("ps=" + address);
+  REQUIRE(cluster.ok());
+  auto shards = find_shards(*client.system, *cluster, "ps", 10);
+  REQUIRE(shards.ok());
+  auto where = shards->at("w");
+  CHECK(where.bulk_address == bulk_address);
+  // A large push through the bulk port at the advertised address.
+  shard_pusher pusher;
+  auto ticket = pusher.ship(where, "w", tensor::from_vector<float>(std::vector<float>(n, 2.f)));
+  REQUIRE(ticket.has_value());
+  REQUIRE(pusher.flush().ok());
+  caf::scoped_actor self{*client.system};
+  std::string failure;
+  std::int64_t version = 0;
+  self->request(where.shard, 10s, protocol::apply_gd_atom::value, 0.25, *ticket)
+    .receive([&](std::int64_t v) { version = v; }, [&](caf::error& err) { failure = client.system->render(err); });
+  INFO(failure);
+  REQUIRE(failure.empty());
+  CHECK(version == 2);
+  auto value = s.run({w.read});
+  REQUIRE(value.ok());
+  CHECK(value->at(0).to_vector<float>().at(0) == 0.5f);
+  // Bound on every interface: 127.0.0.1 reaches the same port.
+  auto fd = actorflow::testing::connect_to_loopback(static_cast<std::uint16_t>(bulk_port));
+  CHECK(fd >= 0);
+  if (fd >= 0)
+    ::close(fd);
+  ps.signal(SIGTERM);
+  CHECK(ps.wait_exit(10000ms) == 0);
+}
+
+TEST_CASE("a task whose spec address is not a local interface serves with --bind, advertising the spec's address",
+          "[apps][worker]") {
+  // Nothing connects to 10.255.255.1: the task only listens on loopback and names it.
+  auto port = free_loopback_port();
+  REQUIRE(port != 0);
+  auto address = "10.255.255.1:" + std::to_string(port);
+  worker_process task{{"--cluster", "worker=" + address, "--job", "worker", "--task", "0",
+                       "--threads", "1", "--bind", "127.0.0.1"}};
+  auto started = task.wait_for_line("serving on", 20s);
+  REQUIRE(started.has_value());
+  CHECK(started->find("serving on 127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  CHECK(started->find("large tensors on 10.255.255.1:") != std::string::npos);
+  // SIGTERM at once after the start line: a clean stop, not death by signal.
+  task.signal(SIGTERM);
+  CHECK(task.wait_exit(10000ms) == 0);
 }
