@@ -40,7 +40,7 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 demo: build
-	$(BUILD_DIR)/apps/actorflow-train --model mlp --output-dir $(BUILD_DIR)/demo-output
+	$(BUILD_DIR)/apps/actorflow-train --model mlp --output-dir $(BUILD_DIR)/demo-output --graph-out $(BUILD_DIR)/demo-output/graph.svg
 
 bench: deps-bench build
 	bench/run_all.sh $(BUILD_DIR)/bench

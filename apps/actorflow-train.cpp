@@ -16,6 +16,7 @@
 #include "graph/rendezvous_key.hpp"
 #include "graph/replica_device_setter.hpp"
 #include "serialization/checkpoint.hpp"
+#include "serialization/graph_picture.hpp"
 #include "serialization/idx_reader.hpp"
 #include "train/metrics.hpp"
 #include "train/models.hpp"
@@ -54,6 +55,13 @@ int fail(const status& s) {
 int usage_error(const status& s) {
   std::cerr << "actorflow-train: " << s.message() << '\n';
   return 2;
+}
+
+/// --graph-out: the picture of the graph as its sessions placed it (graph/graph_dot.hpp).
+status write_graph_out(const train_options& o, const graph& g, const std::string& title) {
+  if (o.graph_out.empty())
+    return {};
+  return write_graph_picture(g, o.graph_out, {title});
 }
 
 /// Where the job runs: the session's options, and the ps and worker tasks unless it is local.
@@ -181,7 +189,11 @@ int run_linreg(const train_options& o, const training_target& where) {
     report.loss = loss->at(0).scalar_value<double>();
     return report;
   });
-  return trained.ok() ? 0 : fail(trained);
+  if (!trained.ok())
+    return fail(trained);
+  if (auto st = write_graph_out(o, g, "actorflow: linear regression"); !st.ok())
+    return fail(st);
+  return 0;
 }
 
 // --- mlp ------------------------------------------------------------------------------------
@@ -334,13 +346,15 @@ std::unique_ptr<train::training_hook> progress_hook(const train_options& o, std:
   });
 }
 
-/// The end of a run that reports results: the curve, then "examples/s: N" and "test
-/// accuracy: X" as the last lines.
-status report_results(const train_options& o, const train::metrics_log& metrics,
+/// The end of a run that reports results: the curve (and the graph's picture), then
+/// "examples/s: N" and "test accuracy: X" as the last lines.
+status report_results(const train_options& o, const graph& g, const train::metrics_log& metrics,
                       const std::string& title, const train::throughput_meter& throughput,
                       double accuracy, progress_printer& progress) {
   AF_RETURN_IF_ERROR(train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(), title));
-  progress.line("metrics: " + o.output_dir + "/metrics.csv, curve: " + o.output_dir + "/curve.svg");
+  AF_RETURN_IF_ERROR(write_graph_out(o, g, title));
+  progress.line("metrics: " + o.output_dir + "/metrics.csv, curve: " + o.output_dir + "/curve.svg" +
+                (o.graph_out.empty() ? "" : ", graph: " + o.graph_out));
   char line[64];
   std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
   progress.line(line);
@@ -477,7 +491,7 @@ int run_mlp(const train_options& o, const training_target& where) {
   auto accuracy = evaluate(s, m, *test_set);
   if (!accuracy)
     return fail(accuracy.error());
-  if (auto st = report_results(o, metrics, "actorflow: " + model_title(o) + " on Fashion-MNIST (" + o.optimizer + ")",
+  if (auto st = report_results(o, g, metrics, "actorflow: " + model_title(o) + " on Fashion-MNIST (" + o.optimizer + ")",
                                throughput, *accuracy, progress);
       !st.ok())
     return fail(st);
@@ -887,7 +901,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         auto accuracy = evaluate(s, single, *test_set);
         if (!accuracy)
           return fail(accuracy.error());
-        if (auto st = report_results(o, metrics,
+        if (auto st = report_results(o, g, metrics,
                                      "actorflow: " + model_title(o) + " between-graph (" + o.optimizer + ")",
                                      throughput, *accuracy, progress);
             !st.ok())
@@ -1127,7 +1141,7 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   for (auto& c : corrects)
     correct += *c.fetch();
   auto accuracy = correct / static_cast<double>(data->test.size());
-  if (auto st = report_results(o, metrics, "actorflow: " + model_title(o) + " coordinated (" + o.optimizer + ")",
+  if (auto st = report_results(o, g, metrics, "actorflow: " + model_title(o) + " coordinated (" + o.optimizer + ")",
                                throughput, accuracy, progress);
       !st.ok())
     return fail(st);

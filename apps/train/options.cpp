@@ -106,6 +106,9 @@ Trains a model with actorflow in one process.
                          is free, on that worker's shard of the data; a closure whose worker is
                          lost (killed, hung, cut off) runs again on another and its update
                          counts once; a restarted worker rejoins
+  --graph-out FILE       a picture of the graph as placed, coloured by device, with its
+                         _Send/_Recv pairs and name scopes: FILE.dot, or .svg/.png/.pdf drawn by
+                         graphviz's dot (not with --coordinator: each worker places its own copy)
   --log-device-placement print "node: device" to standard error for every node placed
   --help                 this text
 )";
@@ -138,6 +141,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--steps", [&](auto& v) { return apps::parse_int_flag("--steps", v, 1, o.steps); }},
     {"--data-dir", [&](auto& v) { o.data_dir = v; return status{}; }},
     {"--output-dir", [&](auto& v) { o.output_dir = v; return status{}; }},
+    {"--graph-out", [&](auto& v) { o.graph_out = v; return status{}; }},
     {"--checkpoint-dir", [&](auto& v) { o.checkpoint_dir = v; return status{}; }},
     {"--keep-checkpoints",
      [&](auto& v) { return apps::parse_int_flag("--keep-checkpoints", v, 1, o.keep_checkpoints); }},
@@ -201,6 +205,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
   if (o.coordinator && (o.cluster.empty() || !o.target.empty() || !o.job.empty() || o.sync))
     return bad("--coordinator", "coordinates the workers of --cluster: not with --target, --job or "
                                 "--sync, and not without --cluster");
+  if (o.coordinator && !o.graph_out.empty())
+    return bad("--graph-out", "not with --coordinator: each worker places its own copy of the graph");
   if (o.coordinator && o.model == "linreg")
     return bad("--coordinator", "coordinated training runs a classifier (--model mlp or cnn)");
   if (o.sync && o.optimizer != "sgd")

@@ -74,6 +74,8 @@ struct train_options {
   /// each on that worker's shard of the data; a closure whose worker is lost runs again on
   /// another, its update counted once (actors/cluster_coordinator.hpp).
   bool coordinator = false;
+  /// Where to write a picture of the placed graph (.dot, .svg, .png or .pdf); empty: nowhere.
+  std::string graph_out;
   /// Print "node: device" for every node placed (TensorFlow's log_device_placement).
   bool log_device_placement = false;
   /// --token-file, --tls-cert, --tls-key, --tls-ca (applied by main before any actor system).

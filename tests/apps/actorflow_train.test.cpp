@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -78,6 +80,28 @@ TEST_CASE("actorflow-train with --log-device-placement prints where every node w
   CHECK(placed > 5);
   CHECK(run_train("--model linreg --threads 1 --steps 2").output.find(": /job:") ==
         std::string::npos);
+}
+
+TEST_CASE("actorflow-train --graph-out draws the placed graph: ps and worker devices, their _Send/_Recv pairs, or says why not") {
+  auto dir = fresh_dir("graph");
+  std::filesystem::create_directories(dir);
+  auto r = run_train("--model linreg --threads 1 --steps 5 --output-dir " + dir + " --graph-out " + dir +
+                     "/graph.svg");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in{dir + "/graph.svg"};
+  std::string svg{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+  CHECK(svg.find("<svg") != std::string::npos);
+  // The in-process cluster's ps holds the variables; the worker runs the model.
+  CHECK(svg.find("/job:ps/replica:0/task:0/device:CPU:0") != std::string::npos);
+  CHECK(svg.find("/job:worker/replica:0/task:0/device:CPU:0") != std::string::npos);
+  CHECK(svg.find("_Recv") != std::string::npos);
+  CHECK(svg.find("Weights/read:0") != std::string::npos);
+  auto bad = run_train("--model linreg --threads 1 --steps 1 --output-dir " + dir +
+                       " --graph-out " + dir + "/graph.jpeg");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("graph.jpeg") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("ACTORFLOW_VERBOSE=1 logs the devices a session finds, as TensorFlow does") {

@@ -315,67 +315,25 @@ TEST_CASE("between-graph sync without backups: a killed worker costs short round
   CHECK(std::stod(accuracy_line.substr(15)) > 0.6);
 }
 
-TEST_CASE("async training outlives a lost ps: the workers wait for it, the chief restores the latest checkpoint into it, and training completes") {
-  auto [spec, ps_tasks] = start_ps_tasks(1, 2);
-  actorflow::test::temp_dir dir;
-  auto worker = [&, spec = spec](int task) {
-    return std::make_unique<child_process>(
-      ACTORFLOW_TRAIN_BINARY,
-      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
-                               "--epochs", "6", "--threads", "1", "--log-every", "1000",
-                               "--checkpoint-dir", dir.path() + "/ckpt",
-                               "--output-dir", dir.path() + "/out" + std::to_string(task)});
-  };
-  auto chief = worker(0);
-  auto other = worker(1);
-  // The ps dies once the chief has saved a checkpoint (one per epoch), mid-training.
-  bool saved = false;
-  for (int i = 0; i < 1200 && !saved; ++i) {
-    if (std::filesystem::exists(dir.path() + "/ckpt/checkpoint_index"))
-      for (auto& name : actorflow::test::directory_entries(dir.path() + "/ckpt"))
-        saved = saved || name.rfind("ckpt-", 0) == 0;
-    std::this_thread::sleep_for(50ms);
-  }
-  REQUIRE(saved);
-  ps_tasks[0]->signal(SIGKILL);
-  CHECK(ps_tasks[0]->wait_exit(10s) == -1);
-  // Restarted at its address (a supervisor would do this), with fresh, empty variables.
-  std::this_thread::sleep_for(500ms);
-  child_process restarted{ACTORFLOW_WORKER_BINARY,
-                          {"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}};
-  auto lines = all_lines(*chief, 240s);
-  CHECK(chief->wait_exit(20s) == 0);
-  CHECK(other->wait_exit(60s) == 0);
-  CHECK(restarted.wait_exit(20s) == 0);
-  auto chief_errors = chief->stderr_text();
-  INFO(chief_errors);
-  CHECK(chief_errors.find("lost a ps task") != std::string::npos);
-  CHECK(other->stderr_text().find("lost a ps task") != std::string::npos);
-  // The restore says where training went back to.
-  auto restored = last_starting(lines, "restored ");
-  REQUIRE_FALSE(restored.empty());
-  auto at = restored.find("training returns to global step ");
-  REQUIRE(at != std::string::npos);
-  CHECK(std::stol(restored.substr(at + 32)) > 0);
-  auto accuracy_line = last_starting(lines, "test accuracy: ");
-  REQUIRE_FALSE(accuracy_line.empty());
-  CHECK(std::stod(accuracy_line.substr(15)) > 0.8);
-}
+namespace {
 
-TEST_CASE("sync training outlives a lost ps: the chief restores the latest checkpoint, every worker resumes the rounds from its global step, and training completes") {
+/// A chief and a second worker training with `flags` and a checkpoint per epoch on one ps,
+/// which is SIGKILLed once the first checkpoint is committed and restarted at its address 0.5 s
+/// later (as a supervisor would, with fresh, empty variables). Every process must end by itself
+/// with exit code 0 and both workers must have said they lost the ps. The chief's lines.
+std::vector<std::string> train_through_a_lost_ps(const std::vector<std::string>& flags) {
   auto [spec, ps_tasks] = start_ps_tasks(1, 2);
   actorflow::test::temp_dir dir;
   auto worker = [&, spec = spec](int task) {
-    return std::make_unique<child_process>(
-      ACTORFLOW_TRAIN_BINARY,
-      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
-                               "--sync", "--epochs", "3", "--threads", "1", "--log-every", "1000",
-                               "--checkpoint-dir", dir.path() + "/ckpt",
-                               "--output-dir", dir.path() + "/out" + std::to_string(task)});
+    std::vector<std::string> args{"--cluster", spec, "--job", "worker", "--task",
+                                  std::to_string(task), "--threads", "1", "--log-every", "1000",
+                                  "--checkpoint-dir", dir.path() + "/ckpt",
+                                  "--output-dir", dir.path() + "/out" + std::to_string(task)};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return std::make_unique<child_process>(ACTORFLOW_TRAIN_BINARY, args);
   };
   auto chief = worker(0);
   auto other = worker(1);
-  // The ps dies once the chief has saved the checkpoint of the first epoch's 234 rounds.
   bool saved = false;
   for (int i = 0; i < 2400 && !saved; ++i) {
     if (std::filesystem::exists(dir.path() + "/ckpt/checkpoint_index"))
@@ -397,6 +355,27 @@ TEST_CASE("sync training outlives a lost ps: the chief restores the latest check
   INFO(chief_errors);
   CHECK(chief_errors.find("lost a ps task") != std::string::npos);
   CHECK(other->stderr_text().find("lost a ps task") != std::string::npos);
+  return lines;
+}
+
+} // namespace
+
+TEST_CASE("async training outlives a lost ps: the workers wait for it, the chief restores the latest checkpoint into it, and training completes") {
+  auto lines = train_through_a_lost_ps({"--epochs", "6"});
+  // The restore says where training went back to.
+  auto restored = last_starting(lines, "restored ");
+  REQUIRE_FALSE(restored.empty());
+  auto at = restored.find("training returns to global step ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stol(restored.substr(at + 32)) > 0);
+  auto accuracy_line = last_starting(lines, "test accuracy: ");
+  REQUIRE_FALSE(accuracy_line.empty());
+  CHECK(std::stod(accuracy_line.substr(15)) > 0.8);
+}
+
+TEST_CASE("sync training outlives a lost ps: the chief restores the latest checkpoint, every worker resumes the rounds from its global step, and training completes") {
+  auto lines = train_through_a_lost_ps({"--sync", "--epochs", "3"});
+  // The first epoch's 234 rounds were checkpointed before the ps died.
   auto restored = last_starting(lines, "restored ");
   CHECK(restored.find("ckpt-234.afckpt: training returns to global step 234") != std::string::npos);
   CHECK(last_starting(lines, "synchronous rounds go on from round ") ==

@@ -93,6 +93,9 @@ TEST_CASE("bad flags give one message naming the flag") {
   auto gpus_and_local = parse({"--gpus", "2", "--local"});
   REQUIRE_FALSE(gpus_and_local.ok());
   CHECK(gpus_and_local.error().message().find("not with --local") != std::string::npos);
+  auto coordinated_picture = parse({"--coordinator", "--cluster", "ps=h:1;worker=h:2", "--graph-out", "g.svg"});
+  REQUIRE_FALSE(coordinated_picture.ok());
+  CHECK(coordinated_picture.error().message().find("--graph-out") != std::string::npos);
   auto lone_all_reduce = parse({"--all-reduce"});
   REQUIRE_FALSE(lone_all_reduce.ok());
   CHECK(lone_all_reduce.error().message().find("give --gpus N") != std::string::npos);
