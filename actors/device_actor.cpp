@@ -4,6 +4,7 @@
 #include "actors/logging.hpp"
 #include "actors/tensor_route.hpp"
 
+#include "devices/commit_gate.hpp"
 #include "devices/executor.hpp"
 #include "devices/rendezvous.hpp"
 #include "devices/thread_pool.hpp"
@@ -31,11 +32,22 @@ using bulk_sent_atom = caf::atom_constant<caf::atom("bulksent")>;
 /// Local only: the executor finished a step on this device.
 using finished_atom = caf::atom_constant<caf::atom("finished")>;
 
+/// Local only: every first update of an all-or-nothing step is held here (commit_gate).
+using armed_atom = caf::atom_constant<caf::atom("armed")>;
+/// Local only: the grace for a commit of a prepared step whose master went away is over.
+using orphan_grace_atom = caf::atom_constant<caf::atom("orphangr")>;
+
 /// What a device actor handles: the public protocol plus the messages it sends itself from
 /// the pools' threads. Handed out as protocol::device_actor, which hides the latter.
 using device_actor_impl =
   device_actor::extend<caf::reacts_to<finished_atom, std::int64_t, step_result>,
-                       caf::reacts_to<bulk_sent_atom, std::int64_t>>;
+                       caf::reacts_to<bulk_sent_atom, std::int64_t>,
+                       caf::reacts_to<armed_atom, std::int64_t>,
+                       caf::reacts_to<orphan_grace_atom, std::int64_t, status>>;
+
+/// How long a device that holds a prepared step waits, once its master went away, for the
+/// commit another device of the step may still pass on before it gives the step up.
+constexpr auto orphan_commit_grace = std::chrono::seconds(1);
 
 /// A step's tensors in flight on the bulk channel: the step's result waits for them, so a
 /// failed transfer fails the step on the sending device, naming the receiver.
@@ -91,6 +103,11 @@ struct device_step {
   /// Who asked for the step (its master's step coordinator): if it goes away, nobody will
   /// abort the step or send what it still waits for.
   caf::actor_addr requester;
+  /// All-or-nothing steps: the coordinator to tell once every first update is held, the gate
+  /// holding them, and whether the commit came (and was passed on).
+  caf::strong_actor_ptr coordinator;
+  std::shared_ptr<commit_gate> gate;
+  bool committed = false;
 };
 
 struct device_state {
@@ -279,10 +296,18 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
         orphaned.push_back(step_id);
     for (auto step_id : orphaned) {
       st.trace("orphaned step " + std::to_string(step_id));
-      st.fail_step(step_id, make_error(errc::aborted, "step " + std::to_string(step_id) +
-                                                        " aborted on " + st.dev->full_name() +
-                                                        ": the master that ran it went away (" +
-                                                        self->system().render(down.reason) + ")"));
+      auto reason = make_error(errc::aborted, "step " + std::to_string(step_id) + " aborted on " +
+                                                st.dev->full_name() +
+                                                ": the master that ran it went away (" +
+                                                self->system().render(down.reason) + ")");
+      auto& step = st.steps[step_id];
+      // Prepared: the master may have committed on another device just before it went; that
+      // device passes the commit on. Give it a moment before giving the step up.
+      if (step.gate && step.gate->armed() && !step.committed) {
+        self->delayed_send(self, orphan_commit_grace, orphan_grace_atom::value, step_id, reason);
+        continue;
+      }
+      st.fail_step(step_id, reason);
     }
   });
   return {
@@ -413,6 +438,13 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
         hooks.schedule = [pool](std::function<void()> work) { pool->schedule(std::move(work)); };
       step.execution = std::make_shared<step_execution>(plan->second, step_id, std::move(hooks));
       step.execution->set_fence(request.fence);
+      if (request.all_or_nothing && plan->second->gated_updates() > 0) {
+        step.coordinator = requester;
+        step.gate = std::make_shared<commit_gate>(
+          plan->second->gated_updates(),
+          [me, step_id] { caf::anon_send(me, armed_atom::value, step_id); });
+        step.execution->set_gate(step.gate);
+      }
       auto execution = step.execution;
       execution->start(request.feeds, request.fetches,
                        [me, step_id](status outcome, std::vector<tensor> fetched) {
@@ -501,6 +533,37 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
                                                         " aborted on " + st.dev->full_name() +
                                                         " because: " + reason.message()));
     },
+    [=](armed_atom, std::int64_t step_id) {
+      auto& st = self->state;
+      auto i = st.steps.find(step_id);
+      if (i == st.steps.end() || !i->second.coordinator || i->second.committed)
+        return;
+      st.trace("prepared step " + std::to_string(step_id));
+      self->send(caf::actor_cast<step_coordinator_actor>(i->second.coordinator),
+                 prepared_atom::value, step_id);
+    },
+    [=](commit_atom, std::int64_t step_id, const std::vector<std::string>& participants) {
+      auto& st = self->state;
+      auto i = st.steps.find(step_id);
+      if (i == st.steps.end() || !i->second.gate || i->second.committed)
+        return;
+      st.trace("commit step " + std::to_string(step_id));
+      i->second.committed = true;
+      i->second.gate->commit();
+      // Passed on once, so that every device of the step applies even if the coordinator
+      // died while sending the commit.
+      for (auto& name : participants)
+        if (name != st.dev->full_name())
+          if (auto peer = st.peers->find(name); peer != st.peers->end())
+            self->send(peer->second, commit_atom::value, step_id, participants);
+    },
+    [=](orphan_grace_atom, std::int64_t step_id, const status& reason) {
+      auto& st = self->state;
+      auto i = st.steps.find(step_id);
+      if (i == st.steps.end() || i->second.committed)
+        return;
+      st.fail_step(step_id, reason);
+    },
   };
 }
 
@@ -522,6 +585,11 @@ struct coordinator_step {
   /// Once the probes have answered: the devices found hung ("" when none was).
   bool judged = false;
   std::string hung;
+  /// All-or-nothing: the calls that hold first updates, which of them are prepared, and how
+  /// many are not yet.
+  std::vector<std::int32_t> gated;
+  std::vector<bool> prepared;
+  std::size_t unprepared = 0;
 };
 
 struct coordinator_state {
@@ -693,6 +761,9 @@ step_coordinator_actor::behavior_type step_coordinator(Self self) {
         if (self->state.monitored.insert(call.first.address()).second)
           self->monitor(call.first);
       }
+      step.gated = plan.gated;
+      step.prepared.assign(plan.calls.size(), false);
+      step.unprepared = plan.gated.size();
       auto step_id = plan.step_id;
       auto timeout = plan.timeout_ms > 0 ? caf::duration{std::chrono::milliseconds(plan.timeout_ms)}
                                          : caf::duration{caf::infinite};
@@ -721,6 +792,30 @@ step_coordinator_actor::behavior_type step_coordinator(Self self) {
             });
       }
       return promise;
+    },
+    [=](prepared_atom, std::int64_t step_id) {
+      auto i = self->state.steps.find(step_id);
+      if (i == self->state.steps.end() || i->second.aborting)
+        return;
+      auto& step = i->second;
+      auto sender = self->current_sender();
+      for (auto index : step.gated) {
+        auto k = static_cast<std::size_t>(index);
+        if (k < step.devices.size() && !step.prepared[k] && sender &&
+            step.devices[k].address() == caf::actor_cast<caf::actor_addr>(sender)) {
+          step.prepared[k] = true;
+          --step.unprepared;
+        }
+      }
+      if (step.unprepared > 0)
+        return;
+      // Every first update of the step is held on every device: apply them all.
+      std::vector<std::string> participants;
+      for (auto index : step.gated)
+        participants.push_back(step.names[static_cast<std::size_t>(index)]);
+      for (auto index : step.gated)
+        self->send(step.devices[static_cast<std::size_t>(index)], commit_atom::value, step_id,
+                   participants);
     },
   };
 }

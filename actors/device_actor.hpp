@@ -68,7 +68,9 @@ struct step_outcome;
 /// monitored: a device whose process dies or whose connection drops fails every step waiting
 /// on it, with an error naming the device (and so its task).
 using step_coordinator_actor =
-  caf::typed_actor<caf::replies_to<run_atom, step_plan>::with<step_outcome>>;
+  caf::typed_actor<caf::replies_to<run_atom, step_plan>::with<step_outcome>,
+                   // A device of an all-or-nothing step holds all its first updates.
+                   caf::reacts_to<prepared_atom, std::int64_t>>;
 
 /// What the coordinator runs: for each device actor, its request.
 struct step_plan {
@@ -78,6 +80,9 @@ struct step_plan {
   std::vector<std::string> device_names;
   /// A device that has not answered after this long fails the step; 0 waits without bound.
   std::int64_t timeout_ms = 0;
+  /// The calls whose devices hold first updates (run_request::all_or_nothing): once each has
+  /// said it is prepared, the coordinator commits the step on all of them.
+  std::vector<std::int32_t> gated;
 };
 
 /// The step's status (the root cause when several devices failed) and each call's fetches.
@@ -91,7 +96,8 @@ struct step_outcome {
 /// Wire encoding (for when a coordinator runs in another process); see protocols/wire.hpp.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
-  return f(caf::meta::type_name("step_plan"), x.step_id, x.calls, x.device_names, x.timeout_ms);
+  return f(caf::meta::type_name("step_plan"), x.step_id, x.calls, x.device_names, x.timeout_ms,
+           x.gated);
 }
 
 /// Wire encoding of a step's outcome; see protocols/wire.hpp.

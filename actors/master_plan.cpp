@@ -1,8 +1,12 @@
 #include "actors/master_plan.hpp"
 
+#include "devices/commit_gate.hpp"
 #include "devices/kernel.hpp"
+#include "graph/op_registry.hpp"
 #include "graph/partition.hpp"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 namespace actorflow {
@@ -30,6 +34,45 @@ std::string run_signature(const master_run_request& request) {
     signature += t + ",";
   return signature;
 }
+
+namespace {
+
+/// The updates among `needed` (ops taking a variable ref: Assign*, Apply*) that no other update
+/// of the step feeds, directly or through other nodes: an all-or-nothing step holds these until
+/// all are ready. Later updates (a beta power after Adam's apply) follow them by themselves.
+std::set<std::string> first_updates_of(const graph& g, std::vector<int> needed,
+                                       const std::set<int>& fed) {
+  std::sort(needed.begin(), needed.end()); // inputs always have smaller ids
+  std::set<int> in_step{needed.begin(), needed.end()};
+  std::map<int, bool> after_update; // node id -> some update of the step precedes it
+  std::set<std::string> first;
+  for (auto id : needed) {
+    const auto& n = g.at(id);
+    auto* def = op_registry::global().find(n.op);
+    bool is_update = def != nullptr && def->takes_variable_ref;
+    bool preceded = false;
+    if (fed.count(id) == 0) {
+      auto visit = [&](int from) {
+        if (in_step.count(from) == 0)
+          return;
+        const auto& producer = g.at(from);
+        auto* producer_def = op_registry::global().find(producer.op);
+        preceded = preceded || after_update[from] ||
+                   (producer_def != nullptr && producer_def->takes_variable_ref);
+      };
+      for (auto& input : n.inputs)
+        visit(input.node_id);
+      for (auto control : n.control_inputs)
+        visit(control);
+    }
+    after_update[id] = preceded;
+    if (is_update && !preceded)
+      first.insert(n.name);
+  }
+  return first;
+}
+
+} // namespace
 
 result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_request& request,
                                                 const device_directory& directory,
@@ -70,6 +113,7 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
   auto parts = partition_graph(g, needed, fed, directory.incarnations());
   if (!parts)
     return parts.error();
+  auto first_updates = first_updates_of(g, needed, fed);
 
   auto plan = std::make_shared<run_plan>();
   for (auto& [device, part] : *parts) {
@@ -88,6 +132,13 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
         entry.fetch_names.push_back(request.fetches[i]);
         entry.fetch_slots.push_back(i);
       }
+    for (std::size_t id = 0; id < part->size(); ++id) {
+      auto& n = part->at(static_cast<int>(id));
+      if (first_updates.count(n.name) > 0) {
+        n.attrs[commit_gate_attr] = true;
+        ++entry.gated_updates;
+      }
+    }
     plan->partitions.push_back(std::move(entry));
   }
   return plan;
@@ -106,6 +157,10 @@ step_plan make_step_plan(const run_plan& plan, std::int64_t step_id,
     step.calls.emplace_back(p.actor, make_run_request(p.handle, step_id, std::move(device_feeds),
                                                       p.fetch_names));
     step.calls.back().second.fence = request.fence;
+    if (request.all_or_nothing && p.gated_updates > 0) {
+      step.calls.back().second.all_or_nothing = true;
+      step.gated.push_back(static_cast<std::int32_t>(step.calls.size() - 1));
+    }
   }
   return step;
 }

@@ -39,6 +39,8 @@ struct partition_entry {
   /// The tensors this device returns, and where each goes among the request's fetches.
   std::vector<std::string> fetch_names;
   std::vector<std::size_t> fetch_slots;
+  /// The partition's first updates (commit_gate_attr), held by all-or-nothing steps.
+  int gated_updates = 0;
 };
 
 /// A run signature's partitions; usable once every registration has been acknowledged.

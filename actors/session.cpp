@@ -197,6 +197,7 @@ struct session::impl {
     if (!request)
       return request.error();
     request->fence = per_step.fence;
+    request->all_or_nothing = per_step.all_or_nothing;
     master_run_result answer;
     {
       std::lock_guard<std::mutex> guard{mutex};

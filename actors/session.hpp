@@ -119,6 +119,11 @@ struct run_options {
   /// What the step's variable updates claim, so that a step run again applies them at most
   /// once (devices/update_fence.hpp); cluster_coordinator sets it. Unfenced by default.
   update_fence fence;
+  /// The step's variable updates apply on every device or on none: each update whose inputs
+  /// depend on no other update of the step waits until all of them, on every device, are
+  /// ready, then the step commits them together (devices/commit_gate.hpp). A worker lost in
+  /// the middle of a step then leaves no variable half updated. Costs a message round per step.
+  bool all_or_nothing = false;
 };
 
 /// A session for plain (non-actor) code: every call blocks until the master answers.

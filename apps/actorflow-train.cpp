@@ -864,9 +864,13 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
                             [&](std::int64_t next) -> result<train::step_report> {
       auto& batch = batches->next();
       auto started = clock_type::now();
+      // A worker lost in the middle of a step leaves no variable half updated: the step's
+      // gradients apply on every ps or on none.
       auto async_step = [&] {
-        return s.run({m.loss, m.correct}, {{m.images, batch.images}, {m.labels, batch.one_hot}},
-                     {train_op});
+        run_options whole;
+        whole.all_or_nothing = true;
+        return s.run_with(whole, {m.loss, m.correct},
+                          {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
       };
       auto r = o.sync ? sync_step(batch) : async_step();
       if (!r && lost_ps_task(r.error())) {

@@ -1,5 +1,7 @@
 #include "devices/executor.hpp"
 
+#include "devices/commit_gate.hpp"
+
 #include "graph/op_registry.hpp"
 
 #include <algorithm>
@@ -29,6 +31,8 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
     it.num_outputs = static_cast<int>(n.output_types.size());
     slot += it.num_outputs;
     plan->by_name_.emplace(n.name, static_cast<int>(i));
+    if (n.attr_or<bool>(commit_gate_attr, false))
+      ++plan->gated_updates_;
   }
   plan->num_slots_ = slot;
   plan->slot_readers_.assign(static_cast<std::size_t>(slot), 0);
@@ -150,6 +154,14 @@ void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
   std::vector<int> ready(roots.begin(), roots.end());
   dispatch(ready, false);
   finish_one();
+}
+
+void step_execution::set_gate(std::shared_ptr<commit_gate> gate) {
+  gate_ = std::move(gate);
+  // Whatever ends the step first (a node failing here, an abort from elsewhere) releases the
+  // held updates to fail, so the step can end.
+  if (gate_ && cancellation_.add([gate = gate_] { gate->cancel(); }) == 0)
+    gate_->cancel();
 }
 
 void step_execution::abort(status reason) {
@@ -317,6 +329,7 @@ bool step_execution::process(int id, std::vector<int>& ready) {
     ctx.set_cancellation(&cancellation_);
     ctx.set_memory_budget(plan_->budget());
     ctx.set_fence(fence_);
+    ctx.set_gate(gate_.get());
     if (auto st = run_guarded([&] { it.kernel->compute(ctx); }); !st.ok())
       ctx.fail(std::move(st));
     if (!ctx.status().ok()) {
@@ -340,6 +353,7 @@ void step_execution::compute_later(int id, std::vector<tensor> inputs) {
   ctx->set_cancellation(&cancellation_);
   ctx->set_memory_budget(plan_->budget());
   ctx->set_fence(fence_);
+  ctx->set_gate(gate_.get());
   dev.compute(*it.kernel, *ctx, [self = shared_from_this(), id, ctx] {
     auto& item = self->plan_->items()[static_cast<std::size_t>(id)];
     if (!ctx->status().ok()) {

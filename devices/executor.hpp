@@ -74,6 +74,9 @@ public:
   bool device_has_own_memory() const { return own_memory_; }
   /// What the outputs of this plan's kernels are charged to; null: no cap.
   memory_budget* budget() const { return budget_.get(); }
+  /// Update nodes marked as their step's first (commit_gate_attr): an all-or-nothing step
+  /// holds them in a commit_gate.
+  int gated_updates() const { return gated_updates_; }
   /// Node id for a name, -1 if absent (used when a step starts, not per node).
   int find(const std::string& name) const;
   /// Slot of "name:index" or "name", -1 if absent.
@@ -84,6 +87,7 @@ private:
   device* device_ = nullptr;
   bool own_memory_ = false;
   std::shared_ptr<memory_budget> budget_;
+  int gated_updates_ = 0;
   std::vector<item> items_;
   std::vector<int> roots_;
   int num_slots_ = 0;
@@ -124,6 +128,9 @@ public:
   /// The fence every variable update of this step claims (devices/update_fence.hpp); set
   /// before start().
   void set_fence(const update_fence& fence) { fence_ = fence; }
+  /// The gate of an all-or-nothing step (devices/commit_gate.hpp); any abort of the step
+  /// cancels it. Set before start().
+  void set_gate(std::shared_ptr<commit_gate> gate);
 
   /// Ends the step early with `reason` (nodes already running finish; no new ones start).
   void abort(status reason);
@@ -186,6 +193,7 @@ private:
   /// Ends the waits of this step's collective kernels when it is aborted.
   step_cancellation cancellation_;
   update_fence fence_;
+  std::shared_ptr<commit_gate> gate_;
 };
 
 } // namespace actorflow

@@ -1,5 +1,7 @@
 #include "devices/kernel.hpp"
 
+#include "devices/commit_gate.hpp"
+
 #include "devices/device.hpp"
 #include "devices/memory_budget.hpp"
 #include "devices/test_device.hpp"
@@ -151,11 +153,36 @@ public:
       std::lock_guard<std::mutex> guard{state->mutex};
       order = state->order_update;
     }
-    if (!order) {
-      inner_->compute_async(ctx, std::move(done));
+    // The executor keeps ctx alive until done() runs.
+    auto apply = [this, &ctx, state, order = std::move(order)](std::function<void()> done) {
+      if (!order) {
+        inner_->compute_async(ctx, std::move(done));
+        return;
+      }
+      apply_in_turn(ctx, state, order, std::move(done));
+    };
+    if (ctx.gate() != nullptr && ctx.def().attr_or<bool>(commit_gate_attr, false)) {
+      // All of the step's first updates apply, or none: wait for the step to commit.
+      ctx.gate()->hold([this, &ctx, apply, done = std::move(done)](bool commit) mutable {
+        if (commit) {
+          apply(std::move(done));
+          return;
+        }
+        ctx.fail(make_error(errc::aborted, op() + " node '" + name() + "' of variable '" +
+                                             variable_ + "' not applied: its step ended "
+                                                         "before every update of it was ready"));
+        done();
+      });
       return;
     }
-    // The executor keeps ctx alive until done() runs.
+    apply(std::move(done));
+  }
+
+private:
+  /// Hands the update to the shard actor that orders the variable's updates (`order`).
+  void apply_in_turn(kernel_context& ctx, const std::shared_ptr<variable_state>& state,
+                     const std::function<void(pending_update, update_claim)>& order,
+                     std::function<void()> done) {
     auto turn = [this, &ctx, state, done = std::move(done)](update_turn t) mutable {
       switch (t) {
         case update_turn::apply:
@@ -185,7 +212,6 @@ public:
     order(std::move(turn), update_claim{ctx.fence(), name()});
   }
 
-private:
   /// The variable's storage, looked up by name until it exists and kept from then on: a
   /// device's resource manager never drops a variable, and a kernel serves one device.
   std::shared_ptr<variable_state> variable_state_of(kernel_context& ctx) {

@@ -22,6 +22,7 @@
 
 namespace actorflow {
 
+class commit_gate;
 class device;
 class memory_budget;
 class thread_pool;
@@ -130,6 +131,11 @@ public:
   const update_fence& fence() const { return fence_; }
   void set_fence(const update_fence& fence) { fence_ = fence; }
 
+  /// Where the step's first updates wait to apply all or none (devices/commit_gate.hpp); null
+  /// unless the step asked for that.
+  commit_gate* gate() const { return gate_; }
+  void set_gate(commit_gate* gate) { gate_ = gate; }
+
   /// The device's intra-op pool (never null) and its resources.
   thread_pool& intra_op_pool();
   resource_manager& resources();
@@ -144,6 +150,7 @@ private:
   step_cancellation* cancellation_ = nullptr;
   memory_budget* budget_ = nullptr;
   update_fence fence_;
+  commit_gate* gate_ = nullptr;
 };
 
 /// Ok when input `i` of ctx exists, is initialised and has type `expected`; otherwise the

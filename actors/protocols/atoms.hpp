@@ -15,6 +15,10 @@ using run_atom = caf::atom_constant<caf::atom("run")>;
 using tensor_atom = caf::atom_constant<caf::atom("tensor")>;
 using abort_atom = caf::atom_constant<caf::atom("abort")>;
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
+/// All-or-nothing steps: a device's first updates are all held, ready to apply (device ->
+/// step coordinator); then apply them (coordinator -> devices, and device -> device).
+using prepared_atom = caf::atom_constant<caf::atom("prepared")>;
+using commit_atom = caf::atom_constant<caf::atom("commit")>;
 
 // Master protocol (protocols/master.hpp).
 using create_atom = caf::atom_constant<caf::atom("create")>;

@@ -90,7 +90,11 @@ using device_actor = caf::typed_actor<
   caf::reacts_to<abort_atom, std::int64_t, status>,
   // Answered at once with the number of steps in flight here: a device that answers is alive,
   // so a step it did not finish in time was waiting on another (the coordinator asks).
-  caf::replies_to<probe_atom>::with<std::int64_t>>;
+  caf::replies_to<probe_atom>::with<std::int64_t>,
+  // An all-or-nothing step commits: its held updates apply. From the step's coordinator, or
+  // passed on by another of the step's devices (their full names), so that the commit reaches
+  // every one of them even when the coordinator dies while sending it.
+  caf::reacts_to<commit_atom, std::int64_t, std::vector<std::string>>>;
 
 /// A partition to run under `handle` on one device; the graph is shared, never copied.
 struct partition_registration {
@@ -126,12 +130,15 @@ struct run_request {
   std::vector<std::string> fetches;
   /// What this step's variable updates claim (devices/update_fence.hpp); unfenced by default.
   update_fence fence;
+  /// Hold the partition's first updates (commit_gate_attr) until the coordinator commits the
+  /// step (devices/commit_gate.hpp).
+  bool all_or_nothing = false;
 };
 
 inline run_request make_run_request(std::int64_t handle, std::int64_t step_id,
                                     std::vector<std::pair<std::string, tensor>> feeds,
                                     std::vector<std::string> fetches) {
-  return run_request{handle, step_id, std::move(feeds), std::move(fetches), {}};
+  return run_request{handle, step_id, std::move(feeds), std::move(fetches), {}, false};
 }
 
 /// A device's answer to a run_request: its status and the fetched tensors in request order.
@@ -216,7 +223,7 @@ typename Inspector::result_type inspect(Inspector& f, peer_table& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
   return f(caf::meta::type_name("run_request"), x.handle, x.step_id, x.feeds, x.fetches,
-           x.fence);
+           x.fence, x.all_or_nothing);
 }
 
 /// Encodes the status, the fetched tensors and the execution time.

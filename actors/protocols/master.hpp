@@ -74,6 +74,8 @@ struct master_run_request {
   std::vector<std::string> targets;
   /// Given to every device's part of the step (devices/update_fence.hpp).
   update_fence fence;
+  /// The step's first variable updates apply on every device or on none (run_options).
+  bool all_or_nothing = false;
 };
 
 struct master_run_result {
@@ -169,7 +171,7 @@ typename Inspector::result_type inspect(Inspector& f, session_created& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, master_run_request& x) {
   return f(caf::meta::type_name("master_run_request"), x.handle, x.feeds, x.fetches, x.targets,
-           x.fence);
+           x.fence, x.all_or_nothing);
 }
 
 template <class Inspector>

@@ -129,3 +129,66 @@ TEST_CASE("a fenced step run again leaves its variable updates applied once") {
   REQUIRE(s.run_targets({plus_one}).ok());
   CHECK(value() == 17.f);
 }
+
+TEST_CASE("an all-or-nothing step applies its updates on every ps or, when a part of it fails, on none") {
+  graph g;
+  actorflow::variable a, b, c;
+  {
+    auto d = g.device("/job:ps/task:0");
+    a = ops::variable(g, 0.f, "a");
+  }
+  {
+    auto d = g.device("/job:ps/task:1");
+    b = ops::variable(g, 0.f, "b");
+    c = ops::variable(g, 0.f, "c");
+  }
+  output up_a, up_b, up_c;
+  output x;
+  {
+    auto d = g.device("/job:worker/task:0");
+    x = ops::placeholder(g, dtype::float32, tensor_shape::unknown(), "x");
+    up_a = ops::assign_add(a, ops::reduce_sum(x * ops::constant(g, 1.f)));
+  }
+  {
+    // b's delta fails unless x has exactly one element, and only after a slow product: a's
+    // delta has long arrived on the other ps by then.
+    auto d = g.device("/job:ps/task:1");
+    auto big = ops::ones(g, {384, 384});
+    auto slow = ops::reduce_sum(ops::matmul(big, big)) * ops::constant(g, 0.f);
+    up_b = ops::assign_add(b, ops::reduce_sum(ops::reshape(x + slow, {1})));
+  }
+  {
+    // A later update, after the first ones: it applies once they have (never held itself).
+    auto d = g.device("/job:worker/task:0");
+    auto after = g.control_dependencies({up_a, up_b});
+    up_c = ops::assign_add(c, ops::constant(g, 1.f));
+  }
+  session_options options;
+  options.in_process_cluster = {{"ps", 2}, {"worker", 1}};
+  session s{g, options};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  auto values = [&] {
+    auto r = s.run({a.read, b.read, c.read});
+    REQUIRE(r.ok());
+    return std::vector<float>{r->at(0).scalar_value<float>(), r->at(1).scalar_value<float>(),
+                              r->at(2).scalar_value<float>()};
+  };
+  run_options all_or_nothing;
+  all_or_nothing.all_or_nothing = true;
+  auto one = tensor::from_vector<float>({1.f});
+  auto two = tensor::from_vector<float>({1.f, 1.f});
+
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(s.run_with(all_or_nothing, {}, {{x, one}}, {up_a, up_b, up_c}).ok());
+  CHECK(values() == std::vector<float>{3.f, 3.f, 3.f});
+  // b's delta cannot be computed: a's update, ready and held on the other ps, is not applied.
+  for (int i = 0; i < 5; ++i) {
+    auto failed = s.run_with(all_or_nothing, {}, {{x, two}}, {up_a, up_b, up_c});
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.error().message().find("Reshape") != std::string::npos);
+    CHECK(values() == std::vector<float>{3.f, 3.f, 3.f});
+  }
+  // Steps keep working afterwards.
+  REQUIRE(s.run_with(all_or_nothing, {}, {{x, one}}, {up_a, up_b, up_c}).ok());
+  CHECK(values() == std::vector<float>{4.f, 4.f, 4.f});
+}

@@ -1,6 +1,8 @@
 // Between-graph replication with real processes on loopback: ps tasks are actorflow-worker,
 // workers are actorflow-train processes with graphs of their own.
 #include "actors/cluster_spec.hpp"
+#include "actors/session.hpp"
+#include "graph/ops.hpp"
 #include "support/processes.hpp"
 #include "support/temp_dir.hpp"
 
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -385,4 +388,52 @@ TEST_CASE("sync training outlives a lost ps: the chief restores the latest check
   auto accuracy_line = last_starting(lines, "test accuracy: ");
   REQUIRE_FALSE(accuracy_line.empty());
   CHECK(std::stod(accuracy_line.substr(15)) > 0.6);
+}
+
+TEST_CASE("all-or-nothing steps: a worker killed at random moments, 25 times, never leaves one ps updated without the other") {
+  auto [spec, ps_tasks] = start_ps_tasks(2, 1);
+  auto client = [&, spec = spec](const std::string& mode) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_PAIRED_UPDATES_BINARY, std::vector<std::string>{"--cluster", spec, "--task", "0", mode});
+  };
+  auto init = client("--init");
+  REQUIRE(init->wait_exit(30s) == 0);
+  std::mt19937 rng{12345};
+  std::uniform_int_distribution<int> pause_ms{0, 40};
+  for (int kill = 0; kill < 25; ++kill) {
+    auto worker = client("--whole");
+    REQUIRE(worker->wait_for_line("step 10", 30s).has_value());
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms(rng)));
+    worker->signal(SIGKILL);
+    CHECK(worker->wait_exit(10s) == -1);
+  }
+  // The ps tasks ended the killed workers' steps: a step held whole, or not at all.
+  actorflow::graph g;
+  actorflow::variable a, b;
+  {
+    auto d = g.device("/job:ps/task:0");
+    a = actorflow::ops::variable(g, 0.f, "a");
+  }
+  {
+    auto d = g.device("/job:ps/task:1");
+    b = actorflow::ops::variable(g, 0.f, "b");
+  }
+  actorflow::session_options options;
+  options.cluster = std::make_shared<actorflow::cluster_spec>(*actorflow::cluster_spec::parse(spec));
+  options.device_filters = {"/job:ps"};
+  options.default_task = "/job:ps/task:0";
+  options.timeout_seconds = 10;
+  // After the last kill, a step still held on a ps ends within the grace for its commit.
+  std::this_thread::sleep_for(1500ms);
+  actorflow::session s{g, options};
+  auto values = s.run({a.read, b.read});
+  REQUIRE(values.ok());
+  auto a_value = values->at(0).scalar_value<float>();
+  auto b_value = values->at(1).scalar_value<float>();
+  CHECK(a_value >= 25 * 10);
+  CHECK(a_value == b_value);
+  for (auto& ps : ps_tasks) {
+    ps->signal(SIGTERM);
+    CHECK(ps->wait_exit(10s) == 0);
+  }
 }
