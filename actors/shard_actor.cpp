@@ -3,6 +3,7 @@
 #include "actors/bulk_channel.hpp"
 #include "actors/protocols/wire.hpp"
 #include "devices/gradient_accumulator.hpp"
+#include "devices/worker_lives.hpp"
 
 #include <caf/all.hpp>
 
@@ -62,6 +63,8 @@ struct shard_state {
   std::optional<variable_shard> shard;
   /// The fenced updates applied (coordinator closures): a repeat of one is refused.
   update_fence_book fences;
+  /// Workers' lives, for updates that say where they come from (update_origin).
+  worker_lives lives;
   /// Synchronous training: the current round's gradients, and who waits for it to be applied.
   std::optional<gradient_accumulator> accumulator;
   std::vector<caf::typed_response_promise<sync_outcome>> waiting;
@@ -163,6 +166,15 @@ void accumulate(shard_self self, sync_gradient& offered,
   // The round is complete: apply its average once and release everyone in it.
   if (auto average = acc.take_average())
     apply_round(self, *average);
+}
+
+/// The error for an update from a retired life of its worker; nothing when it counts.
+std::optional<caf::error> refuse_retired(shard_self self, const update_origin& from) {
+  if (self->state.lives.admit(from.worker, from.incarnation))
+    return std::nullopt;
+  return make_wire_error(errc::aborted, "an update of shard '" + self->state.shard->name() +
+                                          "' from an earlier life of worker '" + from.worker +
+                                          "' was refused: the worker has restarted since");
 }
 
 /// An answer, or the status as an "actorflow" error the requester receives.
@@ -270,6 +282,39 @@ shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard s
       auto rp = self->make_response_promise<std::int64_t>();
       self->state.with_frame(gradient.key, [rp, &s, learning_rate](tensor value) mutable {
         deliver(rp, s.apply_gradient_descent(learning_rate, value));
+      });
+      return rp;
+    },
+    [self, &s](assign_add_atom, const tensor& delta, const update_origin& from) {
+      if (auto refused = refuse_retired(self, from))
+        return caf::result<std::int64_t>{std::move(*refused)};
+      return answer(s.assign_add(delta));
+    },
+    [self, &s](apply_gd_atom, double learning_rate, const tensor& gradient,
+               const update_origin& from) {
+      if (auto refused = refuse_retired(self, from))
+        return caf::result<std::int64_t>{std::move(*refused)};
+      return answer(s.apply_gradient_descent(learning_rate, gradient));
+    },
+    [self, &s](assign_add_atom, const bulk_tensor& delta, const update_origin& from) {
+      auto rp = self->make_response_promise<std::int64_t>();
+      // The frame comes either way; taken, and dropped when the update is refused.
+      self->state.with_frame(delta.key, [self, rp, &s, from](tensor value) mutable {
+        if (auto refused = refuse_retired(self, from))
+          rp.deliver(std::move(*refused));
+        else
+          deliver(rp, s.assign_add(value));
+      });
+      return rp;
+    },
+    [self, &s](apply_gd_atom, double learning_rate, const bulk_tensor& gradient,
+               const update_origin& from) {
+      auto rp = self->make_response_promise<std::int64_t>();
+      self->state.with_frame(gradient.key, [self, rp, &s, from, learning_rate](tensor value) mutable {
+        if (auto refused = refuse_retired(self, from))
+          rp.deliver(std::move(*refused));
+        else
+          deliver(rp, s.apply_gradient_descent(learning_rate, value));
       });
       return rp;
     },

@@ -27,18 +27,8 @@ gradient_accumulator::offer(std::int64_t local_step, int worker, const tensor& g
                         (gradient.is_initialized()
                            ? std::string{to_string(gradient.type())} + gradient.shape().to_string()
                            : std::string{"an empty tensor"}));
-  if (incarnation != 0) {
-    if (retired_.count(incarnation) > 0) {
-      ++retired_dropped_;
-      return offer_outcome::retired;
-    }
-    auto [life, fresh] = lives_.emplace(worker, incarnation);
-    if (!fresh && life->second != incarnation) {
-      // The worker restarted: its earlier life sends nothing that counts from now on.
-      retired_.insert(life->second);
-      life->second = incarnation;
-    }
-  }
+  if (!lives_.admit(std::to_string(worker), incarnation))
+    return offer_outcome::retired;
   if (local_step > global_step_)
     return make_error(errc::failed_precondition,
                       "worker " + std::to_string(worker) + " sent a gradient for '" + name_ +

@@ -12,6 +12,7 @@
 ///   if (auto average = acc.take_short_average()) apply(*average);   // after the round's bound
 /// A plain class: the shard actor that owns it orders the calls (one at a time).
 
+#include "devices/worker_lives.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
 #include "graph/tensor_shape.hpp"
@@ -73,7 +74,7 @@ public:
   /// Gradients dropped because they were stale or duplicates, since construction.
   std::int64_t stale_dropped() const { return stale_; }
   std::int64_t duplicates_dropped() const { return duplicates_; }
-  std::int64_t retired_dropped() const { return retired_dropped_; }
+  std::int64_t retired_dropped() const { return lives_.refused(); }
 
 private:
   std::string name_;
@@ -87,10 +88,8 @@ private:
   std::int64_t stale_ = 0;
   std::int64_t duplicates_ = 0;
   std::int64_t short_rounds_ = 0;
-  std::int64_t retired_dropped_ = 0;
   /// Each worker's current life, and the lives that restarted.
-  std::map<int, std::uint64_t> lives_;
-  std::set<std::uint64_t> retired_;
+  worker_lives lives_;
 
   /// The average of the round's gradients; clears the round and advances the step.
   tensor close_round();

@@ -51,6 +51,21 @@ typename Inspector::result_type inspect(Inspector& f, bulk_tensor& x) {
   return f(caf::meta::type_name("bulk_tensor"), x.key);
 }
 
+/// Who sends an update through the shard protocol: the worker (any name its sender keeps
+/// stable across restarts, e.g. "/job:worker/replica:0/task:1") and the life of its process
+/// (new_incarnation(), graph/rendezvous_key.hpp). Once the shard has seen a worker's new life,
+/// updates from its earlier lives are refused: a process frozen, then resumed after its
+/// replacement started, changes nothing any more.
+struct update_origin {
+  std::string worker;
+  std::uint64_t incarnation = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, update_origin& x) {
+  return f(caf::meta::type_name("update_origin"), x.worker, x.incarnation);
+}
+
 /// A gradient offered for a synchronous round (make_sync_gradient).
 struct sync_gradient {
   /// The global step the gradient was computed at, and by which worker.
@@ -115,6 +130,12 @@ using shard_actor = caf::typed_actor<
   // value -= learning_rate * gradient (ApplyGradientDescent).
   caf::replies_to<apply_gd_atom, double, tensor>::with<std::int64_t>,
   caf::replies_to<apply_gd_atom, double, bulk_tensor>::with<std::int64_t>,
+  // The same from a worker's life (update_origin): refused (an "aborted" error naming the
+  // worker) once a later life of the worker has been seen.
+  caf::replies_to<assign_add_atom, tensor, update_origin>::with<std::int64_t>,
+  caf::replies_to<assign_add_atom, bulk_tensor, update_origin>::with<std::int64_t>,
+  caf::replies_to<apply_gd_atom, double, tensor, update_origin>::with<std::int64_t>,
+  caf::replies_to<apply_gd_atom, double, bulk_tensor, update_origin>::with<std::int64_t>,
   // How many updates the shard has applied.
   caf::replies_to<version_atom>::with<std::int64_t>,
   // Puts back a snapshot (a read's answer): value and version, for checkpoints.

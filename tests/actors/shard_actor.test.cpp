@@ -333,3 +333,43 @@ TEST_CASE("a synchronous round missing a lost worker closes after its bound with
   sys.run_all();
   CHECK(stored(*dev) == -1.5f); // round 2's stale timer closed nothing
 }
+
+TEST_CASE("updates that name their worker's life: once the worker restarted, its earlier life changes nothing") {
+  served_w served;
+  auto& sys = served.sys;
+  auto& dev = served.dev;
+  auto& shard = served.shard;
+  caf::scoped_actor client{sys.system()};
+  auto push = [&](const std::string& worker, std::uint64_t life, float g) {
+    client->send(shard, apply_gd_atom::value, 1.0, tensor::from_vector<float>({g, g}),
+                 update_origin{worker, life});
+    sys.run_all();
+    std::optional<std::int64_t> version;
+    std::optional<std::string> refused;
+    client->receive([&](std::int64_t v) { version = v; },
+                    [&](caf::error& err) { refused = sys.system().render(err); },
+                    caf::after(0s) >> [] { FAIL("no answer"); });
+    return std::make_pair(version, refused);
+  };
+  const std::uint64_t first_life = 11, second_life = 22;
+  CHECK(push("worker1", first_life, 1.f).first.has_value()); // w = 0
+  CHECK(push("worker1", second_life, 1.f).first.has_value()); // restarted: w = -1
+  // The frozen first life resumes: refused, naming the worker.
+  auto [version, refused] = push("worker1", first_life, 100.f);
+  CHECK_FALSE(version.has_value());
+  REQUIRE(refused.has_value());
+  CHECK(refused->find("earlier life of worker 'worker1'") != std::string::npos);
+  CHECK(stored(*dev) == -1.f);
+  // The current life, another worker, and senders that name no life still count.
+  CHECK(push("worker1", second_life, 1.f).first.has_value());
+  CHECK(push("worker2", 33, 1.f).first.has_value()); // lives are drawn at random: unique
+  CHECK(push("anyone", 0, 1.f).first.has_value());
+  CHECK(stored(*dev) == -4.f);
+  // Adds fenced the same way.
+  client->send(shard, assign_add_atom::value, tensor::from_vector<float>({5.f, 5.f}),
+               update_origin{"worker1", first_life});
+  sys.run_all();
+  client->receive([](std::int64_t) { FAIL("a retired life's add was applied"); },
+                  [](caf::error&) {}, caf::after(0s) >> [] { FAIL("no answer"); });
+  CHECK(stored(*dev) == -4.f);
+}
