@@ -139,63 +139,6 @@ result<training_target> resolve_target(const train_options& o) {
   return t;
 }
 
-// --- linreg ---------------------------------------------------------------------------------
-
-int run_linreg(const train_options& o, const training_target& where) {
-  graph g;
-  auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
-  std::optional<scope_guard> on_cluster;
-  if (where.layout) {
-    // Weights and biases on the parameter servers, the model and its updates' inputs on the
-    // first worker.
-    replica_device_setter_options placement;
-    placement.ps_tasks = where.layout->ps_tasks;
-    placement.ps_device = "/job:" + where.layout->ps_job;
-    placement.worker_device = "/job:" + where.layout->worker_job + "/task:0";
-    auto setter = replica_device_setter(placement);
-    if (!setter)
-      return fail(setter.error());
-    on_cluster.emplace(g.device(*setter));
-  }
-  auto m = train::build_linreg(g, *opt, o.seed);
-  on_cluster.reset();
-  auto& w = m.weights;
-  auto& b = m.biases;
-  auto& train = m.train;
-  if (!g.status().ok())
-    return fail(g.status());
-  session s{g, where.options};
-  if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok())
-    return fail(st);
-  std::vector<std::unique_ptr<train::training_hook>> hooks;
-  hooks.push_back(train::make_finite_loss_hook());
-  train::trainer loop{std::move(hooks)};
-  auto trained = loop.run(0, o.steps, [&](std::int64_t step) -> result<train::step_report> {
-    auto loss = s.run({m.loss}, {}, {train});
-    if (!loss)
-      return loss.error();
-    // "step W b" lines count from 0, every 20 steps and the last.
-    auto shown = step - 1;
-    if (shown % 20 == 0 || step == o.steps) {
-      auto values = s.run({w.read, b.read});
-      if (!values)
-        return values.error();
-      std::printf("%lld %.6f %.6f\n", static_cast<long long>(shown),
-                  values->at(0).scalar_value<double>(), values->at(1).scalar_value<double>());
-      std::fflush(stdout);
-    }
-    train::step_report report;
-    report.step = step;
-    report.loss = loss->at(0).scalar_value<double>();
-    return report;
-  });
-  if (!trained.ok())
-    return fail(trained);
-  if (auto st = write_graph_out(o, g, "actorflow: linear regression"); !st.ok())
-    return fail(st);
-  return 0;
-}
-
 // --- mlp ------------------------------------------------------------------------------------
 
 /// Prints progress: a live status line on a terminal, plain lines when piped.
@@ -400,6 +343,105 @@ result<std::optional<restored_checkpoint>> restore_latest(saver& from, session& 
 }
 
 /// "MLP" or "CNN", for titles.
+// --- linreg ---------------------------------------------------------------------------------
+
+int run_linreg(const train_options& o, const training_target& where) {
+  if (auto st = prepare_output_directories(o); !st.ok())
+    return fail(st);
+  graph g;
+  auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
+  std::optional<scope_guard> on_cluster;
+  if (where.layout) {
+    // Weights and biases on the parameter servers, the model and its updates' inputs on the
+    // first worker.
+    replica_device_setter_options placement;
+    placement.ps_tasks = where.layout->ps_tasks;
+    placement.ps_device = "/job:" + where.layout->ps_job;
+    placement.worker_device = "/job:" + where.layout->worker_job + "/task:0";
+    auto setter = replica_device_setter(placement);
+    if (!setter)
+      return fail(setter.error());
+    on_cluster.emplace(g.device(*setter));
+  }
+  auto m = train::build_linreg(g, *opt, o.seed);
+  on_cluster.reset();
+  auto& w = m.weights;
+  auto& b = m.biases;
+  auto& train = m.train;
+  if (!g.status().ok())
+    return fail(g.status());
+  saver checkpoints_saver{g};
+  if (!checkpoints_saver.status().ok())
+    return fail(checkpoints_saver.status());
+  session s{g, where.options};
+  if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok())
+    return fail(st);
+  // --checkpoint-dir: a checkpoint every 100 steps and at the end; --resume goes on from the
+  // latest (the data are fixed, so a resumed run ends as an uninterrupted one does).
+  std::unique_ptr<checkpoint_manager> checkpoints;
+  std::unique_ptr<background_saver> writer;
+  std::int64_t first_step = 0;
+  if (!o.checkpoint_dir.empty()) {
+    checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
+    if (o.resume) {
+      auto restored = restore_latest(checkpoints_saver, s, *checkpoints);
+      if (!restored)
+        return fail(restored.error().with_context("--resume"));
+      if (!*restored)
+        return fail(make_error(errc::not_found, "--resume: no checkpoint in '" + o.checkpoint_dir + "'"));
+      first_step = (*restored)->step;
+    }
+    writer = std::make_unique<background_saver>(checkpoints_saver, *checkpoints);
+  }
+  // --output-dir: metrics.csv and curve.svg, as for the classifiers (stdout keeps its lines).
+  train::metrics_log metrics;
+  auto metrics_path = o.output_dir + "/metrics.csv";
+  if (auto st = o.resume ? metrics.resume(metrics_path, first_step) : metrics.open(metrics_path); !st.ok())
+    return fail(st);
+  std::vector<std::unique_ptr<train::training_hook>> hooks;
+  hooks.push_back(train::make_finite_loss_hook());
+  hooks.push_back(train::make_observer_hook([&](const train::step_report& r) {
+    if (r.step == 1 || r.step % o.log_every == 0 || r.step == o.steps)
+      metrics.add({r.step, 1, r.loss, 0, 0});
+  }));
+  if (writer)
+    hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) -> status {
+      return at % 100 == 0 || at == o.steps ? writer->save(s, at) : status{};
+    }, 1));
+  train::trainer loop{std::move(hooks)};
+  auto trained = loop.run(first_step, o.steps, [&](std::int64_t step) -> result<train::step_report> {
+    auto loss = s.run({m.loss}, {}, {train});
+    if (!loss)
+      return loss.error();
+    // "step W b" lines count from 0, every 20 steps and the last.
+    auto shown = step - 1;
+    if (shown % 20 == 0 || step == o.steps) {
+      auto values = s.run({w.read, b.read});
+      if (!values)
+        return values.error();
+      std::printf("%lld %.6f %.6f\n", static_cast<long long>(shown),
+                  values->at(0).scalar_value<double>(), values->at(1).scalar_value<double>());
+      std::fflush(stdout);
+    }
+    train::step_report report;
+    report.step = step;
+    report.loss = loss->at(0).scalar_value<double>();
+    return report;
+  });
+  if (!trained.ok())
+    return fail(trained);
+  if (writer)
+    if (auto written = writer->wait(); !written.ok())
+      return fail(written);
+  if (auto st = train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(),
+                                       "actorflow: linear regression");
+      !st.ok())
+    return fail(st);
+  if (auto st = write_graph_out(o, g, "actorflow: linear regression"); !st.ok())
+    return fail(st);
+  return 0;
+}
+
 std::string model_title(const train_options& o) { return o.model == "cnn" ? "CNN" : "MLP"; }
 
 int run_mlp(const train_options& o, const training_target& where) {
@@ -449,8 +491,10 @@ int run_mlp(const train_options& o, const training_target& where) {
   if (checkpoints)
     writer = std::make_unique<background_saver>(checkpoints_saver, *checkpoints);
 
+  // A resumed run goes on with the interrupted one's metrics (and so its curve).
   train::metrics_log metrics;
-  if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
+  auto metrics_path = o.output_dir + "/metrics.csv";
+  if (auto st = o.resume ? metrics.resume(metrics_path, step) : metrics.open(metrics_path); !st.ok())
     return fail(st);
   batch_options shuffled;
   shuffled.batch_size = o.batch_size;

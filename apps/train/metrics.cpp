@@ -31,6 +31,33 @@ status metrics_log::open(const std::string& path) {
   return {};
 }
 
+status metrics_log::resume(const std::string& path, std::int64_t step) {
+  std::vector<metrics_row> kept;
+  {
+    std::ifstream in{path};
+    std::string line;
+    int number = 0;
+    while (in && std::getline(in, line)) {
+      if (++number == 1 || line.empty())
+        continue; // the header
+      metrics_row row;
+      char comma[4];
+      std::istringstream fields{line};
+      fields >> row.step >> comma[0] >> row.epoch >> comma[1] >> row.loss >> comma[2] >>
+        row.accuracy >> comma[3] >> row.examples_per_second;
+      if (!fields || comma[0] != ',' || comma[1] != ',' || comma[2] != ',' || comma[3] != ',')
+        return make_error(errc::data_loss, "metrics file '" + path + "', line " +
+                                             std::to_string(number) + ": not a metrics row");
+      if (row.step <= step)
+        kept.push_back(row);
+    }
+  }
+  AF_RETURN_IF_ERROR(open(path));
+  for (auto& row : kept)
+    add(row);
+  return {};
+}
+
 void metrics_log::add(const metrics_row& row) {
   rows_.push_back(row);
   if (file_) {

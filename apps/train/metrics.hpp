@@ -27,6 +27,10 @@ class metrics_log {
 public:
   /// Creates (truncates) the CSV file and writes its header; an error names the file.
   status open(const std::string& path);
+  /// For a run resumed at `step`: keeps the file's rows up to that step (for the curve too),
+  /// drops those after it (the interrupted run's steps beyond its checkpoint) and appends from
+  /// there. A missing file starts afresh; a malformed one is an error naming it and the line.
+  status resume(const std::string& path, std::int64_t step);
   /// Appends a row to the file (flushed) and keeps it for the curve.
   void add(const metrics_row& row);
   const std::vector<metrics_row>& rows() const { return rows_; }

@@ -63,9 +63,11 @@ Trains a model with actorflow in one process.
   --steps N              linreg: training steps (default 1000)
   --data-dir DIR         Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)
   --output-dir DIR       where metrics.csv and curve.svg go (default actorflow-train-output)
-  --checkpoint-dir DIR   save a checkpoint there after every epoch
+  --checkpoint-dir DIR   save a checkpoint there after every epoch (linreg: every 100 steps and
+                         at the end)
   --keep-checkpoints N   how many checkpoints to keep (default 3)
-  --resume               continue from the latest checkpoint in --checkpoint-dir
+  --resume               continue from the latest checkpoint in --checkpoint-dir, and with the
+                         metrics.csv (and so the curve) of the run it continues
   --log-every N          metrics row every N steps (default 50)
   --target caf://H:P     train on the cluster whose master listens there (actorflow-master,
                          or a worker started with --master); with --cluster, data parallel

@@ -1,6 +1,7 @@
 // Runs the real actorflow-train binary, as a user would.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -44,6 +45,15 @@ std::string fresh_dir(const std::string& tag) {
              ("af-train-" + tag + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   return dir.string();
+}
+
+/// metrics.csv without its examples/s column (timing differs from run to run).
+std::vector<std::string> metrics_without_speed(const std::string& path) {
+  std::ifstream in{path};
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);)
+    rows.push_back(line.substr(0, line.rfind(',')));
+  return rows;
 }
 
 std::string last_line_starting(const std::string& text, const std::string& prefix) {
@@ -241,6 +251,35 @@ TEST_CASE("training resumed from a checkpoint ends exactly like an uninterrupted
   CHECK(resumed.output.find("resumed from") != std::string::npos);
   CHECK(last_line_starting(resumed.output, "test accuracy:") ==
         last_line_starting(uninterrupted.output, "test accuracy:"));
+  // The resumed run went on with the first one's metrics: the whole run's rows, and the first
+  // run's last row (its step 234, the end of its single epoch) besides.
+  auto continued = metrics_without_speed(parts + "/metrics.csv");
+  auto end_of_first = std::find_if(continued.begin(), continued.end(),
+                                   [](const std::string& row) { return row.rfind("234,", 0) == 0; });
+  REQUIRE(end_of_first != continued.end());
+  continued.erase(end_of_first);
+  CHECK(continued == metrics_without_speed(whole + "/metrics.csv"));
+  std::filesystem::remove_all(whole);
+  std::filesystem::remove_all(parts);
+}
+
+TEST_CASE("linreg takes --checkpoint-dir, --resume and --output-dir as the classifiers do") {
+  auto whole = fresh_dir("linreg-whole");
+  auto parts = fresh_dir("linreg-parts");
+  auto uninterrupted = run_train("--model linreg --threads 1 --output-dir " + whole);
+  REQUIRE(uninterrupted.exit_code == 0);
+  auto first = run_train("--model linreg --threads 1 --steps 400 --checkpoint-dir " + parts +
+                         "/ckpt --output-dir " + parts);
+  REQUIRE(first.exit_code == 0);
+  CHECK(std::filesystem::exists(parts + "/ckpt/ckpt-400.afckpt"));
+  auto resumed = run_train("--model linreg --threads 1 --resume --checkpoint-dir " + parts +
+                           "/ckpt --output-dir " + parts);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  // The same last "step W b" line, the same metrics rows, and a curve.
+  CHECK(lines_of(resumed.output).back() == lines_of(uninterrupted.output).back());
+  CHECK(metrics_without_speed(parts + "/metrics.csv") == metrics_without_speed(whole + "/metrics.csv"));
+  CHECK(std::filesystem::exists(parts + "/curve.svg"));
   std::filesystem::remove_all(whole);
   std::filesystem::remove_all(parts);
 }
