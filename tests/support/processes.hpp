@@ -28,13 +28,47 @@
 #include <unistd.h>
 #include <utility>
 #include <vector>
+#include <cstdio>
+#include <random>
 
 extern char** environ;
 
 namespace actorflow::testing {
 
-/// A port nobody listens on right now (bind 127.0.0.1:0, read it, close); 0 on failure.
+/// Whether 127.0.0.1:`port` can be bound right now (bind, close).
+inline bool loopback_port_bindable(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return free;
+}
+
+/// A port nobody listens on right now; 0 on failure. Drawn at random below the kernel's
+/// ephemeral range (ip_local_port_range): a port the kernel handed out for 127.0.0.1:0 could be
+/// handed out again, to another process's connection or listener, before the test binds it.
 inline std::uint16_t free_loopback_port() {
+  int ephemeral_low = 32768;
+  if (std::FILE* range = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(range, "%d", &ephemeral_low) != 1)
+      ephemeral_low = 32768;
+    std::fclose(range);
+  }
+  if (ephemeral_low > 12000) {
+    static std::mt19937 draw{std::random_device{}() ^ static_cast<unsigned>(::getpid())};
+    std::uniform_int_distribution<int> below{10000, ephemeral_low - 1};
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      auto port = static_cast<std::uint16_t>(below(draw));
+      if (loopback_port_bindable(port))
+        return port;
+    }
+  }
+  // A kernel whose ephemeral range leaves no room below: take one of its ports.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
     return 0;
