@@ -1,9 +1,10 @@
 #include "actors/cluster_coordinator.hpp"
 
 #include "actors/logging.hpp"
+#include "actors/protocols/master.hpp"
 #include "actors/task_client.hpp"
 #include "graph/device_name.hpp"
-#include "serialization/graph_io.hpp"
+#include "graph/rendezvous_key.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -11,7 +12,6 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -28,7 +28,7 @@ struct worker_context::worker {
   struct placed_graph {
     /// Nodes of the user's graph when copied: a graph that grew is copied again.
     std::size_t nodes = 0;
-    std::unique_ptr<graph> copy;
+    std::shared_ptr<graph> copy;
     std::unique_ptr<session> s;
   };
   std::map<const graph*, placed_graph> graphs;
@@ -38,16 +38,14 @@ struct worker_context::worker {
     auto& entry = graphs[&g];
     if (entry.copy && entry.nodes == g.size())
       return &entry;
-    AF_RETURN_IF_ERROR(g.status());
-    auto bytes = serialize_graph(g);
-    if (!bytes)
-      return bytes.error();
-    auto copy = std::make_unique<graph>();
-    AF_RETURN_IF_ERROR(deserialize_graph(bytes->data(), bytes->size(), *copy));
-    for (std::size_t id = 0; id < copy->size(); ++id)
-      copy->at(static_cast<int>(id)).assigned_device.clear();
+    auto def = protocol::make_graph_def(g);
+    if (!def)
+      return def.error();
+    auto& copy = *def->definition;
+    for (std::size_t id = 0; id < copy.size(); ++id)
+      copy.at(static_cast<int>(id)).assigned_device.clear();
     entry.s.reset();
-    entry.copy = std::move(copy);
+    entry.copy = std::move(def->definition);
     entry.nodes = g.size();
     entry.s = std::make_unique<session>(system, *entry.copy, options);
     return &entry;
@@ -99,8 +97,7 @@ status worker_context::run_targets(graph& g, const std::vector<output>& targets,
 struct cluster_coordinator::impl {
   impl(caf::actor_system& sys, const cluster_spec& spec, coordinator_options opts)
     : system(sys), cluster(std::make_shared<cluster_spec>(spec)), options(std::move(opts)) {
-    std::random_device seed;
-    owner = (std::uint64_t{seed()} << 32 | seed()) | 1; // never 0: 0 means unfenced
+    owner = new_incarnation(); // never 0: 0 means unfenced
     probe_timeout = options.session.timeout_seconds > 0 ? options.session.timeout_seconds : 10.0;
     int n = cluster->num_tasks(options.worker_job);
     for (int i = 0; i < n; ++i) {
@@ -149,8 +146,6 @@ struct cluster_coordinator::impl {
     return open.empty() ? next_id : *open.begin();
   }
 
-  /// A failed attempt's worker: lost when it does not answer a probe. Errors that cannot come
-  /// from a lost worker (a bad feed, a missing kernel) are the closure's own.
   /// What a failed attempt says about where to run the closure next.
   enum class verdict { closure_failed, worker_lost, retry };
 

@@ -101,11 +101,11 @@ struct device_step {
   std::uint64_t early_bytes = 0;
   std::map<std::string, std::uint64_t> early_by_peer;
   /// Who asked for the step (its master's step coordinator): if it goes away, nobody will
-  /// abort the step or send what it still waits for.
-  caf::actor_addr requester;
-  /// All-or-nothing steps: the coordinator to tell once every first update is held, the gate
-  /// holding them, and whether the commit came (and was passed on).
-  caf::strong_actor_ptr coordinator;
+  /// abort the step or send what it still waits for. An all-or-nothing step tells it once
+  /// every first update is held.
+  caf::strong_actor_ptr requester;
+  /// All-or-nothing steps: the gate holding the first updates, and whether the commit came
+  /// (and was passed on).
   std::shared_ptr<commit_gate> gate;
   bool committed = false;
 };
@@ -292,7 +292,7 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
     st.requesters.erase(down.source);
     std::vector<std::int64_t> orphaned;
     for (auto& [step_id, step] : st.steps)
-      if (step.requester == down.source)
+      if (caf::actor_cast<caf::actor_addr>(step.requester) == down.source)
         orphaned.push_back(step_id);
     for (auto step_id : orphaned) {
       st.trace("orphaned step " + std::to_string(step_id));
@@ -373,8 +373,8 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       st.started(step);
       step.promise = promise;
       if (requester) {
-        step.requester = caf::actor_cast<caf::actor_addr>(requester);
-        if (st.requesters.insert(step.requester).second)
+        step.requester = requester;
+        if (st.requesters.insert(caf::actor_cast<caf::actor_addr>(requester)).second)
           self->monitor(requester);
       }
       auto meeting_point = step.meeting_point;
@@ -439,7 +439,6 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       step.execution = std::make_shared<step_execution>(plan->second, step_id, std::move(hooks));
       step.execution->set_fence(request.fence);
       if (request.all_or_nothing && plan->second->gated_updates() > 0) {
-        step.coordinator = requester;
         step.gate = std::make_shared<commit_gate>(
           plan->second->gated_updates(),
           [me, step_id] { caf::anon_send(me, armed_atom::value, step_id); });
@@ -536,10 +535,10 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
     [=](armed_atom, std::int64_t step_id) {
       auto& st = self->state;
       auto i = st.steps.find(step_id);
-      if (i == st.steps.end() || !i->second.coordinator || i->second.committed)
+      if (i == st.steps.end() || !i->second.requester || i->second.committed)
         return;
       st.trace("prepared step " + std::to_string(step_id));
-      self->send(caf::actor_cast<step_coordinator_actor>(i->second.coordinator),
+      self->send(caf::actor_cast<step_coordinator_actor>(i->second.requester),
                  prepared_atom::value, step_id);
     },
     [=](commit_atom, std::int64_t step_id, const std::vector<std::string>& participants) {

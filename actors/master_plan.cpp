@@ -6,7 +6,6 @@
 #include "graph/partition.hpp"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 namespace actorflow {
@@ -43,31 +42,24 @@ namespace {
 std::set<std::string> first_updates_of(const graph& g, std::vector<int> needed,
                                        const std::set<int>& fed) {
   std::sort(needed.begin(), needed.end()); // inputs always have smaller ids
-  std::set<int> in_step{needed.begin(), needed.end()};
-  std::map<int, bool> after_update; // node id -> some update of the step precedes it
+  // The step's updates and every node after one of them.
+  std::set<int> after_update;
   std::set<std::string> first;
   for (auto id : needed) {
     const auto& n = g.at(id);
-    auto* def = op_registry::global().find(n.op);
-    bool is_update = def != nullptr && def->takes_variable_ref;
     bool preceded = false;
     if (fed.count(id) == 0) {
-      auto visit = [&](int from) {
-        if (in_step.count(from) == 0)
-          return;
-        const auto& producer = g.at(from);
-        auto* producer_def = op_registry::global().find(producer.op);
-        preceded = preceded || after_update[from] ||
-                   (producer_def != nullptr && producer_def->takes_variable_ref);
-      };
       for (auto& input : n.inputs)
-        visit(input.node_id);
+        preceded = preceded || after_update.count(input.node_id) > 0;
       for (auto control : n.control_inputs)
-        visit(control);
+        preceded = preceded || after_update.count(control) > 0;
     }
-    after_update[id] = preceded;
+    auto* def = op_registry::global().find(n.op);
+    bool is_update = def != nullptr && def->takes_variable_ref;
     if (is_update && !preceded)
       first.insert(n.name);
+    if (is_update || preceded)
+      after_update.insert(id);
   }
   return first;
 }

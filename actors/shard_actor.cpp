@@ -185,6 +185,29 @@ caf::result<T> answer(result<T> r) {
   return make_wire_error(r.error().code(), r.error().message());
 }
 
+/// `update()`'s version, unless `from` is a retired life of its worker.
+template <class Update>
+caf::result<std::int64_t> update_from(shard_self self, const update_origin& from, Update update) {
+  if (auto refused = refuse_retired(self, from))
+    return std::move(*refused);
+  return answer(update());
+}
+
+/// `update(value)` of the bulk frame `key` once it is here (it comes either way: taken, and
+/// dropped when `from` is a retired life of its worker); answered with the version after it.
+template <class Update>
+caf::typed_response_promise<std::int64_t> bulk_update(shard_self self, const std::string& key,
+                                                      const update_origin& from, Update update) {
+  auto rp = self->make_response_promise<std::int64_t>();
+  self->state.with_frame(key, [self, rp, from, update](tensor value) mutable {
+    if (auto refused = refuse_retired(self, from))
+      rp.deliver(std::move(*refused));
+    else
+      deliver(rp, update(value));
+  });
+  return rp;
+}
+
 shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard shard,
                                                std::shared_ptr<bulk_sender> bulk) {
   self->state.shard.emplace(std::move(shard));
@@ -272,51 +295,28 @@ shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard s
       self->state.frame_arrived(key, std::move(value));
     },
     [self, &s](assign_add_atom, const bulk_tensor& delta) {
-      auto rp = self->make_response_promise<std::int64_t>();
-      self->state.with_frame(delta.key, [rp, &s](tensor value) mutable {
-        deliver(rp, s.assign_add(value));
-      });
-      return rp;
+      return bulk_update(self, delta.key, {}, [&s](const tensor& value) { return s.assign_add(value); });
     },
     [self, &s](apply_gd_atom, double learning_rate, const bulk_tensor& gradient) {
-      auto rp = self->make_response_promise<std::int64_t>();
-      self->state.with_frame(gradient.key, [rp, &s, learning_rate](tensor value) mutable {
-        deliver(rp, s.apply_gradient_descent(learning_rate, value));
+      return bulk_update(self, gradient.key, {}, [&s, learning_rate](const tensor& value) {
+        return s.apply_gradient_descent(learning_rate, value);
       });
-      return rp;
     },
     [self, &s](assign_add_atom, const tensor& delta, const update_origin& from) {
-      if (auto refused = refuse_retired(self, from))
-        return caf::result<std::int64_t>{std::move(*refused)};
-      return answer(s.assign_add(delta));
+      return update_from(self, from, [&] { return s.assign_add(delta); });
     },
     [self, &s](apply_gd_atom, double learning_rate, const tensor& gradient,
                const update_origin& from) {
-      if (auto refused = refuse_retired(self, from))
-        return caf::result<std::int64_t>{std::move(*refused)};
-      return answer(s.apply_gradient_descent(learning_rate, gradient));
+      return update_from(self, from, [&] { return s.apply_gradient_descent(learning_rate, gradient); });
     },
     [self, &s](assign_add_atom, const bulk_tensor& delta, const update_origin& from) {
-      auto rp = self->make_response_promise<std::int64_t>();
-      // The frame comes either way; taken, and dropped when the update is refused.
-      self->state.with_frame(delta.key, [self, rp, &s, from](tensor value) mutable {
-        if (auto refused = refuse_retired(self, from))
-          rp.deliver(std::move(*refused));
-        else
-          deliver(rp, s.assign_add(value));
-      });
-      return rp;
+      return bulk_update(self, delta.key, from, [&s](const tensor& value) { return s.assign_add(value); });
     },
     [self, &s](apply_gd_atom, double learning_rate, const bulk_tensor& gradient,
                const update_origin& from) {
-      auto rp = self->make_response_promise<std::int64_t>();
-      self->state.with_frame(gradient.key, [self, rp, &s, from, learning_rate](tensor value) mutable {
-        if (auto refused = refuse_retired(self, from))
-          rp.deliver(std::move(*refused));
-        else
-          deliver(rp, s.apply_gradient_descent(learning_rate, value));
+      return bulk_update(self, gradient.key, from, [&s, learning_rate](const tensor& value) {
+        return s.apply_gradient_descent(learning_rate, value);
       });
-      return rp;
     },
     [self](accumulate_atom, sync_gradient& offered, const bulk_tensor& gradient) {
       auto rp = self->make_response_promise<sync_outcome>();

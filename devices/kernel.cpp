@@ -139,7 +139,8 @@ namespace {
 class ordered_update_kernel final : public op_kernel {
 public:
   ordered_update_kernel(const node& n, std::unique_ptr<op_kernel> inner)
-    : op_kernel(n), variable_(n.attr_or<std::string>("variable", "")), inner_(std::move(inner)) {}
+    : op_kernel(n), variable_(n.attr_or<std::string>("variable", "")),
+      first_update_(n.attr_or<bool>(commit_gate_attr, false)), inner_(std::move(inner)) {}
 
   void compute(kernel_context& ctx) override { inner_->compute(ctx); }
   bool is_async() const override { return true; }
@@ -161,7 +162,7 @@ public:
       }
       apply_in_turn(ctx, state, order, std::move(done));
     };
-    if (ctx.gate() != nullptr && ctx.def().attr_or<bool>(commit_gate_attr, false)) {
+    if (first_update_ && ctx.gate() != nullptr) {
       // All of the step's first updates apply, or none: wait for the step to commit.
       ctx.gate()->hold([this, &ctx, apply, done = std::move(done)](bool commit) mutable {
         if (commit) {
@@ -225,6 +226,9 @@ private:
   }
 
   std::string variable_;
+  /// One of its step's first updates (the master marks them at registration): an
+  /// all-or-nothing step holds it until the step commits.
+  bool first_update_;
   std::unique_ptr<op_kernel> inner_;
   std::shared_ptr<variable_state> state_;
 };
