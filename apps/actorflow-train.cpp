@@ -343,6 +343,45 @@ result<std::optional<restored_checkpoint>> restore_latest(saver& from, session& 
 }
 
 /// "MLP" or "CNN", for titles.
+/// --checkpoint-dir: where checkpoints go, written on a thread of their own (training waits for
+/// the snapshot only). Empty without the flag, or for a process that writes none.
+struct checkpoint_files {
+  std::unique_ptr<checkpoint_manager> manager;
+  std::unique_ptr<background_saver> writer;
+
+  checkpoint_files(const train_options& o, saver& from, bool writes = true) {
+    if (!writes || o.checkpoint_dir.empty())
+      return;
+    manager = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
+    writer = std::make_unique<background_saver>(from, *manager);
+  }
+  explicit operator bool() const { return manager != nullptr; }
+  /// Waits for the write in progress: its error, or ok (also without checkpoints).
+  status written() { return writer ? writer->wait() : status{}; }
+
+  /// restore_latest, once a write still running is done (it would race the search); a write
+  /// that failed is said on standard error, and an older checkpoint restored.
+  result<std::optional<restored_checkpoint>> restore_latest(saver& from, session& s) {
+    if (auto written = writer->wait(); !written.ok())
+      std::cerr << "actorflow-train: " << written.message() << '\n';
+    return ::restore_latest(from, s, *manager);
+  }
+
+  /// --resume: the step of the latest checkpoint, restored into `s` and said on standard
+  /// output; 0 without the flag. Errors when there is none.
+  result<std::int64_t> resume(const train_options& o, saver& from, session& s) {
+    if (!o.resume)
+      return std::int64_t{0};
+    auto restored = restore_latest(from, s);
+    if (!restored)
+      return restored.error().with_context("--resume");
+    if (!*restored)
+      return make_error(errc::not_found, "--resume: no checkpoint in '" + o.checkpoint_dir + "'");
+    std::cout << "resumed from " << (*restored)->path << " at step " << (*restored)->step << '\n';
+    return (*restored)->step;
+  }
+};
+
 // --- linreg ---------------------------------------------------------------------------------
 
 int run_linreg(const train_options& o, const training_target& where) {
@@ -378,21 +417,11 @@ int run_linreg(const train_options& o, const training_target& where) {
     return fail(st);
   // --checkpoint-dir: a checkpoint every 100 steps and at the end; --resume goes on from the
   // latest (the data are fixed, so a resumed run ends as an uninterrupted one does).
-  std::unique_ptr<checkpoint_manager> checkpoints;
-  std::unique_ptr<background_saver> writer;
-  std::int64_t first_step = 0;
-  if (!o.checkpoint_dir.empty()) {
-    checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
-    if (o.resume) {
-      auto restored = restore_latest(checkpoints_saver, s, *checkpoints);
-      if (!restored)
-        return fail(restored.error().with_context("--resume"));
-      if (!*restored)
-        return fail(make_error(errc::not_found, "--resume: no checkpoint in '" + o.checkpoint_dir + "'"));
-      first_step = (*restored)->step;
-    }
-    writer = std::make_unique<background_saver>(checkpoints_saver, *checkpoints);
-  }
+  checkpoint_files checkpoints{o, checkpoints_saver};
+  auto resumed_at = checkpoints.resume(o, checkpoints_saver, s);
+  if (!resumed_at)
+    return fail(resumed_at.error());
+  auto first_step = *resumed_at;
   // --output-dir: metrics.csv and curve.svg, as for the classifiers (stdout keeps its lines).
   train::metrics_log metrics;
   auto metrics_path = o.output_dir + "/metrics.csv";
@@ -404,9 +433,9 @@ int run_linreg(const train_options& o, const training_target& where) {
     if (r.step == 1 || r.step % o.log_every == 0 || r.step == o.steps)
       metrics.add({r.step, 1, r.loss, 0, 0});
   }));
-  if (writer)
+  if (checkpoints)
     hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) -> status {
-      return at % 100 == 0 || at == o.steps ? writer->save(s, at) : status{};
+      return at % 100 == 0 || at == o.steps ? checkpoints.writer->save(s, at) : status{};
     }, 1));
   train::trainer loop{std::move(hooks)};
   auto trained = loop.run(first_step, o.steps, [&](std::int64_t step) -> result<train::step_report> {
@@ -430,9 +459,8 @@ int run_linreg(const train_options& o, const training_target& where) {
   });
   if (!trained.ok())
     return fail(trained);
-  if (writer)
-    if (auto written = writer->wait(); !written.ok())
-      return fail(written);
+  if (auto written = checkpoints.written(); !written.ok())
+    return fail(written);
   if (auto st = train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(),
                                        "actorflow: linear regression");
       !st.ok())
@@ -472,24 +500,11 @@ int run_mlp(const train_options& o, const training_target& where) {
   if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok())
     return fail(st);
 
-  std::unique_ptr<checkpoint_manager> checkpoints;
-  std::int64_t step = 0;
-  if (!o.checkpoint_dir.empty()) {
-    checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
-    if (o.resume) {
-      auto restored = restore_latest(checkpoints_saver, s, *checkpoints);
-      if (!restored)
-        return fail(restored.error().with_context("--resume"));
-      if (!*restored)
-        return fail(make_error(errc::not_found, "--resume: no checkpoint in '" + o.checkpoint_dir + "'"));
-      step = (*restored)->step;
-      std::cout << "resumed from " << (*restored)->path << " at step " << step << '\n';
-    }
-  }
-  // Checkpoints are written on a thread of their own: training waits for the snapshot only.
-  std::unique_ptr<background_saver> writer;
-  if (checkpoints)
-    writer = std::make_unique<background_saver>(checkpoints_saver, *checkpoints);
+  checkpoint_files checkpoints{o, checkpoints_saver};
+  auto resumed_at = checkpoints.resume(o, checkpoints_saver, s);
+  if (!resumed_at)
+    return fail(resumed_at.error());
+  auto step = *resumed_at;
 
   // A resumed run goes on with the interrupted one's metrics (and so its curve).
   train::metrics_log metrics;
@@ -515,8 +530,8 @@ int run_mlp(const train_options& o, const training_target& where) {
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
   hooks.push_back(progress_hook(o, total_steps, throughput, progress, &metrics));
-  if (writer)
-    hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) { return writer->save(s, at); },
+  if (checkpoints)
+    hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) { return checkpoints.writer->save(s, at); },
                                                 steps_per_epoch));
   train::trainer loop{std::move(hooks)};
   auto trained = loop.run(step, total_steps, [&](std::int64_t next) -> result<train::step_report> {
@@ -529,9 +544,8 @@ int run_mlp(const train_options& o, const training_target& where) {
   });
   if (!trained.ok())
     return fail(trained);
-  if (writer)
-    if (auto written = writer->wait(); !written.ok())
-      return fail(written);
+  if (auto written = checkpoints.written(); !written.ok())
+    return fail(written);
   auto accuracy = evaluate(s, m, *test_set);
   if (!accuracy)
     return fail(accuracy.error());
@@ -618,6 +632,23 @@ result<shared_classifier> build_shared_classifier(graph& g, const train_options&
   return out;
 }
 
+/// Whether `failure` is a lost ps task (which training outlives): a failure a lost connection or
+/// a timeout causes, naming a ps task, or with a ps task that does not answer a probe now (a
+/// shard push's failure names none). When it is, says so and what training waits for.
+bool lost_ps_task(const train_options& o, const cluster_spec& cluster, const status& failure) {
+  auto code = failure.code();
+  if (code != errc::unavailable && code != errc::deadline_exceeded && code != errc::aborted)
+    return false;
+  bool lost = failure.message().find("/job:" + o.ps_job + "/") != std::string::npos;
+  for (int i = 0; !lost && i < cluster.num_tasks(o.ps_job); ++i)
+    lost = !probe_task(default_actor_system(), cluster, o.ps_job, i, 2).ok();
+  if (lost)
+    std::cerr << "actorflow-train: lost a " << o.ps_job << " task (" << failure.message()
+              << "); waiting up to " << o.init_timeout_seconds
+              << " s (--init-timeout) for it to come back\n";
+  return lost;
+}
+
 /// Between-graph replication, asynchronous: this process is one worker with a graph of its own.
 int run_between_graph(const train_options& o, const cluster_spec& cluster, const std::string& job,
                       int task) {
@@ -693,13 +724,8 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   options.intra_op_parallelism_threads = o.threads;
   options.log_device_placement = o.log_device_placement;
   progress_printer progress{o.log_every};
-  std::unique_ptr<checkpoint_manager> checkpoints;
-  if (chief && !o.checkpoint_dir.empty())
-    checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
-  // The chief writes checkpoints on a thread of its own: training waits for the snapshot only.
-  std::unique_ptr<background_saver> writer;
-  if (checkpoints)
-    writer = std::make_unique<background_saver>(checkpoints_saver, *checkpoints);
+  // The chief alone writes checkpoints.
+  checkpoint_files checkpoints{o, checkpoints_saver, chief};
   int exit_code = 0;
   {
     session s{g, options};
@@ -714,10 +740,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
         std::optional<restored_checkpoint> restored;
         if (checkpoints) {
-          // A write still running would otherwise race the search for the latest checkpoint.
-          if (auto written = writer->wait(); !written.ok())
-            std::cerr << "actorflow-train: " << written.message() << '\n';
-          auto found = restore_latest(checkpoints_saver, s, *checkpoints);
+          auto found = checkpoints.restore_latest(checkpoints_saver, s);
           if (!found)
             return found.error();
           restored = *found;
@@ -761,27 +784,29 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     auto total_steps = steps_per_epoch * o.epochs;
     std::map<std::string, shard_location> shards;
     shard_pusher pusher;
-    if (o.sync) {
-      auto found = find_shards(default_actor_system(), cluster, o.ps_job, 10);
-      if (!found)
-        return fail(found.error());
-      shards = std::move(*found);
-      for (auto& [gradient, variable] : gradients)
-        if (shards.count(variable.name()) == 0)
-          return fail(make_error(errc::not_found, "no ps task holds a shard of '" +
-                                                    variable.name() + "'"));
-    }
     // The global step the gradients of the next round are computed at (sync), and the rounds
     // that closed short of gradients (a worker lost), as the shards count them.
     std::int64_t round = 0;
     std::int64_t short_rounds = 0;
-    // Rounds start where the global step is: 0, or the round a restored checkpoint holds.
-    if (o.sync) {
+    // Sync: the shards of every variable, and the round to go on from, the global step's (0,
+    // or the round a restored checkpoint holds). At the start, and after a lost ps came back.
+    auto resume_rounds = [&]() -> status {
+      auto found = find_shards(default_actor_system(), cluster, o.ps_job, 10);
+      if (!found)
+        return found.error();
+      shards = std::move(*found);
+      for (auto& [gradient, variable] : gradients)
+        if (shards.count(variable.name()) == 0)
+          return make_error(errc::not_found, "no ps task holds a shard of '" + variable.name() + "'");
       auto at = s.run({global_step.read});
       if (!at)
-        return fail(at.error());
+        return at.error();
       round = at->at(0).scalar_value<std::int64_t>();
-    }
+      return {};
+    };
+    if (o.sync)
+      if (auto st = resume_rounds(); !st.ok())
+        return fail(st);
     // This process's life: once it has a successor (restarted with the same --task), its
     // gradients no longer count, even if it resumes after being frozen.
     const std::uint64_t life = new_incarnation();
@@ -793,13 +818,13 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     hooks.push_back(train::make_finite_loss_hook());
     // The chief alone writes metrics.
     hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr));
-    if (chief && writer)
+    if (checkpoints)
       hooks.push_back(train::make_checkpoint_hook(
         [&](std::int64_t at) -> status {
           if (o.sync)
             AF_RETURN_IF_ERROR(s.run_targets({set_global_step},
                                              {{round_value, tensor::scalar(std::int64_t{at})}}));
-          return writer->save(s, at);
+          return checkpoints.writer->save(s, at);
         },
         steps_per_epoch));
     train::trainer loop{std::move(hooks)};
@@ -869,21 +894,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     // address, restarted by a supervisor or by hand); the chief then restores the latest
     // checkpoint into it, saying which global step training returns to, and the others wait
     // for that. Sync rounds then go on from the restored global step, on the new shards.
-    auto resume_rounds = [&]() -> status {
-      auto found = find_shards(default_actor_system(), cluster, o.ps_job, 10);
-      if (!found)
-        return found.error();
-      shards = std::move(*found);
-      auto at = s.run({global_step.read});
-      if (!at)
-        return at.error();
-      round = at->at(0).scalar_value<std::int64_t>();
-      return {};
-    };
-    auto recover = [&](const status& lost) -> status {
-      std::cerr << "actorflow-train: lost a " << o.ps_job << " task (" << lost.message()
-                << "); waiting up to " << o.init_timeout_seconds
-                << " s (--init-timeout) for it to come back\n";
+    auto recover = [&]() -> status {
       s.reopen();
       AF_RETURN_IF_ERROR(make_variables_ready(true));
       if (o.sync) {
@@ -891,18 +902,6 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         progress.line("synchronous rounds go on from round " + std::to_string(round));
       }
       return {};
-    };
-    // A failure a lost ps can cause, naming it or with a ps task that does not answer now.
-    auto lost_ps_task = [&](const status& failure) {
-      auto code = failure.code();
-      if (code != errc::unavailable && code != errc::deadline_exceeded && code != errc::aborted)
-        return false;
-      if (failure.message().find("/job:" + o.ps_job + "/") != std::string::npos)
-        return true;
-      for (int i = 0; i < cluster.num_tasks(o.ps_job); ++i)
-        if (!probe_task(default_actor_system(), cluster, o.ps_job, i, 2).ok())
-          return true;
-      return false;
     };
     auto trained = loop.run(0, o.sync ? std::numeric_limits<std::int64_t>::max() : total_steps,
                             [&](std::int64_t next) -> result<train::step_report> {
@@ -917,8 +916,8 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
                           {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
       };
       auto r = o.sync ? sync_step(batch) : async_step();
-      if (!r && lost_ps_task(r.error())) {
-        AF_RETURN_IF_ERROR(recover(r.error()));
+      if (!r && lost_ps_task(o, cluster, r.error())) {
+        AF_RETURN_IF_ERROR(recover());
         r = o.sync ? sync_step(batch) : async_step();
       }
       if (!r)
@@ -932,9 +931,8 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       exit_code = fail(trained);
     } else {
       if (chief) {
-        if (writer)
-          if (auto written = writer->wait(); !written.ok())
-            return fail(written);
+        if (auto written = checkpoints.written(); !written.ok())
+          return fail(written);
         // Sync: the rounds; async: every worker's steps, counted in the shared variable.
         std::int64_t global = round;
         if (!o.sync)
@@ -1014,20 +1012,14 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   on_ps.device_filters = {"/job:" + o.ps_job};
   on_ps.default_task = "/job:" + o.ps_job + "/task:0";
   session ps_session{g, on_ps};
-  std::unique_ptr<checkpoint_manager> checkpoints;
-  std::unique_ptr<background_saver> writer;
-  if (!o.checkpoint_dir.empty()) {
-    checkpoints = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
-    writer = std::make_unique<background_saver>(checkpoints_saver, *checkpoints);
-  }
+  checkpoint_files checkpoints{o, checkpoints_saver};
   progress_printer progress{o.log_every};
   // At the start (--resume restores), and after a lost ps came back empty (restores when there
   // are checkpoints): the global step training goes on from.
   auto make_variables_ready = [&](bool restore) -> result<std::int64_t> {
     AF_RETURN_IF_ERROR(wait_for_variables(ps_session, {}, o.init_timeout_seconds));
     if (restore && checkpoints) {
-      AF_RETURN_IF_ERROR(writer->wait());
-      auto found = restore_latest(checkpoints_saver, ps_session, *checkpoints);
+      auto found = checkpoints.restore_latest(checkpoints_saver, ps_session);
       if (!found)
         return found.error();
       if (*found) {
@@ -1100,11 +1092,6 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   // A lost ps: the closures that failed with it are given up; once it is back (restarted by
   // a supervisor or by hand), the latest checkpoint is restored into it and training goes on
   // from the global step it holds, losing the updates since.
-  auto lost_ps_task = [&](const status& failure) {
-    auto code = failure.code();
-    return (code == errc::unavailable || code == errc::deadline_exceeded || code == errc::aborted) &&
-           failure.message().find("/job:" + o.ps_job + "/") != std::string::npos;
-  };
   // Scheduled and joined --log-every closures at a time, for progress between them; a
   // checkpoint after every epoch's worth.
   for (std::int64_t done = *ready; done < total_steps;) {
@@ -1114,11 +1101,8 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
     for (std::int64_t i = 0; i < chunk; ++i)
       values.push_back(coordinator.schedule(one_batch));
     if (auto joined = coordinator.join(); !joined.ok()) {
-      if (!lost_ps_task(joined))
+      if (!lost_ps_task(o, cluster, joined))
         return fail(joined);
-      std::cerr << "actorflow-train: lost a " << o.ps_job << " task (" << joined.message()
-                << "); waiting up to " << o.init_timeout_seconds
-                << " s (--init-timeout) for it to come back\n";
       ps_session.reopen();
       auto back = make_variables_ready(true);
       if (!back)
@@ -1126,8 +1110,8 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
       done = *back;
       continue;
     }
-    if (writer && (done + chunk) / steps_per_epoch > done / steps_per_epoch)
-      if (auto st = writer->save(ps_session, done + chunk); !st.ok())
+    if (checkpoints && (done + chunk) / steps_per_epoch > done / steps_per_epoch)
+      if (auto st = checkpoints.writer->save(ps_session, done + chunk); !st.ok())
         return fail(st);
     auto seconds = std::chrono::duration<double>(clock_type::now() - started).count();
     for (auto& v : values) {
@@ -1147,9 +1131,8 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
         return fail(st);
     }
   }
-  if (writer)
-    if (auto written = writer->wait(); !written.ok())
-      return fail(written);
+  if (auto written = checkpoints.written(); !written.ok())
+    return fail(written);
   auto stats = coordinator.stats();
   auto counted = ps_session.run({global_step.read});
   if (!counted)
