@@ -3,11 +3,7 @@
 // (actorflow-worker processes on loopback), the second delta after a 256x256 matmul on the
 // worker. Steps per second with the option, against the same steps without it, alternating in
 // rounds of 2 s in one run (the commit costs a prepared/commit message round per step).
-#include "actors/cluster_spec.hpp"
-#include "actors/server.hpp"
-#include "actors/session.hpp"
-#include "actors/session_actor.hpp"
-#include "graph/ops.hpp"
+#include "support/paired_updates.hpp"
 #include "support/processes.hpp"
 #include "bench_util.hpp"
 
@@ -36,45 +32,17 @@ int main() {
     if (!ps.back()->wait_for_line("serving on", 20s))
       return 1;
   }
-  auto cluster = std::make_shared<const cluster_spec>(*spec);
-  server_options serving;
-  serving.system = &default_actor_system();
-  serving.threads = 1;
-  serving.device_filters = {"/job:ps", "/job:worker/task:0"};
-  auto served = server::start(cluster, "worker", 0, serving);
-  if (!served)
+  testing::paired_updates worker{std::make_shared<const cluster_spec>(*spec), 0};
+  if (!worker.ok() || !worker.s->run_targets({ops::global_variables_initializer(worker.g)}).ok())
     return 1;
-  graph g;
-  actorflow::variable a, b;
-  {
-    auto d = g.device("/job:ps/task:0");
-    a = ops::variable(g, 0.f, "a");
-  }
-  {
-    auto d = g.device("/job:ps/task:1");
-    b = ops::variable(g, 0.f, "b");
-  }
-  output up_a, up_b;
-  {
-    auto d = g.device("/job:worker/task:0");
-    auto big = ops::ones(g, {256, 256});
-    auto slow = ops::reduce_sum(ops::matmul(big, big)) * ops::constant(g, 0.f);
-    up_a = ops::assign_add(a, ops::constant(g, 1.f));
-    up_b = ops::assign_add(b, ops::constant(g, 1.f) + slow);
-  }
-  session_options options;
-  options.master = existing_master((*served)->master());
-  options.timeout_seconds = 10;
-  session s{g, options};
-  if (!s.run_targets({ops::global_variables_initializer(g)}).ok())
-    return 1;
+  auto& s = *worker.s;
   auto steps_per_second = [&](bool whole, std::chrono::seconds window) -> double {
     run_options per_step;
     per_step.all_or_nothing = whole;
     long steps = 0;
     auto started = clock_type::now();
     while (clock_type::now() - started < window) {
-      if (!s.run_with(per_step, {}, {}, {up_a, up_b}).ok())
+      if (!s.run_with(per_step, {}, {}, {worker.up_a, worker.up_b}).ok())
         return -1;
       ++steps;
     }
@@ -94,7 +62,7 @@ int main() {
   bench::emit({"all_or_nothing_steps_per_s", w, "steps/s", p, w / p,
                "2 ps + this worker, each step adds to a variable on each ps (one after a 256x256 "
                "matmul); baseline: the same steps without all_or_nothing, alternating rounds"});
-  (*served)->stop();
+  worker.served->stop();
   for (auto& p : ps)
     p->signal(SIGTERM);
   return 0;

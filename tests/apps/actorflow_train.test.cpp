@@ -1,4 +1,6 @@
 // Runs the real actorflow-train binary, as a user would.
+#include "support/processes.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,22 +16,8 @@
 
 namespace {
 
-struct run_result {
-  int exit_code = -1;
-  std::string output;
-};
-
-run_result run_train(const std::string& args) {
-  std::string command = std::string{ACTORFLOW_TRAIN_BINARY} + " " + args + " 2>&1";
-  run_result r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr)
-    r.output += buffer;
-  auto status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+actorflow::testing::command_result run_train(const std::string& args) {
+  return actorflow::testing::run_command(std::string{ACTORFLOW_TRAIN_BINARY} + " " + args);
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

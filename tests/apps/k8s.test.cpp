@@ -1,5 +1,7 @@
 // actorflow-k8s renders manifests; python3's yaml (Debian's python3-yaml) reads them back, so
 // the test checks the structure Kubernetes will see, not the text.
+#include "support/processes.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -10,26 +12,12 @@
 
 namespace {
 
-struct run_result {
-  int exit_code = -1;
-  std::string output;
-};
-
-run_result run(const std::string& command) {
-  run_result r;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr)
-    r.output += buffer;
-  auto status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using actorflow::testing::command_result;
+using actorflow::testing::run_command;
 
 /// Renders with `flags` and runs the Python `checks` on the documents (`docs`, a list of
 /// dicts); its output ends with "ok" when every assert held.
-run_result check_manifests(const std::string& flags, const std::string& checks) {
+command_result check_manifests(const std::string& flags, const std::string& checks) {
   auto script = "import json, sys, yaml\n"
                 "docs = [d for d in yaml.safe_load_all(sys.stdin) if d]\n"
                 "by = lambda kind: {d['metadata']['name']: d for d in docs if d['kind'] == kind}\n" +
@@ -39,7 +27,7 @@ run_result check_manifests(const std::string& flags, const std::string& checks) 
     std::ofstream file{path};
     file << script;
   }
-  auto r = run(std::string{ACTORFLOW_K8S_BINARY} + " " + flags + " | python3 " + path);
+  auto r = run_command(std::string{ACTORFLOW_K8S_BINARY} + " " + flags + " | python3 " + path);
   std::remove(path.c_str());
   return r;
 }
@@ -114,12 +102,12 @@ TEST_CASE("actorflow-k8s refuses bad parameters naming the flag, and prints its 
                              std::pair{"--name d --mode lockstep", "--mode"},
                              std::pair{"--name d --workers 0", "--workers"},
                              std::pair{"--name d --bulk-port 2222", "--bulk-port"}}) {
-    auto r = run(std::string{ACTORFLOW_K8S_BINARY} + " " + flags);
+    auto r = run_command(std::string{ACTORFLOW_K8S_BINARY} + " " + flags);
     INFO(flags);
     CHECK(r.exit_code == 2);
     CHECK(r.output.find(flag) != std::string::npos);
   }
-  auto docker = run(std::string{ACTORFLOW_K8S_BINARY} + " --dockerfile");
+  auto docker = run_command(std::string{ACTORFLOW_K8S_BINARY} + " --dockerfile");
   CHECK(docker.exit_code == 0);
   CHECK(docker.output.find("FROM debian:bookworm") != std::string::npos);
   CHECK(docker.output.find("make install") != std::string::npos);

@@ -35,6 +35,27 @@ extern char** environ;
 
 namespace actorflow::testing {
 
+/// What a shell command printed (standard output and error together) and its exit code (-1
+/// when it did not exit normally or could not be started).
+struct command_result {
+  int exit_code = -1;
+  std::string output;
+};
+
+/// Runs `command` through the shell and waits for it.
+inline command_result run_command(const std::string& command) {
+  command_result r;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr)
+    return r;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr)
+    r.output += buffer;
+  auto status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
 /// Whether 127.0.0.1:`port` can be bound right now (bind, close).
 inline bool loopback_port_bindable(std::uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
