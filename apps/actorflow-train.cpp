@@ -382,6 +382,21 @@ struct checkpoint_files {
   }
 };
 
+/// A run whose master is this process (local, in-process or on a cluster): the variables
+/// initialised, or with --resume restored from the latest checkpoint; metrics.csv begun, or
+/// continued up to that step (and so the curve). The step training starts at.
+result<std::int64_t> begin_run(const train_options& o, graph& g, session& s, saver& from,
+                               checkpoint_files& checkpoints, train::metrics_log& metrics) {
+  AF_RETURN_IF_ERROR(from.status());
+  AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
+  auto step = checkpoints.resume(o, from, s);
+  if (!step)
+    return step.error();
+  auto path = o.output_dir + "/metrics.csv";
+  AF_RETURN_IF_ERROR(o.resume ? metrics.resume(path, *step) : metrics.open(path));
+  return *step;
+}
+
 // --- linreg ---------------------------------------------------------------------------------
 
 int run_linreg(const train_options& o, const training_target& where) {
@@ -410,23 +425,16 @@ int run_linreg(const train_options& o, const training_target& where) {
   if (!g.status().ok())
     return fail(g.status());
   saver checkpoints_saver{g};
-  if (!checkpoints_saver.status().ok())
-    return fail(checkpoints_saver.status());
   session s{g, where.options};
-  if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok())
-    return fail(st);
   // --checkpoint-dir: a checkpoint every 100 steps and at the end; --resume goes on from the
   // latest (the data are fixed, so a resumed run ends as an uninterrupted one does).
-  checkpoint_files checkpoints{o, checkpoints_saver};
-  auto resumed_at = checkpoints.resume(o, checkpoints_saver, s);
-  if (!resumed_at)
-    return fail(resumed_at.error());
-  auto first_step = *resumed_at;
   // --output-dir: metrics.csv and curve.svg, as for the classifiers (stdout keeps its lines).
+  checkpoint_files checkpoints{o, checkpoints_saver};
   train::metrics_log metrics;
-  auto metrics_path = o.output_dir + "/metrics.csv";
-  if (auto st = o.resume ? metrics.resume(metrics_path, first_step) : metrics.open(metrics_path); !st.ok())
-    return fail(st);
+  auto begun = begin_run(o, g, s, checkpoints_saver, checkpoints, metrics);
+  if (!begun)
+    return fail(begun.error());
+  auto first_step = *begun;
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
   hooks.push_back(train::make_observer_hook([&](const train::step_report& r) {
@@ -494,23 +502,13 @@ int run_mlp(const train_options& o, const training_target& where) {
   saver checkpoints_saver{g};
   if (!g.status().ok())
     return fail(g.status());
-  if (!checkpoints_saver.status().ok())
-    return fail(checkpoints_saver.status());
   session s{g, where.options};
-  if (auto st = s.run_targets({ops::global_variables_initializer(g)}); !st.ok())
-    return fail(st);
-
   checkpoint_files checkpoints{o, checkpoints_saver};
-  auto resumed_at = checkpoints.resume(o, checkpoints_saver, s);
-  if (!resumed_at)
-    return fail(resumed_at.error());
-  auto step = *resumed_at;
-
-  // A resumed run goes on with the interrupted one's metrics (and so its curve).
   train::metrics_log metrics;
-  auto metrics_path = o.output_dir + "/metrics.csv";
-  if (auto st = o.resume ? metrics.resume(metrics_path, step) : metrics.open(metrics_path); !st.ok())
-    return fail(st);
+  auto begun = begin_run(o, g, s, checkpoints_saver, checkpoints, metrics);
+  if (!begun)
+    return fail(begun.error());
+  auto step = *begun;
   batch_options shuffled;
   shuffled.batch_size = o.batch_size;
   shuffled.seed = o.seed;
