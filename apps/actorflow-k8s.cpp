@@ -3,8 +3,9 @@
 //   actorflow-k8s --name demo --ps 2 --workers 3 | kubectl apply -f -
 //   actorflow-k8s --dockerfile > Dockerfile        # the image the manifests run
 // What it renders, for job name N:
-//   - a headless Service per task (N-ps-0, N-worker-1, ...): stable DNS names, the task's port
-//     and its bulk port (large tensors);
+//   - a headless Service per task (N-ps-0, N-worker-1, ...): stable DNS names, the task's port,
+//     its bulk port (large tensors) and its Prometheus metrics port (--metrics-port, and the
+//     prometheus.io annotations on every pod);
 //   - a Job per task, whose pod is told its cluster and its own job and task in TF_CONFIG built
 //     from the DNS names, listens on 0.0.0.0 (--bind) and restarts on failure. ps tasks run
 //     actorflow-worker and complete (exit 0) by themselves once every worker has finished;
@@ -47,6 +48,7 @@ struct k8s_options {
   std::string tls_secret;
   int port = 2222;
   int bulk_port = 2223;
+  int metrics_port = 9100;
   bool dockerfile = false;
   bool help = false;
 };
@@ -73,6 +75,8 @@ const char* usage = R"(usage: actorflow-k8s --name NAME [options]      (YAML on 
   --tls-secret NAME    a Secret with tls.crt, tls.key and ca.crt (deploy/tls/make-cluster-certs.sh):
                        every task then speaks mutual TLS
   --port N             every task's port (default 2222); --bulk-port N its bulk port (2223)
+  --metrics-port N     every pod's Prometheus metrics port (default 9100; the pods carry the
+                       prometheus.io/scrape and prometheus.io/port annotations)
   --help               this text
 )";
 
@@ -111,6 +115,7 @@ status parse(int argc, char** argv, k8s_options& o) {
     {"--tls-secret", text(o.tls_secret)},
     {"--port", [&](const std::string& v) { return actorflow::apps::parse_int_flag("--port", v, 1, o.port, 65535); }},
     {"--bulk-port", [&](const std::string& v) { return actorflow::apps::parse_int_flag("--bulk-port", v, 1, o.bulk_port, 65535); }},
+    {"--metrics-port", [&](const std::string& v) { return actorflow::apps::parse_int_flag("--metrics-port", v, 1, o.metrics_port, 65535); }},
   };
   flags.switches = {{"--dockerfile", &o.dockerfile}, {"--help", &o.help}, {"-h", &o.help}};
   AF_RETURN_IF_ERROR(actorflow::apps::parse_flags(argc, argv, flags));
@@ -130,6 +135,8 @@ status parse(int argc, char** argv, k8s_options& o) {
     return make_error(errc::invalid_argument, "--model: '" + o.model + "' is not mlp or cnn");
   if (o.port == o.bulk_port)
     return make_error(errc::invalid_argument, "--bulk-port: the same as --port");
+  if (o.metrics_port == o.port || o.metrics_port == o.bulk_port)
+    return make_error(errc::invalid_argument, "--metrics-port: the same as --port or --bulk-port");
   return {};
 }
 
@@ -196,12 +203,16 @@ private:
            " --tls-ca /etc/actorflow/tls/ca.crt";
   }
 
+  std::string metrics_flag() const { return " --metrics-port " + std::to_string(o_.metrics_port); }
+
   std::string command_of(const std::string& job, int i) const {
     bool trains = job == "worker" && o_.mode != "in-graph";
     if (!trains)
       return "actorflow-worker --bind 0.0.0.0 --bulk-port " + std::to_string(o_.bulk_port) +
-             tls_flags();
-    std::string c = "actorflow-train --model " + o_.model + " --epochs " + std::to_string(o_.epochs) +
+             metrics_flag() + tls_flags();
+    // --bind: the pod's own Service name resolves only once the pod is ready.
+    std::string c = "actorflow-train --bind 0.0.0.0" + metrics_flag() + " --model " + o_.model +
+                    " --epochs " + std::to_string(o_.epochs) +
                     " --data-dir " + (o_.data_pvc.empty() ? "/usr/share/datasets/fashion-mnist" : "/data") +
                     " --output-dir /logs/" + task_name(job, i);
     if (o_.mode == "sync")
@@ -220,7 +231,7 @@ private:
     out_ << "spec:\n  clusterIP: None\n  selector:\n";
     labels("    ", job, i);
     out_ << "  ports:\n  - name: actorflow\n    port: " << o_.port << "\n  - name: bulk\n    port: "
-         << o_.bulk_port << '\n';
+         << o_.bulk_port << "\n  - name: metrics\n    port: " << o_.metrics_port << '\n';
   }
 
   void volumes(const std::string& indent) {
@@ -238,15 +249,19 @@ private:
   }
 
   void container(const std::string& indent, const std::string& name, const std::string& command,
-                 const std::string& tf_config_json, bool gpus) {
+                 const std::string& tf_config_json, bool gpus, bool serves) {
     out_ << indent << "- name: " << name << "\n"
          << indent << "  image: " << o_.image << "\n"
          << indent << "  command: [\"sh\", \"-c\", " << quoted("exec " + command) << "]\n";
     if (!tf_config_json.empty())
       out_ << indent << "  env:\n" << indent << "  - name: TF_CONFIG\n" << indent
            << "    value: " << quoted(tf_config_json) << '\n';
-    out_ << indent << "  ports:\n" << indent << "  - containerPort: " << o_.port << "\n"
-         << indent << "  - containerPort: " << o_.bulk_port << "\n"
+    out_ << indent << "  ports:\n";
+    // The client Job listens on nothing but its metrics.
+    if (serves)
+      out_ << indent << "  - containerPort: " << o_.port << "\n"
+           << indent << "  - containerPort: " << o_.bulk_port << "\n";
+    out_ << indent << "  - name: metrics\n" << indent << "    containerPort: " << o_.metrics_port << "\n"
          << indent << "  resources:\n" << indent << "    requests:\n"
          << indent << "      cpu: " << quoted(o_.cpu) << "\n"
          << indent << "      memory: " << quoted(o_.memory) << "\n";
@@ -269,13 +284,15 @@ private:
     out_ << "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: " << name
          << "\n  namespace: " << o_.namespace_name << "\n  labels:\n";
     labels("    ", job, i);
-    out_ << "spec:\n  backoffLimit: 10\n  template:\n    metadata:\n      labels:\n";
+    out_ << "spec:\n  backoffLimit: 10\n  template:\n    metadata:\n      annotations:\n"
+         << "        prometheus.io/scrape: \"true\"\n        prometheus.io/port: \""
+         << o_.metrics_port << "\"\n      labels:\n";
     labels("        ", job, i);
     out_ << "    spec:\n      restartPolicy: OnFailure\n";
     if (job != "client")
       out_ << "      hostname: " << name << "\n      subdomain: " << name << '\n';
     out_ << "      containers:\n";
-    container("      ", job == "client" ? "client" : job, command, tf_config_json, gpus);
+    container("      ", job == "client" ? "client" : job, command, tf_config_json, gpus, job != "client");
     volumes("      ");
   }
 
@@ -285,7 +302,7 @@ private:
   }
 
   void client() {
-    auto command = "actorflow-train --target caf://" + address("worker", 0) + " --cluster '" +
+    auto command = "actorflow-train" + metrics_flag() + " --target caf://" + address("worker", 0) + " --cluster '" +
                    cluster_json() + "' --model " + o_.model + " --epochs " + std::to_string(o_.epochs) +
                    " --data-dir " + (o_.data_pvc.empty() ? "/usr/share/datasets/fashion-mnist" : "/data") +
                    " --output-dir /logs/" + o_.name + "-client --graph-out /logs/" + o_.name +

@@ -27,7 +27,7 @@ command_result check_manifests(const std::string& flags, const std::string& chec
     std::ofstream file{path};
     file << script;
   }
-  auto r = run_command(std::string{ACTORFLOW_K8S_BINARY} + " " + flags + " | python3 " + path);
+  auto r = run_command(std::string{ACTORFLOW_K8S_BINARY} + " " + flags + " | /usr/bin/python3 " + path);
   std::remove(path.c_str());
   return r;
 }
@@ -42,8 +42,12 @@ assert sorted(services) == tasks, services
 assert sorted(jobs) == tasks, jobs
 for name, s in services.items():
     assert s['spec']['clusterIP'] == 'None', name
-    assert [p['port'] for p in s['spec']['ports']] == [2222, 2223], name
+    assert [p['port'] for p in s['spec']['ports']] == [2222, 2223, 9100], name
     pod = jobs[name]['spec']['template']
+    # Prometheus finds every pod's metrics through its annotations.
+    assert pod['metadata']['annotations'] == {'prometheus.io/scrape': 'true', 'prometheus.io/port': '9100'}
+    ports = [p['containerPort'] for p in pod['spec']['containers'][0]['ports']]
+    assert ports == [2222, 2223, 9100], ports
     assert all(pod['metadata']['labels'][k] == v for k, v in s['spec']['selector'].items()), name
     assert pod['spec']['restartPolicy'] == 'OnFailure', name
     env = {e['name']: e['value'] for e in pod['spec']['containers'][0]['env']}
@@ -54,9 +58,9 @@ for name, s in services.items():
     assert len(config['cluster']['worker']) == 3
     command = pod['spec']['containers'][0]['command'][2]
     if job == 'ps':
-        assert 'actorflow-worker --bind 0.0.0.0 --bulk-port 2223' in command, command
+        assert 'actorflow-worker --bind 0.0.0.0 --bulk-port 2223 --metrics-port 9100' in command, command
     else:
-        assert 'actorflow-train --model mlp --epochs 3' in command, command
+        assert 'actorflow-train --bind 0.0.0.0 --metrics-port 9100 --model mlp --epochs 3' in command, command
         assert ('--checkpoint-dir' in command) == (index == 0), command
 assert not by('Deployment')  # no log volume: no TensorBoard
 )");
@@ -72,8 +76,9 @@ TEST_CASE("actorflow-k8s takes volumes, requests, GPUs, TLS and the in-graph mod
 jobs = by('Job')
 assert sorted(jobs) == ['run7-client', 'run7-ps-0', 'run7-worker-0', 'run7-worker-1'], jobs
 client = jobs['run7-client']['spec']['template']['spec']['containers'][0]
-assert 'actorflow-train --target caf://run7-worker-0.ml.svc.cluster.local:2222' in client['command'][2]
+assert 'actorflow-train --metrics-port 9100 --target caf://run7-worker-0.ml.svc.cluster.local:2222' in client['command'][2]
 assert '--optimizer adam' in client['command'][2]
+assert [p['containerPort'] for p in client['ports']] == [9100], client['ports']  # metrics only
 worker = jobs['run7-worker-1']['spec']['template']['spec']
 container = worker['containers'][0]
 assert container['command'][2].startswith('exec actorflow-worker'), container['command']
@@ -101,7 +106,8 @@ TEST_CASE("actorflow-k8s refuses bad parameters naming the flag, and prints its 
   for (auto [flags, flag] : {std::pair{"--ps 2", "--name"}, std::pair{"--name Demo", "--name"},
                              std::pair{"--name d --mode lockstep", "--mode"},
                              std::pair{"--name d --workers 0", "--workers"},
-                             std::pair{"--name d --bulk-port 2222", "--bulk-port"}}) {
+                             std::pair{"--name d --bulk-port 2222", "--bulk-port"},
+                             std::pair{"--name d --metrics-port 2223", "--metrics-port"}}) {
     auto r = run_command(std::string{ACTORFLOW_K8S_BINARY} + " " + flags);
     INFO(flags);
     CHECK(r.exit_code == 2);

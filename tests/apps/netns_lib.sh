@@ -9,7 +9,9 @@
 #   netns_start_task 0 "$worker" --cluster ... # in task_ns[0]; stdout/err in $logs/task0.*
 #   netns_wait_serving                         # every task printed "serving on" within 20 s
 #   netns_stop_tasks                           # SIGTERM, each must exit 0 within 10 s
-# An EXIT trap kills what was started (tasks, $client_pid) and deletes the namespaces.
+#   netns_hosts 0 <<< "10.213.0.2 name"        # /etc/hosts of what task_ns[0] runs from now on
+# An EXIT trap kills what was started (tasks, $client_pid) and deletes the namespaces and the
+# hosts files.
 
 SKIP=77
 skip() { echo "SKIPPED: $*"; exit "$SKIP"; }
@@ -21,9 +23,11 @@ created_ns=()   # namespaces made here, deleted on exit (their links go with the
 task_pids=()    # processes started here, killed on exit if still running
 client_pid=""
 logs=""
+hosts_dirs=()     # /etc/netns/<ns> made by netns_hosts, deleted on exit
+made_etc_netns="" # set when netns_hosts made /etc/netns itself
 
 netns_cleanup() {
-  local pid ns
+  local pid ns dir
   # timeout(1) passes a SIGTERM on to the client; a SIGKILL would leave the client behind.
   [[ -n $client_pid ]] && kill -TERM "$client_pid" 2> /dev/null && sleep 0.5
   for pid in "${task_pids[@]}" $client_pid; do
@@ -35,6 +39,10 @@ netns_cleanup() {
   for ns in "${created_ns[@]}"; do
     ip netns delete "$ns" 2> /dev/null
   done
+  for dir in "${hosts_dirs[@]}"; do
+    rm -rf -- "$dir"
+  done
+  [[ -n $made_etc_netns ]] && rmdir /etc/netns 2> /dev/null
   [[ -n $logs ]] && rm -rf -- "$logs"
 }
 
@@ -134,4 +142,20 @@ netns_stop_tasks() {
     fi
   done
   ((status == 0)) || fail "not every task stopped cleanly"
+}
+
+# netns_hosts I: standard input becomes the hosts file of task namespace I: `ip netns exec`
+# bind-mounts /etc/netns/<ns>/hosts over /etc/hosts for what it starts there. Called again, it
+# rewrites the file. The directory (and /etc/netns, when made here) is deleted on exit.
+netns_hosts() {
+  local ns=${task_ns[$1]:?netns_hosts: no task namespace $1}
+  if [[ ! -d /etc/netns ]]; then
+    mkdir /etc/netns || fail "mkdir /etc/netns failed"
+    made_etc_netns=1
+  fi
+  if [[ ! -d /etc/netns/$ns ]]; then
+    mkdir "/etc/netns/$ns" || fail "mkdir /etc/netns/$ns failed"
+    hosts_dirs+=("/etc/netns/$ns")
+  fi
+  cat > "/etc/netns/$ns/hosts" || fail "writing /etc/netns/$ns/hosts failed"
 }
