@@ -43,6 +43,10 @@ struct ssl_st;
 struct ssl_ctx_st;
 
 namespace actorflow {
+struct peer_traffic;
+}
+
+namespace actorflow {
 
 /// Device actors send a tensor of at least this many bytes to a device actor in another process
 /// over the bulk channel when the receiver's task has a bulk endpoint. 64 KiB unless the
@@ -182,7 +186,7 @@ private:
   /// Reads and checks the peer's token preamble; an error when it is missing or wrong.
   status check_token(connection& c);
   void read_loop(connection& c);
-  status read_frame(connection& c, bool& clean_end);
+  status read_frame(connection& c, bool& clean_end, peer_traffic& traffic);
   /// Shuts the connection idle longest between frames (at least limits_.evictable); false when
   /// there is none. Called with mutex_ held.
   bool evict_idle_connection();

@@ -2,6 +2,7 @@
 #include "actors/bulk_channel.hpp"
 
 #include "actors/bulk_socket.hpp"
+#include "actors/traffic_metrics.hpp"
 #include "actors/tensor_header.hpp"
 
 #include <arpa/inet.h>
@@ -256,9 +257,10 @@ void bulk_endpoint::read_loop(connection& c) {
     ::shutdown(c.fd, SHUT_RDWR);
     return;
   }
+  auto traffic = traffic_with(peer_host(c.fd), "bulk");
   for (;;) {
     bool clean_end = false;
-    auto s = read_frame(c, clean_end);
+    auto s = read_frame(c, clean_end, traffic);
     if (c.evicted) {
       log("closed a connection idle between frames to make room for a new one");
       return;
@@ -273,7 +275,7 @@ void bulk_endpoint::read_loop(connection& c) {
   }
 }
 
-status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
+status bulk_endpoint::read_frame(connection& c, bool& clean_end, peer_traffic& traffic) {
   auto fd = c.fd;
   c.idle_since = std::chrono::steady_clock::now().time_since_epoch().count();
   c.between_frames = true;
@@ -333,6 +335,7 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end) {
   if (h->type == dtype::boolean)
     if (auto st = tensor_header::check_booleans(value.raw_data(), h->byte_count, 0); !st.ok())
       return st.with_context("tensor '" + h->key + "'");
+  traffic.received.add(header.size() + h->byte_count);
   auto key = h->key;
   // Counted before delivery, so that whoever sees the tensor arrive also sees the count.
   ++received_;

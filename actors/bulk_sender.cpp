@@ -3,6 +3,7 @@
 #include "actors/bulk_channel.hpp"
 
 #include "actors/bulk_socket.hpp"
+#include "actors/traffic_metrics.hpp"
 
 #include <arpa/inet.h>
 #include <algorithm>
@@ -202,6 +203,7 @@ status bulk_sender::write_item(destination& d, const item& it) {
     }
     std::size_t written = 0;
     auto s = write_frame(fd, d.tls.get(), d.address, *header, it.value, written);
+    traffic_with(d.address, "bulk").sent.add(written);
     if (s.ok() || !reused || written > 0 || attempt > 0)
       return s;
     drop_connection(d, fd);

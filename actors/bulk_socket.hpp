@@ -59,6 +59,10 @@ result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool acce
 /// Whether the peer of a connection this side never reads from has closed it.
 bool peer_hung_up(int fd);
 
+/// The address of a connected socket's peer without its port ("10.0.0.2"); "a peer" when the
+/// socket has none.
+std::string peer_host(int fd);
+
 /// TCP_NODELAY (frames go out whole at once) and abort_when_unacknowledged.
 void set_tcp_options(int fd);
 

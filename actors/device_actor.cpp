@@ -8,12 +8,14 @@
 #include "devices/executor.hpp"
 #include "devices/rendezvous.hpp"
 #include "devices/thread_pool.hpp"
+#include "graph/metrics.hpp"
 #include "graph/rendezvous_key.hpp"
 
 #include <caf/all.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -108,10 +110,31 @@ struct device_step {
   /// (and was passed on).
   std::shared_ptr<commit_gate> gate;
   bool committed = false;
+  /// For the step latency metric.
+  std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
+};
+
+/// A device's step metrics (graph/metrics.hpp), looked up once per device actor.
+struct device_step_metrics {
+  explicit device_step_metrics(const std::string& device)
+    : succeeded(default_metrics().counter("actorflow_device_steps_total",
+                                          "Partition steps a device ran, by outcome.",
+                                          {{"device", device}, {"outcome", "ok"}})),
+      failed(default_metrics().counter("actorflow_device_steps_total",
+                                       "Partition steps a device ran, by outcome.",
+                                       {{"device", device}, {"outcome", "error"}})),
+      seconds(default_metrics().histogram(
+        "actorflow_device_step_seconds",
+        "Time from a partition step's request to its answer on a device.", {{"device", device}})) {}
+  metric_counter& succeeded;
+  metric_counter& failed;
+  metric_histogram& seconds;
 };
 
 struct device_state {
   std::shared_ptr<device> dev;
+  std::unique_ptr<device_step_metrics> metrics;
+  metrics_registry::collector_handle memory_metrics;
   device_actor_options options;
   std::shared_ptr<const std::map<std::string, device_actor>> peers =
     std::make_shared<const std::map<std::string, device_actor>>();
@@ -275,6 +298,9 @@ void answer_step(Self self,
   if (!bulk_failure.ok() && (result.outcome.ok() || result.outcome.code() == errc::aborted))
     result.outcome = bulk_failure;
   auto step_id = i->first;
+  (result.outcome.ok() ? st.metrics->succeeded : st.metrics->failed).add();
+  st.metrics->seconds.observe(
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - i->second.began).count());
   i->second.promise.deliver(std::move(result));
   st.steps.erase(i);
   st.mark_ended(step_id);
@@ -284,6 +310,8 @@ template <class Self>
 device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<device> dev,
                                                  device_actor_options options) {
   self->state.dev = std::move(dev);
+  self->state.metrics = std::make_unique<device_step_metrics>(self->state.dev->full_name());
+  self->state.memory_metrics = report_device_memory(self->state.dev);
   self->state.options = std::move(options);
   self->set_down_handler([=](caf::down_msg& down) {
     // A master that died mid-step (its process killed, its connection lost) leaves its steps

@@ -15,6 +15,7 @@
 #include "devices/device_factory.hpp"
 #include "devices/kernel.hpp"
 #include "graph/device_name.hpp"
+#include "graph/metrics.hpp"
 #include "graph/partition.hpp"
 #include "graph/placement.hpp"
 
@@ -73,7 +74,14 @@ struct master_session {
   plan_cache plans;
 };
 
+metric_gauge& open_master_sessions() {
+  static auto& open = default_metrics().gauge("actorflow_master_sessions_open",
+                                              "Sessions open on this process's masters.");
+  return open;
+}
+
 struct master_state {
+  ~master_state() { open_master_sessions().add(-static_cast<std::int64_t>(sessions.size())); }
   master_options options;
   device_directory directory;
   enum class discovery { not_started, running, done } phase = discovery::not_started;
@@ -289,6 +297,7 @@ void close_session(Self self, std::int64_t handle, completion done) {
   }
   auto session = std::move(i->second);
   self->state.sessions.erase(i);
+  open_master_sessions().add(-1);
   std::size_t partitions = 0;
   for (auto& [signature, plan] : session.plans.all())
     partitions += plan->partitions.size();
@@ -388,6 +397,7 @@ master_actor::behavior_type master(Self self, master_options options) {
           out.handle = st.random_session_handles ? random_session_handle(st.sessions)
                                                  : ++st.next_session;
           st.sessions[out.handle] = master_session{def.definition, config, {}};
+          open_master_sessions().add(1);
           if (config.owner) {
             // A client that goes away without closing (its process died, its connection
             // dropped) must not leave its partitions on the tasks.

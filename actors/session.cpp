@@ -6,6 +6,7 @@
 #include "actors/protocols/wire.hpp"
 #include "actors/session_master.hpp"
 #include "devices/runtime_env.hpp"
+#include "graph/metrics.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -42,9 +43,20 @@ caf::actor_system& default_actor_system() {
   return *default_system;
 }
 
+namespace {
+
+metric_gauge& open_client_sessions() {
+  static auto& open = default_metrics().gauge("actorflow_client_sessions_open",
+                                              "Sessions this process's clients hold open.");
+  return open;
+}
+
+} // namespace
+
 struct session::impl {
   impl(caf::actor_system& sys, graph& g, session_options opts)
     : system(sys), g(g), options(std::move(opts)) {
+    open_client_sessions().add(1);
     env_or_default(options.env).prepare_host_memory();
     setup = check_actor_system(system, options);
     if (!setup.ok())
@@ -98,6 +110,7 @@ struct session::impl {
   }
 
   ~impl() {
+    open_client_sessions().add(-1);
     close_on_master();
     master.release();
     if (options.drive)
@@ -251,9 +264,19 @@ result<std::vector<tensor>> session::run_with(const run_options& options,
   auto started = std::chrono::steady_clock::now();
   std::int64_t execution_ns = 0;
   auto r = impl_->run(fetches, feeds, targets, options, &execution_ns);
+  static auto& succeeded = default_metrics().counter(
+    "actorflow_client_steps_total", "Steps (session runs) of this process's clients, by outcome.",
+    {{"outcome", "ok"}});
+  static auto& failed = default_metrics().counter(
+    "actorflow_client_steps_total", "Steps (session runs) of this process's clients, by outcome.",
+    {{"outcome", "error"}});
+  static auto& latency = default_metrics().histogram(
+    "actorflow_client_step_seconds", "Wall time of this process's clients' steps (session runs).");
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  (r ? succeeded : failed).add();
+  latency.observe(seconds);
   if (stats != nullptr) {
-    stats->total_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    stats->total_seconds = seconds;
     stats->execution_seconds = static_cast<double>(execution_ns) * 1e-9;
   }
   return r;

@@ -3,6 +3,7 @@
 #include "actors/bulk_channel.hpp"
 #include "actors/protocols/wire.hpp"
 #include "devices/gradient_accumulator.hpp"
+#include "graph/metrics.hpp"
 #include "devices/worker_lives.hpp"
 
 #include <caf/all.hpp>
@@ -123,7 +124,8 @@ void apply_round(shard_self self, const tensor& average) {
   st.waiting.clear();
   for (auto& w : waiting) {
     if (applied)
-      w.deliver(sync_outcome{true, st.accumulator->global_step(), st.accumulator->short_rounds()});
+      w.deliver(sync_outcome{true, st.accumulator->global_step(), st.accumulator->short_rounds(),
+                             st.accumulator->stale_dropped()});
     else
       w.deliver(make_wire_error(applied.error().code(), applied.error().message()));
   }
@@ -154,7 +156,12 @@ void accumulate(shard_self self, sync_gradient& offered,
     return;
   }
   if (*outcome != gradient_accumulator::offer_outcome::accepted) {
-    rp.deliver(sync_outcome{false, acc.global_step(), acc.short_rounds()});
+    default_metrics()
+      .counter("actorflow_stale_gradients_total",
+               "Gradients a parameter shard dropped as stale or duplicates, by variable.",
+               {{"variable", s.name()}})
+      .add();
+    rp.deliver(sync_outcome{false, acc.global_step(), acc.short_rounds(), acc.stale_dropped()});
     return;
   }
   st.waiting.push_back(std::move(rp));

@@ -13,6 +13,8 @@
 //  - with TLS, the same scribe reads through CAF's OpenSSL session (mutual, cluster CA).
 #include "actors/transport_guard.hpp"
 
+#include "actors/traffic_metrics.hpp"
+
 #include "actors/bulk_socket.hpp"
 #include "actors/session_master.hpp"
 
@@ -220,11 +222,37 @@ struct tls_policy {
   caf::openssl::session_ptr session;
 };
 
+/// A stream policy that counts what goes through `Inner` (TCP or TLS) in the process's
+/// metrics: the bytes on the socket, TLS records included.
+template <class Inner>
+struct counting_policy {
+  template <class... Ts>
+  explicit counting_policy(peer_traffic counters, Ts&&... inner_args)
+    : inner(std::forward<Ts>(inner_args)...), traffic(counters) {}
+
+  rw_state read_some(std::size_t& result, native_socket fd, void* buf, std::size_t len) {
+    auto state = inner.read_some(result, fd, buf, len);
+    traffic.received.add(result);
+    return state;
+  }
+  rw_state write_some(std::size_t& result, native_socket fd, const void* buf, std::size_t len) {
+    auto state = inner.write_some(result, fd, buf, len);
+    traffic.sent.add(result);
+    return state;
+  }
+  bool must_read_more(native_socket fd, std::size_t threshold) {
+    return inner.must_read_more(fd, threshold);
+  }
+
+  Inner inner;
+  peer_traffic traffic;
+};
+
 /// CAF's stream, telling whether it is registered for writing (a write in progress).
 template <class Policy>
-class guarded_stream : public caf::io::network::stream_impl<Policy> {
+class guarded_stream : public caf::io::network::stream_impl<counting_policy<Policy>> {
 public:
-  using caf::io::network::stream_impl<Policy>::stream_impl;
+  using caf::io::network::stream_impl<counting_policy<Policy>>::stream_impl;
   bool writing() const { return this->state_.writing; }
 };
 
@@ -255,7 +283,8 @@ public:
       settings_(std::move(settings)),
       watch_(std::move(watch)),
       authenticated_(!settings_->preamble),
-      stream_(mpx, fd, std::forward<Ts>(policy_args)...) {
+      traffic_(traffic_with(which == side::connected ? peer_of(fd) : bulk_detail::peer_host(fd), "caf")),
+      stream_(mpx, fd, traffic_, std::forward<Ts>(policy_args)...) {
     auto within = std::to_string(settings_->handshake_timeout.count()) + " ms";
     watch_->expect(settings_->handshake_timeout, settings_->preamble
                                                    ? "no cluster token within " + within
@@ -302,9 +331,9 @@ public:
       if (!out.empty() && out.size() <= direct_write_bytes && !stream_.writing() &&
           !stream_.ack_writes()) {
         std::size_t written = 0;
-        if (caf::policy::tcp::write_some(written, stream_.fd(), out.data(), out.size()) ==
-              rw_state::success &&
-            written > 0) {
+        auto state = caf::policy::tcp::write_some(written, stream_.fd(), out.data(), out.size());
+        traffic_.sent.add(written);
+        if (state == rw_state::success && written > 0) {
           if (written == out.size()) {
             out.clear();
             return;
@@ -504,6 +533,7 @@ private:
   clock_type::time_point last_large_;
   /// Where BASP takes the message being delivered from, when not the stream's buffer.
   std::vector<char>* delivering_from_ = nullptr;
+  peer_traffic traffic_;
   guarded_stream<Policy> stream_;
 };
 

@@ -5,9 +5,11 @@
 // Prints "actorflow-master: ... serving on HOST:PORT" once it listens; SIGINT or SIGTERM stop it
 // cleanly (exit 0). Exit codes: 2 for bad flags or an unusable spec, 1 when it cannot listen, 4
 // when its actors died (killed or crashed) rather than stopped: restart it.
+#include "actors/cluster_liveness.hpp"
 #include "actors/cluster_spec.hpp"
 #include "actors/server.hpp"
 #include "support/flags.hpp"
+#include "support/metrics_http.hpp"
 #include "support/security_flags.hpp"
 #include "support/server.hpp"
 
@@ -32,6 +34,9 @@ SIGINT or SIGTERM.
                      running sessions on its own CPU devices
   --threads N        local server only: threads of its pools; 0 = one per core (default 0)
   --cpu-devices N    local server only: number of CPU devices (default 1)
+  --metrics-port N   serve Prometheus metrics at http://HOST:N/metrics (HOST: --host, else
+                     every interface): open sessions, steps, bytes per peer and channel, and
+                     with --cluster whether each task answers (default 0: none)
   --help             this text
 )";
 
@@ -42,6 +47,7 @@ struct master_flags {
   int port = 0;
   int threads = 0;
   int cpu_devices = 1;
+  int metrics_port = 0;
   bool help = false;
 };
 
@@ -64,6 +70,7 @@ int run(int argc, char** argv) {
      [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices, apps::max_cpu_devices_flag); }},
   };
   apps::add_security_flags(flags, o.security);
+  apps::add_metrics_port_flag(flags, o.metrics_port);
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}};
   if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())
     return fail(s.message());
@@ -90,10 +97,17 @@ int run(int argc, char** argv) {
   options.port = static_cast<std::uint16_t>(o.port);
   options.threads = o.threads;
   options.cpu_device_count = o.cpu_devices;
+  auto metrics_served = apps::serve_metrics("actorflow-master", o.host, o.metrics_port);
+  if (!metrics_served)
+    return fail(metrics_served.error().message(), 1);
   auto served = cluster ? server::start_master(cluster, options)
                         : server::create_local_server(options);
   if (!served)
     return fail(served.error().message(), 1);
+  // With metrics served: whether each task of the cluster answers.
+  std::unique_ptr<cluster_liveness> liveness;
+  if (*metrics_served && cluster)
+    liveness = std::make_unique<cluster_liveness>((*served)->system(), *cluster);
   return apps::serve_until_signal("actorflow-master", **served);
 }
 

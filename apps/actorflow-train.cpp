@@ -4,6 +4,7 @@
 // on an in-process cluster (1 ps + 2 workers, data parallel); --target/--cluster train on a
 // real cluster and --local in this process alone.
 #include "actors/cluster_coordinator.hpp"
+#include "actors/cluster_liveness.hpp"
 #include "actors/cluster_spec.hpp"
 #include "actors/protocols/ps.hpp"
 #include "actors/saver.hpp"
@@ -18,6 +19,7 @@
 #include "serialization/checkpoint.hpp"
 #include "serialization/graph_picture.hpp"
 #include "serialization/idx_reader.hpp"
+#include "support/metrics_http.hpp"
 #include "train/metrics.hpp"
 #include "train/models.hpp"
 #include "train/options.hpp"
@@ -275,16 +277,22 @@ train::step_report mlp_report(std::int64_t step, std::int64_t steps_per_epoch,
 }
 
 /// The progress line after every step, and a metrics row every --log-every steps (and at the
-/// first and last) when `metrics` is not null.
+/// first and last) when `metrics` is not null, which also gets the graph `g` after the first
+/// step (placed by then).
 std::unique_ptr<train::training_hook> progress_hook(const train_options& o, std::int64_t total_steps,
                                                     train::throughput_meter& throughput,
                                                     progress_printer& progress,
-                                                    train::metrics_log* metrics) {
-  return train::make_observer_hook([&o, total_steps, &throughput, &progress,
-                                    metrics](const train::step_report& r) {
+                                                    train::metrics_log* metrics, const graph& g) {
+  return train::make_observer_hook([&o, total_steps, &throughput, &progress, metrics, &g,
+                                    graph_written = false](const train::step_report& r) mutable {
     auto examples_per_second = throughput.add(r);
+    if (metrics != nullptr && !graph_written) {
+      metrics->add_graph(g);
+      graph_written = true;
+    }
     if (metrics != nullptr && (r.step == 1 || r.step % o.log_every == 0 || r.step == total_steps))
-      metrics->add({r.step, r.epoch, r.loss, r.batch_accuracy, examples_per_second});
+      metrics->add({r.step, r.epoch, r.loss, r.batch_accuracy, examples_per_second, r.seconds,
+                    r.stale_gradients_dropped});
     progress.update(r.step, r.epoch, o.epochs, r.loss, examples_per_second);
   });
 }
@@ -437,7 +445,12 @@ int run_linreg(const train_options& o, const training_target& where) {
   auto first_step = *begun;
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
-  hooks.push_back(train::make_observer_hook([&](const train::step_report& r) {
+  hooks.push_back(train::make_observer_hook([&, graph_written = false](const train::step_report& r) mutable {
+    // The graph once placed, for TensorBoard.
+    if (!graph_written) {
+      metrics.add_graph(g);
+      graph_written = true;
+    }
     if (r.step == 1 || r.step % o.log_every == 0 || r.step == o.steps)
       metrics.add({r.step, 1, r.loss, 0, 0});
   }));
@@ -527,7 +540,7 @@ int run_mlp(const train_options& o, const training_target& where) {
   train::throughput_meter throughput;
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
-  hooks.push_back(progress_hook(o, total_steps, throughput, progress, &metrics));
+  hooks.push_back(progress_hook(o, total_steps, throughput, progress, &metrics, g));
   if (checkpoints)
     hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) { return checkpoints.writer->save(s, at); },
                                                 steps_per_epoch));
@@ -712,6 +725,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   serving.system = &default_actor_system();
   serving.threads = o.threads;
   serving.device_filters = {"/job:" + o.ps_job, me};
+  serving.bind_host = o.bind;
   auto served = server::start(std::make_shared<const cluster_spec>(cluster), job, task, serving);
   if (!served)
     return fail(served.error());
@@ -786,6 +800,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     // that closed short of gradients (a worker lost), as the shards count them.
     std::int64_t round = 0;
     std::int64_t short_rounds = 0;
+    std::int64_t stale_dropped = 0;
     // Sync: the shards of every variable, and the round to go on from, the global step's (0,
     // or the round a restored checkpoint holds). At the start, and after a lost ps came back.
     auto resume_rounds = [&]() -> status {
@@ -815,7 +830,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     std::vector<std::unique_ptr<train::training_hook>> hooks;
     hooks.push_back(train::make_finite_loss_hook());
     // The chief alone writes metrics.
-    hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr));
+    hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr, g));
     if (checkpoints)
       hooks.push_back(train::make_checkpoint_hook(
         [&](std::int64_t at) -> status {
@@ -866,6 +881,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
           [&](protocol::sync_outcome& outcome) {
             reached = std::max(reached, outcome.global_step);
             short_rounds = std::max(short_rounds, outcome.short_rounds);
+            stale_dropped = std::max(stale_dropped, outcome.stale_dropped);
           },
           [&](caf::error& err) {
             failure = status_from_error(err).with_context("pushing a gradient to its shard");
@@ -923,6 +939,8 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       // In sync mode the step is the shared global step: the rounds applied so far.
       auto report = mlp_report(o.sync ? round : next, steps_per_epoch, *r, batch, started);
       report.last = o.sync && round >= total_steps;
+      if (o.sync)
+        report.stale_gradients_dropped = stale_dropped;
       return report;
     });
     if (!trained.ok()) {
@@ -1085,7 +1103,7 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
     return closure_step{std::move(*r), b.size};
   };
   train::throughput_meter throughput;
-  auto hook = progress_hook(o, total_steps, throughput, progress, &metrics);
+  auto hook = progress_hook(o, total_steps, throughput, progress, &metrics, g);
   auto finite = train::make_finite_loss_hook();
   // A lost ps: the closures that failed with it are given up; once it is back (restarted by
   // a supervisor or by hand), the latest checkpoint is restored into it and training goes on
@@ -1193,12 +1211,24 @@ int run(int argc, char** argv) {
     return usage_error(s);
   if (o.threads > 0)
     set_default_scheduler_threads(o.threads);
+  auto metrics_served = apps::serve_metrics("actorflow-train", o.bind, o.metrics_port);
+  if (!metrics_served) {
+    std::cerr << "actorflow-train: " << metrics_served.error().message() << '\n';
+    return 1;
+  }
+  // With metrics served and a cluster known: whether each of its tasks answers.
+  std::unique_ptr<cluster_liveness> liveness;
+  auto watch_tasks = [&](const cluster_spec& cluster) {
+    if (*metrics_served)
+      liveness = std::make_unique<cluster_liveness>(default_actor_system(), cluster);
+  };
   if (o.coordinator) {
     auto spec = cluster_spec::parse(o.cluster);
     if (!spec) {
       std::cerr << "actorflow-train: --cluster: " << spec.error().message() << '\n';
       return 2;
     }
+    watch_tasks(*spec);
     return run_coordinated(o, *spec);
   }
   if (!o.job.empty() || (o.cluster.empty() && o.target.empty() && !o.local &&
@@ -1234,8 +1264,12 @@ int run(int argc, char** argv) {
       std::cerr << "actorflow-train: --job is required with --cluster for between-graph training\n";
       return 2;
     }
+    watch_tasks(cluster);
     return run_between_graph(o, cluster, job, task);
   }
+  if (!o.cluster.empty())
+    if (auto spec = cluster_spec::parse(o.cluster))
+      watch_tasks(*spec);
   auto where = resolve_target(o);
   if (!where) {
     std::cerr << "actorflow-train: " << where.error().message() << '\n';

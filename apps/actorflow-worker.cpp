@@ -11,6 +11,7 @@
 #include "actors/cluster_spec.hpp"
 #include "actors/server.hpp"
 #include "support/flags.hpp"
+#include "support/metrics_http.hpp"
 #include "support/security_flags.hpp"
 #include "support/server.hpp"
 
@@ -44,6 +45,10 @@ Stops cleanly on SIGINT or SIGTERM.
   --bulk-port N      port of the task's second listener, for large tensors (64 KiB and up)
                      between tasks; a Service or firewall must let it through as well as the
                      task's port (default 0: a free port, printed on start)
+  --metrics-port N    serve Prometheus metrics at http://HOST:N/metrics (HOST: --bind, else
+                     every interface): device steps and their latency, bytes per peer and
+                     channel, shard updates, stale gradients, allocator bytes, open sessions
+                     (default 0: none)
   --worker-grace S   a ps whose between-graph workers all went away without finishing stops
                      S seconds after the last one, with exit code 3 (default 60; 0: never)
   --master           accepted for old scripts: every task serves as a master, clients open
@@ -61,6 +66,7 @@ struct worker_options {
   std::string bind;
   int bulk_port = 0;
   int worker_grace = 60;
+  int metrics_port = 0;
   bool master = false;
   bool help = false;
 };
@@ -97,6 +103,7 @@ std::optional<failure> parse_flags(int argc, char** argv, worker_options& o) {
      [&](const std::string& v) { return apps::parse_int_flag("--cpu-devices", v, 1, o.cpu_devices, apps::max_cpu_devices_flag); }},
   };
   apps::add_security_flags(flags, o.security);
+  apps::add_metrics_port_flag(flags, o.metrics_port);
   flags.switches = {{"--master", &o.master}, {"--help", &o.help}, {"-h", &o.help}};
   if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())
     return failure{2, s.message()};
@@ -178,6 +185,9 @@ int run(int argc, char** argv) {
 
   if (!apps::catch_stop_signals())
     return fail({1, "cannot catch SIGINT and SIGTERM"});
+  auto metrics_served = apps::serve_metrics("actorflow-worker", o.bind, o.metrics_port);
+  if (!metrics_served)
+    return fail({1, metrics_served.error().message()});
   server_options options;
   options.cpu_device_count = o.cpu_devices;
   options.threads = o.threads;

@@ -68,4 +68,22 @@ status compute_and_wait(device& dev, op_kernel& kernel, kernel_context& ctx,
   return ctx.status();
 }
 
+void report_allocator_bytes(metric_sink& out, const std::string& allocator, std::size_t bytes_in_use,
+                            std::size_t peak_bytes_in_use) {
+  out.gauge("actorflow_allocator_bytes_in_use", "Bytes an allocator has handed out now.",
+            {{"allocator", allocator}}, static_cast<double>(bytes_in_use));
+  out.gauge("actorflow_allocator_peak_bytes_in_use", "The most bytes an allocator had handed out.",
+            {{"allocator", allocator}}, static_cast<double>(peak_bytes_in_use));
+}
+
+metrics_registry::collector_handle report_device_memory(std::weak_ptr<device> dev) {
+  return default_metrics().collect([dev = std::move(dev)](metric_sink& out) {
+    auto alive = dev.lock();
+    if (!alive)
+      return;
+    if (auto usage = alive->memory_stats())
+      report_allocator_bytes(out, alive->full_name(), usage->bytes_in_use, usage->peak_bytes_in_use);
+  });
+}
+
 } // namespace actorflow

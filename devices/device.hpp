@@ -11,6 +11,7 @@
 
 #include "devices/kernel.hpp"
 #include "graph/device_name.hpp"
+#include "graph/metrics.hpp"
 
 #include <chrono>
 #include <functional>
@@ -99,6 +100,16 @@ status compute_and_wait(device& dev, op_kernel& kernel, kernel_context& ctx,
 
 /// The CPU device; `intra_op` is shared with other devices or sessions unless the session asks
 /// for its own threads.
+/// Reports an allocator's bytes in use and peak for the process's metrics
+/// (actorflow_allocator_bytes_in_use, actorflow_allocator_peak_bytes_in_use), labelled with
+/// `allocator` ("host_pool", or a device's full name for its own memory).
+void report_allocator_bytes(metric_sink& out, const std::string& allocator, std::size_t bytes_in_use,
+                            std::size_t peak_bytes_in_use);
+
+/// Reports `dev`'s own memory (memory_stats) at every scrape while the handle lives and the
+/// device does; devices in host memory report nothing (the host pool covers them).
+metrics_registry::collector_handle report_device_memory(std::weak_ptr<device> dev);
+
 std::unique_ptr<device> make_cpu_device(device_name name, std::shared_ptr<thread_pool> intra_op);
 
 /// Number of GPUs the CUDA driver shows this process (after CUDA_VISIBLE_DEVICES); 0 without a

@@ -23,6 +23,7 @@
 namespace actorflow {
 
 class commit_gate;
+class metric_counter;
 class device;
 class memory_budget;
 class thread_pool;
@@ -54,6 +55,9 @@ struct variable_state {
   /// Empty otherwise: updates then apply on the kernel's thread under `mutex`. Guarded by it.
   /// The claim names the update's step fence and node, for the shard to refuse repeats.
   std::function<void(pending_update, update_claim)> order_update;
+  /// Counts the updates for the process's metrics while a shard actor serves the variable
+  /// (actorflow_shard_updates_total); null otherwise. Guarded by `mutex`.
+  metric_counter* update_counter = nullptr;
 };
 
 /// Per-device, per-session state that outlives steps: the variables.

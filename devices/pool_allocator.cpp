@@ -1,5 +1,8 @@
 #include "devices/pool_allocator.hpp"
 
+#include "devices/device.hpp"
+#include "graph/metrics.hpp"
+
 #include <cstdlib>
 #include <new>
 
@@ -184,6 +187,13 @@ void pool_allocator::trim() {
 pool_allocator& host_pool_allocator() {
   // Leaked on purpose: tensors in static objects may be freed after exit-time destructors.
   static auto* pool = new pool_allocator{};
+  // Reported for as long as the process runs, like the pool itself.
+  static auto* reported = new metrics_registry::collector_handle{
+    default_metrics().collect([](metric_sink& out) { 
+      auto now = pool->stats();
+      report_allocator_bytes(out, "host_pool", now.bytes_in_use, now.peak_bytes_in_use);
+    })};
+  static_cast<void>(reported);
   return *pool;
 }
 

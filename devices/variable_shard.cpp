@@ -1,5 +1,7 @@
 #include "devices/variable_shard.hpp"
 
+#include "graph/metrics.hpp"
+
 #include <mutex>
 
 namespace actorflow {
@@ -45,6 +47,8 @@ result<std::int64_t> variable_shard::assign(tensor value) {
                         " but the value is " + to_string(value.type()) +
                         value.shape().to_string());
   stored = std::move(value);
+  if (state_->update_counter != nullptr)
+    state_->update_counter->add();
   return ++state_->version;
 }
 
@@ -128,8 +132,15 @@ variable_shard::~variable_shard() {
 
 void variable_shard::order_updates_through(std::function<void(pending_update, update_claim)> order) {
   orders_updates_ = static_cast<bool>(order);
+  // Served by a shard actor: its updates are the ps's, counted by variable.
+  auto* counter = orders_updates_ ? &default_metrics().counter(
+                                      "actorflow_shard_updates_total",
+                                      "Updates a parameter shard applied, by variable.",
+                                      {{"variable", name_}})
+                                  : nullptr;
   std::lock_guard<std::mutex> guard{state_->mutex};
   state_->order_update = std::move(order);
+  state_->update_counter = counter;
 }
 
 } // namespace actorflow

@@ -1,6 +1,7 @@
 #include "devices/variable_update.hpp"
 
 #include "devices/device.hpp"
+#include "graph/metrics.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -230,6 +231,8 @@ status assign_variable(kernel_context& ctx, const op_kernel& kernel, const std::
     stored = std::move(*copy);
   }
   ++var.version;
+  if (var.update_counter != nullptr)
+    var.update_counter->add();
   ctx.set_output(0, stored);
   return {};
 }

@@ -101,6 +101,8 @@ struct sync_outcome {
   std::int64_t global_step = 0;
   /// Rounds of this shard that closed short (round_timeout_ms) so far.
   std::int64_t short_rounds = 0;
+  /// Gradients this shard dropped as stale or duplicates so far.
+  std::int64_t stale_dropped = 0;
 };
 
 template <class Inspector>
@@ -111,7 +113,8 @@ typename Inspector::result_type inspect(Inspector& f, sync_gradient& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_outcome& x) {
-  return f(caf::meta::type_name("sync_outcome"), x.applied, x.global_step, x.short_rounds);
+  return f(caf::meta::type_name("sync_outcome"), x.applied, x.global_step, x.short_rounds,
+           x.stale_dropped);
 }
 
 /// A parameter shard (actors/shard_actor.hpp). Updates answer with the version after them.

@@ -1,9 +1,12 @@
 #include "train/metrics.hpp"
 
+#include "serialization/event_file.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <sstream>
 
 #include <unistd.h>
@@ -22,13 +25,39 @@ status ensure_writable_directory(const std::string& dir) {
   return {};
 }
 
+metrics_log::metrics_log() = default;
+metrics_log::~metrics_log() = default;
+
 status metrics_log::open(const std::string& path) {
+  AF_RETURN_IF_ERROR(open_events(path, std::nullopt));
   file_.open(path, std::ios::out | std::ios::trunc);
   if (!file_)
     return make_error(errc::invalid_argument, "cannot write metrics file '" + path + "'");
   file_ << "step,epoch,loss,accuracy,examples_per_second\n";
   file_.flush();
   return {};
+}
+
+status metrics_log::open_events(const std::string& csv_path, std::optional<std::int64_t> resumed_at) {
+  auto dir = std::filesystem::path{csv_path}.parent_path().string();
+  auto opened = event_file_writer::open(dir.empty() ? "." : dir, resumed_at);
+  if (!opened)
+    return opened.error();
+  events_ = std::move(*opened);
+  return {};
+}
+
+void metrics_log::events_failed(const status& why) {
+  std::cerr << "actorflow-train: no more TensorBoard events: " << why.message() << std::endl;
+  events_.reset();
+}
+
+std::string metrics_log::events_path() const { return events_ ? events_->path() : std::string{}; }
+
+void metrics_log::add_graph(const graph& g) {
+  if (events_)
+    if (auto st = events_->add_graph(g); !st.ok())
+      events_failed(st);
 }
 
 status metrics_log::resume(const std::string& path, std::int64_t step) {
@@ -52,10 +81,14 @@ status metrics_log::resume(const std::string& path, std::int64_t step) {
         kept.push_back(row);
     }
   }
-  AF_RETURN_IF_ERROR(open(path));
+  // The kept rows are in the earlier event files already: only the CSV gets them again.
+  file_.open(path, std::ios::out | std::ios::trunc);
+  if (!file_)
+    return make_error(errc::invalid_argument, "cannot write metrics file '" + path + "'");
+  file_ << "step,epoch,loss,accuracy,examples_per_second\n";
   for (auto& row : kept)
     add(row);
-  return {};
+  return open_events(path, step);
 }
 
 void metrics_log::add(const metrics_row& row) {
@@ -65,6 +98,19 @@ void metrics_log::add(const metrics_row& row) {
           << row.examples_per_second << '\n';
     file_.flush();
   }
+  if (!events_)
+    return;
+  std::vector<std::pair<std::string, double>> scalars{{"loss", row.loss}};
+  if (row.accuracy >= 0)
+    scalars.emplace_back("accuracy", row.accuracy);
+  if (row.examples_per_second > 0)
+    scalars.emplace_back("examples_per_second", row.examples_per_second);
+  if (row.step_seconds > 0)
+    scalars.emplace_back("step_time_seconds", row.step_seconds);
+  if (row.stale_gradients_dropped >= 0)
+    scalars.emplace_back("stale_gradients_dropped", static_cast<double>(row.stale_gradients_dropped));
+  if (auto st = events_->add_scalars(row.step, scalars); !st.ok())
+    events_failed(st);
 }
 
 namespace {

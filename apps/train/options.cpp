@@ -62,7 +62,8 @@ Trains a model with actorflow in one process.
   --threads N            caps every thread pool and the BLAS; 0 = one per core (default 0)
   --steps N              linreg: training steps (default 1000)
   --data-dir DIR         Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)
-  --output-dir DIR       where metrics.csv and curve.svg go (default actorflow-train-output)
+  --output-dir DIR       where metrics.csv, curve.svg and the TensorBoard event files
+                         (tensorboard --logdir DIR) go (default actorflow-train-output)
   --checkpoint-dir DIR   save a checkpoint there after every epoch (linreg: every 100 steps and
                          at the end)
   --keep-checkpoints N   how many checkpoints to keep (default 3)
@@ -111,6 +112,12 @@ Trains a model with actorflow in one process.
   --graph-out FILE       a picture of the graph as placed, coloured by device, with its
                          _Send/_Recv pairs and name scopes: FILE.dot, or .svg/.png/.pdf drawn by
                          graphviz's dot (not with --coordinator: each worker places its own copy)
+  --metrics-port N       serve Prometheus metrics at http://HOST:N/metrics: steps and their
+                         latency, bytes per peer and channel, shard updates, stale gradients,
+                         allocator bytes, open sessions, and with a cluster whether each task
+                         answers (default 0: none)
+  --bind HOST            between-graph: the address this worker's task (and --metrics-port)
+                         listens on, e.g. 0.0.0.0 in a pod (default: its spec address's host)
   --log-device-placement print "node: device" to standard error for every node placed
   --help                 this text
 )";
@@ -147,6 +154,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--checkpoint-dir", [&](auto& v) { o.checkpoint_dir = v; return status{}; }},
     {"--keep-checkpoints",
      [&](auto& v) { return apps::parse_int_flag("--keep-checkpoints", v, 1, o.keep_checkpoints); }},
+    {"--metrics-port", [&](auto& v) { return apps::parse_int_flag("--metrics-port", v, 0, o.metrics_port, 65535); }},
+    {"--bind", [&](auto& v) { o.bind = v; return status{}; }},
     {"--log-every", [&](auto& v) { return apps::parse_int_flag("--log-every", v, 1, o.log_every); }},
     {"--target", [&](auto& v) { o.target = v; return status{}; }},
     {"--cluster", [&](auto& v) { o.cluster = v; return status{}; }},

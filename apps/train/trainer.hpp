@@ -31,6 +31,9 @@ struct step_report {
   /// Examples in the step's batch, and how long the step took.
   std::int64_t examples = 0;
   double seconds = 0;
+  /// Synchronous training: gradients the ps shards dropped as stale so far (the most any shard
+  /// reported); negative otherwise.
+  std::int64_t stale_gradients_dropped = -1;
   /// Set by the step function when training is over after this step (a shared global step
   /// reached its end); the trainer then stops after the hooks saw it.
   bool last = false;

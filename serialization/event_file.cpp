@@ -1,0 +1,248 @@
+#include "serialization/event_file.hpp"
+
+#include "serialization/file_io.hpp"
+#include "serialization/tensorboard.pb.h"
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include <unistd.h>
+
+namespace actorflow {
+
+namespace pb = actorflow::tensorboard;
+
+namespace {
+
+std::array<std::uint32_t, 256> make_crc32c_table() {
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t crc = i;
+    for (int bit = 0; bit < 8; ++bit)
+      crc = (crc & 1) != 0 ? (crc >> 1) ^ 0x82f63b78u : crc >> 1; // Castagnoli, reflected
+    table[i] = crc;
+  }
+  return table;
+}
+
+double wall_time_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+void put_le(std::uint8_t* out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    out[i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+
+std::uint64_t get_le(const std::uint8_t* in, int bytes) {
+  std::uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i)
+    value |= std::uint64_t{in[i]} << (8 * i);
+  return value;
+}
+
+pb::DataType proto_type(dtype t) {
+  switch (t) {
+    case dtype::float32:
+      return pb::DT_FLOAT;
+    case dtype::float64:
+      return pb::DT_DOUBLE;
+    case dtype::int32:
+      return pb::DT_INT32;
+    case dtype::int64:
+      return pb::DT_INT64;
+    case dtype::boolean:
+      return pb::DT_BOOL;
+  }
+  return pb::DT_INVALID;
+}
+
+void fill_shape(pb::TensorShapeProto& out, const tensor_shape& shape) {
+  for (auto d : shape.dims())
+    out.add_dim()->set_size(d);
+}
+
+/// A node's attributes TensorBoard shows: the plain ones (tensors and lists left out), its
+/// dtype and its output shapes.
+void fill_attrs(pb::NodeDef& out, const node& n) {
+  auto& attrs = *out.mutable_attr();
+  for (auto& [key, value] : n.attrs) {
+    pb::AttrValue a;
+    if (auto* b = std::get_if<bool>(&value))
+      a.set_b(*b);
+    else if (auto* i = std::get_if<std::int64_t>(&value))
+      a.set_i(*i);
+    else if (auto* f = std::get_if<double>(&value))
+      a.set_f(static_cast<float>(*f));
+    else if (auto* s = std::get_if<std::string>(&value))
+      a.set_s(*s);
+    else if (auto* t = std::get_if<dtype>(&value))
+      a.set_type(proto_type(*t));
+    else if (auto* shape = std::get_if<tensor_shape>(&value))
+      fill_shape(*a.mutable_shape(), *shape);
+    else
+      continue;
+    attrs[key] = std::move(a);
+  }
+  if (!n.output_types.empty() && attrs.count("T") == 0 && attrs.count("dtype") == 0)
+    attrs["T"].set_type(proto_type(n.output_types.front()));
+  pb::AttrValue shapes;
+  for (auto& shape : n.output_shapes)
+    fill_shape(*shapes.mutable_list()->add_shape(), shape);
+  attrs["_output_shapes"] = std::move(shapes);
+}
+
+std::string input_name(const graph& g, const edge_source& e) {
+  auto& name = g.at(e.node_id).name;
+  return e.index == 0 ? name : name + ":" + std::to_string(e.index);
+}
+
+} // namespace
+
+std::uint32_t crc32c(const void* data, std::size_t size) {
+  static const auto table = make_crc32c_table();
+  auto* bytes = static_cast<const std::uint8_t*>(data);
+  std::uint32_t crc = 0xffffffffu;
+  for (std::size_t i = 0; i < size; ++i)
+    crc = table[(crc ^ bytes[i]) & 0xff] ^ (crc >> 8);
+  return crc ^ 0xffffffffu;
+}
+
+std::uint32_t masked_crc32c(const void* data, std::size_t size) {
+  auto crc = crc32c(data, size);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+result<std::unique_ptr<event_file_writer>>
+event_file_writer::open(const std::string& log_dir, std::optional<std::int64_t> resumed_at_step) {
+  std::error_code ec;
+  std::filesystem::create_directories(log_dir, ec);
+  if (ec || !std::filesystem::is_directory(log_dir))
+    return make_error(errc::invalid_argument,
+                      "cannot create event file directory '" + log_dir + "': " +
+                        (ec ? ec.message() : std::string{"a file is in the way"}));
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof host - 1);
+  // Two writers of one process in one second get different names.
+  static std::atomic<int> opened{0};
+  auto seconds = static_cast<long long>(wall_time_now());
+  auto path = log_dir + "/events.out.tfevents." + std::to_string(seconds) + "." + host + "." +
+              std::to_string(::getpid()) + "." + std::to_string(opened++);
+  auto* file = std::fopen(path.c_str(), "wbx");
+  if (file == nullptr)
+    return file_io::errno_error("cannot create event file '" + path + "'", errno);
+  std::unique_ptr<event_file_writer> writer{new event_file_writer{file, path}};
+  pb::Event version;
+  version.set_wall_time(wall_time_now());
+  version.set_file_version("brain.Event:2");
+  AF_RETURN_IF_ERROR(writer->write_event(version.SerializeAsString()));
+  if (resumed_at_step) {
+    pb::Event start;
+    start.set_wall_time(wall_time_now());
+    start.set_step(*resumed_at_step);
+    start.mutable_session_log()->set_status(pb::SessionLog::START);
+    AF_RETURN_IF_ERROR(writer->write_event(start.SerializeAsString()));
+  }
+  return writer;
+}
+
+event_file_writer::~event_file_writer() {
+  if (file_ != nullptr)
+    std::fclose(file_);
+}
+
+status event_file_writer::write_event(const std::string& serialized_event) {
+  std::uint8_t header[12];
+  put_le(header, serialized_event.size(), 8);
+  put_le(header + 8, masked_crc32c(header, 8), 4);
+  std::uint8_t footer[4];
+  put_le(footer, masked_crc32c(serialized_event.data(), serialized_event.size()), 4);
+  if (std::fwrite(header, 1, sizeof header, file_) != sizeof header ||
+      std::fwrite(serialized_event.data(), 1, serialized_event.size(), file_) != serialized_event.size() ||
+      std::fwrite(footer, 1, sizeof footer, file_) != sizeof footer || std::fflush(file_) != 0)
+    return file_io::errno_error("cannot write event file '" + path_ + "'", errno);
+  return {};
+}
+
+status event_file_writer::add_scalars(std::int64_t step,
+                                      const std::vector<std::pair<std::string, double>>& values) {
+  pb::Event event;
+  event.set_wall_time(wall_time_now());
+  event.set_step(step);
+  auto* summary = event.mutable_summary();
+  for (auto& [tag, value] : values) {
+    auto* v = summary->add_value();
+    v->set_tag(tag);
+    v->set_simple_value(static_cast<float>(value));
+  }
+  return write_event(event.SerializeAsString());
+}
+
+status event_file_writer::add_graph(const graph& g, std::int64_t step) {
+  pb::GraphDef def;
+  def.mutable_versions()->set_producer(1);
+  for (int id = 0; id < static_cast<int>(g.size()); ++id) {
+    auto& n = g.at(id);
+    auto* out = def.add_node();
+    out->set_name(n.name);
+    out->set_op(n.op);
+    out->set_device(n.assigned_device.empty() ? n.requested_device : n.assigned_device);
+    for (auto& input : n.inputs)
+      out->add_input(input_name(g, input));
+    for (int control : n.control_inputs)
+      out->add_input("^" + g.at(control).name);
+    fill_attrs(*out, n);
+  }
+  pb::Event event;
+  event.set_wall_time(wall_time_now());
+  event.set_step(step);
+  event.set_graph_def(def.SerializeAsString());
+  return write_event(event.SerializeAsString());
+}
+
+result<std::vector<std::string>> read_event_records(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file{std::fopen(path.c_str(), "rb"), &std::fclose};
+  if (!file)
+    return file_io::errno_error("cannot read event file '" + path + "'", errno);
+  std::vector<std::string> records;
+  std::uint64_t offset = 0;
+  auto at = [&](const std::string& what) {
+    return make_error(errc::data_loss, "event file '" + path + "', record at byte " +
+                                         std::to_string(offset) + ": " + what);
+  };
+  for (;;) {
+    std::uint8_t header[12];
+    auto got = std::fread(header, 1, sizeof header, file.get());
+    if (got == 0 && std::feof(file.get()))
+      return records;
+    if (got != sizeof header)
+      return at("cut short in its length header");
+    if (get_le(header + 8, 4) != masked_crc32c(header, 8))
+      return at("its length's CRC does not match");
+    auto length = get_le(header, 8);
+    // A length beyond the file is corruption the CRC did not catch; never allocate for it.
+    auto position = std::ftell(file.get());
+    std::fseek(file.get(), 0, SEEK_END);
+    auto end = std::ftell(file.get());
+    std::fseek(file.get(), position, SEEK_SET);
+    if (length + 4 > static_cast<std::uint64_t>(end - position))
+      return at("cut short: " + std::to_string(length) + " bytes announced, " +
+                std::to_string(end - position) + " left");
+    std::string data(length, '\0');
+    std::uint8_t footer[4];
+    if (std::fread(data.data(), 1, length, file.get()) != length ||
+        std::fread(footer, 1, sizeof footer, file.get()) != sizeof footer)
+      return at("cut short in its data");
+    if (get_le(footer, 4) != masked_crc32c(data.data(), data.size()))
+      return at("its data's CRC does not match");
+    records.push_back(std::move(data));
+    offset += sizeof header + length + sizeof footer;
+  }
+}
+
+} // namespace actorflow

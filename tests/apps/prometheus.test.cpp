@@ -1,0 +1,146 @@
+// --metrics-port against the real Prometheus tools: every page passes `promtool check metrics`,
+// and a Prometheus server on loopback scraping a cluster that trained answers a query for the
+// step counter with what the tasks' pages say. Debian's prometheus package provides both
+// programs (a build package in the Makefile).
+#include "support/processes.hpp"
+#include "support/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <httplib.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace actorflow;
+using namespace actorflow::test;
+using namespace actorflow::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// The page a --metrics-port endpoint serves; empty when it does not answer.
+std::string fetch_metrics(std::uint16_t port) {
+  httplib::Client client{"127.0.0.1", port};
+  client.set_connection_timeout(5);
+  client.set_read_timeout(5);
+  auto response = client.Get("/metrics");
+  return response && response->status == 200 ? response->body : std::string{};
+}
+
+/// The sum of every sample of `name` (with any labels) on a page.
+double sum_of(const std::string& page, const std::string& name) {
+  double total = 0;
+  std::istringstream lines{page};
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.rfind(name + "{", 0) == 0 || line.rfind(name + " ", 0) == 0)
+      total += std::stod(line.substr(line.rfind(' ') + 1));
+  return total;
+}
+
+/// `promtool check metrics` on a page: its exit code and what it said.
+command_result promtool_check(const temp_dir& dir, const std::string& page, const std::string& name) {
+  auto path = dir.path() + "/" + name + ".prom";
+  std::ofstream{path} << page;
+  return run_command("promtool check metrics < " + path + " 2>&1");
+}
+
+} // namespace
+
+TEST_CASE("every page --metrics-port serves passes promtool, and Prometheus scraping a cluster "
+          "answers a query for the step counter") {
+  INFO("prometheus and promtool come with Debian's prometheus package (make deps installs it)");
+  REQUIRE(run_command("command -v prometheus && command -v promtool").exit_code == 0);
+  temp_dir dir;
+  std::map<std::string, std::uint16_t> metrics_ports;
+  cluster_processes cluster{ACTORFLOW_WORKER_BINARY, {{"ps", 1}, {"worker", 2}}, 1,
+                            [&](const std::string& job, int task) -> std::vector<std::string> {
+                              auto port = free_loopback_port();
+                              metrics_ports[job + std::to_string(task)] = port;
+                              return {"--metrics-port", std::to_string(port)};
+                            }};
+  REQUIRE(cluster.ready());
+  auto master_port = free_loopback_port();
+  auto master_metrics = free_loopback_port();
+  child_process master{ACTORFLOW_MASTER_BINARY,
+                       {"--cluster", cluster.spec_json(), "--port", std::to_string(master_port),
+                        "--metrics-port", std::to_string(master_metrics)}};
+  REQUIRE(master.wait_for_line("serving on", 20s));
+  // The classic example's model over the cluster, through the master.
+  child_process client{ACTORFLOW_TRAIN_BINARY,
+                       {"--target", "caf://127.0.0.1:" + std::to_string(master_port), "--cluster",
+                        cluster.spec_json(), "--model", "linreg", "--steps", "300", "--threads", "1",
+                        "--output-dir", dir.path() + "/out"}};
+  REQUIRE(client.wait_exit(120s) == 0);
+
+  std::map<std::string, std::string> pages;
+  for (auto& [task, port] : metrics_ports)
+    pages[task] = fetch_metrics(port);
+  pages["master"] = fetch_metrics(master_metrics);
+  for (auto& [name, page] : pages) {
+    INFO(name << ":\n" << page);
+    REQUIRE_FALSE(page.empty());
+    auto checked = promtool_check(dir, page, name);
+    INFO(checked.output);
+    CHECK(checked.exit_code == 0);
+    CHECK(checked.output.empty());
+  }
+  // Every step ran a partition on some worker device; bytes went both ways over CAF.
+  auto device_steps = sum_of(pages["worker0"], "actorflow_device_steps_total") +
+                      sum_of(pages["worker1"], "actorflow_device_steps_total") +
+                      sum_of(pages["ps0"], "actorflow_device_steps_total");
+  CHECK(device_steps >= 300);
+  CHECK(sum_of(pages["worker0"] + pages["worker1"] + pages["ps0"],
+               "actorflow_allocator_peak_bytes_in_use") > 0);
+  CHECK(sum_of(pages["master"], "actorflow_sent_bytes_total") > 0);
+  CHECK(sum_of(pages["worker0"], "actorflow_received_bytes_total") > 0);
+  CHECK(pages["master"].find("actorflow_master_sessions_open 0\n") != std::string::npos);
+  CHECK(pages["master"].find("actorflow_task_up{job=\"ps\",task=\"0\"} 1\n") != std::string::npos);
+
+  // Prometheus scrapes them all each second; its answer must be the pages' total (training has
+  // ended, so the counters stand still).
+  std::string targets;
+  for (auto& [task, port] : metrics_ports)
+    targets += "'127.0.0.1:" + std::to_string(port) + "', ";
+  targets += "'127.0.0.1:" + std::to_string(master_metrics) + "'";
+  std::ofstream{dir.path() + "/prometheus.yml"}
+    << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+    << "scrape_configs:\n  - job_name: actorflow\n    static_configs:\n      - targets: [" << targets
+    << "]\n";
+  auto prometheus_port = free_loopback_port();
+  child_process prometheus{"/usr/bin/prometheus",
+                           {"--config.file=" + dir.path() + "/prometheus.yml",
+                            "--storage.tsdb.path=" + dir.path() + "/tsdb",
+                            "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port)},
+                           true};
+  REQUIRE(prometheus.started());
+  httplib::Client api{"127.0.0.1", prometheus_port};
+  api.set_connection_timeout(2);
+  std::string answer;
+  double answered = -1;
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::regex value_of{R"re("value":\[[0-9.]+,"([0-9.e+]+)"\])re"};
+  while (std::chrono::steady_clock::now() < deadline && answered != device_steps) {
+    std::this_thread::sleep_for(500ms);
+    auto r = api.Get("/api/v1/query?query=sum(actorflow_device_steps_total)");
+    if (!r || r->status != 200)
+      continue;
+    answer = r->body;
+    std::smatch m;
+    if (std::regex_search(answer, m, value_of))
+      answered = std::stod(m[1]);
+  }
+  INFO("Prometheus answered: " << answer);
+  CHECK(answered == device_steps);
+  auto up = api.Get("/api/v1/query?query=sum(up)");
+  REQUIRE(up);
+  INFO(up->body);
+  CHECK(up->body.find("\"4\"]") != std::string::npos);
+}
