@@ -3,6 +3,7 @@
 #include "serialization/file_io.hpp"
 #include "serialization/tensorboard.pb.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -130,7 +131,19 @@ event_file_writer::open(const std::string& log_dir, std::optional<std::int64_t> 
   ::gethostname(host, sizeof host - 1);
   // Two writers of one process in one second get different names.
   static std::atomic<int> opened{0};
+  // TensorBoard reads a directory's files in name order: a new file's seconds come after every
+  // earlier file's, even one begun in this same second (a quick resume).
   auto seconds = static_cast<long long>(wall_time_now());
+  const std::string prefix = "events.out.tfevents.";
+  for (auto& entry : std::filesystem::directory_iterator(log_dir, ec)) {
+    auto name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0)
+      continue;
+    auto digits = name.substr(prefix.size(), name.find('.', prefix.size()) - prefix.size());
+    if (!digits.empty() && digits.size() <= 12 &&
+        digits.find_first_not_of("0123456789") == std::string::npos)
+      seconds = std::max(seconds, std::stoll(digits) + 1);
+  }
   auto path = log_dir + "/events.out.tfevents." + std::to_string(seconds) + "." + host + "." +
               std::to_string(::getpid()) + "." + std::to_string(opened++);
   auto* file = std::fopen(path.c_str(), "wbx");

@@ -24,8 +24,9 @@ namespace actorflow {
 
 class event_file_writer {
 public:
-  /// Creates `log_dir` when missing and a new file "events.out.tfevents.<seconds>.<host>.<pid>"
-  /// in it, and writes the version record. A run resumed at a step says so with
+  /// Creates `log_dir` when missing and a new file "events.out.tfevents.<seconds>.<host>.<pid>.<n>"
+  /// in it (its seconds after any earlier file's there, as TensorBoard reads them in name
+  /// order), and writes the version record. A run resumed at a step says so with
   /// `resumed_at_step`: a SessionLog START at that step, after which TensorBoard shows this
   /// file's events instead of the earlier files' beyond it (an interrupted run's steps past its
   /// checkpoint). Older files stay as they are. Errors name the directory or file.
