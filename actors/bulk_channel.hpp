@@ -43,6 +43,7 @@ struct ssl_st;
 struct ssl_ctx_st;
 
 namespace actorflow {
+class metric_counter;
 struct peer_traffic;
 }
 
@@ -280,6 +281,8 @@ private:
     int fd = -1;
     /// TLS on it, under TLS.
     std::shared_ptr<ssl_st> tls;
+    /// The process's count of bytes written to it (traffic_metrics.hpp), looked up once.
+    metric_counter* sent_bytes = nullptr;
     std::thread writer;
   };
 

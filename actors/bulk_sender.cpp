@@ -50,6 +50,7 @@ void bulk_sender::send(const std::string& address, std::int64_t step_id, std::st
       if (!slot) {
         slot = std::make_unique<destination>();
         slot->address = address;
+        slot->sent_bytes = &traffic_with(address, "bulk").sent;
         auto* raw = slot.get();
         slot->writer = std::thread{[this, raw] { write_loop(*raw); }};
       }
@@ -203,7 +204,7 @@ status bulk_sender::write_item(destination& d, const item& it) {
     }
     std::size_t written = 0;
     auto s = write_frame(fd, d.tls.get(), d.address, *header, it.value, written);
-    traffic_with(d.address, "bulk").sent.add(written);
+    d.sent_bytes->add(written);
     if (s.ok() || !reused || written > 0 || attempt > 0)
       return s;
     drop_connection(d, fd);

@@ -4,6 +4,8 @@
 
 #include "actors/cluster_spec.hpp"
 
+#include <caf/io/network/native_socket.hpp>
+
 #include <arpa/inet.h>
 #include <algorithm>
 #include <cerrno>
@@ -269,17 +271,8 @@ result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool acce
 }
 
 std::string peer_host(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof address;
-  char text[INET6_ADDRSTRLEN] = {};
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
-    return "a peer";
-  const void* raw = address.ss_family == AF_INET6
-                      ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&address)->sin6_addr)
-                      : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&address)->sin_addr);
-  if (::inet_ntop(address.ss_family, raw, text, sizeof text) == nullptr)
-    return "a peer";
-  return text;
+  auto host = caf::io::network::remote_addr_of_fd(fd);
+  return host ? *host : std::string{"a peer"};
 }
 
 } // namespace actorflow::bulk_detail

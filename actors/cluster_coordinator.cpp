@@ -154,24 +154,15 @@ struct cluster_coordinator::impl {
   /// broke and came back) and the closure is tried again, at most transient_retries times.
   /// Anything else (a bad feed, a lost ps, a missing kernel) is the closure's.
   verdict judge(const worker_context::worker& w, const status& failure, int transient_failures) {
-    switch (failure.code()) {
-      case errc::unavailable:
-      case errc::deadline_exceeded:
-      case errc::aborted:
-      case errc::data_loss:
-        break;
-      default:
-        return verdict::closure_failed;
-    }
+    if (!connection_like(failure))
+      return verdict::closure_failed;
     if (!probe_task(system, *cluster, options.worker_job, w.index, probe_timeout).ok())
       return verdict::worker_lost;
     if (transient_failures >= options.transient_retries)
       return verdict::closure_failed;
     for (auto& job : cluster->jobs())
-      if (job != options.worker_job)
-        for (int i = 0; i < cluster->num_tasks(job); ++i)
-          if (!probe_task(system, *cluster, job, i, probe_timeout).ok())
-            return verdict::closure_failed;
+      if (job != options.worker_job && !probe_job(system, *cluster, job, probe_timeout).ok())
+        return verdict::closure_failed;
     return verdict::retry;
   }
 

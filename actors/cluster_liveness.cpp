@@ -4,6 +4,7 @@
 #include "graph/metrics.hpp"
 
 #include <string>
+#include <vector>
 
 namespace actorflow {
 
@@ -25,20 +26,28 @@ cluster_liveness::~cluster_liveness() {
 }
 
 void cluster_liveness::run() {
+  // Each task's gauge, looked up once.
+  struct watched {
+    std::string job;
+    int task;
+    metric_gauge& up;
+  };
+  std::vector<watched> tasks;
+  for (auto& job : cluster_.jobs())
+    for (int task = 0; task < cluster_.num_tasks(job); ++task)
+      tasks.push_back({job, task,
+                       default_metrics().gauge(
+                         "actorflow_task_up", "Whether a cluster task answered its last probe (1) or not (0).",
+                         {{"job", job}, {"task", std::to_string(task)}})});
   for (;;) {
-    for (auto& job : cluster_.jobs())
-      for (int task = 0; task < cluster_.num_tasks(job); ++task) {
-        {
-          std::lock_guard<std::mutex> lock{mutex_};
-          if (stopping_)
-            return;
-        }
-        auto answered = probe_task(system_, cluster_, job, task, probe_timeout_seconds_).ok();
-        default_metrics()
-          .gauge("actorflow_task_up", "Whether a cluster task answered its last probe (1) or not (0).",
-                 {{"job", job}, {"task", std::to_string(task)}})
-          .set(answered ? 1 : 0);
+    for (auto& t : tasks) {
+      {
+        std::lock_guard<std::mutex> lock{mutex_};
+        if (stopping_)
+          return;
       }
+      t.up.set(probe_task(system_, cluster_, t.job, t.task, probe_timeout_seconds_).ok() ? 1 : 0);
+    }
     std::unique_lock<std::mutex> lock{mutex_};
     if (wake_.wait_for(lock, interval_, [this] { return stopping_; }))
       return;

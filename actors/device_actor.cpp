@@ -110,30 +110,14 @@ struct device_step {
   /// (and was passed on).
   std::shared_ptr<commit_gate> gate;
   bool committed = false;
-  /// For the step latency metric.
-  std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
-};
-
-/// A device's step metrics (graph/metrics.hpp), looked up once per device actor.
-struct device_step_metrics {
-  explicit device_step_metrics(const std::string& device)
-    : succeeded(default_metrics().counter("actorflow_device_steps_total",
-                                          "Partition steps a device ran, by outcome.",
-                                          {{"device", device}, {"outcome", "ok"}})),
-      failed(default_metrics().counter("actorflow_device_steps_total",
-                                       "Partition steps a device ran, by outcome.",
-                                       {{"device", device}, {"outcome", "error"}})),
-      seconds(default_metrics().histogram(
-        "actorflow_device_step_seconds",
-        "Time from a partition step's request to its answer on a device.", {{"device", device}})) {}
-  metric_counter& succeeded;
-  metric_counter& failed;
-  metric_histogram& seconds;
+  /// When the run request came, for the step latency metric.
+  std::chrono::steady_clock::time_point began;
 };
 
 struct device_state {
   std::shared_ptr<device> dev;
-  std::unique_ptr<device_step_metrics> metrics;
+  /// Partition steps of this device, from request to answer (graph/metrics.hpp).
+  std::unique_ptr<step_metrics> metrics;
   metrics_registry::collector_handle memory_metrics;
   device_actor_options options;
   std::shared_ptr<const std::map<std::string, device_actor>> peers =
@@ -298,9 +282,9 @@ void answer_step(Self self,
   if (!bulk_failure.ok() && (result.outcome.ok() || result.outcome.code() == errc::aborted))
     result.outcome = bulk_failure;
   auto step_id = i->first;
-  (result.outcome.ok() ? st.metrics->succeeded : st.metrics->failed).add();
-  st.metrics->seconds.observe(
-    std::chrono::duration<double>(std::chrono::steady_clock::now() - i->second.began).count());
+  st.metrics->record(result.outcome.ok(), std::chrono::duration<double>(
+                                            std::chrono::steady_clock::now() - i->second.began)
+                                            .count());
   i->second.promise.deliver(std::move(result));
   st.steps.erase(i);
   st.mark_ended(step_id);
@@ -310,7 +294,9 @@ template <class Self>
 device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<device> dev,
                                                  device_actor_options options) {
   self->state.dev = std::move(dev);
-  self->state.metrics = std::make_unique<device_step_metrics>(self->state.dev->full_name());
+  self->state.metrics = std::make_unique<step_metrics>(
+    "actorflow_device", "partition steps of a device, from request to answer",
+    metric_labels{{"device", self->state.dev->full_name()}});
   self->state.memory_metrics = report_device_memory(self->state.dev);
   self->state.options = std::move(options);
   self->set_down_handler([=](caf::down_msg& down) {
@@ -398,6 +384,8 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       auto requester = self->current_sender();
       auto promise = self->template make_response_promise<step_result>();
       auto& step = st.steps[request.step_id];
+      // The entry may have been made earlier, by a tensor that came first.
+      step.began = std::chrono::steady_clock::now();
       st.started(step);
       step.promise = promise;
       if (requester) {

@@ -264,17 +264,9 @@ result<std::vector<tensor>> session::run_with(const run_options& options,
   auto started = std::chrono::steady_clock::now();
   std::int64_t execution_ns = 0;
   auto r = impl_->run(fetches, feeds, targets, options, &execution_ns);
-  static auto& succeeded = default_metrics().counter(
-    "actorflow_client_steps_total", "Steps (session runs) of this process's clients, by outcome.",
-    {{"outcome", "ok"}});
-  static auto& failed = default_metrics().counter(
-    "actorflow_client_steps_total", "Steps (session runs) of this process's clients, by outcome.",
-    {{"outcome", "error"}});
-  static auto& latency = default_metrics().histogram(
-    "actorflow_client_step_seconds", "Wall time of this process's clients' steps (session runs).");
+  static step_metrics client_steps{"actorflow_client", "steps (session runs) of this process's clients"};
   auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  (r ? succeeded : failed).add();
-  latency.observe(seconds);
+  client_steps.record(r.ok(), seconds);
   if (stats != nullptr) {
     stats->total_seconds = seconds;
     stats->execution_seconds = static_cast<double>(execution_ns) * 1e-9;
@@ -283,8 +275,7 @@ result<std::vector<tensor>> session::run_with(const run_options& options,
 }
 
 status session::run_targets(const std::vector<output>& targets, const feed_list& feeds) {
-  std::int64_t execution_ns = 0;
-  auto r = impl_->run({}, feeds, targets, run_options{}, &execution_ns);
+  auto r = run_with(run_options{}, {}, feeds, targets);
   return r ? status{} : r.error();
 }
 

@@ -62,6 +62,8 @@ using shard_actor_impl =
 
 struct shard_state {
   std::optional<variable_shard> shard;
+  /// The process's count of this shard's dropped gradients (graph/metrics.hpp).
+  metric_counter* stale_gradients = nullptr;
   /// The fenced updates applied (coordinator closures): a repeat of one is refused.
   update_fence_book fences;
   /// Workers' lives, for updates that say where they come from (update_origin).
@@ -156,11 +158,7 @@ void accumulate(shard_self self, sync_gradient& offered,
     return;
   }
   if (*outcome != gradient_accumulator::offer_outcome::accepted) {
-    default_metrics()
-      .counter("actorflow_stale_gradients_total",
-               "Gradients a parameter shard dropped as stale or duplicates, by variable.",
-               {{"variable", s.name()}})
-      .add();
+    st.stale_gradients->add();
     rp.deliver(sync_outcome{false, acc.global_step(), acc.short_rounds(), acc.stale_dropped()});
     return;
   }
@@ -218,6 +216,10 @@ caf::typed_response_promise<std::int64_t> bulk_update(shard_self self, const std
 shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard shard,
                                                std::shared_ptr<bulk_sender> bulk) {
   self->state.shard.emplace(std::move(shard));
+  self->state.stale_gradients = &default_metrics().counter(
+    "actorflow_stale_gradients_total",
+    "Gradients a parameter shard dropped as stale or duplicates, by variable.",
+    {{"variable", self->state.shard->name()}});
   self->state.bulk = std::move(bulk);
   auto& s = *self->state.shard;
   // The device's update kernels queue behind this mailbox from now on. A weak handle: the

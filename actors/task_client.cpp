@@ -53,13 +53,32 @@ status probe_task(caf::actor_system& sys, const cluster_spec& cluster, const std
     return target.error();
   caf::scoped_actor self{sys};
   status outcome;
-  self->request(*target, request_bound(timeout_seconds), protocol::manifest_atom::value)
-    .receive([](protocol::task_manifest&) {},
+  self->request(*target, request_bound(timeout_seconds), protocol::probe_atom::value)
+    .receive([](std::int64_t) {},
              [&](caf::error& err) {
-               outcome = status_from_error(err).with_context("asking task " + name + " at " +
-                                                             address + " for its manifest");
+               outcome = status_from_error(err).with_context("probing task " + name + " at " +
+                                                             address);
              });
   return outcome;
+}
+
+status probe_job(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
+                 double timeout_seconds) {
+  for (int i = 0; i < cluster.num_tasks(job); ++i)
+    AF_RETURN_IF_ERROR(probe_task(sys, cluster, job, i, timeout_seconds));
+  return {};
+}
+
+bool connection_like(const status& failure) {
+  switch (failure.code()) {
+    case errc::unavailable:
+    case errc::deadline_exceeded:
+    case errc::aborted:
+    case errc::data_loss:
+      return true;
+    default:
+      return false;
+  }
 }
 
 namespace {

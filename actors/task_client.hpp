@@ -29,10 +29,19 @@ status report_task_done(caf::actor_system& sys, const cluster_spec& cluster,
                         const std::string& to_job, const std::string& job, int task,
                         double timeout_seconds);
 
-/// Ok when task `index` of `job` answers a request (its manifest) within `timeout_seconds`;
-/// otherwise why not, naming the task. A coordinator asks a worker it lost whether it is back.
+/// Ok when task `index` of `job` answers a probe (its incarnation; nothing is made for it)
+/// within `timeout_seconds`; otherwise why not, naming the task. A coordinator asks a worker it
+/// lost whether it is back; cluster_liveness asks every task every few seconds.
 status probe_task(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
                   int index, double timeout_seconds);
+
+/// probe_task for every task of `job`: ok when all answer, else the first one's failure.
+status probe_job(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
+                 double timeout_seconds);
+
+/// Whether `failure` is one a lost connection or a task that stopped answering causes
+/// (unavailable, deadline_exceeded, aborted, data_loss): then probing the tasks says whose.
+bool connection_like(const status& failure);
 
 /// A parameter shard and where its task takes bulk frames ("host:port"; empty when nowhere).
 struct shard_location {

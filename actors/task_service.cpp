@@ -357,6 +357,7 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   return {
     [self](devices_atom) { return self->state.list_devices(); },
     [self](manifest_atom) { return self->state.manifest(); },
+    [self](probe_atom) { return static_cast<std::int64_t>(self->state.incarnation); },
     [self](task_done_atom, const std::string& job, std::int32_t task) -> caf::result<std::int32_t> {
       auto& st = self->state;
       if (!st.options.cluster || !st.options.cluster->has_job(job))

@@ -223,7 +223,8 @@ struct tls_policy {
 };
 
 /// A stream policy that counts what goes through `Inner` (TCP or TLS) in the process's
-/// metrics: the bytes on the socket, TLS records included.
+/// metrics: the bytes BASP reads and writes (under TLS, before encryption). CAF's policies set
+/// `result` only on success, so only a success counts.
 template <class Inner>
 struct counting_policy {
   template <class... Ts>
@@ -232,12 +233,14 @@ struct counting_policy {
 
   rw_state read_some(std::size_t& result, native_socket fd, void* buf, std::size_t len) {
     auto state = inner.read_some(result, fd, buf, len);
-    traffic.received.add(result);
+    if (state == rw_state::success)
+      traffic.received.add(result);
     return state;
   }
   rw_state write_some(std::size_t& result, native_socket fd, const void* buf, std::size_t len) {
     auto state = inner.write_some(result, fd, buf, len);
-    traffic.sent.add(result);
+    if (state == rw_state::success)
+      traffic.sent.add(result);
     return state;
   }
   bool must_read_more(native_socket fd, std::size_t threshold) {
@@ -331,9 +334,10 @@ public:
       if (!out.empty() && out.size() <= direct_write_bytes && !stream_.writing() &&
           !stream_.ack_writes()) {
         std::size_t written = 0;
-        auto state = caf::policy::tcp::write_some(written, stream_.fd(), out.data(), out.size());
-        traffic_.sent.add(written);
-        if (state == rw_state::success && written > 0) {
+        if (caf::policy::tcp::write_some(written, stream_.fd(), out.data(), out.size()) ==
+              rw_state::success &&
+            written > 0) {
+          traffic_.sent.add(written);
           if (written == out.size()) {
             out.clear();
             return;

@@ -153,7 +153,7 @@ std::string quoted(const std::string& s) {
 
 class renderer {
 public:
-  explicit renderer(const k8s_options& o) : o_(o) {}
+  explicit renderer(const k8s_options& o) : o_(o), cluster_json_(cluster_json()) {}
 
   std::string render() {
     for (int i = 0; i < o_.ps; ++i)
@@ -185,7 +185,7 @@ private:
     return json + "}";
   }
   std::string tf_config(const std::string& job, int i) const {
-    return "{\"cluster\": " + cluster_json() + ", \"task\": {\"type\": \"" + job +
+    return "{\"cluster\": " + cluster_json_ + ", \"task\": {\"type\": \"" + job +
            "\", \"index\": " + std::to_string(i) + "}}";
   }
 
@@ -203,6 +203,13 @@ private:
            " --tls-ca /etc/actorflow/tls/ca.crt";
   }
 
+  /// The model, its data and where its logs go (/logs/LOG_NAME): every training command's.
+  std::string training_flags(const std::string& log_name) const {
+    return " --model " + o_.model + " --epochs " + std::to_string(o_.epochs) + " --data-dir " +
+           (o_.data_pvc.empty() ? "/usr/share/datasets/fashion-mnist" : "/data") +
+           " --output-dir /logs/" + log_name;
+  }
+
   std::string metrics_flag() const { return " --metrics-port " + std::to_string(o_.metrics_port); }
 
   std::string command_of(const std::string& job, int i) const {
@@ -211,10 +218,7 @@ private:
       return "actorflow-worker --bind 0.0.0.0 --bulk-port " + std::to_string(o_.bulk_port) +
              metrics_flag() + tls_flags();
     // --bind: the pod's own Service name resolves only once the pod is ready.
-    std::string c = "actorflow-train --bind 0.0.0.0" + metrics_flag() + " --model " + o_.model +
-                    " --epochs " + std::to_string(o_.epochs) +
-                    " --data-dir " + (o_.data_pvc.empty() ? "/usr/share/datasets/fashion-mnist" : "/data") +
-                    " --output-dir /logs/" + task_name(job, i);
+    std::string c = "actorflow-train --bind 0.0.0.0" + metrics_flag() + training_flags(task_name(job, i));
     if (o_.mode == "sync")
       c += " --sync";
     if (i == 0)
@@ -292,7 +296,7 @@ private:
     if (job != "client")
       out_ << "      hostname: " << name << "\n      subdomain: " << name << '\n';
     out_ << "      containers:\n";
-    container("      ", job == "client" ? "client" : job, command, tf_config_json, gpus, job != "client");
+    container("      ", job, command, tf_config_json, gpus, job != "client");
     volumes("      ");
   }
 
@@ -302,11 +306,10 @@ private:
   }
 
   void client() {
-    auto command = "actorflow-train" + metrics_flag() + " --target caf://" + address("worker", 0) + " --cluster '" +
-                   cluster_json() + "' --model " + o_.model + " --epochs " + std::to_string(o_.epochs) +
-                   " --data-dir " + (o_.data_pvc.empty() ? "/usr/share/datasets/fashion-mnist" : "/data") +
-                   " --output-dir /logs/" + o_.name + "-client --graph-out /logs/" + o_.name +
-                   "-client/graph.svg" + (o_.train_flags.empty() ? "" : " " + o_.train_flags) + tls_flags();
+    auto command = "actorflow-train" + metrics_flag() + " --target caf://" + address("worker", 0) +
+                   " --cluster '" + cluster_json_ + "'" + training_flags(o_.name + "-client") +
+                   " --graph-out /logs/" + o_.name + "-client/graph.svg" +
+                   (o_.train_flags.empty() ? "" : " " + o_.train_flags) + tls_flags();
     job_of(o_.name + "-client", "client", 0, command, "", false);
   }
 
@@ -330,6 +333,8 @@ private:
   }
 
   const k8s_options& o_;
+  /// The cluster of every TF_CONFIG and of the client's --cluster.
+  const std::string cluster_json_;
   std::ostringstream out_;
 };
 

@@ -17,6 +17,7 @@
 #include "graph/rendezvous_key.hpp"
 #include "graph/replica_device_setter.hpp"
 #include "serialization/checkpoint.hpp"
+#include "serialization/file_io.hpp"
 #include "serialization/graph_picture.hpp"
 #include "serialization/idx_reader.hpp"
 #include "support/metrics_http.hpp"
@@ -239,9 +240,9 @@ result<double> evaluate(session& s, const train::data_parallel_mlp& m, const dat
 /// The output and checkpoint directories, made writable (what the writer of metrics and
 /// checkpoints needs first, so a bad directory fails before any training).
 status prepare_output_directories(const train_options& o) {
-  AF_RETURN_IF_ERROR(train::ensure_writable_directory(o.output_dir));
+  AF_RETURN_IF_ERROR(file_io::ensure_writable_directory(o.output_dir));
   if (!o.checkpoint_dir.empty())
-    AF_RETURN_IF_ERROR(train::ensure_writable_directory(o.checkpoint_dir));
+    AF_RETURN_IF_ERROR(file_io::ensure_writable_directory(o.checkpoint_dir));
   return {};
 }
 
@@ -283,13 +284,11 @@ std::unique_ptr<train::training_hook> progress_hook(const train_options& o, std:
                                                     train::throughput_meter& throughput,
                                                     progress_printer& progress,
                                                     train::metrics_log* metrics, const graph& g) {
-  return train::make_observer_hook([&o, total_steps, &throughput, &progress, metrics, &g,
-                                    graph_written = false](const train::step_report& r) mutable {
+  return train::make_observer_hook([&o, total_steps, &throughput, &progress, metrics,
+                                    &g](const train::step_report& r) {
     auto examples_per_second = throughput.add(r);
-    if (metrics != nullptr && !graph_written) {
+    if (metrics != nullptr)
       metrics->add_graph(g);
-      graph_written = true;
-    }
     if (metrics != nullptr && (r.step == 1 || r.step % o.log_every == 0 || r.step == total_steps))
       metrics->add({r.step, r.epoch, r.loss, r.batch_accuracy, examples_per_second, r.seconds,
                     r.stale_gradients_dropped});
@@ -350,7 +349,6 @@ result<std::optional<restored_checkpoint>> restore_latest(saver& from, session& 
   return std::optional<restored_checkpoint>{restored_checkpoint{**latest, data->step}};
 }
 
-/// "MLP" or "CNN", for titles.
 /// --checkpoint-dir: where checkpoints go, written on a thread of their own (training waits for
 /// the snapshot only). Empty without the flag, or for a process that writes none.
 struct checkpoint_files {
@@ -445,14 +443,10 @@ int run_linreg(const train_options& o, const training_target& where) {
   auto first_step = *begun;
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
-  hooks.push_back(train::make_observer_hook([&, graph_written = false](const train::step_report& r) mutable {
-    // The graph once placed, for TensorBoard.
-    if (!graph_written) {
-      metrics.add_graph(g);
-      graph_written = true;
-    }
+  hooks.push_back(train::make_observer_hook([&](const train::step_report& r) {
+    metrics.add_graph(g); // placed by now; written once
     if (r.step == 1 || r.step % o.log_every == 0 || r.step == o.steps)
-      metrics.add({r.step, 1, r.loss, 0, 0});
+      metrics.add({r.step, 1, r.loss, -1, 0}); // a regression has no accuracy
   }));
   if (checkpoints)
     hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) -> status {
@@ -491,6 +485,7 @@ int run_linreg(const train_options& o, const training_target& where) {
   return 0;
 }
 
+/// "MLP" or "CNN", for titles.
 std::string model_title(const train_options& o) { return o.model == "cnn" ? "CNN" : "MLP"; }
 
 int run_mlp(const train_options& o, const training_target& where) {
@@ -647,12 +642,10 @@ result<shared_classifier> build_shared_classifier(graph& g, const train_options&
 /// a timeout causes, naming a ps task, or with a ps task that does not answer a probe now (a
 /// shard push's failure names none). When it is, says so and what training waits for.
 bool lost_ps_task(const train_options& o, const cluster_spec& cluster, const status& failure) {
-  auto code = failure.code();
-  if (code != errc::unavailable && code != errc::deadline_exceeded && code != errc::aborted)
+  if (!connection_like(failure))
     return false;
-  bool lost = failure.message().find("/job:" + o.ps_job + "/") != std::string::npos;
-  for (int i = 0; !lost && i < cluster.num_tasks(o.ps_job); ++i)
-    lost = !probe_task(default_actor_system(), cluster, o.ps_job, i, 2).ok();
+  bool lost = failure.message().find("/job:" + o.ps_job + "/") != std::string::npos ||
+              !probe_job(default_actor_system(), cluster, o.ps_job, 2).ok();
   if (lost)
     std::cerr << "actorflow-train: lost a " << o.ps_job << " task (" << failure.message()
               << "); waiting up to " << o.init_timeout_seconds

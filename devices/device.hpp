@@ -98,8 +98,6 @@ result<tensor> copy_from_host_and_wait(device& dev, const tensor& host,
 status compute_and_wait(device& dev, op_kernel& kernel, kernel_context& ctx,
                         std::chrono::milliseconds timeout = std::chrono::minutes(1));
 
-/// The CPU device; `intra_op` is shared with other devices or sessions unless the session asks
-/// for its own threads.
 /// Reports an allocator's bytes in use and peak for the process's metrics
 /// (actorflow_allocator_bytes_in_use, actorflow_allocator_peak_bytes_in_use), labelled with
 /// `allocator` ("host_pool", or a device's full name for its own memory).
@@ -110,6 +108,8 @@ void report_allocator_bytes(metric_sink& out, const std::string& allocator, std:
 /// device does; devices in host memory report nothing (the host pool covers them).
 metrics_registry::collector_handle report_device_memory(std::weak_ptr<device> dev);
 
+/// The CPU device; `intra_op` is shared with other devices or sessions unless the session asks
+/// for its own threads.
 std::unique_ptr<device> make_cpu_device(device_name name, std::shared_ptr<thread_pool> intra_op);
 
 /// Number of GPUs the CUDA driver shows this process (after CUDA_VISIBLE_DEVICES); 0 without a

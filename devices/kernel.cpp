@@ -9,12 +9,19 @@
 #include "devices/cuda/kernels/cuda_kernels.hpp"
 #endif
 #include "devices/thread_pool.hpp"
+#include "graph/metrics.hpp"
 #include "graph/op_registry.hpp"
 
 #include <algorithm>
 #include <atomic>
 
 namespace actorflow {
+
+std::int64_t variable_state::count_update() {
+  if (update_counter != nullptr)
+    update_counter->add();
+  return ++version;
+}
 
 // --- resource_manager ----------------------------------------------------------------------
 
@@ -157,7 +164,7 @@ public:
     // The executor keeps ctx alive until done() runs.
     auto apply = [this, &ctx, state, order = std::move(order)](std::function<void()> done) {
       if (!order) {
-        inner_->compute_async(ctx, std::move(done));
+        run_inner(ctx, std::move(done));
         return;
       }
       apply_in_turn(ctx, state, order, std::move(done));
@@ -187,13 +194,8 @@ private:
     auto turn = [this, &ctx, state, done = std::move(done)](update_turn t) mutable {
       switch (t) {
         case update_turn::apply:
-          try {
-            inner_->compute_async(ctx, std::move(done));
-            return;
-          } catch (const std::exception& e) {
-            ctx.fail(make_error(errc::internal, std::string{"kernel threw: "} + e.what()));
-          }
-          break;
+          run_inner(ctx, std::move(done));
+          return;
         case update_turn::repeat:
           // Applied by an earlier attempt of the closure: the node yields the variable as it
           // is, as the update kernels yield it after updating.
@@ -210,7 +212,15 @@ private:
       }
       done();
     };
-    order(std::move(turn), update_claim{ctx.fence(), name()});
+    // Only a fenced claim is checked by name: others carry none (no copy per step).
+    order(std::move(turn), update_claim{ctx.fence(), ctx.fence().fenced() ? name() : std::string{}});
+  }
+
+  /// The update itself, wherever it is let go (at once, at its turn in the shard's mailbox, at
+  /// the step's commit): through the device, which guards against throws (a failure, never a
+  /// step that hangs) and runs it as its other kernels (the right GPU, done once finished).
+  void run_inner(kernel_context& ctx, std::function<void()> done) {
+    ctx.dev().compute(*inner_, ctx, std::move(done));
   }
 
   /// The variable's storage, looked up by name until it exists and kept from then on: a

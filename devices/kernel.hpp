@@ -58,6 +58,10 @@ struct variable_state {
   /// Counts the updates for the process's metrics while a shard actor serves the variable
   /// (actorflow_shard_updates_total); null otherwise. Guarded by `mutex`.
   metric_counter* update_counter = nullptr;
+
+  /// One update applied (under `mutex`): the version goes up, and update_counter when set.
+  /// Returns the new version. Every update of the value goes through here.
+  std::int64_t count_update();
 };
 
 /// Per-device, per-session state that outlives steps: the variables.

@@ -47,9 +47,7 @@ result<std::int64_t> variable_shard::assign(tensor value) {
                         " but the value is " + to_string(value.type()) +
                         value.shape().to_string());
   stored = std::move(value);
-  if (state_->update_counter != nullptr)
-    state_->update_counter->add();
-  return ++state_->version;
+  return state_->count_update();
 }
 
 result<std::int64_t>

@@ -1,7 +1,6 @@
 #include "devices/variable_update.hpp"
 
 #include "devices/device.hpp"
-#include "graph/metrics.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -200,7 +199,7 @@ void variable_update::commit(kernel_context& ctx) {
   for (std::size_t i = 0; i < states_.size(); ++i)
     if (fresh_[i].is_initialized())
       states_[i]->value = std::move(fresh_[i]);
-  ++states_[0]->version;
+  states_[0]->count_update();
   ctx.set_output(0, states_[0]->value);
 }
 
@@ -230,9 +229,7 @@ status assign_variable(kernel_context& ctx, const op_kernel& kernel, const std::
       return copy.error();
     stored = std::move(*copy);
   }
-  ++var.version;
-  if (var.update_counter != nullptr)
-    var.update_counter->add();
+  var.count_update();
   ctx.set_output(0, stored);
   return {};
 }

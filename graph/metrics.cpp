@@ -123,7 +123,6 @@ void metric_histogram::observe(double value) {
     std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
   buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
   sum_nano_.fetch_add(static_cast<std::int64_t>(std::llround(value * 1e9)), std::memory_order_relaxed);
-  count_.fetch_add(1, std::memory_order_relaxed);
 }
 
 double metric_histogram::sum() const {
@@ -274,6 +273,22 @@ std::string metrics_registry::render() const {
   }
   return page;
 }
+
+namespace {
+metric_labels with_outcome(metric_labels labels, const char* outcome) {
+  labels.emplace_back("outcome", outcome);
+  return labels;
+}
+} // namespace
+
+step_metrics::step_metrics(const std::string& prefix, const std::string& what,
+                           const metric_labels& labels)
+  : succeeded_(default_metrics().counter(prefix + "_steps_total", "Completed " + what + ", by outcome.",
+                                         with_outcome(labels, "ok"))),
+    failed_(default_metrics().counter(prefix + "_steps_total", "Completed " + what + ", by outcome.",
+                                      with_outcome(labels, "error"))),
+    seconds_(default_metrics().histogram(prefix + "_step_seconds", "Wall time of " + what + ".",
+                                         labels)) {}
 
 metrics_registry& default_metrics() {
   static metrics_registry* registry = new metrics_registry; // never destroyed: used until exit

@@ -64,7 +64,7 @@ class metric_histogram {
 public:
   void observe(double value);
   /// Observations so far, and their sum.
-  std::uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  std::uint64_t count() const { return cumulative_counts().back(); }
   double sum() const;
   /// Cumulative counts per bound, as rendered (the last is +Inf, equal to count()).
   std::vector<std::uint64_t> cumulative_counts() const;
@@ -77,7 +77,6 @@ private:
   std::vector<double> bounds_;
   /// One per bound plus the +Inf bucket; not cumulative.
   std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_;
-  std::atomic<std::uint64_t> count_{0};
   /// The sum in nanounits (1e-9), so that it adds atomically without a compare-and-swap loop.
   std::atomic<std::int64_t> sum_nano_{0};
 };
@@ -149,5 +148,23 @@ private:
 
 /// The process's registry: what the runtime's parts count into and what --metrics-port serves.
 metrics_registry& default_metrics();
+
+/// Steps of one kind in default_metrics(): `<prefix>_steps_total{outcome="ok"|"error"}` and the
+/// histogram `<prefix>_step_seconds`, both with `labels` too. Made once per stepping thing.
+///   step_metrics steps{"actorflow_client", "steps (session runs) of this process's clients"};
+///   steps.record(r.ok(), seconds);
+class step_metrics {
+public:
+  step_metrics(const std::string& prefix, const std::string& what, const metric_labels& labels = {});
+  void record(bool ok, double seconds) {
+    (ok ? succeeded_ : failed_).add();
+    seconds_.observe(seconds);
+  }
+
+private:
+  metric_counter& succeeded_;
+  metric_counter& failed_;
+  metric_histogram& seconds_;
+};
 
 } // namespace actorflow

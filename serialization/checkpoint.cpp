@@ -50,18 +50,6 @@ std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t size
   return static_cast<std::uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), size));
 }
 
-void put_le(std::uint8_t* p, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i)
-    p[i] = static_cast<std::uint8_t>(value >> (8 * i));
-}
-
-std::uint64_t get_le(const std::uint8_t* p, int bytes) {
-  std::uint64_t value = 0;
-  for (int i = bytes - 1; i >= 0; --i)
-    value = (value << 8) | p[i];
-  return value;
-}
-
 struct file_header {
   std::uint32_t version = checkpoint_format_version;
   std::uint32_t flags = 0;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -33,18 +32,6 @@ std::array<std::uint32_t, 256> make_crc32c_table() {
 double wall_time_now() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-void put_le(std::uint8_t* out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i)
-    out[i] = static_cast<std::uint8_t>(value >> (8 * i));
-}
-
-std::uint64_t get_le(const std::uint8_t* in, int bytes) {
-  std::uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i)
-    value |= std::uint64_t{in[i]} << (8 * i);
-  return value;
 }
 
 pb::DataType proto_type(dtype t) {
@@ -121,20 +108,14 @@ std::uint32_t masked_crc32c(const void* data, std::size_t size) {
 
 result<std::unique_ptr<event_file_writer>>
 event_file_writer::open(const std::string& log_dir, std::optional<std::int64_t> resumed_at_step) {
-  std::error_code ec;
-  std::filesystem::create_directories(log_dir, ec);
-  if (ec || !std::filesystem::is_directory(log_dir))
-    return make_error(errc::invalid_argument,
-                      "cannot create event file directory '" + log_dir + "': " +
-                        (ec ? ec.message() : std::string{"a file is in the way"}));
+  AF_RETURN_IF_ERROR(file_io::ensure_writable_directory(log_dir));
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
-  // Two writers of one process in one second get different names.
-  static std::atomic<int> opened{0};
   // TensorBoard reads a directory's files in name order: a new file's seconds come after every
   // earlier file's, even one begun in this same second (a quick resume).
   auto seconds = static_cast<long long>(wall_time_now());
   const std::string prefix = "events.out.tfevents.";
+  std::error_code ec;
   for (auto& entry : std::filesystem::directory_iterator(log_dir, ec)) {
     auto name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0)
@@ -144,11 +125,15 @@ event_file_writer::open(const std::string& log_dir, std::optional<std::int64_t> 
         digits.find_first_not_of("0123456789") == std::string::npos)
       seconds = std::max(seconds, std::stoll(digits) + 1);
   }
-  auto path = log_dir + "/events.out.tfevents." + std::to_string(seconds) + "." + host + "." +
-              std::to_string(::getpid()) + "." + std::to_string(opened++);
-  auto* file = std::fopen(path.c_str(), "wbx");
-  if (file == nullptr)
-    return file_io::errno_error("cannot create event file '" + path + "'", errno);
+  // A writer of this process that opened meanwhile took the name: the next second then.
+  std::string path;
+  std::FILE* file = nullptr;
+  for (int attempt = 0; file == nullptr; ++attempt, ++seconds) {
+    path = log_dir + "/" + prefix + std::to_string(seconds) + "." + host + "." + std::to_string(::getpid());
+    file = std::fopen(path.c_str(), "wbx");
+    if (file == nullptr && (errno != EEXIST || attempt == 100))
+      return file_io::errno_error("cannot create event file '" + path + "'", errno);
+  }
   std::unique_ptr<event_file_writer> writer{new event_file_writer{file, path}};
   pb::Event version;
   version.set_wall_time(wall_time_now());
@@ -171,10 +156,10 @@ event_file_writer::~event_file_writer() {
 
 status event_file_writer::write_event(const std::string& serialized_event) {
   std::uint8_t header[12];
-  put_le(header, serialized_event.size(), 8);
-  put_le(header + 8, masked_crc32c(header, 8), 4);
+  file_io::put_le(header, serialized_event.size(), 8);
+  file_io::put_le(header + 8, masked_crc32c(header, 8), 4);
   std::uint8_t footer[4];
-  put_le(footer, masked_crc32c(serialized_event.data(), serialized_event.size()), 4);
+  file_io::put_le(footer, masked_crc32c(serialized_event.data(), serialized_event.size()), 4);
   if (std::fwrite(header, 1, sizeof header, file_) != sizeof header ||
       std::fwrite(serialized_event.data(), 1, serialized_event.size(), file_) != serialized_event.size() ||
       std::fwrite(footer, 1, sizeof footer, file_) != sizeof footer || std::fflush(file_) != 0)
@@ -196,7 +181,7 @@ status event_file_writer::add_scalars(std::int64_t step,
   return write_event(event.SerializeAsString());
 }
 
-status event_file_writer::add_graph(const graph& g, std::int64_t step) {
+status event_file_writer::add_graph(const graph& g) {
   pb::GraphDef def;
   def.mutable_versions()->set_producer(1);
   for (int id = 0; id < static_cast<int>(g.size()); ++id) {
@@ -213,7 +198,6 @@ status event_file_writer::add_graph(const graph& g, std::int64_t step) {
   }
   pb::Event event;
   event.set_wall_time(wall_time_now());
-  event.set_step(step);
   event.set_graph_def(def.SerializeAsString());
   return write_event(event.SerializeAsString());
 }
@@ -222,40 +206,41 @@ result<std::vector<std::string>> read_event_records(const std::string& path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file{std::fopen(path.c_str(), "rb"), &std::fclose};
   if (!file)
     return file_io::errno_error("cannot read event file '" + path + "'", errno);
+  std::fseek(file.get(), 0, SEEK_END);
+  auto end = std::ftell(file.get());
+  if (end < 0)
+    return file_io::errno_error("cannot read event file '" + path + "'", errno);
+  const auto size = static_cast<std::uint64_t>(end);
+  std::rewind(file.get());
   std::vector<std::string> records;
   std::uint64_t offset = 0;
   auto at = [&](const std::string& what) {
     return make_error(errc::data_loss, "event file '" + path + "', record at byte " +
                                          std::to_string(offset) + ": " + what);
   };
-  for (;;) {
+  while (offset < size) {
     std::uint8_t header[12];
-    auto got = std::fread(header, 1, sizeof header, file.get());
-    if (got == 0 && std::feof(file.get()))
-      return records;
-    if (got != sizeof header)
+    if (std::fread(header, 1, sizeof header, file.get()) != sizeof header)
       return at("cut short in its length header");
-    if (get_le(header + 8, 4) != masked_crc32c(header, 8))
+    if (file_io::get_le(header + 8, 4) != masked_crc32c(header, 8))
       return at("its length's CRC does not match");
-    auto length = get_le(header, 8);
+    auto length = file_io::get_le(header, 8);
     // A length beyond the file is corruption the CRC did not catch; never allocate for it.
-    auto position = std::ftell(file.get());
-    std::fseek(file.get(), 0, SEEK_END);
-    auto end = std::ftell(file.get());
-    std::fseek(file.get(), position, SEEK_SET);
-    if (length + 4 > static_cast<std::uint64_t>(end - position))
+    auto left = size - offset - sizeof header;
+    if (length > left || left - length < 4)
       return at("cut short: " + std::to_string(length) + " bytes announced, " +
-                std::to_string(end - position) + " left");
+                std::to_string(left) + " left");
     std::string data(length, '\0');
     std::uint8_t footer[4];
     if (std::fread(data.data(), 1, length, file.get()) != length ||
         std::fread(footer, 1, sizeof footer, file.get()) != sizeof footer)
       return at("cut short in its data");
-    if (get_le(footer, 4) != masked_crc32c(data.data(), data.size()))
+    if (file_io::get_le(footer, 4) != masked_crc32c(data.data(), data.size()))
       return at("its data's CRC does not match");
     records.push_back(std::move(data));
     offset += sizeof header + length + sizeof footer;
   }
+  return records;
 }
 
 } // namespace actorflow

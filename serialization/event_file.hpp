@@ -5,7 +5,7 @@
 /// field numbers): the file version first, then scalars and the graph.
 ///   auto events = event_file_writer::open("out");                        // a new file in out/
 ///   AF_RETURN_IF_ERROR(events->add_scalars(12, {{"loss", 0.43}, {"accuracy", 0.86}}));
-///   AF_RETURN_IF_ERROR(events->add_graph(g, 1));                         // nodes, ops, devices
+///   AF_RETURN_IF_ERROR(events->add_graph(g));                            // nodes, ops, devices
 /// Every record is flushed to the file when added, so a reader (or a crash) sees whole records
 /// up to the last one. No protobuf types here: they stay in event_file.cpp.
 
@@ -24,9 +24,9 @@ namespace actorflow {
 
 class event_file_writer {
 public:
-  /// Creates `log_dir` when missing and a new file "events.out.tfevents.<seconds>.<host>.<pid>.<n>"
+  /// Creates `log_dir` when missing and a new file "events.out.tfevents.<seconds>.<host>.<pid>"
   /// in it (its seconds after any earlier file's there, as TensorBoard reads them in name
-  /// order), and writes the version record. A run resumed at a step says so with
+  /// order, which also keeps names unique), and writes the version record. A run resumed at a step says so with
   /// `resumed_at_step`: a SessionLog START at that step, after which TensorBoard shows this
   /// file's events instead of the earlier files' beyond it (an interrupted run's steps past its
   /// checkpoint). Older files stay as they are. Errors name the directory or file.
@@ -41,7 +41,7 @@ public:
   /// The graph as TensorBoard draws it: every node with its op, inputs ("name", "name:1",
   /// "^name" for control inputs), device (the placed one, else the requested one), dtype and
   /// output shapes.
-  status add_graph(const graph& g, std::int64_t step = 0);
+  status add_graph(const graph& g);
 
   const std::string& path() const { return path_; }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include <dirent.h>
+#include <filesystem>
+#include <unistd.h>
 #include <fcntl.h>
 #include <memory>
 #include <signal.h>
@@ -160,6 +162,30 @@ status write_file_atomically(const std::string& path,
   if (::rename(temp.c_str(), path.c_str()) != 0)
     return fail(errno_error("rename of '" + temp + "' failed", errno));
   return sync_directory(directory_of(path));
+}
+
+status ensure_writable_directory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    return make_error(errc::invalid_argument,
+                      "cannot create directory '" + dir + "': " +
+                        (ec ? ec.message() : std::string{"a file is in the way"}));
+  if (::access(dir.c_str(), W_OK) != 0)
+    return make_error(errc::invalid_argument, "directory '" + dir + "' is not writable");
+  return {};
+}
+
+void put_le(std::uint8_t* out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    out[i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+
+std::uint64_t get_le(const std::uint8_t* in, int bytes) {
+  std::uint64_t value = 0;
+  for (int i = bytes - 1; i >= 0; --i)
+    value = (value << 8) | in[i];
+  return value;
 }
 
 } // namespace actorflow::file_io

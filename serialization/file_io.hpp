@@ -42,6 +42,14 @@ status write_all(int fd, const std::uint8_t* data, std::size_t size, const std::
 status pwrite_all(int fd, const std::uint8_t* data, std::size_t size, off_t offset,
                   const std::string& name);
 
+/// Creates `dir` (and its parents) or checks it is a writable directory; an error names it.
+status ensure_writable_directory(const std::string& dir);
+
+/// `bytes` (at most 8) of `value`, little-endian, at `out`; and back. The on-disk integers of
+/// checkpoints and event files.
+void put_le(std::uint8_t* out, std::uint64_t value, int bytes);
+std::uint64_t get_le(const std::uint8_t* in, int bytes);
+
 /// "dir" of "dir/file"; "." for a bare name.
 std::string directory_of(const std::string& path);
 

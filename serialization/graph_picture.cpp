@@ -51,8 +51,9 @@ status run_dot(const std::string& format, const std::string& in, const std::stri
                         errno_error("posix_spawnp", rc).message() +
                         "); install the graphviz package, or write a .dot file");
   int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0) {
-  }
+  while (::waitpid(pid, &wstatus, 0) < 0)
+    if (errno != EINTR)
+      return errno_error("cannot draw " + path + ": waiting for dot", errno);
   if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0)
     return make_error(errc::internal, "cannot draw " + path + ": dot -T" + format + " failed" +
                                         (WIFEXITED(wstatus) ? " with exit code " +

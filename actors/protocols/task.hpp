@@ -64,6 +64,8 @@ using task_actor = master_actor::extend<
   caf::replies_to<devices_atom>::with<device_list>,
   // its devices and parameter shards;
   caf::replies_to<manifest_atom>::with<task_manifest>,
+  // whether it answers at all (liveness probes): its incarnation, and nothing else made;
+  caf::replies_to<probe_atom>::with<std::int64_t>,
   // the shard of the variable with this name (an error naming it when the task has none);
   caf::replies_to<shard_atom, std::string>::with<shard_actor>,
   // task `task` of job `job` has finished its work (a between-graph worker at the end of

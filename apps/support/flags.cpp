@@ -41,4 +41,10 @@ int run_main(const char* app, int (*run)(int, char**), int argc, char** argv) {
   }
 }
 
+void add_metrics_port_flag(flag_set& flags, int& port) {
+  flags.values["--metrics-port"] = [&port](const std::string& v) {
+    return parse_int_flag("--metrics-port", v, 0, port, 65535);
+  };
+}
+
 } // namespace actorflow::apps

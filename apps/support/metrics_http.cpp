@@ -60,12 +60,6 @@ std::string metrics_endpoint::url() const {
   return "http://" + host_ + ":" + std::to_string(port_) + "/metrics";
 }
 
-void add_metrics_port_flag(flag_set& flags, int& port) {
-  flags.values["--metrics-port"] = [&port](const std::string& v) {
-    return parse_int_flag("--metrics-port", v, 0, port, 65535);
-  };
-}
-
 result<std::unique_ptr<metrics_endpoint>> serve_metrics(const std::string& app, const std::string& bind,
                                                         int port) {
   if (port == 0)

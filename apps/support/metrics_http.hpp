@@ -6,7 +6,6 @@
 ///   std::cout << (*served)->port();
 
 #include "graph/status.hpp"
-#include "support/flags.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -38,9 +37,6 @@ private:
   std::string host_;
   std::uint16_t port_ = 0;
 };
-
-/// --metrics-port PORT in an app's flags (0, the default: no metrics served).
-void add_metrics_port_flag(flag_set& flags, int& port);
 
 /// What --metrics-port starts: nothing for port 0; otherwise the endpoint on `bind` (an app's
 /// --bind host, or every interface when empty: a scraper runs elsewhere), after printing

@@ -9,37 +9,27 @@
 #include <iostream>
 #include <sstream>
 
-#include <unistd.h>
 
 namespace actorflow::train {
-
-status ensure_writable_directory(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir))
-    return make_error(errc::invalid_argument,
-                      "cannot create directory '" + dir + "': " +
-                        (ec ? ec.message() : std::string{"a file is in the way"}));
-  if (::access(dir.c_str(), W_OK) != 0)
-    return make_error(errc::invalid_argument, "directory '" + dir + "' is not writable");
-  return {};
-}
 
 metrics_log::metrics_log() = default;
 metrics_log::~metrics_log() = default;
 
-status metrics_log::open(const std::string& path) {
-  AF_RETURN_IF_ERROR(open_events(path, std::nullopt));
+status metrics_log::open(const std::string& path) { return start(path, {}, std::nullopt); }
+
+status metrics_log::start(const std::string& path, const std::vector<metrics_row>& kept,
+                          std::optional<std::int64_t> resumed_at) {
   file_.open(path, std::ios::out | std::ios::trunc);
   if (!file_)
     return make_error(errc::invalid_argument, "cannot write metrics file '" + path + "'");
   file_ << "step,epoch,loss,accuracy,examples_per_second\n";
+  // The kept rows are in the earlier event files already: only the CSV gets them again.
+  for (auto& row : kept) {
+    rows_.push_back(row);
+    write_csv(row);
+  }
   file_.flush();
-  return {};
-}
-
-status metrics_log::open_events(const std::string& csv_path, std::optional<std::int64_t> resumed_at) {
-  auto dir = std::filesystem::path{csv_path}.parent_path().string();
+  auto dir = std::filesystem::path{path}.parent_path().string();
   auto opened = event_file_writer::open(dir.empty() ? "." : dir, resumed_at);
   if (!opened)
     return opened.error();
@@ -52,12 +42,12 @@ void metrics_log::events_failed(const status& why) {
   events_.reset();
 }
 
-std::string metrics_log::events_path() const { return events_ ? events_->path() : std::string{}; }
-
 void metrics_log::add_graph(const graph& g) {
-  if (events_)
-    if (auto st = events_->add_graph(g); !st.ok())
-      events_failed(st);
+  if (!events_ || graph_written_)
+    return;
+  graph_written_ = true;
+  if (auto st = events_->add_graph(g); !st.ok())
+    events_failed(st);
 }
 
 status metrics_log::resume(const std::string& path, std::int64_t step) {
@@ -81,21 +71,18 @@ status metrics_log::resume(const std::string& path, std::int64_t step) {
         kept.push_back(row);
     }
   }
-  // The kept rows are in the earlier event files already: only the CSV gets them again.
-  file_.open(path, std::ios::out | std::ios::trunc);
-  if (!file_)
-    return make_error(errc::invalid_argument, "cannot write metrics file '" + path + "'");
-  file_ << "step,epoch,loss,accuracy,examples_per_second\n";
-  for (auto& row : kept)
-    add(row);
-  return open_events(path, step);
+  return start(path, kept, step);
+}
+
+void metrics_log::write_csv(const metrics_row& row) {
+  file_ << row.step << ',' << row.epoch << ',' << row.loss << ',' << row.accuracy << ','
+        << row.examples_per_second << '\n';
 }
 
 void metrics_log::add(const metrics_row& row) {
   rows_.push_back(row);
   if (file_) {
-    file_ << row.step << ',' << row.epoch << ',' << row.loss << ',' << row.accuracy << ','
-          << row.examples_per_second << '\n';
+    write_csv(row);
     file_.flush();
   }
   if (!events_)
@@ -130,7 +117,7 @@ std::string polyline(const std::vector<metrics_row>& rows, const axis& x, const 
   std::ostringstream out;
   out << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" points=\"";
   for (auto& r : rows)
-    if (std::isfinite(r.*field))
+    if (std::isfinite(r.*field) && r.*field >= 0) // negative: not measured
       out << x(static_cast<double>(r.step)) << ',' << y(r.*field) << ' ';
   out << "\"/>\n";
   return out.str();

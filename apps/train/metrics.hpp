@@ -28,7 +28,8 @@ struct metrics_row {
   std::int64_t step = 0;
   int epoch = 0;
   double loss = 0;
-  /// Accuracy on the batch (or on the test set for an evaluation row).
+  /// Accuracy on the batch (or on the test set for an evaluation row); negative when the model
+  /// measures none (linear regression).
   double accuracy = 0;
   double examples_per_second = 0;
   /// Not in the CSV, only in the event files: the step's wall time (0: not measured), and the
@@ -53,27 +54,27 @@ public:
   /// Appends a row to the file (flushed) and keeps it for the curve; its scalars go to the event
   /// file (loss, accuracy, examples_per_second, step_time_seconds, stale_gradients_dropped).
   void add(const metrics_row& row);
-  /// The graph, for TensorBoard's graph view (once it is placed: devices show).
+  /// The graph, for TensorBoard's graph view: the first call writes it (call it once the graph
+  /// is placed, so that devices show), later calls do nothing.
   void add_graph(const graph& g);
   const std::vector<metrics_row>& rows() const { return rows_; }
-  /// The event file being written; empty before open.
-  std::string events_path() const;
 
 private:
-  status open_events(const std::string& csv_path, std::optional<std::int64_t> resumed_at);
+  /// The CSV with its header and `kept`, and a new event file (a START at `resumed_at`).
+  status start(const std::string& path, const std::vector<metrics_row>& kept,
+               std::optional<std::int64_t> resumed_at);
+  void write_csv(const metrics_row& row);
   /// Training goes on without event files after a failed write (said once on stderr).
   void events_failed(const status& why);
 
   std::ofstream file_;
   std::vector<metrics_row> rows_;
   std::unique_ptr<event_file_writer> events_;
+  bool graph_written_ = false;
 };
 
 /// Draws loss and accuracy against the step as an SVG a browser opens; error names the file.
 status write_curve_svg(const std::string& path, const std::vector<metrics_row>& rows,
                        const std::string& title);
-
-/// Creates `dir` (and its parents) or checks it is a writable directory; error names it.
-status ensure_writable_directory(const std::string& dir);
 
 } // namespace actorflow::train

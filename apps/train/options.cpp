@@ -154,7 +154,6 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--checkpoint-dir", [&](auto& v) { o.checkpoint_dir = v; return status{}; }},
     {"--keep-checkpoints",
      [&](auto& v) { return apps::parse_int_flag("--keep-checkpoints", v, 1, o.keep_checkpoints); }},
-    {"--metrics-port", [&](auto& v) { return apps::parse_int_flag("--metrics-port", v, 0, o.metrics_port, 65535); }},
     {"--bind", [&](auto& v) { o.bind = v; return status{}; }},
     {"--log-every", [&](auto& v) { return apps::parse_int_flag("--log-every", v, 1, o.log_every); }},
     {"--target", [&](auto& v) { o.target = v; return status{}; }},
@@ -182,6 +181,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
      [&](auto& v) { return apps::parse_int_flag("--init-timeout", v, 1, o.init_timeout_seconds); }},
   };
   apps::add_security_flags(flags, o.security);
+  apps::add_metrics_port_flag(flags, o.metrics_port);
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local},
                     {"--log-device-placement", &o.log_device_placement}, {"--sync", &o.sync},
                     {"--all-reduce", &o.all_reduce}, {"--coordinator", &o.coordinator}};

@@ -260,6 +260,8 @@ TEST_CASE("linreg takes --checkpoint-dir, --resume and --output-dir as the class
                          "/ckpt --output-dir " + parts);
   REQUIRE(first.exit_code == 0);
   CHECK(std::filesystem::exists(parts + "/ckpt/ckpt-400.afckpt"));
+  // The resumed run must draw the curve again.
+  std::filesystem::remove(parts + "/curve.svg");
   auto resumed = run_train("--model linreg --threads 1 --resume --checkpoint-dir " + parts +
                            "/ckpt --output-dir " + parts);
   INFO(resumed.output);

@@ -201,7 +201,8 @@ TEST_CASE("between-graph sync with a backup worker: rounds of 2 of 3 workers, no
 
 TEST_CASE("between-graph sync with a backup worker: a worker frozen (SIGSTOP) stalls no round, and resumes (SIGCONT) to finish with the others") {
   auto [spec, ps_tasks] = start_ps_tasks(1, 3);
-  auto output_dir = "/tmp/af-sync-stopped-" + std::to_string(::getpid());
+  actorflow::test::temp_dir output;
+  auto output_dir = output.path();
   auto worker = [&, spec = spec](int task) {
     return std::make_unique<child_process>(
       ACTORFLOW_TRAIN_BINARY,

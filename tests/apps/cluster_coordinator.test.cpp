@@ -274,7 +274,8 @@ TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed 
   // anywhere in 0.81-0.87 under ctest's load, on 256 for 8 epochs in 0.839-0.860; 12 epochs
   // gave 0.856-0.869 in four runs two at a time.)
   CHECK(rest.find("global step: 2808 of 2808 (2808 closures done, ") != std::string::npos);
-  CHECK(rest.find(" run again after ") != std::string::npos);
+  // At least one closure ran again, after at least one worker loss.
+  CHECK(rest.find(" 0 run again after ") == std::string::npos);
   CHECK(rest.find("after 0 worker loss") == std::string::npos);
   auto accuracy_at = rest.find("test accuracy: ");
   REQUIRE(accuracy_at != std::string::npos);

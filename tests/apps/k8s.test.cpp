@@ -66,7 +66,7 @@ assert not by('Deployment')  # no log volume: no TensorBoard
 )");
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(r.output.find("ok") != std::string::npos);
+  CHECK(r.output.rfind("ok\n") + 3 == r.output.size()); // the last line: every assert held
 }
 
 TEST_CASE("actorflow-k8s takes volumes, requests, GPUs, TLS and the in-graph mode") {
@@ -99,7 +99,7 @@ assert 'run7-tensorboard' in by('Service')
 )");
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(r.output.find("ok") != std::string::npos);
+  CHECK(r.output.rfind("ok\n") + 3 == r.output.size()); // the last line: every assert held
 }
 
 TEST_CASE("actorflow-k8s refuses bad parameters naming the flag, and prints its Dockerfile") {

@@ -1,5 +1,7 @@
 #include "train/metrics.hpp"
 
+#include "serialization/file_io.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -57,9 +59,9 @@ TEST_CASE("the curve is an SVG with a loss line and an accuracy line") {
 }
 
 TEST_CASE("an unwritable output directory is refused with its name") {
-  auto s = ensure_writable_directory("/proc/actorflow-cannot-be-here");
+  auto s = file_io::ensure_writable_directory("/proc/actorflow-cannot-be-here");
   REQUIRE_FALSE(s.ok());
   CHECK(s.message().find("/proc/actorflow-cannot-be-here") != std::string::npos);
-  auto blocked = ensure_writable_directory("/etc/hostname/sub");
+  auto blocked = file_io::ensure_writable_directory("/etc/hostname/sub");
   CHECK_FALSE(blocked.ok());
 }

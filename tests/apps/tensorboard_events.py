@@ -118,6 +118,7 @@ def main():
         run(flags + ["--steps", "400", "--resume"])
         first, second = events(pb, linreg)
         assert [s for s, _ in scalars(first)["loss"]] == [1, 50, 100, 150, 200], scalars(first)
+        assert "accuracy" not in scalars(first), "a regression has no accuracy"  # nor a flat 0
         assert second[0].file_version == "brain.Event:2"
         start = second[1]
         assert start.WhichOneof("what") == "session_log", start

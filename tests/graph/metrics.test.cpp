@@ -84,7 +84,9 @@ TEST_CASE("a collector reports at every render while its handle lives, beside th
     CHECK(calls == 1);
     CHECK(has_line(page, "af_mem_bytes{allocator=\"registered\"} 1"));
     CHECK(has_line(page, "af_mem_bytes{allocator=\"collected\"} 4096"));
-    CHECK(page.find("# TYPE af_mem_bytes gauge") == page.rfind("# TYPE af_mem_bytes gauge"));
+    auto type_line = page.find("# TYPE af_mem_bytes gauge");
+    REQUIRE(type_line != std::string::npos);
+    CHECK(type_line == page.rfind("# TYPE af_mem_bytes gauge"));
   }
   auto page = registry.render();
   CHECK(calls == 1);

@@ -1,4 +1,5 @@
 #include "serialization/event_file.hpp"
+#include "serialization/file_io.hpp"
 
 #include "graph/ops.hpp"
 #include "support/temp_dir.hpp"
@@ -107,4 +108,19 @@ TEST_CASE("an event file directory that cannot be made is an error naming it") {
   auto writer = event_file_writer::open(dir.path() + "/file/logs");
   REQUIRE_FALSE(writer);
   CHECK(writer.error().message().find(dir.path() + "/file/logs") != std::string::npos);
+}
+
+TEST_CASE("a record announcing more bytes than its file holds is an error, never an allocation") {
+  temp_dir dir;
+  auto path = dir.path() + "/events.out.tfevents.1.host.1";
+  for (std::uint64_t announced : {std::uint64_t{1} << 40, ~std::uint64_t{0}, ~std::uint64_t{0} - 2}) {
+    std::vector<std::uint8_t> bytes(20);
+    file_io::put_le(bytes.data(), announced, 8);
+    file_io::put_le(bytes.data() + 8, masked_crc32c(bytes.data(), 8), 4);
+    actorflow::test::write_file_bytes(path, bytes);
+    auto read = read_event_records(path);
+    INFO(announced);
+    REQUIRE_FALSE(read);
+    CHECK(read.error().message().find("record at byte 0: cut short") != std::string::npos);
+  }
 }
