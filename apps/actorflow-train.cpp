@@ -388,6 +388,12 @@ struct checkpoint_files {
   }
 };
 
+/// metrics.csv (and the event files) begun, or with --resume continued from `step`.
+status begin_metrics(const train_options& o, std::int64_t step, train::metrics_log& metrics) {
+  auto path = o.output_dir + "/metrics.csv";
+  return o.resume ? metrics.resume(path, step) : metrics.open(path);
+}
+
 /// A run whose master is this process (local, in-process or on a cluster): the variables
 /// initialised, or with --resume restored from the latest checkpoint; metrics.csv begun, or
 /// continued up to that step (and so the curve). The step training starts at.
@@ -398,8 +404,7 @@ result<std::int64_t> begin_run(const train_options& o, graph& g, session& s, sav
   auto step = checkpoints.resume(o, from, s);
   if (!step)
     return step.error();
-  auto path = o.output_dir + "/metrics.csv";
-  AF_RETURN_IF_ERROR(o.resume ? metrics.resume(path, *step) : metrics.open(path));
+  AF_RETURN_IF_ERROR(begin_metrics(o, *step, metrics));
   return *step;
 }
 
@@ -1025,26 +1030,26 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   progress_printer progress{o.log_every};
   // At the start (--resume restores), and after a lost ps came back empty (restores when there
   // are checkpoints): the global step training goes on from.
-  auto make_variables_ready = [&](bool restore) -> result<std::int64_t> {
+  auto make_variables_ready = [&](bool after_loss) -> result<std::int64_t> {
     AF_RETURN_IF_ERROR(wait_for_variables(ps_session, {}, o.init_timeout_seconds));
-    if (restore && checkpoints) {
+    if ((after_loss || o.resume) && checkpoints) {
       auto found = checkpoints.restore_latest(checkpoints_saver, ps_session);
       if (!found)
         return found.error();
       if (*found) {
         progress.line("restored " + (*found)->path + ": training " +
-                      (o.resume ? "goes on from" : "returns to") + " global step " +
+                      (after_loss ? "returns to" : "goes on from") + " global step " +
                       std::to_string((*found)->step));
         return (*found)->step;
       }
     }
     AF_RETURN_IF_ERROR(ps_session.run_targets({ops::global_variables_initializer(g)}));
-    if (restore)
+    if (after_loss || o.resume)
       progress.line("no checkpoint to restore (--checkpoint-dir): the variables start again "
                     "from their initial values");
     return std::int64_t{0};
   };
-  auto ready = make_variables_ready(o.resume);
+  auto ready = make_variables_ready(false);
   if (!ready)
     return fail(ready.error());
 
@@ -1081,7 +1086,7 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
     return fail(bad_shard);
 
   train::metrics_log metrics;
-  if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
+  if (auto st = begin_metrics(o, *ready, metrics); !st.ok())
     return fail(st);
   progress.line("coordinating " + std::to_string(workers) + " " + o.worker_job +
                 " task(s), the variables on " + std::to_string(model->ps_tasks) + " " +
