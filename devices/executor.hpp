@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,24 +29,43 @@ namespace actorflow {
 
 class executor_plan {
 public:
-  enum class node_kind : std::uint8_t { kernel, send, recv };
+  enum class node_kind : std::uint8_t {
+    kernel,
+    send,
+    recv,
+    // Control flow (graph/control_flow.hpp): run by the executor itself, not by kernels.
+    switch_node,
+    merge,
+    enter,
+    exit,
+    next_iteration,
+  };
+
+  /// One edge out of a node: to input `input` of node `dst` (-1: a control edge), carrying
+  /// output `src_output`.
+  struct edge {
+    int dst = -1;
+    int input = -1;
+    int src_output = 0;
+  };
 
   struct item {
     const node* def = nullptr;
     node_kind kind = node_kind::kernel;
     std::unique_ptr<op_kernel> kernel;
-    /// Output slots this node's inputs read, in input order.
+    /// Slots this node's inputs read, in input order (in the node's frame).
     std::vector<int> input_slots;
     /// Producer node of each input (for error messages).
     std::vector<int> input_nodes;
     /// For inputs read from a variable: its state, read when this node runs (TensorFlow's ref
     /// semantics: a read inside control_dependencies sees the updates it waited for).
     std::vector<std::shared_ptr<variable_state>> input_variables;
+    /// The first of this node's output slots, in the frame its outputs live in (the child frame
+    /// for an Enter, the parent for an Exit, its own otherwise).
     int first_slot = 0;
     int num_outputs = 0;
-    /// Consumers, once per edge (data and control), so pending counts match.
-    std::vector<int> consumers;
-    int initial_pending = 0;
+    /// Edges to consumers (data and control), so pending counts match.
+    std::vector<edge> consumers;
     /// Per input: whether it is a variable ref (op_def::is_variable_ref_input), which may be
     /// an empty tensor and is not read from the variable at run time.
     std::vector<bool> variable_ref_inputs;
@@ -55,6 +75,33 @@ public:
     /// are small: false for ops whose work is not bounded by their inputs' size (Fill, the
     /// random ops, MatMul's outer products).
     bool may_inline = true;
+    /// The frame the node runs in (0: the step's own), and its index among that frame's nodes.
+    int frame = 0;
+    int local_id = 0;
+    /// An Enter's frame, and whether its value goes to every iteration (a loop invariant).
+    int child_frame = -1;
+    bool constant_enter = false;
+    /// A Merge's inputs from outside the loop and from NextIteration (back edges): all of the
+    /// first kind dead makes it dead in a loop's first iteration.
+    int merge_forward_inputs = 0;
+  };
+
+  /// A while loop's frame (or the step's own, frame 0): what each of its iterations holds.
+  struct frame_info {
+    std::string name;
+    int parent = -1;
+    std::int64_t parallel_iterations = 1;
+    /// Node ids by local id.
+    std::vector<int> nodes;
+    int num_slots = 0;
+    /// Per local id: inputs to wait for (a Merge: twice its control inputs, plus one until a
+    /// live input came).
+    std::vector<int> initial_pending;
+    /// Per slot: the data edges that read it.
+    std::vector<int> slot_readers;
+    /// Enter nodes into this frame, and its Exit nodes.
+    int num_enters = 0;
+    std::vector<int> exits;
   };
 
   /// Makes the kernels of every node of `partition` for `dev`; an error names the node and
@@ -65,10 +112,12 @@ public:
        std::shared_ptr<memory_budget> budget = nullptr);
 
   const std::vector<item>& items() const { return items_; }
-  /// Number of data edges reading each output slot; a step frees a slot after its last reader.
-  const std::vector<int>& slot_readers() const { return slot_readers_; }
+  const std::vector<frame_info>& frames() const { return frames_; }
+  /// Nodes of frame 0 without inputs.
   const std::vector<int>& roots() const { return roots_; }
-  int num_slots() const { return num_slots_; }
+  /// Whether any node is a control-flow primitive: steps then track frames, iterations and
+  /// dead tensors (TensorFlow's PropagatorState); otherwise the lock-free simple propagation.
+  bool has_control_flow() const { return has_control_flow_; }
   device& dev() const { return *device_; }
   /// Whether the device computes in memory of its own (inputs may need copies), decided once.
   bool device_has_own_memory() const { return own_memory_; }
@@ -79,19 +128,22 @@ public:
   int gated_updates() const { return gated_updates_; }
   /// Node id for a name, -1 if absent (used when a step starts, not per node).
   int find(const std::string& name) const;
-  /// Slot of "name:index" or "name", -1 if absent.
+  /// Slot of "name:index" or "name" in frame 0, -1 if absent or in a loop.
   int slot_of(const std::string& tensor_name) const;
 
 private:
+  /// Assigns every node its frame from the Enters and Exits on the paths to it.
+  status assign_frames();
+
   std::shared_ptr<const graph> partition_;
   device* device_ = nullptr;
   bool own_memory_ = false;
+  bool has_control_flow_ = false;
   std::shared_ptr<memory_budget> budget_;
   int gated_updates_ = 0;
   std::vector<item> items_;
+  std::vector<frame_info> frames_;
   std::vector<int> roots_;
-  int num_slots_ = 0;
-  std::vector<int> slot_readers_;
   std::unordered_map<std::string, int> by_name_;
 };
 
@@ -109,6 +161,14 @@ struct step_hooks {
   std::function<void(std::function<void()>)> schedule;
 };
 
+/// Which outputs of a finished node are dead (control flow: graph/control_flow.hpp).
+struct output_deadness {
+  /// All of them (a node with a dead input).
+  bool all = false;
+  /// Only this one is live (a Switch); -1: every output is live unless `all`.
+  int live_output = -1;
+};
+
 /// One step of one plan. Keep it alive (shared_ptr) until `done` was called.
 class step_execution : public std::enable_shared_from_this<step_execution> {
 public:
@@ -118,6 +178,7 @@ public:
   using done_callback = std::function<void(status, std::vector<tensor>)>;
 
   step_execution(std::shared_ptr<const executor_plan> plan, std::int64_t step_id, step_hooks hooks);
+  ~step_execution();
 
   /// Starts the step. `feeds` replace the outputs of the named nodes ("x" or "x:0"); `fetches`
   /// name the tensors returned to `done` in order. `done` runs exactly once, on some thread,
@@ -138,30 +199,47 @@ public:
   std::int64_t step_id() const { return step_id_; }
   /// Nanoseconds from start() until the last node finished; valid once `done` was called.
   std::int64_t execution_ns() const { return execution_ns_; }
+  /// The most iterations of one loop alive at once in this step (1 without loops).
+  std::int64_t peak_iterations() const { return peak_iterations_.load(std::memory_order_relaxed); }
+
+  struct frame_state;
+  struct iteration_state;
+  /// A node to run in one iteration of one frame.
+  struct tagged_node {
+    int id = -1;
+    iteration_state* iteration = nullptr;
+  };
+  using deadness = output_deadness;
 
 private:
   /// Runs `first` and what it makes ready; `on_pool` says whether this is a pool thread.
-  void run_from(int first, bool on_pool);
-  /// Whether node `id`, now ready, is cheap enough to run on an actor's thread.
-  bool inexpensive(int id);
+  void run_from(tagged_node first, bool on_pool);
+  /// Whether node `t`, now ready, is cheap enough to run on an actor's thread.
+  bool inexpensive(const tagged_node& t);
   /// Runs one node; appends nodes it made ready to `ready`. Returns false when the node
   /// completes later (async kernel or receive).
-  bool process(int id, std::vector<int>& ready);
-  void complete(int id, std::vector<int>& ready);
+  bool process(const tagged_node& t, std::vector<tagged_node>& ready);
+  /// Runs a control-flow primitive, with its inputs read.
+  bool process_control_flow(const tagged_node& t, std::vector<tensor>& inputs,
+                            std::vector<tagged_node>& ready);
+  /// Node `t` finished with its outputs in their slots (Enter, Exit and NextIteration pass
+  /// theirs in `value`): makes ready what waited for it, in whichever frame and iteration.
+  void complete(const tagged_node& t, std::vector<tagged_node>& ready, deadness dead = {},
+                tensor value = {});
   void fail(int id, status s);
   /// For nodes that finish after process() returned (receives, copies, asynchronous
-  /// devices): completes `id` and dispatches what it made ready, or fails it; then counts it
+  /// devices): completes `t` and dispatches what it made ready, or fails it; then counts it
   /// done.
-  void complete_later(int id);
+  void complete_later(const tagged_node& t, deadness dead = {});
   void fail_later(int id, status s);
-  /// Hands node `id` to its device's asynchronous compute().
-  void compute_later(int id, std::vector<tensor> inputs);
+  /// Hands node `t` to its device's asynchronous compute().
+  void compute_later(const tagged_node& t, std::vector<tensor> inputs);
   /// Whether input `k` of a kernel on a device with memory of its own is in the wrong memory
   /// (host or device) for it.
   bool needs_copy(const executor_plan::item& it, int k, const tensor& input) const;
   bool inputs_need_copies(int id, const std::vector<tensor>& inputs) const;
-  /// Copies the inputs that are in the wrong memory, then computes node `id`.
-  void copy_inputs_then_compute(int id, std::vector<tensor> inputs);
+  /// Copies the inputs that are in the wrong memory, then computes node `t`.
+  void copy_inputs_then_compute(const tagged_node& t, std::vector<tensor> inputs);
   /// Fetched tensors in device memory go to the host before `done` sees them.
   void copy_fetches_to_host(std::vector<tensor> fetched);
   /// One outstanding node is done; the last one ends the step. Nodes a finished node makes
@@ -169,29 +247,48 @@ private:
   void finish_one();
   /// Runs `ready` nodes. From an actor's thread (`on_pool` false) every node goes to the pool
   /// when there is one, so the actor stays free for aborts and transfers.
-  void dispatch(std::vector<int>& ready, bool on_pool);
+  void dispatch(std::vector<tagged_node>& ready, bool on_pool);
   /// Drops this node's hold on its input slots; a slot with no reader left is freed.
-  void release_inputs(int id);
+  void release_inputs(const tagged_node& t);
+
+  // Frames and iterations (steps of plans with control flow only); see executor.cpp.
+  void activate(iteration_state& iteration, int id, deadness dead, std::vector<tagged_node>& ready);
+  void deliver(iteration_state& iteration, int id, deadness dead, tensor value,
+               std::vector<tagged_node>& ready);
+  iteration_state& new_iteration(frame_state& frame, std::int64_t index,
+                                 std::vector<tagged_node>& ready);
+  void enter_frame(const tagged_node& t, bool dead, tensor value, std::vector<tagged_node>& ready);
+  void next_iteration(const tagged_node& t, tensor value, std::vector<tagged_node>& ready);
+  void leave_frame(const tagged_node& t, tensor value, std::vector<tagged_node>& ready);
+  /// Ends the frame's oldest iterations that are done, starting a waiting next one for each;
+  /// true when the whole frame is done. Under the frame's mutex.
+  bool advance(frame_state& frame, std::vector<tagged_node>& ready);
+  /// One node of `iteration` finished: ends the iteration (and the frame) when it was the last.
+  void finish_in_frame(iteration_state& iteration, std::vector<tagged_node>& ready);
+  void end_frame(frame_state& frame, std::vector<tagged_node>& ready);
 
   std::shared_ptr<const executor_plan> plan_;
   std::int64_t step_id_;
   step_hooks hooks_;
-  std::vector<tensor> slots_;
-  std::unique_ptr<std::atomic<int>[]> pending_;
-  std::unique_ptr<std::atomic<int>[]> readers_left_;
+  std::unique_ptr<frame_state> root_frame_;
+  iteration_state* root_ = nullptr;
   std::vector<bool> fed_;
   std::vector<int> fetch_slots_;
   done_callback done_;
   /// Nodes made ready (or running) and not yet finished.
   std::atomic<std::int64_t> outstanding_{0};
+  /// Nodes of frame 0 finished: all of them must have when the step ends.
   std::atomic<std::int64_t> completed_{0};
   std::atomic<bool> aborted_{false};
+  std::atomic<std::int64_t> peak_iterations_{1};
   std::chrono::steady_clock::time_point started_;
   std::int64_t execution_ns_ = 0;
   std::mutex status_mutex_;
   status status_;
   /// Ends the waits of this step's collective kernels when it is aborted.
   step_cancellation cancellation_;
+  /// What kernels keep for later nodes of this step (a loop's stacks).
+  std::shared_ptr<step_resources> resources_;
   update_fence fence_;
   std::shared_ptr<commit_gate> gate_;
 };

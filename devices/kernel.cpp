@@ -94,6 +94,59 @@ void step_cancellation::cancel_all() {
     cancel();
 }
 
+// --- step_resources ------------------------------------------------------------------------
+
+void step_resources::push(const std::string& stack, const index& at, tensor value) {
+  std::function<void(result<tensor>)> waiter;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    auto key = std::make_pair(stack, at);
+    if (auto w = waiting_.find(key); w != waiting_.end()) {
+      waiter = std::move(w->second);
+      waiting_.erase(w);
+    } else {
+      values_[key] = std::move(value);
+      return;
+    }
+  }
+  waiter(std::move(value));
+}
+
+void step_resources::pop(const std::string& stack, const index& at,
+                         std::function<void(result<tensor>)> done) {
+  tensor value;
+  status failed;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    auto key = std::make_pair(stack, at);
+    if (auto v = values_.find(key); v != values_.end()) {
+      value = std::move(v->second);
+      values_.erase(v);
+    } else if (!cancelled_.ok()) {
+      failed = cancelled_;
+    } else {
+      waiting_[key] = std::move(done);
+      return;
+    }
+  }
+  if (failed.ok())
+    done(std::move(value));
+  else
+    done(std::move(failed));
+}
+
+void step_resources::cancel(const status& reason) {
+  std::map<std::pair<std::string, index>, std::function<void(result<tensor>)>> waiting;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    if (cancelled_.ok())
+      cancelled_ = reason;
+    waiting.swap(waiting_);
+  }
+  for (auto& [key, done] : waiting)
+    done(reason);
+}
+
 // --- kernel_context ------------------------------------------------------------------------
 
 status input_status(const kernel_context& ctx, int i, dtype expected) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,27 @@ private:
   std::unordered_map<std::uint64_t, std::function<void()>> waiting_;
 };
 
+/// What a step's kernels keep for later nodes of the same step: the stacks in which a while
+/// loop pushes the forward values its gradient pops (StackPush / StackPop), one entry per
+/// forward iteration. Dropped with the step, so nothing outlives it. Thread-safe.
+class step_resources {
+public:
+  using index = std::vector<std::int64_t>;
+  /// Keeps `value` under (stack, at); a pop waiting for it gets it now.
+  void push(const std::string& stack, const index& at, tensor value);
+  /// Calls `done` once with the value pushed under (stack, at), removing it: now, or when it
+  /// is pushed; or with `cancel`'s error once the step is cancelled.
+  void pop(const std::string& stack, const index& at, std::function<void(result<tensor>)> done);
+  /// Ends every waiting pop with `reason`; later pops that find nothing fail at once.
+  void cancel(const status& reason);
+
+private:
+  std::mutex mutex_;
+  status cancelled_;
+  std::map<std::pair<std::string, index>, tensor> values_;
+  std::map<std::pair<std::string, index>, std::function<void(result<tensor>)>> waiting_;
+};
+
 /// Everything a kernel sees during one compute() call. Lives until the kernel is done.
 class kernel_context {
 public:
@@ -135,6 +157,10 @@ public:
   /// What allocate_output charges (the session's cap on this device); null: nothing.
   void set_memory_budget(memory_budget* budget) { budget_ = budget; }
 
+  /// The step's resources (its stacks); null outside steps.
+  step_resources* resources_of_step() const { return step_resources_; }
+  void set_step_resources(step_resources* resources) { step_resources_ = resources; }
+
   /// The step's fence (devices/update_fence.hpp); unfenced outside coordinator closures.
   const update_fence& fence() const { return fence_; }
   void set_fence(const update_fence& fence) { fence_ = fence; }
@@ -157,6 +183,7 @@ private:
   actorflow::status status_;
   step_cancellation* cancellation_ = nullptr;
   memory_budget* budget_ = nullptr;
+  step_resources* step_resources_ = nullptr;
   update_fence fence_;
   commit_gate* gate_ = nullptr;
 };

@@ -82,7 +82,46 @@ actorflow::status graph::infer_shapes(int id) {
   return actorflow::status{};
 }
 
+output graph::bring_into(control_flow_context* context, const output& x) {
+  if (!x.valid() || x.owner != this)
+    return x;
+  auto* made_in = context_of(x.node_id);
+  if (made_in == context)
+    return x;
+  if (context == nullptr) {
+    record_error(make_error(errc::invalid_argument,
+                            "tensor '" + x.tensor_name() + "' is made inside the " +
+                              made_in->describe() + " and used outside it"));
+    return x;
+  }
+  return context->capture(x);
+}
+
+scope_guard graph::enter_context(control_flow_context* context) {
+  auto saved_context = current_context_;
+  auto saved_controls = std::move(control_stack_);
+  control_stack_.clear();
+  current_context_ = context;
+  return scope_guard{[this, saved_context, saved_controls = std::move(saved_controls)]() mutable {
+    current_context_ = saved_context;
+    control_stack_ = std::move(saved_controls);
+  }};
+}
+
 int graph::add_node(node_spec spec) {
+  if (!spec.inputs_from_other_contexts)
+    for (auto& in : spec.inputs)
+      in = bring_into(current_context_, in);
+  if (current_context_ != nullptr) {
+    for (auto c : spec.control_inputs)
+      if (context_of(c) != current_context_)
+        record_error(make_error(errc::unimplemented,
+                                "a control dependency on '" + at(c).name +
+                                  "', made outside the " + current_context_->describe() +
+                                  ", cannot be used inside it"));
+    if (spec.inputs.empty() && current_context_->pivot() >= 0)
+      spec.control_inputs.push_back(current_context_->pivot());
+  }
   auto n = std::make_unique<node>();
   n->id = static_cast<int>(nodes_.size());
   n->op = spec.op;
@@ -128,6 +167,7 @@ int graph::add_node(node_spec spec) {
   auto id = n->id;
   by_name_.emplace(n->name, id);
   nodes_.push_back(std::move(n));
+  node_context_.push_back(current_context_);
   auto s = infer_shapes(id);
   if (!s.ok()) {
     record_error(s);
@@ -151,6 +191,7 @@ result<int> graph::add_node_verbatim(node n) {
   // Later unique_name() calls must not hand out this name again.
   name_counts_.emplace(n.name, 1);
   nodes_.push_back(std::make_unique<node>(std::move(n)));
+  node_context_.push_back(nullptr);
   return nodes_.back()->id;
 }
 

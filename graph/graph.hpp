@@ -119,6 +119,38 @@ struct node_spec {
   /// `name` is the full node name, used as is (it must be free); for a node named after the
   /// scope it opens, like a variable.
   bool exact_name = false;
+  /// The inputs are used as given, not brought into the current control-flow context (a
+  /// cond's Merge, whose inputs come from its two branches).
+  bool inputs_from_other_contexts = false;
+};
+
+/// A cond branch or a while loop being built (graph/control_flow.hpp). Every node records the
+/// context its outputs live in. While a context is current, add_node brings each input made
+/// outside it in through capture() (a Switch for a branch, an Enter for a loop) and gives a node
+/// without data inputs the context's pivot as a control input, so that it runs (or is dead)
+/// with the context.
+class control_flow_context {
+public:
+  explicit control_flow_context(control_flow_context* outer) : outer_(outer) {}
+  virtual ~control_flow_context() = default;
+  control_flow_context* outer() const { return outer_; }
+  /// `x`, whose producer lives in another context, as the nodes inside see it; records an error
+  /// in the graph when x cannot be used here (made inside another loop or branch).
+  virtual output capture(const output& x) = 0;
+  /// The node that nodes without data inputs made inside wait for; -1 for none.
+  virtual int pivot() const = 0;
+  /// "while loop 'rnn/while'": for error messages.
+  virtual std::string describe() const = 0;
+  /// Whether `ancestor` is this context or encloses it.
+  bool is_within(const control_flow_context* ancestor) const {
+    for (auto* c = this; c != nullptr; c = c->outer_)
+      if (c == ancestor)
+        return true;
+    return ancestor == nullptr;
+  }
+
+private:
+  control_flow_context* outer_;
 };
 
 /// A variable as returned by ops::variable: the variable node, its read identity and its
@@ -203,6 +235,29 @@ public:
       trainable_.push_back(v);
   }
 
+  /// Takes ownership of a control-flow context (graph/control_flow.hpp builds them).
+  template <class Context>
+  Context* add_context(std::unique_ptr<Context> context) {
+    auto* raw = context.get();
+    contexts_.push_back(std::move(context));
+    return raw;
+  }
+  /// Nodes created inside belong to `context` (null: the top level); the control_dependencies
+  /// scopes open outside do not apply inside (TensorFlow's while_loop and cond do the same).
+  scope_guard enter_context(control_flow_context* context);
+  control_flow_context* current_context() const { return current_context_; }
+  /// The context node `id`'s outputs live in; null at the top level.
+  control_flow_context* context_of(int id) const {
+    return static_cast<std::size_t>(id) < node_context_.size()
+             ? node_context_[static_cast<std::size_t>(id)]
+             : nullptr;
+  }
+  void set_context_of(int id, control_flow_context* context) {
+    node_context_[static_cast<std::size_t>(id)] = context;
+  }
+  /// `x` as nodes in `context` see it (captured into it when made outside).
+  output bring_into(control_flow_context* context, const output& x);
+
   /// Graph-level random seed; ops derive their seeds from it and their own seed (TF rules).
   std::optional<std::int64_t> seed;
 
@@ -216,6 +271,9 @@ private:
   std::vector<int> colocation_stack_;
   std::vector<variable> variables_;
   std::vector<variable> trainable_;
+  std::vector<std::unique_ptr<control_flow_context>> contexts_;
+  control_flow_context* current_context_ = nullptr;
+  std::vector<control_flow_context*> node_context_;
   actorflow::status status_;
 };
 

@@ -274,6 +274,7 @@ void register_standard_ops(op_registry& r) {
   register_gradient_ops(r);
   register_training_ops(r);
   register_conv_ops(r);
+  register_control_flow_ops(r);
   auto add = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer,
                   bool stateful = false, bool takes_ref = false) {
     r.add(op_def{std::move(name), inputs, stateful, takes_ref, std::move(infer)});
@@ -300,7 +301,13 @@ void register_standard_ops(op_registry& r) {
   add("Relu", 1, unary_same);
   for (auto name : {"Add", "Sub", "Mul", "Div"})
     add(name, 2, [](shape_context& c) { return binary_broadcast(c, std::nullopt); });
-  add("Equal", 2, [](shape_context& c) { return binary_broadcast(c, dtype::boolean); });
+  for (auto name : {"Equal", "Less", "LessEqual", "Greater", "GreaterEqual"})
+    add(name, 2, [](shape_context& c) { return binary_broadcast(c, dtype::boolean); });
+  add("LogicalAnd", 2, [](shape_context& c) {
+    if (c.input_types[0] != dtype::boolean)
+      return error(std::string{"LogicalAnd needs bool inputs, got "} + to_string(c.input_types[0]));
+    return binary_broadcast(c, dtype::boolean);
+  });
   add("Cast", 1, [](shape_context& c) {
     AF_RETURN_IF_ERROR(require_attr(c.n, "dtype"));
     c.set_output(0, *c.n.attr<dtype>("dtype"), c.input_shapes[0]);

@@ -131,7 +131,7 @@ public:
     return r.outputs[0];
   }
 
-private:
+  /// A device of `type` computing on `pool` (the test device, a GPU or the CPU).
   static std::unique_ptr<device> make_device(const std::string& type,
                                              std::shared_ptr<thread_pool> pool) {
     if (type == test_device_type)
@@ -152,6 +152,7 @@ private:
     REQUIRE(type == "CPU");
     return make_cpu_device(test_cpu_name(), std::move(pool));
   }
+private:
 
   static tensor require_copied(result<tensor> copy) {
     INFO(copy.error().to_string());

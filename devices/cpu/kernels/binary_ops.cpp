@@ -1,4 +1,5 @@
-// Add, Sub, Mul, Div, Equal with numpy broadcasting.
+// Add, Sub, Mul, Div, the comparisons (Equal, Less, LessEqual, Greater, GreaterEqual) and
+// LogicalAnd, with numpy broadcasting.
 #include "devices/cpu/kernels/kernel_util.hpp"
 
 namespace actorflow {
@@ -36,6 +37,36 @@ struct equal_op {
   using out_type = bool;
   template <class A, class B>
   static auto apply(const A& a, const B& b) { return a == b; }
+};
+struct less_op {
+  template <class T>
+  using out_type = bool;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) { return a < b; }
+};
+struct less_equal_op {
+  template <class T>
+  using out_type = bool;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) { return a <= b; }
+};
+struct greater_op {
+  template <class T>
+  using out_type = bool;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) { return a > b; }
+};
+struct greater_equal_op {
+  template <class T>
+  using out_type = bool;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) { return a >= b; }
+};
+struct logical_and_op {
+  template <class T>
+  using out_type = bool;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) { return a && b; }
 };
 
 /// out[0, n) = a op b where a and b either advance with the output (stride 1) or repeat one
@@ -128,6 +159,16 @@ template <class T>
 using div_kernel = binary_kernel<T, div_op>;
 template <class T>
 using equal_kernel = binary_kernel<T, equal_op>;
+template <class T>
+using less_kernel = binary_kernel<T, less_op>;
+template <class T>
+using less_equal_kernel = binary_kernel<T, less_equal_op>;
+template <class T>
+using greater_kernel = binary_kernel<T, greater_op>;
+template <class T>
+using greater_equal_kernel = binary_kernel<T, greater_equal_op>;
+template <class T>
+using logical_and_kernel = binary_kernel<T, logical_and_op>;
 
 } // namespace
 
@@ -138,6 +179,13 @@ void register_binary_kernels(kernel_registry& registry) {
   add_typed_kernels<div_kernel, float, double>(registry, "Div");
   add_typed_kernels<equal_kernel, float, double, std::int32_t, std::int64_t, bool>(registry,
                                                                                    "Equal");
+  add_typed_kernels<less_kernel, float, double, std::int32_t, std::int64_t>(registry, "Less");
+  add_typed_kernels<less_equal_kernel, float, double, std::int32_t, std::int64_t>(registry,
+                                                                                  "LessEqual");
+  add_typed_kernels<greater_kernel, float, double, std::int32_t, std::int64_t>(registry, "Greater");
+  add_typed_kernels<greater_equal_kernel, float, double, std::int32_t, std::int64_t>(
+    registry, "GreaterEqual");
+  add_typed_kernels<logical_and_kernel, bool>(registry, "LogicalAnd");
 }
 
 } // namespace actorflow

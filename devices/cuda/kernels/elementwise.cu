@@ -3,7 +3,8 @@
 // fill.cpp):
 //   unary       Neg, Square (float32, float64, int32, int64); Sqrt, Exp, Log, Relu, Sigmoid,
 //               Tanh (float32, float64)
-//   binary      Add, Sub, Mul (float32, float64, int32, int64), Div (float32, float64), Equal
+//   binary      Add, Sub, Mul (float32, float64, int32, int64), Div (float32, float64), Equal,
+//               Less, LessEqual, Greater, GreaterEqual, LogicalAnd
 //               (those and bool; bool output), numpy broadcasting (broadcast_index.hpp)
 //   gradients   ReluGrad, SigmoidGrad, TanhGrad (float32, float64); AddN, OnesLike, ZerosLike,
 //               BroadcastToShapeOf (float32, float64, int32, int64)
@@ -132,6 +133,36 @@ struct equal_op {
   template <class T>
   __device__ bool operator()(T a, T b) const { return a == b; }
 };
+struct less_op {
+  template <class T>
+  using out_type = bool;
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a < b; }
+};
+struct less_equal_op {
+  template <class T>
+  using out_type = bool;
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a <= b; }
+};
+struct greater_op {
+  template <class T>
+  using out_type = bool;
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a > b; }
+};
+struct greater_equal_op {
+  template <class T>
+  using out_type = bool;
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a >= b; }
+};
+struct logical_and_op {
+  template <class T>
+  using out_type = bool;
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a && b; }
+};
 /// The activation gradients: inputs in the CPU kernels' order.
 struct relu_grad_op {
   // (dy, y): the gradient passes where the activation was positive.
@@ -227,6 +258,16 @@ template <class T>
 using div_kernel = binary_kernel<T, div_op>;
 template <class T>
 using equal_kernel = binary_kernel<T, equal_op>;
+template <class T>
+using less_kernel = binary_kernel<T, less_op>;
+template <class T>
+using less_equal_kernel = binary_kernel<T, less_equal_op>;
+template <class T>
+using greater_kernel = binary_kernel<T, greater_op>;
+template <class T>
+using greater_equal_kernel = binary_kernel<T, greater_equal_op>;
+template <class T>
+using logical_and_kernel = binary_kernel<T, logical_and_op>;
 
 /// ReluGrad, SigmoidGrad, TanhGrad: two inputs of one shape.
 template <class T, class Op>
@@ -554,6 +595,11 @@ void register_elementwise_kernels(kernel_registry& registry) {
   add_gpu_kernels<mul_kernel, float, double, int32_t, int64_t>(registry, "Mul");
   add_gpu_kernels<div_kernel, float, double>(registry, "Div");
   add_gpu_kernels<equal_kernel, float, double, int32_t, int64_t, bool>(registry, "Equal");
+  add_gpu_kernels<less_kernel, float, double, int32_t, int64_t>(registry, "Less");
+  add_gpu_kernels<less_equal_kernel, float, double, int32_t, int64_t>(registry, "LessEqual");
+  add_gpu_kernels<greater_kernel, float, double, int32_t, int64_t>(registry, "Greater");
+  add_gpu_kernels<greater_equal_kernel, float, double, int32_t, int64_t>(registry, "GreaterEqual");
+  add_gpu_kernels<logical_and_kernel, bool>(registry, "LogicalAnd");
 
   add_gpu_kernels<relu_grad_kernel, float, double>(registry, "ReluGrad");
   add_gpu_kernels<sigmoid_grad_kernel, float, double>(registry, "SigmoidGrad");

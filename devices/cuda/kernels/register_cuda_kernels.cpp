@@ -10,7 +10,9 @@ namespace {
 
 /// The CPU's kernels of ops that only pass tensor handles around and never touch the data
 /// (Identity forwards its input, Reshape and ReshapeLike share the buffer under another shape,
-/// VariableV2 outputs the variable's stored tensor, Placeholder only fails, NoOp does nothing):
+/// VariableV2 outputs the variable's stored tensor, Placeholder only fails, NoOp does nothing;
+/// the executor runs the control-flow primitives, LoopCond forwards its predicate, StackPush
+/// and StackPop keep handles and read their indices in host memory):
 /// they work on device memory as they are. A registry of their own, so that these and only
 /// these are reused.
 const kernel_registry& handle_kernels() {
@@ -22,6 +24,7 @@ const kernel_registry& handle_kernels() {
     register_no_op_kernels(*r);
     register_reshape_kernels(*r);
     register_gradient_kernels(*r); // for ReshapeLike
+    register_control_flow_kernels(*r);
     return r;
   }();
   return *registry;
@@ -30,7 +33,9 @@ const kernel_registry& handle_kernels() {
 } // namespace
 
 void register_cuda_kernels(kernel_registry& registry) {
-  for (const char* op : {"Placeholder", "VariableV2", "Identity", "NoOp", "Reshape", "ReshapeLike"})
+  for (const char* op : {"Placeholder", "VariableV2", "Identity", "NoOp", "Reshape", "ReshapeLike",
+                         "Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond",
+                         "StackPush", "StackPop"})
     for (auto type : all_dtypes())
       if (handle_kernels().has(op, "CPU", type))
         registry.add({op, "GPU", type},
