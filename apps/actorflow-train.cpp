@@ -490,8 +490,10 @@ int run_linreg(const train_options& o, const training_target& where) {
   return 0;
 }
 
-/// "MLP" or "CNN", for titles.
-std::string model_title(const train_options& o) { return o.model == "cnn" ? "CNN" : "MLP"; }
+/// "MLP", "CNN" or "RNN", for titles.
+std::string model_title(const train_options& o) {
+  return o.model == "cnn" ? "CNN" : o.model == "rnn" ? "RNN" : "MLP";
+}
 
 int run_mlp(const train_options& o, const training_target& where) {
   if (auto st = prepare_output_directories(o); !st.ok())
@@ -1233,7 +1235,7 @@ int run(int argc, char** argv) {
                          std::getenv("TF_CONFIG") != nullptr)) {
     // Between-graph: --cluster/--job/--task, or TF_CONFIG (which --job/--task may override).
     if (o.model == "linreg") {
-      std::cerr << "actorflow-train: between-graph training runs a classifier (--model mlp or cnn)\n";
+      std::cerr << "actorflow-train: between-graph training runs a classifier (--model mlp, cnn or rnn)\n";
       return 2;
     }
     cluster_spec cluster;

@@ -164,10 +164,10 @@ std::vector<output> cond(output pred, const std::function<std::vector<output>()>
     context->add_inside(pivot);
     auto inside = g.enter_context(context);
     results[branch] = (*fns[branch])();
-    // A branch returning an outside value (or nothing made inside) still yields its own,
-    // switched value, dead when the branch is not taken.
+    // Each result is the branch's own node (an outside value comes in switched), dead when
+    // the branch is not taken; a Merge's gradient finds the branch from it.
     for (auto& r : results[branch])
-      r = g.bring_into(context, r);
+      r = ops::identity(r, "output");
   }
   if (results[0].size() != results[1].size()) {
     g.record_error(make_error(errc::invalid_argument,
@@ -212,13 +212,28 @@ std::vector<output> while_loop(const loop_condition& cond, const loop_body& body
     return {};
   auto& g = *loop_vars[0].owner;
   auto scope = g.name_scope(options.name);
-  auto frame = g.current_scope();
+  if (options.parallel_iterations < 1) {
+    g.record_error(make_error(errc::invalid_argument, "while loop '" + g.current_scope() +
+                                                        "': parallel_iterations must be at least 1"));
+    return {};
+  }
+  auto* context = g.add_context(std::make_unique<while_context>(
+    g, g.current_context(), g.current_scope(), options.parallel_iterations));
+  return build_while_loop(*context, cond, body, loop_vars, options);
+}
+
+} // namespace ops
+
+std::vector<output> build_while_loop(while_context& context_ref, const ops::loop_condition& cond,
+                                     const ops::loop_body& body, const std::vector<output>& loop_vars,
+                                     const ops::while_options& options) {
+  using namespace ops;
+  auto& g = *loop_vars.at(0).owner;
+  auto frame = context_ref.frame_name();
   auto fail = [&](const std::string& message) {
     g.record_error(make_error(errc::invalid_argument, "while loop '" + frame + "': " + message));
     return std::vector<output>{};
   };
-  if (options.parallel_iterations < 1)
-    return fail("parallel_iterations must be at least 1");
   if (!options.shape_invariants.empty() && options.shape_invariants.size() != loop_vars.size())
     return fail("has " + std::to_string(loop_vars.size()) + " loop variables but " +
                 std::to_string(options.shape_invariants.size()) + " shape invariants");
@@ -229,8 +244,7 @@ std::vector<output> while_loop(const loop_condition& cond, const loop_body& body
       return fail("a loop variable is missing or from another graph");
     initial.push_back(g.bring_into(outer, v));
   }
-  auto* context = g.add_context(
-    std::make_unique<while_context>(g, outer, frame, options.parallel_iterations));
+  auto* context = &context_ref;
   auto& vars = context->variables;
   vars.resize(initial.size());
   for (std::size_t i = 0; i < initial.size(); ++i) {
@@ -320,6 +334,5 @@ std::vector<output> while_loop(const loop_condition& cond, const loop_body& body
   return exits;
 }
 
-} // namespace ops
 
 } // namespace actorflow

@@ -176,4 +176,11 @@ std::vector<output> while_loop(const loop_condition& cond, const loop_body& body
 
 } // namespace ops
 
+/// What while_loop does once it has made its context (whose outer context is the current
+/// one, in the loop's name scope): builds the loop there. Gradients build backward loops with
+/// it, in a context that pops forward values.
+std::vector<output> build_while_loop(while_context& context, const ops::loop_condition& cond,
+                                     const ops::loop_body& body, const std::vector<output>& loop_vars,
+                                     const ops::while_options& options);
+
 } // namespace actorflow

@@ -3,10 +3,13 @@
 // build (SumToShapeOf, BroadcastToShapeOf, ReluGrad, ...) are defined in graph/gradient_ops.cpp.
 #include "graph/gradients.hpp"
 
+#include "graph/control_flow.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/ops.hpp"
 
+#include <algorithm>
 #include <optional>
+#include <set>
 #include <queue>
 #include <utility>
 
@@ -381,7 +384,45 @@ status tanh_grad_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   return {};
 }
 
+// --- control flow (graph/control_flow.hpp) ---------------------------------------------------
+// A cond's gradient runs the same branch backwards: a Merge's gradient is switched into the
+// branch each input came from, a Switch's gradients merge again. A while loop's gradient is a
+// backward loop, built for the loop as a whole by the walk below (while_gradient).
+
+status switch_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  if (!dy[0].valid() && !dy[1].valid())
+    return {};
+  // The output of the untaken branch is dead; zeros made from it are dead too, so the Merge
+  // takes the live branch's gradient, or zeros when that branch has none.
+  std::vector<output> branches(2);
+  for (int k = 0; k < 2; ++k)
+    branches[static_cast<std::size_t>(k)] =
+      dy[static_cast<std::size_t>(k)].valid() ? dy[static_cast<std::size_t>(k)]
+                                              : make(g, "ZerosLike", {output_of(g, op, k)});
+  node_spec spec;
+  spec.op = "Merge";
+  spec.name = "cond_grad";
+  spec.inputs = std::move(branches);
+  spec.inputs_from_other_contexts = true;
+  dx[0] = g.output_of(g.add_node(std::move(spec)));
+  return {};
+}
+
+status merge_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    auto* branch = dynamic_cast<cond_context*>(g.context_of(op.inputs[i].node_id));
+    if (branch == nullptr)
+      return make_error(errc::unimplemented, "Merge '" + op.name + "' is not a cond's: input " +
+                                               std::to_string(i) + " comes from no cond branch");
+    // The gradient, switched into the branch: live only when the branch was taken.
+    dx[i] = g.bring_into(branch, dy[0]);
+  }
+  return {};
+}
+
 void register_standard_gradients(gradient_registry& r) {
+  r.add("Switch", switch_grad);
+  r.add("Merge", merge_grad);
   r.add("Identity", identity_grad);
   r.add("Neg", neg_grad);
   r.add("Square", square_grad);
@@ -419,7 +460,8 @@ void register_standard_gradients(gradient_registry& r) {
   for (auto op : {"ArgMax", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                   "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
                   "OnesLike", "ZerosLike", "_Send", "_Recv", "ApplyGradientDescent",
-                  "ApplyMomentum", "ApplyAdam"})
+                  "ApplyMomentum", "ApplyAdam", "Less", "LessEqual", "Greater",
+                  "GreaterEqual", "LogicalAnd", "LogicalNot", "LoopCond", "StackPush", "StackPop"})
     r.add_not_differentiable(op);
 }
 
@@ -441,31 +483,159 @@ std::optional<scope_guard> gradient_device_scope(graph& g, const node& op,
   return device;
 }
 
-/// The nodes between xs and ys: reachable backwards from a y and forwards from an x, over data
-/// edges only (a control edge carries no value to differentiate). One flag per node id.
-std::vector<char> nodes_between(const graph& g, const std::vector<output>& ys,
-                                const std::vector<output>& xs) {
-  auto count = g.size();
+/// The gradient that seeds `y` when the caller gives none: ones of y's shape.
+output ones_like(graph& g, const output& y) {
+  auto& shape = y.shape();
+  if (shape.fully_defined())
+    return ops::ones(g, shape.dims(), y.type(), "ones");
+  return make(g, "OnesLike", {y});
+}
+
+/// One reverse-mode pass over the nodes of one level: the top of the graph, or one while
+/// loop's body (when a backward loop is built). Inside the level, each while loop nested in it
+/// is one unit, represented by the Exit of its iteration counter, whose inputs are its Enters'
+/// inputs and whose gradient is a backward loop (while_gradient); every other node is a unit
+/// of its own.
+class backprop {
+public:
+  backprop(graph& g, control_flow_context* level, const gradient_options& options)
+    : g_(g), level_(level), options_(options) {
+    // Which loop each Exit leaves: an Exit's outputs live outside its loop.
+    for (std::size_t id = 0; id < g.size(); ++id)
+      for (auto* c = g.context_of(static_cast<int>(id)); c != nullptr; c = c->outer())
+        if (auto* w = dynamic_cast<while_context*>(c))
+          for (auto& v : w->variables)
+            if (v.exit >= 0)
+              exit_loop_[v.exit] = w;
+  }
+
+  /// The gradients of xs for the seeded outputs ({y, dy}); invalid where none flows. False
+  /// when an error was recorded in the graph.
+  bool run(const std::vector<std::pair<output, output>>& seeds, const std::vector<output>& xs,
+           std::vector<output>& result);
+
+private:
+  /// Where node `id` sits: its loop for an Exit, else the context its outputs live in.
+  control_flow_context* structural(int id) const {
+    auto i = exit_loop_.find(id);
+    return i != exit_loop_.end() ? i->second : g_.context_of(id);
+  }
+  /// The unit node `id` belongs to at this level; -1 outside the level.
+  int unit_of(int id) const {
+    while_context* outermost = nullptr;
+    for (auto* c = structural(id); c != level_; c = c->outer()) {
+      if (c == nullptr)
+        return -1;
+      if (auto* w = dynamic_cast<while_context*>(c))
+        outermost = w;
+    }
+    return outermost != nullptr ? outermost->variables[0].exit : id;
+  }
+  /// The loop unit `unit` stands for; null for a plain node.
+  while_context* loop_of_unit(int unit) const {
+    auto i = exit_loop_.find(unit);
+    return i != exit_loop_.end() && i->second != level_ ? i->second : nullptr;
+  }
+  /// The data inputs of a unit: a loop's are those of its Enters (loop variables, invariants).
+  std::vector<edge_source> inputs_of(int unit) const {
+    auto* loop = loop_of_unit(unit);
+    if (loop == nullptr)
+      return g_.at(unit).inputs;
+    std::vector<edge_source> inputs;
+    for (auto& v : loop->variables)
+      inputs.push_back(g_.at(v.enter).inputs[0]);
+    for (auto& inv : loop->invariants())
+      inputs.push_back(g_.at(inv.inside_value.node_id).inputs[0]);
+    return inputs;
+  }
+  /// The sum of several gradients of one output, made in the cond branch they come from
+  /// (the gradients of a Switch's output are inside the branch that output feeds).
+  output sum_of(const std::vector<output>& grads) {
+    if (grads.size() == 1)
+      return grads[0];
+    auto* context = g_.context_of(grads[0].node_id);
+    std::optional<scope_guard> in_branch;
+    auto shared = std::all_of(grads.begin(), grads.end(),
+                              [&](const output& d) { return g_.context_of(d.node_id) == context; });
+    if (shared && context != g_.current_context() && dynamic_cast<cond_context*>(context) != nullptr)
+      in_branch.emplace(g_.enter_context(context));
+    return make(g_, "AddN", grads);
+  }
+  /// Builds the gradient of loop unit `unit` from the gradients reaching its Exits.
+  status while_gradient(while_context& loop, const std::vector<char>& between);
+  /// The gradient of one plain node.
+  status node_gradient(const node& op, const std::vector<output>& out_grads,
+                       std::vector<output>& in_grads);
+
+  graph& g_;
+  control_flow_context* level_;
+  const gradient_options& options_;
+  std::map<int, while_context*> exit_loop_;
+  /// Gradients reaching each output, summed when the unit is processed.
+  std::map<std::pair<int, int>, std::vector<output>> incoming_;
+  std::map<std::pair<int, int>, output> summed_;
+};
+
+bool backprop::run(const std::vector<std::pair<output, output>>& seeds,
+                   const std::vector<output>& xs, std::vector<output>& result) {
+  auto count = g_.size();
+  result.assign(xs.size(), output{});
+  // Units between xs and ys: reachable backwards from a y and forwards from an x over data
+  // edges only (a control edge carries no value to differentiate).
   std::vector<char> reaches_y(count, 0);
   std::vector<int> stack;
-  for (auto& y : ys)
-    stack.push_back(y.node_id);
+  auto unit_or_fail = [&](const output& o, const char* what) {
+    // A plain node of this level, or a result (Exit) of a loop directly inside it.
+    auto unit = unit_of(o.node_id);
+    auto leaves = exit_loop_.find(o.node_id);
+    auto usable = unit == o.node_id ? loop_of_unit(unit) == nullptr || leaves != exit_loop_.end()
+                                    : unit >= 0 && leaves != exit_loop_.end() &&
+                                        unit == leaves->second->variables[0].exit;
+    if (!usable) {
+      g_.record_error(make_error(errc::unimplemented,
+                                 std::string{"gradients: "} + what + " '" + o.tensor_name() +
+                                   "' is inside a while loop; differentiate the loop's results"));
+      return -1;
+    }
+    return unit;
+  };
+  for (auto& [y, dy] : seeds) {
+    auto unit = unit_or_fail(y, "y");
+    if (unit < 0)
+      return false;
+    stack.push_back(unit);
+  }
+  // In a loop's body the walk stops at the xs (the body's inputs): behind them is the loop's
+  // own Switch, Merge and NextIteration, a cycle.
+  std::set<int> stops;
+  if (level_ != nullptr)
+    for (auto& x : xs)
+      stops.insert(x.node_id);
   while (!stack.empty()) {
     auto id = stack.back();
     stack.pop_back();
     if (reaches_y[static_cast<std::size_t>(id)])
       continue;
     reaches_y[static_cast<std::size_t>(id)] = 1;
-    for (auto& in : g.at(id).inputs)
-      stack.push_back(in.node_id);
+    if (stops.count(id) > 0)
+      continue;
+    for (auto& in : inputs_of(id))
+      if (auto unit = unit_of(in.node_id); unit >= 0)
+        stack.push_back(unit);
   }
-  std::vector<std::vector<int>> data_consumers(count);
+  std::vector<std::vector<int>> consumers(count);
   for (std::size_t id = 0; id < count; ++id)
-    for (auto& in : g.at(static_cast<int>(id)).inputs)
-      data_consumers[static_cast<std::size_t>(in.node_id)].push_back(static_cast<int>(id));
+    if (reaches_y[id])
+      for (auto& in : inputs_of(static_cast<int>(id)))
+        if (auto unit = unit_of(in.node_id); unit >= 0)
+          consumers[static_cast<std::size_t>(unit)].push_back(static_cast<int>(id));
   std::vector<char> between(count, 0);
-  for (auto& x : xs)
-    stack.push_back(x.node_id);
+  for (auto& x : xs) {
+    auto unit = unit_or_fail(x, "x");
+    if (unit < 0)
+      return false;
+    stack.push_back(unit);
+  }
   while (!stack.empty()) {
     auto id = stack.back();
     stack.pop_back();
@@ -473,18 +643,273 @@ std::vector<char> nodes_between(const graph& g, const std::vector<output>& ys,
     if (between[i] || !reaches_y[i])
       continue;
     between[i] = 1;
-    for (auto c : data_consumers[i])
+    for (auto c : consumers[i])
       stack.push_back(c);
   }
-  return between;
+  auto is_between = [&](int unit) { return unit >= 0 && between[static_cast<std::size_t>(unit)] != 0; };
+
+  // A unit is ready once every consumer edge inside the subgraph has delivered its gradient.
+  std::vector<int> pending(count, 0);
+  for (std::size_t id = 0; id < count; ++id)
+    if (between[id])
+      for (auto& in : inputs_of(static_cast<int>(id)))
+        if (auto unit = unit_of(in.node_id); is_between(unit))
+          ++pending[static_cast<std::size_t>(unit)];
+
+  for (auto& [y, seed] : seeds)
+    if (is_between(unit_of(y.node_id)))
+      incoming_[{y.node_id, y.index}].push_back(seed);
+
+  // Reverse topological order; of the ready units the newest goes first, which keeps the
+  // numbering of gradient nodes deterministic.
+  std::priority_queue<int> ready;
+  for (std::size_t id = 0; id < count; ++id)
+    if (between[id] && pending[id] == 0)
+      ready.push(static_cast<int>(id));
+
+  bool failed = false;
+  while (!ready.empty()) {
+    auto id = ready.top();
+    ready.pop();
+    if (auto* loop = loop_of_unit(id)) {
+      if (auto s = while_gradient(*loop, between); !s.ok()) {
+        g_.record_error(s);
+        failed = true;
+      }
+    } else {
+      const node& op = g_.at(id);
+      auto outputs = op.output_types.size();
+      bool has_gradient = false;
+      bool needs_sum = false;
+      for (std::size_t k = 0; k < outputs; ++k) {
+        auto it = incoming_.find({id, static_cast<int>(k)});
+        if (it == incoming_.end() || it->second.empty())
+          continue;
+        has_gradient = true;
+        needs_sum = needs_sum || it->second.size() > 1;
+      }
+      bool differentiate = false;
+      for (auto& in : op.inputs)
+        differentiate = differentiate || is_between(unit_of(in.node_id));
+      differentiate = differentiate && has_gradient;
+
+      if (has_gradient && (needs_sum || differentiate)) {
+        // The sums of several incoming gradients (AddN) and the op's gradient follow one rule:
+        // built where the op runs (a cond branch's gradient inside that branch).
+        auto* op_context = g_.context_of(id);
+        std::optional<scope_guard> in_branch;
+        if (op_context != level_ && dynamic_cast<cond_context*>(op_context) != nullptr) {
+          if (level_ != nullptr) {
+            g_.record_error(make_error(errc::unimplemented,
+                                       "gradients through a cond inside a while loop ('" +
+                                         op.name + "') are not supported yet"));
+            failed = true;
+            continue;
+          }
+          in_branch.emplace(g_.enter_context(op_context));
+        }
+        auto device = gradient_device_scope(g_, op, options_);
+        auto op_scope = g_.name_scope(op.name + "_grad");
+
+        std::vector<output> out_grads(outputs);
+        for (std::size_t k = 0; k < outputs; ++k) {
+          auto it = incoming_.find({id, static_cast<int>(k)});
+          if (it == incoming_.end() || it->second.empty())
+            continue;
+          out_grads[k] = sum_of(it->second);
+          summed_[{id, static_cast<int>(k)}] = out_grads[k];
+        }
+
+        if (differentiate && !gradient_registry::global().is_not_differentiable(op.op)) {
+          std::vector<output> in_grads(op.inputs.size());
+          if (auto s = node_gradient(op, out_grads, in_grads); !s.ok()) {
+            g_.record_error(s);
+            failed = true;
+          } else {
+            for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+              auto& in = op.inputs[j];
+              if (!in_grads[j].valid() || !is_between(unit_of(in.node_id)))
+                continue;
+              incoming_[{in.node_id, in.index}].push_back(in_grads[j]);
+            }
+          }
+        }
+      } else {
+        for (std::size_t k = 0; k < outputs; ++k) {
+          auto it = incoming_.find({id, static_cast<int>(k)});
+          if (it != incoming_.end() && it->second.size() == 1)
+            summed_[{id, static_cast<int>(k)}] = it->second[0];
+        }
+      }
+    }
+    for (auto& in : inputs_of(id))
+      if (auto unit = unit_of(in.node_id);
+          is_between(unit) && --pending[static_cast<std::size_t>(unit)] == 0)
+        ready.push(unit);
+  }
+  if (failed)
+    return false;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    auto key = std::make_pair(xs[i].node_id, xs[i].index);
+    if (auto it = summed_.find(key); it != summed_.end())
+      result[i] = it->second;
+    else if (auto in = incoming_.find(key); in != incoming_.end() && !in->second.empty())
+      result[i] = sum_of(in->second);
+  }
+  return true;
 }
 
-/// The gradient that seeds `y` when the caller gives none: ones of y's shape.
-output ones_like(graph& g, const output& y) {
-  auto& shape = y.shape();
-  if (shape.fully_defined())
-    return ops::ones(g, shape.dims(), y.type(), "ones");
-  return make(g, "OnesLike", {y});
+status backprop::node_gradient(const node& op, const std::vector<output>& out_grads,
+                               std::vector<output>& in_grads) {
+  auto* fn = gradient_registry::global().find(op.op);
+  if (fn == nullptr)
+    return make_error(errc::unimplemented,
+                      "no gradient registered for op '" + op.op + "' (node '" + op.name + "')");
+  if (auto s = (*fn)(g_, op, out_grads, in_grads); !s.ok())
+    return s.with_context("gradient of node '" + op.name + "' (" + op.op + ")");
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    auto& in = op.inputs[j];
+    if (!in_grads[j].valid())
+      continue;
+    auto expected = g_.output_of(in.node_id, in.index).type();
+    if (in_grads[j].type() != expected)
+      return make_error(errc::internal, "gradient of node '" + op.name + "' (" + op.op +
+                                          ") for input " + std::to_string(j) + " has dtype " +
+                                          to_string(in_grads[j].type()) + ", expected " +
+                                          to_string(expected));
+  }
+  return {};
+}
+
+/// In backward loop `backward` of `forward`: forward value `x`. A loop invariant is brought in
+/// from outside as it is; any other value is pushed by the forward loop in every iteration,
+/// under the iteration numbers of the loops around it, and popped by the backward loop under
+/// the numbers of the iterations it mirrors.
+output forward_value(graph& g, while_context& forward, while_context& backward, const output& x) {
+  if (auto* inv = forward.find_invariant(x))
+    return g.bring_into(&backward, inv->outer_value);
+  std::vector<output> push_indices;
+  for (auto* c = static_cast<control_flow_context*>(&forward); c != nullptr; c = c->outer())
+    if (auto* w = dynamic_cast<while_context*>(c))
+      push_indices.insert(push_indices.begin(), w->variables[0].body_input);
+  std::vector<output> pop_indices;
+  for (auto* c = static_cast<control_flow_context*>(&backward); c != nullptr; c = c->outer())
+    if (auto* w = dynamic_cast<while_context*>(c); w != nullptr && w->forward() != nullptr)
+      pop_indices.insert(pop_indices.begin(), w->forward_iteration);
+  if (push_indices.size() != pop_indices.size()) {
+    g.record_error(make_error(errc::internal, "gradients: '" + x.tensor_name() + "' is inside " +
+                                                std::to_string(push_indices.size()) +
+                                                " loops but its gradient inside " +
+                                                std::to_string(pop_indices.size())));
+    return x;
+  }
+  int push_id;
+  {
+    auto in_forward = g.enter_context(&forward);
+    node_spec spec;
+    spec.op = "StackPush";
+    spec.name = x.name() + "_push";
+    spec.inputs = {x};
+    spec.inputs.insert(spec.inputs.end(), push_indices.begin(), push_indices.end());
+    spec.attrs = {{"stack_name", std::string{}}, {"colocate_with", x.name()}};
+    push_id = g.add_node(std::move(spec));
+  }
+  auto stack_name = g.at(push_id).name;
+  g.at(push_id).attrs["stack_name"] = stack_name;
+  auto in_backward = g.enter_context(&backward);
+  node_spec spec;
+  spec.op = "StackPop";
+  spec.name = x.name() + "_pop";
+  spec.inputs = pop_indices;
+  spec.attrs = {{"stack_name", stack_name},
+                {"dtype", x.type()},
+                {"shape", x.shape()},
+                {"colocate_with", stack_name},
+                {"kernel_dtype", x.type()}};
+  return g.output_of(g.add_node(std::move(spec)));
+}
+
+status backprop::while_gradient(while_context& loop, const std::vector<char>& between) {
+  auto is_between = [&](int unit) { return unit >= 0 && between[static_cast<std::size_t>(unit)] != 0; };
+  auto& vars = loop.variables;
+  // Loop variables that carry gradients (floating point), and the invariants that need one.
+  std::vector<std::size_t> carried;
+  for (std::size_t i = 1; i < vars.size(); ++i)
+    if (is_floating(g_.at(vars[i].exit).output_types[0]))
+      carried.push_back(i);
+  std::vector<std::size_t> needed;
+  for (std::size_t c = 0; c < loop.invariants().size(); ++c) {
+    auto& outer = loop.invariants()[c].outer_value;
+    if (is_floating(outer.type()) && is_between(unit_of(outer.node_id)))
+      needed.push_back(c);
+  }
+  auto scope = g_.name_scope(g_.at(vars[0].exit).name + "_grad");
+  auto iterations = g_.bring_into(g_.current_context(), g_.output_of(vars[0].exit));
+  std::vector<output> initial{iterations};
+  for (auto i : carried) {
+    auto exit = g_.output_of(vars[i].exit);
+    std::vector<output> arriving;
+    if (auto it = incoming_.find({vars[i].exit, 0}); it != incoming_.end())
+      arriving = it->second;
+    initial.push_back(arriving.empty() ? make(g_, "ZerosLike", {exit}) : sum_of(arriving));
+  }
+  for (auto c : needed)
+    initial.push_back(make(g_, "ZerosLike", {loop.invariants()[c].outer_value}));
+
+  auto* backward = g_.add_context(std::make_unique<while_context>(
+    g_, g_.current_context(), g_.current_scope() + "/while", loop.parallel_iterations()));
+  backward->set_forward(&loop, [this, &loop, backward](const output& x) {
+    return forward_value(g_, loop, *backward, x);
+  });
+  status failed;
+  auto condition = [](const std::vector<output>& v) { return ops::greater(v[0], 0.0); };
+  auto body = [&](const std::vector<output>& v) {
+    // Backward iteration j mirrors forward iteration n - 1 - j: the counter counts down.
+    auto forward_iteration = ops::sub(v[0], ops::constant(g_, std::int32_t{1}, "one"), "forward_iteration");
+    backward->forward_iteration = forward_iteration;
+    std::vector<std::pair<output, output>> seeds;
+    std::vector<output> xs;
+    for (std::size_t k = 0; k < carried.size(); ++k) {
+      seeds.emplace_back(vars[carried[k]].body_output, v[k + 1]);
+      xs.push_back(vars[carried[k]].body_input);
+    }
+    for (auto c : needed)
+      xs.push_back(loop.invariants()[c].inside_value);
+    std::vector<output> grads;
+    backprop body_pass{g_, &loop, options_};
+    if (!body_pass.run(seeds, xs, grads))
+      failed = make_error(errc::invalid_argument, "gradients: the backward loop of '" +
+                                                    loop.frame_name() + "' failed");
+    std::vector<output> next{forward_iteration};
+    for (std::size_t k = 0; k < carried.size(); ++k)
+      next.push_back(k < grads.size() && grads[k].valid() ? grads[k]
+                                                          : make(g_, "ZerosLike", {v[k + 1]}));
+    for (std::size_t c = 0; c < needed.size(); ++c) {
+      auto& acc = v[1 + carried.size() + c];
+      auto& grad = carried.size() + c < grads.size() ? grads[carried.size() + c] : acc;
+      next.push_back(grad.valid() && grad.node_id != acc.node_id ? ops::add(acc, grad, "accumulate") : acc);
+    }
+    return next;
+  };
+  ops::while_options options;
+  options.parallel_iterations = loop.parallel_iterations();
+  auto results = build_while_loop(*backward, condition, body, initial, options);
+  if (!failed.ok())
+    return g_.status().ok() ? failed : g_.status();
+  if (results.size() != initial.size())
+    return g_.status().ok() ? make_error(errc::internal, "gradients: building the backward loop of '" +
+                                                           loop.frame_name() + "' failed")
+                            : g_.status();
+  for (std::size_t k = 0; k < carried.size(); ++k) {
+    auto& in = g_.at(vars[carried[k]].enter).inputs[0];
+    if (is_between(unit_of(in.node_id)))
+      incoming_[{in.node_id, in.index}].push_back(results[k + 1]);
+  }
+  for (std::size_t c = 0; c < needed.size(); ++c) {
+    auto& outer = loop.invariants()[needed[c]].outer_value;
+    incoming_[{outer.node_id, outer.index}].push_back(results[1 + carried.size() + c]);
+  }
+  return {};
 }
 
 } // namespace
@@ -533,29 +958,10 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
                                   "gradients: every y and x must be a valid output of one graph"));
         return result;
       }
-
-  auto count = g.size();
-  auto between = nodes_between(g, ys, xs);
-  auto is_between = [&](int id) { return between[static_cast<std::size_t>(id)] != 0; };
-
-  // A node is ready once every consumer edge inside the subgraph has delivered its gradient.
-  std::vector<int> pending(count, 0);
-  for (std::size_t id = 0; id < count; ++id)
-    if (between[id])
-      for (auto& in : g.at(static_cast<int>(id)).inputs)
-        if (is_between(in.node_id))
-          ++pending[static_cast<std::size_t>(in.node_id)];
-
-  auto& registry = gradient_registry::global();
   auto scope = g.name_scope("gradients");
-  // Gradients reaching each output, summed when the node is processed.
-  std::map<std::pair<int, int>, std::vector<output>> incoming;
-  std::map<std::pair<int, int>, output> summed;
-
+  std::vector<std::pair<output, output>> seeds;
   for (std::size_t i = 0; i < ys.size(); ++i) {
     auto& y = ys[i];
-    if (!is_between(y.node_id))
-      continue;
     output seed = i < grad_ys.size() && grad_ys[i].valid() ? grad_ys[i] : output{};
     if (seed.valid() && (seed.owner != owner || seed.type() != y.type())) {
       g.record_error(make_error(errc::invalid_argument,
@@ -569,99 +975,11 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
       auto device = gradient_device_scope(g, g.at(y.node_id), options);
       seed = ones_like(g, y);
     }
-    incoming[{y.node_id, y.index}].push_back(seed);
+    seeds.emplace_back(y, seed);
   }
-
-  // Reverse topological order; of the ready nodes the newest goes first, which keeps the
-  // numbering of gradient nodes deterministic.
-  std::priority_queue<int> ready;
-  for (std::size_t id = 0; id < count; ++id)
-    if (between[id] && pending[id] == 0)
-      ready.push(static_cast<int>(id));
-
-  bool failed = false;
-  while (!ready.empty()) {
-    auto id = ready.top();
-    ready.pop();
-    const node& op = g.at(id);
-    auto outputs = op.output_types.size();
-
-    bool has_gradient = false;
-    bool needs_sum = false;
-    for (std::size_t k = 0; k < outputs; ++k) {
-      auto it = incoming.find({id, static_cast<int>(k)});
-      if (it == incoming.end() || it->second.empty())
-        continue;
-      has_gradient = true;
-      needs_sum = needs_sum || it->second.size() > 1;
-    }
-    bool differentiate = false;
-    for (auto& in : op.inputs)
-      differentiate = differentiate || is_between(in.node_id);
-    differentiate = differentiate && has_gradient;
-
-    if (has_gradient && (needs_sum || differentiate)) {
-      // The sums of several incoming gradients (AddN) and the op's gradient follow one rule.
-      auto device = gradient_device_scope(g, op, options);
-      auto op_scope = g.name_scope(op.name + "_grad");
-
-      std::vector<output> out_grads(outputs);
-      for (std::size_t k = 0; k < outputs; ++k) {
-        auto it = incoming.find({id, static_cast<int>(k)});
-        if (it == incoming.end() || it->second.empty())
-          continue;
-        out_grads[k] = it->second.size() == 1 ? it->second[0] : make(g, "AddN", it->second);
-        summed[{id, static_cast<int>(k)}] = out_grads[k];
-      }
-
-      if (differentiate && !registry.is_not_differentiable(op.op)) {
-        std::vector<output> in_grads(op.inputs.size());
-        auto* fn = registry.find(op.op);
-        if (fn == nullptr) {
-          g.record_error(make_error(errc::unimplemented, "no gradient registered for op '" +
-                                                           op.op + "' (node '" + op.name + "')"));
-          failed = true;
-        } else if (auto s = (*fn)(g, op, out_grads, in_grads); !s.ok()) {
-          g.record_error(s.with_context("gradient of node '" + op.name + "' (" + op.op + ")"));
-          failed = true;
-        } else {
-          for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-            auto& in = op.inputs[j];
-            if (!in_grads[j].valid() || !is_between(in.node_id))
-              continue;
-            auto expected = g.output_of(in.node_id, in.index).type();
-            if (in_grads[j].type() != expected) {
-              g.record_error(make_error(
-                errc::internal, "gradient of node '" + op.name + "' (" + op.op + ") for input " +
-                                  std::to_string(j) + " has dtype " + to_string(in_grads[j].type()) +
-                                  ", expected " + to_string(expected)));
-              failed = true;
-              continue;
-            }
-            incoming[{in.node_id, in.index}].push_back(in_grads[j]);
-          }
-        }
-      }
-    } else {
-      for (std::size_t k = 0; k < outputs; ++k) {
-        auto it = incoming.find({id, static_cast<int>(k)});
-        if (it != incoming.end() && it->second.size() == 1)
-          summed[{id, static_cast<int>(k)}] = it->second[0];
-      }
-    }
-
-    for (auto& in : op.inputs)
-      if (is_between(in.node_id) && --pending[static_cast<std::size_t>(in.node_id)] == 0)
-        ready.push(in.node_id);
-  }
-
-  if (failed)
-    return result;
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    auto it = summed.find({xs[i].node_id, xs[i].index});
-    if (it != summed.end())
-      result[i] = it->second;
-  }
+  backprop pass{g, g.current_context(), options};
+  if (!pass.run(seeds, xs, result))
+    result.assign(xs.size(), output{});
   return result;
 }
 

@@ -30,10 +30,12 @@ void add_target_roots(const graph& g, int target, std::vector<int>& roots) {
 std::vector<int> prune(const graph& g, const std::vector<int>& roots, const std::set<int>& fed) {
   // Members of one collective (AllReduce nodes sharing a group_key) meet at run time: a step
   // that ran some of them would wait forever for the others.
+  // Likewise a loop gradient's StackPop waits for the pushes of its stack (stack_name).
   std::map<std::string, std::vector<int>> collectives;
   for (std::size_t id = 0; id < g.size(); ++id)
-    if (auto* key = g.at(static_cast<int>(id)).attr<std::string>("group_key"))
-      collectives[*key].push_back(static_cast<int>(id));
+    for (auto* attr : {"group_key", "stack_name"})
+      if (auto* key = g.at(static_cast<int>(id)).attr<std::string>(attr))
+        collectives[std::string{attr} + ":" + *key].push_back(static_cast<int>(id));
   std::vector<bool> needed(g.size(), false);
   std::vector<int> stack(roots.begin(), roots.end());
   while (!stack.empty()) {
@@ -48,9 +50,10 @@ std::vector<int> prune(const graph& g, const std::vector<int>& roots, const std:
         stack.push_back(in.node_id);
     for (auto c : n.control_inputs)
       stack.push_back(c);
-    if (auto* key = n.attr<std::string>("group_key"))
-      for (auto member : collectives[*key])
-        stack.push_back(member);
+    for (auto* attr : {"group_key", "stack_name"})
+      if (auto* key = n.attr<std::string>(attr))
+        for (auto member : collectives[std::string{attr} + ":" + *key])
+          stack.push_back(member);
   }
   std::vector<int> out;
   for (std::size_t i = 0; i < needed.size(); ++i)

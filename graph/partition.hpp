@@ -18,7 +18,8 @@ namespace actorflow {
 
 /// The ids of the nodes that `roots` need, through data and control inputs, in ascending order.
 /// The inputs of nodes in `fed` are not followed (a fed node's value comes from the feed).
-/// Needing one member of a collective (nodes sharing a "group_key" attr) needs them all.
+/// Needing one member of a collective (nodes sharing a "group_key" attr) needs them all, and
+/// needing a loop gradient's StackPop needs the StackPushes of its "stack_name".
 std::vector<int> prune(const graph& g, const std::vector<int>& roots, const std::set<int>& fed);
 
 /// Appends to `roots` what running target `target` needs: the node itself, or for a NoOp (a

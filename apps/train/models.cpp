@@ -1,5 +1,6 @@
 #include "train/models.hpp"
 
+#include "graph/control_flow.hpp"
 #include "graph/ops.hpp"
 #include "graph/replica_device_setter.hpp"
 
@@ -17,6 +18,10 @@ std::unique_ptr<optimizer> make_optimizer(const std::string& name, double learni
 }
 
 namespace {
+
+constexpr std::int64_t rnn_steps = 28;
+constexpr std::int64_t rnn_input = 28;
+constexpr std::int64_t rnn_units = 128;
 
 /// The MLP's weights and biases, layer by layer, in name scopes hidden1, hidden2, logits.
 std::vector<variable> make_mlp_variables(graph& g) {
@@ -73,12 +78,65 @@ output cnn_logits(const std::vector<variable>& vars, output images) {
   return ops::matmul(hidden, vars[6]) + vars[7];
 }
 
+/// The RNN's input and recurrent weights, bias (scope cell) and output layer (scope logits).
+std::vector<variable> make_rnn_variables(graph& g) {
+  std::vector<variable> vars;
+  auto glorot = [&](std::int64_t fan_in, std::int64_t fan_out) {
+    auto limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+    return ops::random_uniform(g, {fan_in, fan_out}, -limit, limit);
+  };
+  {
+    auto scope = g.name_scope("cell");
+    vars.push_back(ops::variable(g, glorot(rnn_input, rnn_units), "input_weights"));
+    vars.push_back(ops::variable(g, glorot(rnn_units, rnn_units), "recurrent_weights"));
+    vars.push_back(ops::variable(g, ops::zeros(g, {rnn_units}), "biases"));
+  }
+  auto scope = g.name_scope("logits");
+  vars.push_back(ops::variable(g, glorot(rnn_units, 10), "weights"));
+  vars.push_back(ops::variable(g, ops::zeros(g, {10}), "biases"));
+  return vars;
+}
+
+output rnn_logits(const std::vector<variable>& vars, output images) {
+  auto& g = *images.owner;
+  auto rows = ops::reshape(images, {-1, rnn_steps, rnn_input}, "rows");
+  // h starts at zeros of [batch, units]: a zero row of the images' batch times a zero matrix.
+  auto zero_state = ops::matmul(ops::gather(rows, ops::constant(g, std::int32_t{0}), 1, "first_row"),
+                                ops::zeros(g, {rnn_input, rnn_units}), false, false, "zero_state");
+  ops::while_options options;
+  options.name = "rnn";
+  options.shape_invariants = {tensor_shape{}, tensor_shape{-1, rnn_units}};
+  auto out = ops::while_loop(
+    [](const std::vector<output>& v) { return ops::less(v[0], static_cast<double>(rnn_steps)); },
+    [&](const std::vector<output>& v) {
+      auto x = ops::gather(rows, v[0], 1, "row");
+      auto h = ops::tanh(ops::matmul(x, vars[0]) + ops::matmul(v[1], vars[1]) + vars[2]);
+      return std::vector<output>{v[0] + 1.0, h};
+    },
+    {ops::constant(g, std::int32_t{0}, "t"), zero_state}, options);
+  return ops::matmul(out[1], vars[3]) + vars[4];
+}
+
 std::vector<variable> make_variables(graph& g, classifier kind) {
-  return kind == classifier::cnn ? make_cnn_variables(g) : make_mlp_variables(g);
+  switch (kind) {
+    case classifier::cnn:
+      return make_cnn_variables(g);
+    case classifier::rnn:
+      return make_rnn_variables(g);
+    default:
+      return make_mlp_variables(g);
+  }
 }
 
 output logits_of(classifier kind, const std::vector<variable>& vars, output images) {
-  return kind == classifier::cnn ? cnn_logits(vars, images) : mlp_logits(vars, images);
+  switch (kind) {
+    case classifier::cnn:
+      return cnn_logits(vars, images);
+    case classifier::rnn:
+      return rnn_logits(vars, images);
+    default:
+      return mlp_logits(vars, images);
+  }
 }
 
 output mean_loss(output logits, output labels) {
@@ -97,7 +155,9 @@ result<classifier> classifier_named(const std::string& name) {
     return classifier::mlp;
   if (name == "cnn")
     return classifier::cnn;
-  return make_error(errc::invalid_argument, "no classifier '" + name + "' (mlp, cnn)");
+  if (name == "rnn")
+    return classifier::rnn;
+  return make_error(errc::invalid_argument, "no classifier '" + name + "' (mlp, cnn, rnn)");
 }
 
 classifier_model build_classifier(graph& g, optimizer& opt, classifier kind) {
@@ -118,6 +178,10 @@ classifier_model build_mlp(graph& g, optimizer& opt) {
 
 classifier_model build_cnn(graph& g, optimizer& opt) {
   return build_classifier(g, opt, classifier::cnn);
+}
+
+classifier_model build_rnn(graph& g, optimizer& opt) {
+  return build_classifier(g, opt, classifier::rnn);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // seed reaching op is not all ones), runs the symbolic gradients of y, and compares each element
 // with (y(x + h) - y(x - h)) / 2h. Inputs and weights come from a fixed, printed seed.
 #include "actors/session.hpp"
+#include "graph/control_flow.hpp"
 #include "graph/gradients.hpp"
 #include "graph/ops.hpp"
 
@@ -708,3 +709,97 @@ TEST_CASE("MaxPool and AvgPool gradients match for both paddings", "[actors][gra
                     });
   }
 }
+
+// --- control flow (graph/control_flow.hpp) -------------------------------------------------------
+
+TEST_CASE("gradients flow through the taken branch of a cond only", "[actors][gradients]") {
+  std::uint64_t seed = base_seed + 1000;
+  std::mt19937_64 e{seed};
+  INFO("seed " << seed);
+  std::uint64_t n = 0;
+  for (double sign : {1.0, -1.0}) {
+    // sum(x0) decides the branch; the perturbations are too small to flip it.
+    auto x0 = uniform(e, shape({2, 3}), 0.5, 1.0);
+    for (std::int64_t i = 0; i < x0.num_elements(); ++i)
+      x0.data<double>()[i] *= sign;
+    check_gradients(sign > 0 ? "cond, true branch" : "cond, false branch", seed + n++,
+                    {fixed(x0), fixed(uniform(e, shape({3, 2}), -1, 1))},
+                    [](graph&, const std::vector<output>& in) {
+                      auto x = in[0];
+                      auto w = in[1];
+                      return ops::cond(
+                        ops::greater(ops::reduce_sum(x), 0.0),
+                        [&] { return ops::tanh(ops::matmul(x, w)); },
+                        // x only: no gradient reaches w from this branch.
+                        [&] { return ops::reshape(x * x, {3, 2}) * 3.0; });
+                    });
+  }
+}
+
+TEST_CASE("gradients of a while loop reach its initial values and the tensors its body reads",
+          "[actors][gradients]") {
+  std::uint64_t seed = base_seed + 1100;
+  std::mt19937_64 e{seed};
+  INFO("seed " << seed);
+  std::uint64_t n = 0;
+  for (int iterations : {0, 1, 4}) {
+    check_gradients("a tanh recurrence over " + std::to_string(iterations) + " iterations",
+                    seed + n++,
+                    {fixed(uniform(e, shape({2, 3}), -1, 1)), fixed(uniform(e, shape({3, 3}), -0.8, 0.8)),
+                     fixed(uniform(e, shape({3}), -0.5, 0.5))},
+                    [iterations](graph& g, const std::vector<output>& in) {
+                      auto w = in[1];
+                      auto b = in[2];
+                      auto out = ops::while_loop(
+                        [iterations](const std::vector<output>& v) {
+                          return ops::less(v[0], static_cast<double>(iterations));
+                        },
+                        [&](const std::vector<output>& v) {
+                          // h' = tanh(h w + b) * s, s' = s * 1.1: two carried variables.
+                          auto h = ops::tanh(ops::matmul(v[1], w) + b) * v[2];
+                          return std::vector<output>{v[0] + 1.0, h, v[2] * 1.1};
+                        },
+                        {ops::scalar_like(g, dtype::float64, 0.0, "i"), in[0],
+                         ops::scalar_like(g, dtype::float64, 1.0, "s")});
+                      return out[1] * out[2];
+                    });
+  }
+}
+
+TEST_CASE("gradients of nested while loops and of a loop with parallel iterations",
+          "[actors][gradients]") {
+  std::uint64_t seed = base_seed + 1200;
+  std::mt19937_64 e{seed};
+  INFO("seed " << seed);
+  check_gradients("a loop in a loop", seed, {fixed(uniform(e, shape({3}), -1, 1)), fixed(uniform(e, shape({3}), 0.5, 1.0))},
+                  [](graph& g, const std::vector<output>& in) {
+                    auto w = in[1];
+                    auto out = ops::while_loop(
+                      [](const std::vector<output>& v) { return ops::less(v[0], 3.0); },
+                      [&](const std::vector<output>& v) {
+                        auto i = v[0];
+                        auto inner = ops::while_loop(
+                          [](const std::vector<output>& u) { return ops::less(u[0], 2.0); },
+                          [&](const std::vector<output>& u) {
+                            return std::vector<output>{u[0] + 1.0, ops::sigmoid(u[1] * w + i)};
+                          },
+                          {ops::scalar_like(*i.owner, dtype::float64, 0.0, "j"), v[1]});
+                        return std::vector<output>{i + 1.0, inner[1]};
+                      },
+                      {ops::scalar_like(g, dtype::float64, 0.0, "i"), in[0]});
+                    return out[1];
+                  });
+  ops::while_options serial;
+  serial.parallel_iterations = 1;
+  check_gradients("ten iterations, one at a time", seed + 1, {fixed(uniform(e, shape({4}), -1, 1))},
+                  [serial](graph& g, const std::vector<output>& in) {
+                    auto out = ops::while_loop(
+                      [](const std::vector<output>& v) { return ops::less(v[0], 10.0); },
+                      [](const std::vector<output>& v) {
+                        return std::vector<output>{v[0] + 1.0, ops::tanh(v[1]) * 0.9 + v[1] * 0.1};
+                      },
+                      {ops::scalar_like(g, dtype::float64, 0.0, "i"), in[0]}, serial);
+                    return out[1];
+                  });
+}
+
