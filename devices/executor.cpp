@@ -2,6 +2,7 @@
 
 #include "devices/commit_gate.hpp"
 
+#include "graph/frames.hpp"
 #include "graph/op_registry.hpp"
 
 #include <algorithm>
@@ -147,64 +148,20 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
 }
 
 status executor_plan::assign_frames() {
-  frames_.assign(1, frame_info{});
-  std::map<std::string, int> by_name;
-  std::vector<int> frame_of(items_.size(), -1);
-  std::vector<int> queue;
-  for (std::size_t i = 0; i < items_.size(); ++i)
-    if (items_[i].def->inputs.empty() && items_[i].def->control_inputs.empty()) {
-      frame_of[i] = 0;
-      queue.push_back(static_cast<int>(i));
-    }
-  auto frame_name = [this](int f) {
-    return f == 0 ? std::string{"the step's frame"} : "while loop '" + frames_[static_cast<std::size_t>(f)].name + "'";
-  };
-  for (std::size_t head = 0; head < queue.size(); ++head) {
-    auto id = queue[head];
-    auto& it = items_[static_cast<std::size_t>(id)];
-    auto f = frame_of[static_cast<std::size_t>(id)];
-    auto out = f;
-    if (it.kind == node_kind::enter) {
-      auto name = it.def->attr_or<std::string>("frame_name", "");
-      auto [entry, added] = by_name.emplace(name, static_cast<int>(frames_.size()));
-      if (added) {
-        frame_info info;
-        info.name = name;
-        info.parent = f;
-        info.parallel_iterations = std::max<std::int64_t>(1, it.def->attr_or<std::int64_t>("parallel_iterations", 10));
-        frames_.push_back(std::move(info));
-      } else if (frames_[static_cast<std::size_t>(entry->second)].parent != f) {
-        return make_error(errc::invalid_argument, "Enter '" + it.def->name + "' enters " +
-                                                    frame_name(entry->second) + " from " +
-                                                    frame_name(f) + ", which is not its parent");
-      }
-      out = entry->second;
-      it.child_frame = out;
-    } else if (it.kind == node_kind::exit) {
-      if (f == 0)
-        return make_error(errc::invalid_argument, "Exit '" + it.def->name + "' is not inside a while loop");
-      out = frames_[static_cast<std::size_t>(f)].parent;
-    }
-    for (auto& e : it.consumers) {
-      auto& seen = frame_of[static_cast<std::size_t>(e.dst)];
-      if (seen < 0) {
-        seen = out;
-        queue.push_back(e.dst);
-      } else if (seen != out) {
-        return make_error(errc::invalid_argument,
-                          "node '" + items_[static_cast<std::size_t>(e.dst)].def->name +
-                            "' takes inputs from " + frame_name(seen) + " and, through '" +
-                            it.def->name + "', from " + frame_name(out));
-      }
-    }
+  auto layout = find_frames(*partition_);
+  if (!layout)
+    return layout.error();
+  frames_.clear();
+  for (auto& f : layout->frames) {
+    frame_info info;
+    info.name = f.name;
+    info.parent = f.parent;
+    info.parallel_iterations = f.parallel_iterations;
+    frames_.push_back(std::move(info));
   }
   for (std::size_t i = 0; i < items_.size(); ++i) {
-    if (frame_of[i] < 0)
-      return make_error(errc::invalid_argument,
-                        "node '" + items_[i].def->name +
-                          "' is on a cycle that does not pass through a loop's Merge and "
-                          "NextIteration, so it never runs");
-    items_[i].frame = frame_of[i];
+    items_[i].frame = layout->frame_of[i];
+    items_[i].child_frame = layout->child_frame[i];
   }
   return {};
 }

@@ -132,7 +132,7 @@ public:
   int slot_of(const std::string& tensor_name) const;
 
 private:
-  /// Assigns every node its frame from the Enters and Exits on the paths to it.
+  /// Assigns every node its frame (graph/frames.hpp).
   status assign_frames();
 
   std::shared_ptr<const graph> partition_;

@@ -1,5 +1,7 @@
 #include "graph/placement.hpp"
 
+#include "graph/frames.hpp"
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -77,6 +79,23 @@ status place_nodes(graph& g, const std::vector<int>& node_ids, const std::vector
       if (other >= 0)
         parent[static_cast<std::size_t>(find_root(parent, id))] = find_root(parent, other);
     }
+  }
+  // A while loop runs on one device, with the Enters into it: each outermost loop is a
+  // colocation group (partitioning does not split a loop between devices).
+  if (auto layout = find_frames(g); layout.ok()) {
+    std::map<int, int> loop_member;
+    for (auto id : node_ids) {
+      auto frame = layout->frame_of[static_cast<std::size_t>(id)];
+      if (layout->child_frame[static_cast<std::size_t>(id)] > 0)
+        frame = layout->child_frame[static_cast<std::size_t>(id)];
+      if (frame == 0)
+        continue;
+      auto [first, added] = loop_member.emplace(layout->outermost(frame), id);
+      if (!added)
+        parent[static_cast<std::size_t>(find_root(parent, id))] = find_root(parent, first->second);
+    }
+  } else {
+    return layout.error();
   }
   std::map<int, group> groups;
   for (auto id : node_ids)
