@@ -1,6 +1,7 @@
 #pragma once
 /// Training throughput through a session, shared by bench_mlp_training (the CPU) and bench_gpu
-/// (a GPU, or the test device): actorflow-train's MLP or CNN on Fashion-MNIST batches.
+/// (a GPU, or the test device), bench_control_flow: actorflow-train's MLP, CNN or RNN on
+/// Fashion-MNIST batches.
 ///   auto r = bench::train_actorflow(data, 1, {train::classifier::cnn, 32, 300});
 ///   bench::model_run on_gpu; on_gpu.device = "/device:GPU:0";
 #include "bench_util.hpp"
@@ -25,8 +26,8 @@ struct measured {
   double overhead_ms = 0;
 };
 
-/// The run of one model: MLP (SGD 0.1, batch 128) or CNN (Adam 0.001, batch 32), as
-/// actorflow-train's defaults.
+/// The run of one model: MLP (SGD 0.1, batch 128), CNN (Adam 0.001, batch 32) or RNN (Adam
+/// 0.001, batch 128), as actorflow-train's defaults.
 struct model_run {
   actorflow::train::classifier kind = actorflow::train::classifier::mlp;
   int batch = default_batch_size;
@@ -46,8 +47,8 @@ inline actorflow::result<measured> train_actorflow(const actorflow::dataset& dat
   using namespace actorflow;
   graph g;
   g.seed = 1;
-  bool cnn = run.kind == train::classifier::cnn;
-  auto opt = cnn ? train::make_optimizer("adam", 0.001) : train::make_optimizer("sgd", 0.1);
+  auto adam = run.kind != train::classifier::mlp;
+  auto opt = adam ? train::make_optimizer("adam", 0.001) : train::make_optimizer("sgd", 0.1);
   std::optional<scope_guard> on_device;
   if (!run.device.empty())
     on_device.emplace(g.device(run.device));

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""Baseline for bench_mlp_training: PyTorch 1.13 on the CPU training the same MLP or CNN.
+"""Baseline for bench_mlp_training and bench_control_flow: PyTorch 1.13 on the CPU training the
+same MLP, CNN or RNN.
 
-    /usr/bin/python3 bench/torch_mlp.py --threads 1 [--model mlp|cnn] [--batch 128] [--steps 200] [--warmup 20] [--device cpu|cuda]
+    /usr/bin/python3 bench/torch_mlp.py --threads 1 [--model mlp|cnn|rnn] [--batch 128] [--steps 200] [--warmup 20] [--device cpu|cuda]
 
 The model, data and batch size match actorflow-train --model mlp: 784-256-128-10 ReLU,
 Glorot-uniform weights, zero biases, softmax cross-entropy, SGD at 0.1, Fashion-MNIST training
 images scaled to [0, 1], shuffled with a fixed seed. --model cnn trains actorflow-train's CNN
 instead (5x5 convolutions of 16 and 32 filters, VALID, each with ReLU and 2x2 max pooling, then
-512-128-10; Adam at 0.001, as actorflow-train --model cnn). Prints one JSON line
+512-128-10; Adam at 0.001, as actorflow-train --model cnn). --model rnn trains actorflow-train's
+RNN: a tanh cell of 128 units over the 28 rows of each image (torch.nn.RNN), then 128-10 on the
+last state, Adam at 0.001. Prints one JSON line
 {"examples_per_second": ..., "torch": "..."}; exits 2 when torch or the data is missing.
 With --device cuda (bench_gpu) the model trains on the GPU and each batch is copied there from
 the host, as actorflow's feeds are.
@@ -29,7 +32,7 @@ def read_idx(path, header_ints):
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    parser.add_argument("--model", choices=["mlp", "cnn", "rnn"], default="mlp")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
@@ -65,17 +68,34 @@ def main() -> int:
             torch.nn.Flatten(),
             torch.nn.Linear(512, 128), torch.nn.ReLU(),
             torch.nn.Linear(128, 10))
+    elif args.model == "rnn":
+        class RowRNN(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = torch.nn.RNN(28, 128, nonlinearity="tanh", batch_first=True)
+                self.out = torch.nn.Linear(128, 10)
+
+            def forward(self, x):
+                _, h = self.cell(x.view(-1, 28, 28))
+                return self.out(h[0])
+
+        model = RowRNN()
+        for name, p in model.cell.named_parameters():
+            if name.startswith("weight"):
+                torch.nn.init.xavier_uniform_(p)
+            else:
+                torch.nn.init.zeros_(p)
     else:
         model = torch.nn.Sequential(
             torch.nn.Linear(784, 256), torch.nn.ReLU(),
             torch.nn.Linear(256, 128), torch.nn.ReLU(),
             torch.nn.Linear(128, 10))
-    for layer in model:
+    for layer in model.modules():
         if isinstance(layer, (torch.nn.Linear, torch.nn.Conv2d)):
             torch.nn.init.xavier_uniform_(layer.weight)
             torch.nn.init.zeros_(layer.bias)
     model = model.to(device)
-    if args.model == "cnn":
+    if args.model in ("cnn", "rnn"):
         optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -222,6 +222,29 @@ TEST_CASE("the CNN trains three epochs on the CPU to at least 0.89 test accuracy
   std::filesystem::remove_all(out);
 }
 
+TEST_CASE("the RNN, a while loop over image rows, trains three epochs to at least 0.80 test accuracy") {
+  INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
+  REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
+  auto out = fresh_dir("rnn");
+  auto r = run_train("--model rnn --local --epochs 3 --threads 1 --log-every 1000 --output-dir " + out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  double accuracy = 0;
+  REQUIRE(std::sscanf(last_line_starting(r.output, "test accuracy: ").c_str(), "test accuracy: %lf",
+                      &accuracy) == 1);
+  CHECK(accuracy >= 0.80);
+  // On the in-process cluster the loop runs on the workers, the variables on the ps.
+  auto cluster = run_train("--model rnn --epochs 1 --threads 1 --log-every 1000 "
+                           "--log-device-placement --output-dir " + out);
+  INFO(cluster.output);
+  REQUIRE(cluster.exit_code == 0);
+  CHECK(cluster.output.find("tower_0/rnn/Merge: /job:worker/replica:0/task:0/device:CPU:0") !=
+        std::string::npos);
+  CHECK(cluster.output.find("cell/recurrent_weights: /job:ps/replica:0/task:0/device:CPU:0") !=
+        std::string::npos);
+  std::filesystem::remove_all(out);
+}
+
 TEST_CASE("training resumed from a checkpoint ends exactly like an uninterrupted run") {
   // `make test` installs the data; its absence is a broken set-up, not a reason to pass.
   INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");

@@ -37,6 +37,14 @@ TEST_CASE("the CNN defaults to Adam at 0.001 on batches of 32, each overridable"
   CHECK(given->batch_size == 64);
 }
 
+TEST_CASE("the RNN defaults to Adam at 0.001 on batches of 128") {
+  auto rnn = parse({"--model", "rnn"});
+  REQUIRE(rnn.ok());
+  CHECK(rnn->optimizer == "adam");
+  CHECK(rnn->learning_rate == 0.001);
+  CHECK(rnn->batch_size == 128);
+}
+
 TEST_CASE("linreg defaults to the classic learning rate of 0.5 unless one is given") {
   CHECK(parse({"--model", "linreg"})->learning_rate == 0.5);
   CHECK(parse({"--model=linreg", "--learning-rate=0.25"})->learning_rate == 0.25);
