@@ -404,8 +404,9 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       step_hooks hooks;
       hooks.send = [peers, bulk_addresses, bulk, tracker, step_id, me, keys](const std::string& key,
                                                                              const tensor& value) {
-        // Every key a _Send of this partition uses was parsed when it was registered.
-        auto parsed = keys->find(key);
+        // Every key a _Send of this partition uses was parsed when it was registered (inside a
+        // loop the executor adds the frame and iteration to it).
+        auto parsed = keys->find(std::string{without_frame_iteration(key)});
         auto receiver = parsed == keys->end() ? peers->end()
                                               : peers->find(parsed->second.recv_device);
         if (receiver == peers->end()) {

@@ -4,6 +4,7 @@
 
 #include "graph/frames.hpp"
 #include "graph/op_registry.hpp"
+#include "graph/rendezvous_key.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -252,6 +253,9 @@ struct step_execution::frame_state {
   /// NextIteration values for the iteration after the last, waiting for room.
   std::vector<std::pair<int, tensor>> deferred_next;
   std::set<int> live_exits;
+  /// Names this frame instance the same way in every partition: "loop.0/inner.3" (a frame
+  /// entered from iteration 0 of the step, then from iteration 3 of "loop").
+  std::string path;
 
   iteration_state& at(std::int64_t i) { return *iterations[static_cast<std::size_t>(i - first_index)]; }
   std::int64_t end_index() const { return first_index + static_cast<std::int64_t>(iterations.size()); }
@@ -415,6 +419,14 @@ void step_execution::run_from(tagged_node first, bool on_pool) {
   }
 }
 
+std::string step_execution::key_of(const tagged_node& t) const {
+  auto& key = plan_->items()[static_cast<std::size_t>(t.id)].key;
+  auto& frame = *t.iteration->frame;
+  if (frame.index == 0)
+    return key;
+  return with_frame_iteration(key, frame.path + ":" + std::to_string(t.iteration->index));
+}
+
 void step_execution::fail(int id, status s) {
   auto& it = plan_->items()[static_cast<std::size_t>(id)];
   auto located = s.with_context("node '" + it.def->name + "' on " + plan_->dev().full_name());
@@ -434,12 +446,9 @@ bool step_execution::process(const tagged_node& t, std::vector<tagged_node>& rea
   if (plan_->has_control_flow() && iteration.dead_input[static_cast<std::size_t>(it.local_id)]) {
     // Dead: never computed on; its outputs are dead too (a Merge only when all inputs were).
     release_inputs(t);
-    if (it.kind == executor_plan::node_kind::send) {
-      fail(id, make_error(errc::unimplemented,
-                          "a dead tensor (from an untaken cond branch or a finished loop) cannot "
-                          "cross devices yet; keep the branch or loop on one device"));
-      return true;
-    }
+    // A dead tensor crosses devices as an empty one: the receiver's _Recv is dead in turn.
+    if (it.kind == executor_plan::node_kind::send)
+      hooks_.send(key_of(t), tensor{});
     complete(t, ready, deadness{true, -1});
     return true;
   }
@@ -475,18 +484,22 @@ bool step_execution::process(const tagged_node& t, std::vector<tagged_node>& rea
             self->fail_later(t.id, host.error());
             return;
           }
-          self->hooks_.send(self->plan_->items()[static_cast<std::size_t>(t.id)].key, *host);
+          self->hooks_.send(self->key_of(t), *host);
           self->complete_later(t);
         });
         return false;
       }
-      hooks_.send(it.key, inputs[0]);
+      hooks_.send(key_of(t), inputs[0]);
       complete(t, ready);
       return true;
     case executor_plan::node_kind::recv:
-      hooks_.recv(it.key, [self = shared_from_this(), t](result<tensor> value) {
+      hooks_.recv(key_of(t), [self = shared_from_this(), t](result<tensor> value) {
         if (!value) {
           self->fail_later(t.id, value.error());
+          return;
+        }
+        if (!value->is_initialized()) {
+          self->complete_later(t, deadness{true, -1}); // sent dead
           return;
         }
         auto& item = self->plan_->items()[static_cast<std::size_t>(t.id)];
@@ -794,6 +807,8 @@ void step_execution::enter_frame(const tagged_node& t, bool dead, tensor value,
       slot->parent = &parent;
       slot->parent_iteration = t.iteration;
       slot->pending_enters = slot->info->num_enters;
+      slot->path = (parent.path.empty() ? std::string{} : parent.path + "/") + slot->info->name +
+                   "." + std::to_string(t.iteration->index);
       ++t.iteration->outstanding_frames;
     }
     child = slot.get();

@@ -1,5 +1,6 @@
 #include "graph/partition.hpp"
 
+#include "graph/frames.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/rendezvous_key.hpp"
 
@@ -71,6 +72,10 @@ public:
     : g_(g), fed_(fed), incarnations_(incarnations) {}
 
   status run(const std::vector<int>& node_ids) {
+    auto layout = find_frames(g_);
+    if (!layout)
+      return layout.error();
+    layout_ = std::move(*layout);
     // Copy every node first so that edges can refer to producers in any order.
     for (auto id : node_ids) {
       auto& n = g_.at(id);
@@ -83,7 +88,19 @@ public:
       if (!added)
         return added.error();
       local_id_[id] = *added;
+      auto frame = layout_.frame_of[static_cast<std::size_t>(id)];
+      if (frame > 0)
+        frames_in_[n.assigned_device].insert(frame);
+      if (n.op == "LoopCond")
+        home_[frame] = id;
     }
+    for (auto id : node_ids)
+      if (auto& n = g_.at(id); n.op == "Merge") {
+        auto frame = layout_.frame_of[static_cast<std::size_t>(id)];
+        auto home = home_.find(frame);
+        if (home != home_.end() && g_.at(home->second).assigned_device == n.assigned_device)
+          home_merge_.emplace(frame, id);
+      }
     for (auto id : node_ids) {
       auto& n = g_.at(id);
       auto& dst = part(n.assigned_device);
@@ -102,7 +119,7 @@ public:
         local.control_inputs.push_back(*source);
       }
     }
-    return {};
+    return add_loop_control();
   }
 
   std::map<std::string, std::shared_ptr<graph>> take() { return std::move(parts_); }
@@ -138,6 +155,7 @@ private:
     if (!received)
       return received.error();
     recv_cache_[cache_key] = *received;
+    note_recv_in_frame(dst_device, layout_.output_frame(g_, in.node_id), *received);
     return edge_source{*received, 0};
   }
 
@@ -175,6 +193,7 @@ private:
     if (!received)
       return received.error();
     recv_cache_[cache_key] = *received;
+    note_recv_in_frame(dst_device, layout_.output_frame(g_, src_id), *received);
     return *received;
   }
 
@@ -222,7 +241,137 @@ private:
     return part(device).add_node_verbatim(std::move(recv));
   }
 
+  /// A _Recv made in a loop's frame runs once per iteration: it waits for the node that
+  /// drives the frame's iterations on its device (add_loop_control).
+  void note_recv_in_frame(const std::string& device, int frame, int recv) {
+    if (frame > 0) {
+      frames_in_[device].insert(frame);
+      frame_recvs_[{device, frame}].push_back(recv);
+    }
+  }
+
+  /// TensorFlow's distributed while loop: a device running part of a loop whose LoopCond is
+  /// elsewhere gets its own copy of the loop's control, driven by the condition's value sent
+  /// to it every iteration: Enter -> Merge -> Switch(LoopCond received) -> Identity ->
+  /// NextIteration -> Merge. On the LoopCond's own device the LoopCond drives. Every _Recv in
+  /// a loop's frame waits for its device's driver, so that it runs once per iteration. Loops
+  /// around the loop get the same, outermost first.
+  status add_loop_control() {
+    std::map<std::pair<std::string, int>, int> driver;
+    auto frames_in = frames_in_; // control loops add receives to these
+    for (auto& [device, frames] : frames_in) {
+      std::set<int> needed;
+      for (auto f : frames)
+        for (auto a = f; a > 0; a = layout_.frames[static_cast<std::size_t>(a)].parent)
+          needed.insert(a);
+      // Outer frames first (a frame's index is above its parent's).
+      for (auto f : needed) {
+        auto home = home_.find(f);
+        if (home == home_.end())
+          return make_error(errc::invalid_argument,
+                            "while loop '" + layout_.frames[static_cast<std::size_t>(f)].name +
+                              "' has no LoopCond among the nodes this step runs");
+        auto& loop_cond = g_.at(home->second);
+        if (loop_cond.assigned_device == device) {
+          // At home a Merge of the loop drives (it depends on nothing received this iteration;
+          // the LoopCond may).
+          auto merge = home_merge_.find(f);
+          if (merge == home_merge_.end())
+            return make_error(errc::invalid_argument,
+                              "while loop '" + layout_.frames[static_cast<std::size_t>(f)].name +
+                                "' has no Merge beside its LoopCond on " + device);
+          driver[{device, f}] = local_id_.at(merge->second);
+          continue;
+        }
+        auto made = add_control_loop(device, f, driver);
+        if (!made)
+          return made.error();
+        driver[{device, f}] = *made;
+      }
+    }
+    for (auto& [where, recvs] : frame_recvs_) {
+      auto d = driver.find(where);
+      if (d == driver.end())
+        return make_error(errc::internal, "no driver for a loop frame on " + where.first);
+      for (auto recv : recvs)
+        part(where.first).at(recv).control_inputs.push_back(d->second);
+    }
+    return {};
+  }
+
+  /// The control loop of frame `f` on `device`; returns its Merge (the frame's driver there).
+  result<int> add_control_loop(const std::string& device, int f,
+                               const std::map<std::pair<std::string, int>, int>& driver) {
+    auto& frame = layout_.frames[static_cast<std::size_t>(f)];
+    auto& p = part(device);
+    auto prefix = "_loop_control/" + frame.name + "/" + sanitize(device) + "/";
+    auto add = [&](const std::string& name, const std::string& op, std::vector<edge_source> inputs,
+                   dtype type, int outputs) -> result<int> {
+      node n;
+      n.name = prefix + name;
+      n.op = op;
+      n.inputs = std::move(inputs);
+      n.kernel_type = type;
+      n.assigned_device = device;
+      n.output_types.assign(static_cast<std::size_t>(outputs), type);
+      n.output_shapes.assign(static_cast<std::size_t>(outputs), tensor_shape{});
+      return p.add_node_verbatim(std::move(n));
+    };
+    // What enters: a scalar in the step's frame, else the outer frame's driver.
+    edge_source entering;
+    dtype type = dtype::float32;
+    if (frame.parent == 0) {
+      node zero;
+      zero.name = prefix + "zero";
+      zero.op = "Const";
+      zero.attrs = {{"value", tensor::scalar(0.f)}, {"dtype", dtype::float32}};
+      zero.output_types = {dtype::float32};
+      zero.output_shapes = {tensor_shape{}};
+      zero.kernel_type = dtype::float32;
+      zero.assigned_device = device;
+      auto id = p.add_node_verbatim(std::move(zero));
+      if (!id)
+        return id.error();
+      entering = edge_source{*id, 0};
+    } else {
+      auto outer = driver.at({device, frame.parent});
+      entering = edge_source{outer, 0};
+      type = p.at(outer).output_types.at(0);
+    }
+    auto enter = add("Enter", "Enter", {entering}, type, 1);
+    if (!enter)
+      return enter.error();
+    p.at(*enter).attrs = {{"frame_name", frame.name},
+                          {"is_constant", false},
+                          {"parallel_iterations", frame.parallel_iterations}};
+    auto merge = add("Merge", "Merge", {edge_source{*enter, 0}, edge_source{*enter, 0}}, type, 2);
+    if (!merge)
+      return merge.error();
+    p.at(*merge).output_types[1] = dtype::int32;
+    auto pred = resolve_data(edge_source{home_.at(f), 0}, device);
+    if (!pred)
+      return pred.error();
+    auto switched = add("Switch", "Switch", {edge_source{*merge, 0}, *pred}, type, 2);
+    if (!switched)
+      return switched.error();
+    auto pivot = add("Identity", "Identity", {edge_source{*switched, 1}}, type, 1);
+    if (!pivot)
+      return pivot.error();
+    auto next = add("NextIteration", "NextIteration", {edge_source{*pivot, 0}}, type, 1);
+    if (!next)
+      return next.error();
+    p.at(*merge).inputs[1] = edge_source{*next, 0};
+    return *merge;
+  }
+
   const graph& g_;
+  frame_layout layout_;
+  /// Per device, the loop frames it runs nodes of.
+  std::map<std::string, std::set<int>> frames_in_;
+  /// The LoopCond of each frame, and a Merge of the frame on the LoopCond's device.
+  std::map<int, int> home_;
+  std::map<int, int> home_merge_;
+  std::map<std::pair<std::string, int>, std::vector<int>> frame_recvs_;
   const std::set<int>& fed_;
   const std::map<std::string, std::uint64_t>& incarnations_;
   std::map<std::string, std::shared_ptr<graph>> parts_;

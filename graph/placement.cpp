@@ -80,17 +80,25 @@ status place_nodes(graph& g, const std::vector<int>& node_ids, const std::vector
         parent[static_cast<std::size_t>(find_root(parent, id))] = find_root(parent, other);
     }
   }
-  // A while loop runs on one device, with the Enters into it: each outermost loop is a
-  // colocation group (partitioning does not split a loop between devices).
+  // A while loop's control (its variables' Enters, Merges, Switches, Exits, NextIterations and LoopCond)
+  // stays on one device, so that devices running parts of its body need only the condition's
+  // value each iteration (graph/partition.cpp, add_loop_control).
   if (auto layout = find_frames(g); layout.ok()) {
-    std::map<int, int> loop_member;
+    std::map<int, int> control_member;
     for (auto id : node_ids) {
+      auto& op = g.at(id).op;
       auto frame = layout->frame_of[static_cast<std::size_t>(id)];
-      if (layout->child_frame[static_cast<std::size_t>(id)] > 0)
-        frame = layout->child_frame[static_cast<std::size_t>(id)];
-      if (frame == 0)
+      // (A loop invariant's Enter goes with what reads it.)
+      if (op == "Enter" && g.at(id).attr_or<bool>("is_constant", false))
         continue;
-      auto [first, added] = loop_member.emplace(layout->outermost(frame), id);
+      if (op == "Enter")
+        frame = layout->child_frame[static_cast<std::size_t>(id)];
+      else if (op != "Merge" && op != "Switch" && op != "Exit" && op != "NextIteration" &&
+               op != "LoopCond")
+        continue;
+      if (frame == 0)
+        continue; // a cond's Switches and Merges go where their inputs' devices say
+      auto [first, added] = control_member.emplace(frame, id);
       if (!added)
         parent[static_cast<std::size_t>(find_root(parent, id))] = find_root(parent, first->second);
     }

@@ -31,9 +31,25 @@ std::string incarnation_to_string(std::uint64_t incarnation) {
   return digits;
 }
 
+namespace {
+
+constexpr std::string_view frame_marker = ";@";
+
+} // namespace
+
 std::string rendezvous_key::to_string() const {
-  return send_device + ";" + incarnation_to_string(send_incarnation) + ";" + recv_device + ";" +
-         tensor;
+  auto text = send_device + ";" + incarnation_to_string(send_incarnation) + ";" + recv_device + ";" +
+              tensor;
+  return frame_iteration.empty() ? text : with_frame_iteration(text, frame_iteration);
+}
+
+std::string with_frame_iteration(const std::string& key, const std::string& frame_iteration) {
+  return key + std::string{frame_marker} + frame_iteration;
+}
+
+std::string_view without_frame_iteration(std::string_view text) {
+  auto at = text.rfind(frame_marker);
+  return at == std::string_view::npos ? text : text.substr(0, at);
 }
 
 result<rendezvous_key> rendezvous_key::parse(std::string_view text) {
@@ -56,8 +72,15 @@ result<rendezvous_key> rendezvous_key::parse(std::string_view text) {
   auto incarnation = parse_hex(parts[1]);
   if (!incarnation)
     return bad(incarnation.error().message());
+  std::string frame_iteration;
+  if (auto at = parts[3].rfind(frame_marker); at != std::string_view::npos) {
+    frame_iteration = std::string{parts[3].substr(at + frame_marker.size())};
+    parts[3] = parts[3].substr(0, at);
+    if (parts[3].empty() || frame_iteration.empty())
+      return bad("an empty tensor or frame");
+  }
   return rendezvous_key{std::string{parts[0]}, *incarnation, std::string{parts[2]},
-                        std::string{parts[3]}};
+                        std::string{parts[3]}, std::move(frame_iteration)};
 }
 
 rendezvous_key make_rendezvous_key(std::string send_device, std::string recv_device,

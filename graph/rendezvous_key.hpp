@@ -4,7 +4,9 @@
 /// and parsed in one place.
 ///   auto key = make_rendezvous_key(send_device, recv_device, "w/read:0", send_incarnation);
 ///   auto parsed = rendezvous_key::parse(text);    // what a receiver gets back
-/// Text form: "<send device>;<send incarnation, 16 hex digits>;<recv device>;<tensor>". The
+/// Text form: "<send device>;<send incarnation, 16 hex digits>;<recv device>;<tensor>", and for
+/// a tensor crossing inside a while loop ";@<frame>:<iteration>" after it (the executor adds
+/// that part at run time: with_frame_iteration). The
 /// incarnation is a number a task draws when it starts: a key made for a task's earlier life
 /// never equals one made for its current life, so a restarted task's stale tensors cannot be
 /// taken for live ones.
@@ -25,6 +27,8 @@ struct rendezvous_key {
   std::string recv_device;
   /// "node:output", or "^node" for a control edge.
   std::string tensor;
+  /// Inside a while loop: which frame and iteration ("outer.0/inner.3:2"); empty outside.
+  std::string frame_iteration;
 
   std::string to_string() const;
 
@@ -33,9 +37,15 @@ struct rendezvous_key {
 
   friend bool operator==(const rendezvous_key& a, const rendezvous_key& b) {
     return a.send_device == b.send_device && a.send_incarnation == b.send_incarnation &&
-           a.recv_device == b.recv_device && a.tensor == b.tensor;
+           a.recv_device == b.recv_device && a.tensor == b.tensor &&
+           a.frame_iteration == b.frame_iteration;
   }
 };
+
+/// `key` (a key's text without a frame part) for one iteration of one frame.
+std::string with_frame_iteration(const std::string& key, const std::string& frame_iteration);
+/// The key's text without its frame part: what the partitioner made.
+std::string_view without_frame_iteration(std::string_view text);
 
 /// An incarnation as the key writes it: 16 lower-case hex digits.
 std::string incarnation_to_string(std::uint64_t incarnation);

@@ -6,6 +6,7 @@
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
 #include "support/processes.hpp"
+#include "support/recurrent_model.hpp"
 #include "support/temp_dir.hpp"
 #include "train/models.hpp"
 
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <csignal>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -73,6 +75,46 @@ TEST_CASE("the classic example trains on four worker processes: W goes to 0.1 an
     // The model runs on gongzuo/0 (the loss's value itself is never needed by training).
     CHECK(g.at(y.node_id).assigned_device == "/job:gongzuo/replica:0/task:0/device:CPU:0");
   }
+  CHECK(cluster->stop());
+}
+
+TEST_CASE("a while loop whose body spans two worker processes trains like one device") {
+  // The same model and seed on this process's CPU, then with the loop's control on worker 0
+  // and the input's part of every step on worker 1, the variables on the ps: each worker runs
+  // its own copy of the loop's control, the condition crossing the network every iteration.
+  auto losses = [](session_options options, const std::string& input_device) {
+    graph g;
+    g.seed = 7;
+    auto d = g.device("/job:worker/task:0");
+    auto m = actorflow::testing::build_recurrent(g, input_device);
+    INFO(g.status().to_string());
+    REQUIRE(g.status().ok());
+    session s{g, options};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+    std::vector<float> out;
+    for (int step = 0; step < 10; ++step) {
+      auto r = s.run({m.loss}, {}, {m.train});
+      INFO(r.error().to_string());
+      REQUIRE(r.ok());
+      out.push_back(r->at(0).scalar_value<float>());
+    }
+    if (!input_device.empty()) {
+      CHECK(g.at(g.find("while/from_input")).assigned_device == "/job:worker/replica:0/task:1/device:CPU:0");
+      CHECK(g.at(g.find("while/LoopCond")).assigned_device == "/job:worker/replica:0/task:0/device:CPU:0");
+    }
+    return out;
+  };
+  session_options local_options;
+  local_options.in_process_cluster = {{"worker", 2}};
+  auto local = losses(local_options, "");
+  auto cluster = start_cluster({{"worker", 2}});
+  session_options options;
+  options.cluster = std::make_shared<cluster_spec>(*cluster_spec::parse(cluster->spec_json()));
+  options.timeout_seconds = 30;
+  auto split = losses(options, "/job:worker/task:1");
+  REQUIRE(split.size() == local.size());
+  for (std::size_t i = 0; i < local.size(); ++i)
+    CHECK(split[i] == Approx(local[i]).epsilon(1e-5));
   CHECK(cluster->stop());
 }
 
