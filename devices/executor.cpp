@@ -62,7 +62,8 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
     it.def = &n;
     it.num_outputs = static_cast<int>(n.output_types.size());
     it.kind = kind_of(n.op);
-    plan->has_control_flow_ = plan->has_control_flow_ || is_control_flow(it.kind);
+    plan->has_control_flow_ = plan->has_control_flow_ || is_control_flow(it.kind) ||
+                              (it.kind == node_kind::recv && n.attr_or<bool>("may_be_dead", false));
     plan->by_name_.emplace(n.name, static_cast<int>(i));
     if (n.attr_or<bool>(commit_gate_attr, false))
       ++plan->gated_updates_;

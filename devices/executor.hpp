@@ -115,8 +115,8 @@ public:
   const std::vector<frame_info>& frames() const { return frames_; }
   /// Nodes of frame 0 without inputs.
   const std::vector<int>& roots() const { return roots_; }
-  /// Whether any node is a control-flow primitive: steps then track frames, iterations and
-  /// dead tensors (TensorFlow's PropagatorState); otherwise the lock-free simple propagation.
+  /// Whether any node is a control-flow primitive or a _Recv that may get a dead tensor
+  /// (attr may_be_dead): steps then track frames, iterations and dead tensors (TensorFlow's PropagatorState); otherwise the lock-free simple propagation.
   bool has_control_flow() const { return has_control_flow_; }
   device& dev() const { return *device_; }
   /// Whether the device computes in memory of its own (inputs may need copies), decided once.

@@ -41,8 +41,11 @@ output cond_context::capture(const output& x) {
   auto outer_value = g_.bring_into(outer(), x);
   output taken;
   {
-    // The Switch runs where the cond was called; only its selected output is inside.
+    // The Switch runs where the cond was called, beside its value (TensorFlow's): a branch on
+    // another device receives the switched value, dead (a few bytes) when not taken, instead
+    // of the value itself. Only its selected output is inside.
     auto in_outer = g_.enter_context(outer());
+    auto beside = g_.colocate_with(outer_value);
     taken = ops::switch_(outer_value, pred_).first;
     taken.index = branch_;
   }

@@ -93,6 +93,8 @@ public:
         frames_in_[n.assigned_device].insert(frame);
       if (n.op == "LoopCond")
         home_[frame] = id;
+      if (n.op == "Switch")
+        has_switch_ = true;
     }
     for (auto id : node_ids)
       if (auto& n = g_.at(id); n.op == "Merge") {
@@ -236,6 +238,9 @@ private:
                   {"dtype", type}, {"shape", shape}};
     recv.output_types = {type};
     recv.output_shapes = {shape};
+    // With Switches in the graph a dead value may arrive: the receiving step tracks deadness.
+    if (has_switch_)
+      recv.attrs["may_be_dead"] = true;
     recv.kernel_type = type;
     recv.assigned_device = device;
     return part(device).add_node_verbatim(std::move(recv));
@@ -371,6 +376,7 @@ private:
   /// The LoopCond of each frame, and a Merge of the frame on the LoopCond's device.
   std::map<int, int> home_;
   std::map<int, int> home_merge_;
+  bool has_switch_ = false;
   std::map<std::pair<std::string, int>, std::vector<int>> frame_recvs_;
   const std::set<int>& fed_;
   const std::map<std::string, std::uint64_t>& incarnations_;

@@ -34,7 +34,8 @@ void add_target_roots(const graph& g, int target, std::vector<int>& roots);
 /// destination device); cross-device control edges get a pair carrying a dummy scalar.
 /// _Send/_Recv attrs: "key" (a rendezvous_key's text, graph/rendezvous_key.hpp, carrying the
 /// sending device's incarnation from `incarnations`, by full device name; 0 for a device not
-/// listed), "send_device", "recv_device"; _Recv also "dtype" and "shape". Inputs of fed nodes
+/// listed), "send_device", "recv_device"; _Recv also "dtype" and "shape", and "may_be_dead"
+/// when the graph has Switches (graph/control_flow.hpp). Inputs of fed nodes
 /// are dropped (they are not computed).
 result<std::map<std::string, std::shared_ptr<graph>>>
 partition_graph(const graph& g, const std::vector<int>& node_ids, const std::set<int>& fed,

@@ -39,14 +39,7 @@ std::vector<float> train_losses(session_options options, bool replicated,
   REQUIRE(g.status().ok());
   options.log_device_placement = true;
   session s{g, options};
-  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
-  std::vector<float> losses;
-  for (int step = 0; step < 30; ++step) {
-    auto r = s.run({m.loss}, {}, {m.train});
-    INFO(r.error().to_string());
-    REQUIRE(r.ok());
-    losses.push_back(r->at(0).scalar_value<float>());
-  }
+  auto losses = actorflow::testing::train_recurrent(s, g, m, 30);
   if (replicated) {
     CHECK(g.at(m.w.ref.node_id).assigned_device == "/job:ps/replica:0/task:0/device:CPU:0");
     CHECK(g.at(m.last_state.node_id).assigned_device == "/job:worker/replica:0/task:0/device:CPU:0");
@@ -128,4 +121,44 @@ TEST_CASE("a cond through a session takes the branch its predicate picks") {
   REQUIRE(no.ok());
   CHECK(yes->at(0).scalar_value<float>() == 25.f);
   CHECK(no->at(0).scalar_value<float>() == 4.f);
+}
+
+TEST_CASE("a cond whose branches run on other tasks sends them only the taken branch's values") {
+  for (bool take_far_branch : {true, false}) {
+    graph g;
+    auto p = ops::placeholder(g, dtype::boolean, {}, "p");
+    output x, y;
+    {
+      auto on_worker0 = g.device("/job:worker/task:0");
+      x = ops::fill(g, {256, 256}, ops::constant(g, 0.5f), "x");
+    }
+    y = ops::cond(
+      p,
+      [&] {
+        auto far = g.device("/job:worker/task:1");
+        return ops::reduce_sum(ops::matmul(x, x), {}, false, "far_sum");
+      },
+      [&] {
+        auto near = g.device("/job:worker/task:0");
+        return ops::reduce_sum(x, {}, false, "near_sum");
+      });
+    session_options options;
+    options.in_process_cluster = {{"worker", 2}};
+    options.log_device_placement = true;
+    session s{g, options};
+    auto r = s.run({y}, {{p, tensor::scalar(take_far_branch)}});
+    INFO(r.error().to_string());
+    REQUIRE(r.ok());
+    CHECK(r->at(0).scalar_value<float>() ==
+          Approx(take_far_branch ? 256.f * 256.f * 256.f * 0.25f : 256.f * 256.f * 0.5f));
+    // x is switched where it is made: what crosses to task 1 is the switched value, dead (an
+    // empty tensor) when the far branch is not taken.
+    auto switches = 0;
+    for (auto& line : s.placement_log())
+      if (line.rfind("cond/Switch", 0) == 0) {
+        ++switches;
+        CHECK_THAT(line, Contains("/job:worker/replica:0/task:0/"));
+      }
+    CHECK(switches >= 2);
+  }
 }

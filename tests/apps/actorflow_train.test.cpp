@@ -206,6 +206,18 @@ TEST_CASE("towers on two test devices train like towers soft-placed on the CPU a
   std::filesystem::remove_all(out);
 }
 
+namespace {
+
+/// The "test accuracy: X" actorflow-train prints last.
+double final_test_accuracy(const std::string& output) {
+  double accuracy = 0;
+  REQUIRE(std::sscanf(last_line_starting(output, "test accuracy: ").c_str(), "test accuracy: %lf",
+                      &accuracy) == 1);
+  return accuracy;
+}
+
+} // namespace
+
 TEST_CASE("the CNN trains three epochs on the CPU to at least 0.89 test accuracy") {
   INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
   REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
@@ -215,10 +227,7 @@ TEST_CASE("the CNN trains three epochs on the CPU to at least 0.89 test accuracy
   auto r = run_train("--model cnn --local --epochs 3 --threads 1 --log-every 1000 --output-dir " + out);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  double accuracy = 0;
-  REQUIRE(std::sscanf(last_line_starting(r.output, "test accuracy: ").c_str(), "test accuracy: %lf",
-                      &accuracy) == 1);
-  CHECK(accuracy >= 0.89);
+  CHECK(final_test_accuracy(r.output) >= 0.89);
   std::filesystem::remove_all(out);
 }
 
@@ -229,10 +238,7 @@ TEST_CASE("the RNN, a while loop over image rows, trains three epochs to at leas
   auto r = run_train("--model rnn --local --epochs 3 --threads 1 --log-every 1000 --output-dir " + out);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  double accuracy = 0;
-  REQUIRE(std::sscanf(last_line_starting(r.output, "test accuracy: ").c_str(), "test accuracy: %lf",
-                      &accuracy) == 1);
-  CHECK(accuracy >= 0.80);
+  CHECK(final_test_accuracy(r.output) >= 0.80);
   // On the in-process cluster the loop runs on the workers, the variables on the ps.
   auto cluster = run_train("--model rnn --epochs 1 --threads 1 --log-every 1000 "
                            "--log-device-placement --output-dir " + out);

@@ -90,14 +90,7 @@ TEST_CASE("a while loop whose body spans two worker processes trains like one de
     INFO(g.status().to_string());
     REQUIRE(g.status().ok());
     session s{g, options};
-    REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
-    std::vector<float> out;
-    for (int step = 0; step < 10; ++step) {
-      auto r = s.run({m.loss}, {}, {m.train});
-      INFO(r.error().to_string());
-      REQUIRE(r.ok());
-      out.push_back(r->at(0).scalar_value<float>());
-    }
+    auto out = actorflow::testing::train_recurrent(s, g, m, 10);
     if (!input_device.empty()) {
       CHECK(g.at(g.find("while/from_input")).assigned_device == "/job:worker/replica:0/task:1/device:CPU:0");
       CHECK(g.at(g.find("while/LoopCond")).assigned_device == "/job:worker/replica:0/task:0/device:CPU:0");

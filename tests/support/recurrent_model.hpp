@@ -2,11 +2,16 @@
 /// A small recurrent model for control-flow tests: a tanh recurrence in a while_loop, trained
 /// by gradient descent, with the input's part of each step optionally pinned elsewhere.
 ///   graph g;  g.seed = 7;
-///   auto m = build_recurrent(g, "/job:worker/task:1");   // run m.train, fetch m.loss
+///   auto m = build_recurrent(g, "/job:worker/task:1");
+///   session s{g, options};
+///   auto losses = train_recurrent(s, g, m, 30);           // the loss before each step
 
+#include "actors/session.hpp"
 #include "graph/control_flow.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
+
+#include <catch2/catch.hpp>
 
 #include <optional>
 #include <string>
@@ -51,6 +56,19 @@ inline recurrent_model build_recurrent(graph& g, const std::string& input_device
   m.loss = ops::reduce_mean(ops::square(ops::reduce_sum(out[1], {1}) - target), {}, false, "loss");
   m.train = gradient_descent_optimizer{0.2}.minimize(m.loss);
   return m;
+}
+
+/// Initialises the variables and runs `steps` training steps; the loss of each.
+inline std::vector<float> train_recurrent(session& s, graph& g, const recurrent_model& m, int steps) {
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  std::vector<float> losses;
+  for (int step = 0; step < steps; ++step) {
+    auto r = s.run({m.loss}, {}, {m.train});
+    INFO(r.error().to_string());
+    REQUIRE(r.ok());
+    losses.push_back(r->at(0).scalar_value<float>());
+  }
+  return losses;
 }
 
 } // namespace actorflow::testing
