@@ -384,9 +384,17 @@ bool step_execution::inexpensive(const tagged_node& t) {
 
 void step_execution::release_inputs(const tagged_node& t) {
   auto& iteration = *t.iteration;
-  for (auto slot : plan_->items()[static_cast<std::size_t>(t.id)].input_slots)
-    if (iteration.readers_left[static_cast<std::size_t>(slot)].fetch_sub(1, std::memory_order_acq_rel) == 1)
-      iteration.slots[static_cast<std::size_t>(slot)] = tensor{};
+  auto& it = plan_->items()[static_cast<std::size_t>(t.id)];
+  for (std::size_t k = 0; k < it.input_slots.size(); ++k) {
+    // A Merge lets go of the input it took only: another may still be written (a second live
+    // input arriving late), and goes with its iteration.
+    if (it.kind == executor_plan::node_kind::merge &&
+        static_cast<int>(k) != iteration.merge_taken[static_cast<std::size_t>(it.local_id)])
+      continue;
+    auto slot = static_cast<std::size_t>(it.input_slots[k]);
+    if (iteration.readers_left[slot].fetch_sub(1, std::memory_order_acq_rel) == 1)
+      iteration.slots[slot] = tensor{};
+  }
 }
 
 void step_execution::run_from(tagged_node first, bool on_pool) {
@@ -450,6 +458,17 @@ bool step_execution::process(const tagged_node& t, std::vector<tagged_node>& rea
     // A dead tensor crosses devices as an empty one: the receiver's _Recv is dead in turn.
     if (it.kind == executor_plan::node_kind::send)
       hooks_.send(key_of(t), tensor{});
+    // A dead _Recv still takes what was sent to it (TensorFlow runs dead transfer nodes), so
+    // nothing is left waiting in the step's rendezvous.
+    if (it.kind == executor_plan::node_kind::recv) {
+      hooks_.recv(key_of(t), [self = shared_from_this(), t](result<tensor> value) {
+        if (!value)
+          self->fail_later(t.id, value.error());
+        else
+          self->complete_later(t, deadness{true, -1});
+      });
+      return false;
+    }
     complete(t, ready, deadness{true, -1});
     return true;
   }

@@ -38,6 +38,17 @@ output cond_context::capture(const output& x) {
     return x;
   if (auto i = captured_.find(key_of(x)); i != captured_.end())
     return i->second;
+  // A forward loop's value in a gradient branch: popped here, so only iterations that took the
+  // branch (whose forward pass pushed it) pop it.
+  auto* made_in = g_.context_of(x.node_id);
+  auto* backward = enclosing_while(outer());
+  if (backward != nullptr && backward->forward() != nullptr && made_in != nullptr &&
+      made_in->is_within(backward->forward())) {
+    auto value = backward->forward_value(x, this);
+    captured_[key_of(x)] = value;
+    inside_.insert(key_of(value));
+    return value;
+  }
   auto outer_value = g_.bring_into(outer(), x);
   output taken;
   {
@@ -52,6 +63,35 @@ output cond_context::capture(const output& x) {
   captured_[key_of(x)] = taken;
   inside_.insert(key_of(taken));
   return taken;
+}
+
+cond_context* make_cond_branch(graph& g, control_flow_context* outer, output pred,
+                               output pivot_source, int branch, const std::string& name) {
+  auto* context = g.add_context(std::make_unique<cond_context>(g, outer, pred, branch, name));
+  auto pivot = ops::identity(pivot_source, branch == 1 ? "switch_t" : "switch_f");
+  g.set_context_of(pivot.node_id, context);
+  context->set_pivot(pivot.node_id);
+  context->add_inside(pivot);
+  return context;
+}
+
+cond_context* cond_context::gradient_branch(while_context& backward) {
+  if (auto i = gradient_branches_.find(&backward); i != gradient_branches_.end())
+    return i->second;
+  control_flow_context* outer_gradient = &backward;
+  if (auto* enclosing = dynamic_cast<cond_context*>(outer()))
+    outer_gradient = enclosing->gradient_branch(backward);
+  cond_context* made = nullptr;
+  {
+    auto in_outer = g_.enter_context(outer_gradient);
+    auto scope = g_.name_scope("cond_grad");
+    auto pred = g_.bring_into(outer_gradient, pred_);
+    auto switched = ops::switch_(pred, pred, "switch_pred");
+    made = make_cond_branch(g_, outer_gradient, pred, branch_ == 1 ? switched.second : switched.first,
+                            branch_, name_ + "_grad");
+  }
+  gradient_branches_[&backward] = made;
+  return made;
 }
 
 // --- while_context ---------------------------------------------------------------------------
@@ -75,7 +115,7 @@ output while_context::capture(const output& x) {
     return i->second;
   auto* made_in = g_.context_of(x.node_id);
   if (forward_ != nullptr && made_in != nullptr && made_in->is_within(forward_)) {
-    auto value = forward_value_(x);
+    auto value = forward_value_(x, this);
     captured_[key_of(x)] = value;
     return value;
   }
@@ -159,12 +199,8 @@ std::vector<output> cond(output pred, const std::function<std::vector<output>()>
   const std::function<std::vector<output>()>* fns[2] = {&false_fn, &true_fn};
   output pivots[2] = {pred_false, pred_true};
   for (int branch : {1, 0}) {
-    auto* context = g.add_context(std::make_unique<cond_context>(
-      g, outer, pred, branch, g.current_scope() + (branch == 1 ? "/true" : "/false")));
-    auto pivot = ops::identity(pivots[branch], branch == 1 ? "switch_t" : "switch_f");
-    g.set_context_of(pivot.node_id, context);
-    context->set_pivot(pivot.node_id);
-    context->add_inside(pivot);
+    auto* context = make_cond_branch(g, outer, pred, pivots[branch], branch,
+                                     g.current_scope() + (branch == 1 ? "/true" : "/false"));
     auto inside = g.enter_context(context);
     results[branch] = (*fns[branch])();
     // Each result is the branch's own node (an outside value comes in switched), dead when

@@ -29,6 +29,8 @@
 namespace actorflow {
 
 /// One branch of a cond: inputs from outside come through Switch(x, pred):branch.
+class while_context;
+
 class cond_context final : public control_flow_context {
 public:
   cond_context(graph& g, control_flow_context* outer, output pred, int branch, std::string name);
@@ -43,6 +45,12 @@ public:
   /// Marks `x` as usable inside without a Switch (the pivot's own output).
   void add_inside(const output& x) { inside_.insert({x.node_id, x.index}); }
 
+  /// This branch (inside a loop's body) as the backward loop `backward` sees it: a branch of
+  /// its own on the forward predicate popped there, where the gradients of this branch's ops
+  /// are built (live, and popping forward values, only in iterations that took the branch).
+  /// Made once per backward loop.
+  cond_context* gradient_branch(while_context& backward);
+
 private:
   graph& g_;
   output pred_;
@@ -51,7 +59,12 @@ private:
   int pivot_ = -1;
   std::map<std::pair<int, int>, output> captured_;
   std::set<std::pair<int, int>> inside_;
+  std::map<while_context*, cond_context*> gradient_branches_;
 };
+
+/// A branch of a cond on `pred` (in `outer`), with its pivot: what cond() makes twice.
+cond_context* make_cond_branch(graph& g, control_flow_context* outer, output pred, output pivot_source,
+                               int branch, const std::string& name);
 
 /// A while loop's frame. Nodes whose outputs live in the frame belong to it: the Enters (their
 /// outputs are inside), Merges, Switches, the body; Exits belong to the outer context.
@@ -93,12 +106,16 @@ public:
   const invariant* find_invariant(const output& inside_value) const;
 
   /// Makes this loop the backward loop of `forward`: a value of the forward loop's body used
-  /// inside is obtained from `forward_value` (a pop of what the forward loop pushed).
-  void set_forward(while_context* forward, std::function<output(const output&)> forward_value) {
+  /// inside (in this loop, or in a branch `where` within it) is obtained from
+  /// `forward_value(x, where)` (a pop of what the forward loop pushed).
+  using forward_value_function = std::function<output(const output& x, control_flow_context* where)>;
+  void set_forward(while_context* forward, forward_value_function forward_value) {
     forward_ = forward;
     forward_value_ = std::move(forward_value);
   }
   while_context* forward() const { return forward_; }
+  /// Forward value `x` in `where` (this loop or a branch inside it).
+  output forward_value(const output& x, control_flow_context* where) { return forward_value_(x, where); }
   /// In a backward loop: the forward iteration the current iteration mirrors (int32); set by
   /// the gradient while the body is built.
   output forward_iteration;
@@ -112,7 +129,7 @@ private:
   std::set<std::pair<int, int>> inside_;
   std::vector<invariant> invariants_;
   while_context* forward_ = nullptr;
-  std::function<output(const output&)> forward_value_;
+  forward_value_function forward_value_;
 };
 
 /// The innermost while loop enclosing `context` (itself included); null for none.

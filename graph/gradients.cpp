@@ -392,13 +392,19 @@ status tanh_grad_grad(graph& g, const node& op, const grads& dy, grads& dx) {
 status switch_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   if (!dy[0].valid() && !dy[1].valid())
     return {};
-  // The output of the untaken branch is dead; zeros made from it are dead too, so the Merge
-  // takes the live branch's gradient, or zeros when that branch has none.
+  // Zeros switched like the value are dead on the untaken side, so the Merge takes the live
+  // branch's gradient, or zeros when that branch has none. (Made from the Switch's inputs,
+  // which a backward loop pops in every iteration, not from the branch's output.)
   std::vector<output> branches(2);
-  for (int k = 0; k < 2; ++k)
-    branches[static_cast<std::size_t>(k)] =
-      dy[static_cast<std::size_t>(k)].valid() ? dy[static_cast<std::size_t>(k)]
-                                              : make(g, "ZerosLike", {output_of(g, op, k)});
+  for (int k = 0; k < 2; ++k) {
+    if (dy[static_cast<std::size_t>(k)].valid()) {
+      branches[static_cast<std::size_t>(k)] = dy[static_cast<std::size_t>(k)];
+      continue;
+    }
+    auto zeros = make(g, "ZerosLike", {input_of(g, op, 0)});
+    auto switched = ops::switch_(zeros, input_of(g, op, 1), "zeros_switch");
+    branches[static_cast<std::size_t>(k)] = k == 1 ? switched.second : switched.first;
+  }
   node_spec spec;
   spec.op = "Merge";
   spec.name = "cond_grad";
@@ -414,6 +420,10 @@ status merge_grad(graph& g, const node& op, const grads& dy, grads& dx) {
     if (branch == nullptr)
       return make_error(errc::unimplemented, "Merge '" + op.name + "' is not a cond's: input " +
                                                std::to_string(i) + " comes from no cond branch");
+    // Inside a backward loop the branch is its gradient copy there.
+    auto* backward = enclosing_while(g.current_context());
+    if (backward != nullptr && backward->forward() != nullptr && branch->is_within(backward->forward()))
+      branch = branch->gradient_branch(*backward);
     // The gradient, switched into the branch: live only when the branch was taken.
     dx[i] = g.bring_into(branch, dy[0]);
   }
@@ -548,6 +558,17 @@ private:
       inputs.push_back(g_.at(inv.inside_value.node_id).inputs[0]);
     return inputs;
   }
+  /// Where the gradient of something in `context` is built: in its cond branch (inside a
+  /// loop's body, that branch's gradient copy in the backward loop), else where the walk is.
+  std::optional<scope_guard> enter_branch_of(control_flow_context* context) {
+    auto* branch = dynamic_cast<cond_context*>(context);
+    if (branch == nullptr || context == level_)
+      return std::nullopt;
+    auto* backward = enclosing_while(g_.current_context());
+    if (level_ != nullptr && backward != nullptr && backward->forward() == level_)
+      return g_.enter_context(branch->gradient_branch(*backward));
+    return g_.enter_context(context);
+  }
   /// The sum of several gradients of one output, made in the cond branch they come from
   /// (the gradients of a Switch's output are inside the branch that output feeds).
   output sum_of(const std::vector<output>& grads) {
@@ -608,9 +629,14 @@ bool backprop::run(const std::vector<std::pair<output, output>>& seeds,
   // In a loop's body the walk stops at the xs (the body's inputs): behind them is the loop's
   // own Switch, Merge and NextIteration, a cycle.
   std::set<int> stops;
-  if (level_ != nullptr)
+  if (level_ != nullptr) {
     for (auto& x : xs)
       stops.insert(x.node_id);
+    // Every variable's, the counter and integers included: the condition may read them.
+    if (auto* loop = dynamic_cast<while_context*>(level_))
+      for (auto& v : loop->variables)
+        stops.insert(v.body_input.node_id);
+  }
   while (!stack.empty()) {
     auto id = stack.back();
     stack.pop_back();
@@ -672,6 +698,8 @@ bool backprop::run(const std::vector<std::pair<output, output>>& seeds,
     auto id = ready.top();
     ready.pop();
     if (auto* loop = loop_of_unit(id)) {
+      // A loop inside a cond branch: its backward loop is built in that branch's gradient.
+      auto in_branch = enter_branch_of(loop->outer());
       if (auto s = while_gradient(*loop, between); !s.ok()) {
         g_.record_error(s);
         failed = true;
@@ -696,18 +724,7 @@ bool backprop::run(const std::vector<std::pair<output, output>>& seeds,
       if (has_gradient && (needs_sum || differentiate)) {
         // The sums of several incoming gradients (AddN) and the op's gradient follow one rule:
         // built where the op runs (a cond branch's gradient inside that branch).
-        auto* op_context = g_.context_of(id);
-        std::optional<scope_guard> in_branch;
-        if (op_context != level_ && dynamic_cast<cond_context*>(op_context) != nullptr) {
-          if (level_ != nullptr) {
-            g_.record_error(make_error(errc::unimplemented,
-                                       "gradients through a cond inside a while loop ('" +
-                                         op.name + "') are not supported yet"));
-            failed = true;
-            continue;
-          }
-          in_branch.emplace(g_.enter_context(op_context));
-        }
+        auto in_branch = enter_branch_of(g_.context_of(id));
         auto device = gradient_device_scope(g_, op, options_);
         auto op_scope = g_.name_scope(op.name + "_grad");
 
@@ -781,13 +798,14 @@ status backprop::node_gradient(const node& op, const std::vector<output>& out_gr
   return {};
 }
 
-/// In backward loop `backward` of `forward`: forward value `x`. A loop invariant is brought in
-/// from outside as it is; any other value is pushed by the forward loop in every iteration,
-/// under the iteration numbers of the loops around it, and popped by the backward loop under
-/// the numbers of the iterations it mirrors.
-output forward_value(graph& g, while_context& forward, while_context& backward, const output& x) {
+/// In backward loop `backward` of `forward` (or in a gradient branch `where` inside it):
+/// forward value `x`. A loop invariant is brought in from outside as it is; any other value is
+/// pushed by the forward loop in every iteration that computes it, under the iteration numbers
+/// of the loops around it, and popped under the numbers of the iterations it mirrors.
+output forward_value(graph& g, while_context& forward, while_context& backward, const output& x,
+                     control_flow_context* where) {
   if (auto* inv = forward.find_invariant(x))
-    return g.bring_into(&backward, inv->outer_value);
+    return g.bring_into(where, inv->outer_value);
   std::vector<output> push_indices;
   for (auto* c = static_cast<control_flow_context*>(&forward); c != nullptr; c = c->outer())
     if (auto* w = dynamic_cast<while_context*>(c))
@@ -805,7 +823,8 @@ output forward_value(graph& g, while_context& forward, while_context& backward, 
   }
   int push_id;
   {
-    auto in_forward = g.enter_context(&forward);
+    // Pushed where x lives (a branch pushes only in iterations that take it).
+    auto in_forward = g.enter_context(g.context_of(x.node_id));
     node_spec spec;
     spec.op = "StackPush";
     spec.name = x.name() + "_push";
@@ -816,7 +835,8 @@ output forward_value(graph& g, while_context& forward, while_context& backward, 
   }
   auto stack_name = g.at(push_id).name;
   g.at(push_id).attrs["stack_name"] = stack_name;
-  auto in_backward = g.enter_context(&backward);
+  // Popped where it is used: in a gradient branch, only iterations that took the branch pop.
+  auto in_backward = g.enter_context(where);
   node_spec spec;
   spec.op = "StackPop";
   spec.name = x.name() + "_pop";
@@ -858,8 +878,8 @@ status backprop::while_gradient(while_context& loop, const std::vector<char>& be
 
   auto* backward = g_.add_context(std::make_unique<while_context>(
     g_, g_.current_context(), g_.current_scope() + "/while", loop.parallel_iterations()));
-  backward->set_forward(&loop, [this, &loop, backward](const output& x) {
-    return forward_value(g_, loop, *backward, x);
+  backward->set_forward(&loop, [this, &loop, backward](const output& x, control_flow_context* where) {
+    return forward_value(g_, loop, *backward, x, where);
   });
   status failed;
   auto condition = [](const std::vector<output>& v) { return ops::greater(v[0], 0.0); };
