@@ -804,65 +804,64 @@ TEST_CASE("gradients of nested while loops and of a loop with parallel iteration
 }
 
 
-TEST_CASE("gradients of a cond inside a while loop take each iteration's branch",
+namespace {
+
+/// Four iterations of h' = early(h, w) in iterations 0 and 1 (a cond's true branch) and
+/// h' = h / 2 - w in 2 and 3; inputs h0 and w.
+output branching_loop(graph& g, const std::vector<output>& in,
+                      const std::function<output(output h, output w)>& early) {
+  auto w = in[1];
+  auto out = ops::while_loop(
+    [](const std::vector<output>& v) { return ops::less(v[0], 4.0); },
+    [&](const std::vector<output>& v) {
+      auto h = v[1];
+      auto next = ops::cond(ops::less(v[0], 1.5), [&] { return early(h, w); },
+                            [&] { return h * 0.5 - w; });
+      return std::vector<output>{v[0] + 1.0, next};
+    },
+    {ops::scalar_like(g, dtype::float64, 0.0, "i"), in[0]});
+  return out[1];
+}
+
+} // namespace
+
+TEST_CASE("gradients of conds inside while loops take each iteration's branch",
           "[actors][gradients]") {
   std::uint64_t seed = base_seed + 1300;
   std::mt19937_64 e{seed};
   INFO("seed " << seed);
-  // Iterations 0 and 1 take the true branch, 2 and 3 the false one; both read w, and the true
-  // branch reads a forward value of its own (the tanh), popped only where it was pushed.
-  check_gradients("a cond in a loop", seed, {fixed(uniform(e, shape({3}), -1, 1)), fixed(uniform(e, shape({3}), 0.5, 1.0))},
+  auto inputs = [&] {
+    return std::vector<test_input>{fixed(uniform(e, shape({3}), -1, 1)),
+                                   fixed(uniform(e, shape({3}), 0.5, 1.0))};
+  };
+  // The true branch reads a forward value of its own (the tanh), popped only where pushed.
+  check_gradients("a cond in a loop", seed, inputs(), [](graph& g, const std::vector<output>& in) {
+    return branching_loop(g, in, [](output h, output w) {
+      auto t = ops::tanh(h * w + 0.1);
+      return t * t;
+    });
+  });
+  check_gradients("a loop in a cond in a loop", seed + 1, inputs(),
                   [](graph& g, const std::vector<output>& in) {
-                    auto w = in[1];
-                    auto out = ops::while_loop(
-                      [](const std::vector<output>& v) { return ops::less(v[0], 4.0); },
-                      [&](const std::vector<output>& v) {
-                        auto h = v[1];
-                        auto next = ops::cond(
-                          ops::less(v[0], 1.5),
-                          [&] {
-                            auto t = ops::tanh(h * w + 0.1);
-                            return t * t;
-                          },
-                          [&] { return h * 0.5 - w; });
-                        return std::vector<output>{v[0] + 1.0, next};
-                      },
-                      {ops::scalar_like(g, dtype::float64, 0.0, "i"), in[0]});
-                    return out[1];
+                    return branching_loop(g, in, [](output h, output w) {
+                      auto inner = ops::while_loop(
+                        [](const std::vector<output>& u) { return ops::less(u[0], 2.0); },
+                        [&](const std::vector<output>& u) {
+                          return std::vector<output>{u[0] + 1.0, ops::tanh(u[1] * w)};
+                        },
+                        {ops::scalar_like(*h.owner, dtype::float64, 0.0, "j"), h});
+                      return inner[1];
+                    });
                   });
 }
 
-TEST_CASE("gradients of a loop in a branch in a loop, and of a loop whose condition reads its "
-          "float state while its body reads an integer",
+TEST_CASE("gradients of a loop whose condition reads its float state while its body reads an "
+          "integer",
           "[actors][gradients]") {
   std::uint64_t seed = base_seed + 1400;
   std::mt19937_64 e{seed};
   INFO("seed " << seed);
-  check_gradients("a loop in a cond in a loop", seed, {fixed(uniform(e, shape({3}), -1, 1)), fixed(uniform(e, shape({3}), 0.5, 1.0))},
-                  [](graph& g, const std::vector<output>& in) {
-                    auto w = in[1];
-                    auto out = ops::while_loop(
-                      [](const std::vector<output>& v) { return ops::less(v[0], 4.0); },
-                      [&](const std::vector<output>& v) {
-                        auto h = v[1];
-                        auto next = ops::cond(
-                          ops::less(v[0], 1.5),
-                          [&] {
-                            auto inner = ops::while_loop(
-                              [](const std::vector<output>& u) { return ops::less(u[0], 2.0); },
-                              [&](const std::vector<output>& u) {
-                                return std::vector<output>{u[0] + 1.0, ops::tanh(u[1] * w)};
-                              },
-                              {ops::scalar_like(*h.owner, dtype::float64, 0.0, "j"), h});
-                            return inner[1];
-                          },
-                          [&] { return h * 0.5 - w; });
-                        return std::vector<output>{v[0] + 1.0, next};
-                      },
-                      {ops::scalar_like(g, dtype::float64, 0.0, "i"), in[0]});
-                    return out[1];
-                  });
-  check_gradients("an integer counter in the body, a float bound in the condition", seed + 1,
+  check_gradients("an integer counter in the body, a float bound in the condition", seed,
                   {fixed(uniform(e, shape({3}), -1, 1))}, [](graph& g, const std::vector<output>& in) {
                     auto out = ops::while_loop(
                       [](const std::vector<output>& v) {
