@@ -34,6 +34,22 @@ TEST_CASE("GPU kernels, where built, cover a training step's ops", "[cuda][regis
   }
 }
 
+TEST_CASE("GPU kernels, where built, cover control flow and what the RNN runs", "[cuda][registry]") {
+  auto& registry = kernel_registry::global();
+  if (!registry.has("MatMul", "GPU", dtype::float32))
+    return; // a build without CUDA
+  for (const char* op : {"Switch", "Merge", "Enter", "Exit", "NextIteration", "StackPush",
+                         "StackPop", "Gather", "Less", "Greater"}) {
+    INFO(op);
+    CHECK(registry.has(op, "GPU", dtype::float32));
+  }
+  for (const char* op : {"LoopCond", "LogicalAnd", "LogicalNot", "Switch"}) {
+    INFO(op);
+    CHECK(registry.has(op, "GPU", dtype::boolean));
+  }
+  CHECK(registry.has("Less", "GPU", dtype::int32));
+}
+
 TEST_CASE("GPU kernels where built cover pooling and the convolutions as one family",
           "[cuda][registry]") {
   auto& registry = kernel_registry::global();

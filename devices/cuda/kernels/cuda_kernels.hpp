@@ -19,7 +19,7 @@ namespace cuda {
 
 void register_constant_kernels(kernel_registry& registry);    // Const
 void register_matmul_kernels(kernel_registry& registry);      // MatMul
-void register_elementwise_kernels(kernel_registry& registry); // unary and binary math, activation gradients, AddN, OnesLike, ZerosLike, Cast, Fill, BroadcastToShapeOf
+void register_elementwise_kernels(kernel_registry& registry); // unary and binary math, comparisons, LogicalAnd/Not, Gather, activation gradients, AddN, OnesLike, ZerosLike, Cast, Fill, BroadcastToShapeOf
 void register_reduction_kernels(kernel_registry& registry);   // Sum, Mean, Max, SumToShapeOf, ArgMax
 void register_softmax_kernels(kernel_registry& registry);     // Softmax, SoftmaxCrossEntropyWithLogits
 void register_variable_update_kernels(kernel_registry& registry); // Assign, AssignAdd, AssignSub, ApplyGradientDescent, ApplyMomentum, ApplyAdam

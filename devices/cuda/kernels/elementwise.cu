@@ -2,7 +2,8 @@
 // (devices/cpu/kernels/unary_ops.cpp, binary_ops.cpp, gradient_kernels.cpp, cast.cpp,
 // fill.cpp):
 //   unary       Neg, Square (float32, float64, int32, int64); Sqrt, Exp, Log, Relu, Sigmoid,
-//               Tanh (float32, float64)
+//               Tanh (float32, float64); LogicalNot (bool)
+//   Gather      (float32, float64, int32, int64; indices int32 or int64)
 //   binary      Add, Sub, Mul (float32, float64, int32, int64), Div (float32, float64), Equal,
 //               Less, LessEqual, Greater, GreaterEqual, LogicalAnd
 //               (those and bool; bool output), numpy broadcasting (broadcast_index.hpp)
@@ -56,6 +57,9 @@ struct tanh_op {
   template <class T>
   __device__ T operator()(T x) const { return tanh_of(x); }
 };
+struct logical_not_op {
+  __device__ bool operator()(bool x) const { return !x; }
+};
 
 template <class T, class Op>
 __global__ void unary_kernel_body(const T* x, T* y, std::int64_t n) {
@@ -100,6 +104,69 @@ template <class T>
 using sigmoid_kernel = unary_kernel<T, sigmoid_op>;
 template <class T>
 using tanh_kernel = unary_kernel<T, tanh_op>;
+template <class T>
+using logical_not_kernel = unary_kernel<T, logical_not_op>;
+
+// --- Gather ----------------------------------------------------------------------------------
+
+/// out[o, k, i] = params[o, indices[k], i]. An index out of [0, extent) gives zeros, as
+/// TensorFlow's GPU kernel does (the CPU kernel reports it: the indices are not on the host).
+template <class T, class Index>
+__global__ void gather_body(const T* params, const Index* indices, T* out, std::int64_t count,
+                            std::int64_t extent, std::int64_t inner, std::int64_t n) {
+  AF_GRID_STRIDE_LOOP(i, n) {
+    auto within = i % inner;
+    auto k = (i / inner) % count;
+    auto o = i / (inner * count);
+    auto at = static_cast<std::int64_t>(indices[k]);
+    out[i] = at >= 0 && at < extent ? params[(o * extent + at) * inner + within] : T(0);
+  }
+}
+
+template <class T>
+class gather_kernel final : public cuda_kernel {
+public:
+  explicit gather_kernel(const node& n) : cuda_kernel(n), axis_(n.attr_or<std::int64_t>("axis", 0)) {}
+
+protected:
+  status launch(kernel_context& ctx, cudaStream_t stream) override {
+    AF_RETURN_IF_ERROR(expect_input(ctx, 0, dtype_of<T>()));
+    const tensor& params = ctx.input(0);
+    const tensor& indices = ctx.input(1);
+    auto wide = indices.type() == dtype::int64;
+    AF_RETURN_IF_ERROR(expect_input(ctx, 1, wide ? dtype::int64 : dtype::int32));
+    auto rank = params.shape().rank();
+    auto axis = axis_ < 0 ? axis_ + rank : axis_;
+    if (axis < 0 || axis >= rank)
+      return make_error(errc::invalid_argument, "Gather axis " + std::to_string(axis_) +
+                                                  " is out of range for params " +
+                                                  params.shape().to_string());
+    std::int64_t inner = 1;
+    std::vector<std::int64_t> dims;
+    for (int i = 0; i < axis; ++i)
+      dims.push_back(params.shape().dim(i));
+    for (int i = 0; i < indices.shape().rank(); ++i)
+      dims.push_back(indices.shape().dim(i));
+    for (int i = static_cast<int>(axis) + 1; i < rank; ++i) {
+      dims.push_back(params.shape().dim(i));
+      inner *= params.shape().dim(i);
+    }
+    tensor out = ctx.allocate_output(0, dtype_of<T>(), tensor_shape{dims});
+    auto n = out.num_elements();
+    if (n == 0)
+      return {};
+    auto count = indices.num_elements();
+    auto extent = params.shape().dim(static_cast<int>(axis));
+    if (wide)
+      return launch_over(n, stream, gather_body<T, std::int64_t>, params.data<T>(),
+                         indices.data<std::int64_t>(), out.data<T>(), count, extent, inner, n);
+    return launch_over(n, stream, gather_body<T, std::int32_t>, params.data<T>(),
+                       indices.data<std::int32_t>(), out.data<T>(), count, extent, inner, n);
+  }
+
+private:
+  std::int64_t axis_;
+};
 
 // --- binary, with broadcasting -------------------------------------------------------------
 
@@ -589,6 +656,8 @@ void register_elementwise_kernels(kernel_registry& registry) {
   add_gpu_kernels<relu_kernel, float, double>(registry, "Relu");
   add_gpu_kernels<sigmoid_kernel, float, double>(registry, "Sigmoid");
   add_gpu_kernels<tanh_kernel, float, double>(registry, "Tanh");
+  add_gpu_kernels<logical_not_kernel, bool>(registry, "LogicalNot");
+  add_gpu_kernels<gather_kernel, float, double, int32_t, int64_t>(registry, "Gather");
 
   add_gpu_kernels<add_kernel, float, double, int32_t, int64_t>(registry, "Add");
   add_gpu_kernels<sub_kernel, float, double, int32_t, int64_t>(registry, "Sub");
