@@ -10,9 +10,9 @@ Exits 2 when torch cannot be imported, so the caller can tell "no baseline" from
 
 import argparse
 import json
-import statistics
 import sys
-import time
+
+from torch_timing import median_seconds
 
 
 def main() -> int:
@@ -38,18 +38,11 @@ def main() -> int:
             x = x + c
         return float(x)
 
-    with torch.no_grad():
-        for _ in range(args.warmup):
-            step()
-        times = []
-        for _ in range(args.steps):
-            start = time.perf_counter()
-            result = step()
-            times.append(time.perf_counter() - start)
+    seconds, result = median_seconds(step, args.warmup, args.steps)
     if result != float(args.adds):
         print(f"torch_scalar_adds.py: wrong result {result}", file=sys.stderr)
         return 1
-    us_per_op = statistics.median(times) / args.adds * 1e6
+    us_per_op = seconds / args.adds * 1e6
     print(json.dumps({"us_per_op": us_per_op, "torch": torch.__version__}))
     return 0
 

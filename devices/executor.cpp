@@ -2,7 +2,6 @@
 
 #include "devices/commit_gate.hpp"
 
-#include "graph/frames.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/rendezvous_key.hpp"
 
@@ -104,17 +103,24 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
     if (it.kind == node_kind::enter)
       it.constant_enter = n.attr_or<bool>("is_constant", false);
   }
-  AF_RETURN_IF_ERROR(plan->assign_frames());
+  auto layout = find_frames(g);
+  if (!layout)
+    return layout.error();
+  for (auto& f : layout->frames) {
+    frame_info info;
+    static_cast<frame_layout::frame&>(info) = f;
+    plan->frames_.push_back(std::move(info));
+  }
   // Local ids and slots per frame; a node's outputs live where its consumers run.
   for (std::size_t i = 0; i < g.size(); ++i) {
     auto& it = plan->items_[i];
+    it.frame = layout->frame_of[i];
+    it.child_frame = layout->child_frame[i];
+    it.out_frame = layout->output_frame(g, static_cast<int>(i));
     auto& frame = plan->frames_[static_cast<std::size_t>(it.frame)];
     it.local_id = static_cast<int>(frame.nodes.size());
     frame.nodes.push_back(static_cast<int>(i));
-    auto out_frame = it.kind == node_kind::enter  ? it.child_frame
-                     : it.kind == node_kind::exit ? frame.parent
-                                                  : it.frame;
-    auto& outputs_in = plan->frames_[static_cast<std::size_t>(out_frame)];
+    auto& outputs_in = plan->frames_[static_cast<std::size_t>(it.out_frame)];
     it.first_slot = outputs_in.num_slots;
     outputs_in.num_slots += it.num_outputs;
     if (it.kind == node_kind::enter)
@@ -149,25 +155,6 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
   return std::shared_ptr<const executor_plan>{std::move(plan)};
 }
 
-status executor_plan::assign_frames() {
-  auto layout = find_frames(*partition_);
-  if (!layout)
-    return layout.error();
-  frames_.clear();
-  for (auto& f : layout->frames) {
-    frame_info info;
-    info.name = f.name;
-    info.parent = f.parent;
-    info.parallel_iterations = f.parallel_iterations;
-    frames_.push_back(std::move(info));
-  }
-  for (std::size_t i = 0; i < items_.size(); ++i) {
-    items_[i].frame = layout->frame_of[i];
-    items_[i].child_frame = layout->child_frame[i];
-  }
-  return {};
-}
-
 int executor_plan::find(const std::string& name) const {
   auto i = by_name_.find(name);
   return i == by_name_.end() ? -1 : i->second;
@@ -184,10 +171,7 @@ int executor_plan::slot_of(const std::string& tensor_name) const {
   if (id < 0)
     return -1;
   auto& it = items_[static_cast<std::size_t>(id)];
-  auto in_frame_zero = it.kind == node_kind::exit
-                         ? frames_[static_cast<std::size_t>(it.frame)].parent == 0
-                         : it.kind != node_kind::enter && it.frame == 0;
-  return index < it.num_outputs && in_frame_zero ? it.first_slot + index : -1;
+  return index < it.num_outputs && it.out_frame == 0 ? it.first_slot + index : -1;
 }
 
 // --- step state ------------------------------------------------------------------------------
@@ -242,7 +226,6 @@ struct step_execution::frame_state {
   /// Iterations first_index, first_index + 1, ...
   std::deque<std::unique_ptr<iteration_state>> iterations;
   std::int64_t first_index = 0;
-  bool started = false;
   int pending_enters = 0;
   /// Loop invariants: every iteration, present and future, gets them.
   struct invariant {
@@ -264,8 +247,7 @@ struct step_execution::frame_state {
 
 step_execution::step_execution(std::shared_ptr<const executor_plan> plan, std::int64_t step_id,
                                step_hooks hooks)
-  : plan_(std::move(plan)), step_id_(step_id), hooks_(std::move(hooks)),
-    resources_(std::make_shared<step_resources>()) {}
+  : plan_(std::move(plan)), step_id_(step_id), hooks_(std::move(hooks)) {}
 
 step_execution::~step_execution() = default;
 
@@ -276,7 +258,6 @@ void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
   done_ = std::move(done);
   root_frame_ = std::make_unique<frame_state>();
   root_frame_->info = &plan_->frames()[0];
-  root_frame_->started = true;
   root_frame_->iterations.push_back(
     std::make_unique<iteration_state>(root_frame_.get(), 0, *root_frame_->info, plan_->has_control_flow()));
   root_ = root_frame_->iterations.front().get();
@@ -287,7 +268,7 @@ void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
     auto id = plan_->find(name);
     if (id < 0 && colon != std::string::npos)
       id = plan_->find(name.substr(0, colon));
-    if (slot < 0 || id < 0 || items[static_cast<std::size_t>(id)].frame != 0) {
+    if (slot < 0 || id < 0) {
       done_(make_error(errc::not_found, "fed tensor '" + name + "' is not in the partition on " +
                                           plan_->dev().full_name() + " (or is inside a while loop)"),
             {});
@@ -344,7 +325,7 @@ void step_execution::abort(status reason) {
   if (hooks_.aborted)
     hooks_.aborted(reason);
   cancellation_.cancel_all();
-  resources_->cancel(reason);
+  resources_.cancel(reason);
 }
 
 void step_execution::dispatch(std::vector<tagged_node>& ready, bool on_pool) {
@@ -546,7 +527,7 @@ bool step_execution::process(const tagged_node& t, std::vector<tagged_node>& rea
     ctx.set_memory_budget(plan_->budget());
     ctx.set_fence(fence_);
     ctx.set_gate(gate_.get());
-    ctx.set_step_resources(resources_.get());
+    ctx.set_step_resources(&resources_);
     if (auto st = run_guarded([&] { it.kernel->compute(ctx); }); !st.ok())
       ctx.fail(std::move(st));
     if (!ctx.status().ok()) {
@@ -610,7 +591,7 @@ void step_execution::compute_later(const tagged_node& t, std::vector<tensor> inp
   ctx->set_memory_budget(plan_->budget());
   ctx->set_fence(fence_);
   ctx->set_gate(gate_.get());
-  ctx->set_step_resources(resources_.get());
+  ctx->set_step_resources(&resources_);
   dev.compute(*it.kernel, *ctx, [self = shared_from_this(), t, ctx] {
     auto& item = self->plan_->items()[static_cast<std::size_t>(t.id)];
     if (!ctx->status().ok()) {
@@ -836,10 +817,8 @@ void step_execution::enter_frame(const tagged_node& t, bool dead, tensor value,
   bool ended = false;
   {
     std::lock_guard<std::mutex> guard{child->mutex};
-    if (!child->started) {
-      child->started = true;
+    if (child->first_index == 0 && child->iterations.empty()) // the first Enter to arrive
       new_iteration(*child, 0, ready);
-    }
     if (it.constant_enter) {
       child->invariants.push_back({t.id, dead, value});
       for (auto& iteration : child->iterations)
@@ -895,7 +874,7 @@ bool step_execution::advance(frame_state& frame, std::vector<tagged_node>& ready
       frame.deferred_next.clear();
     }
   }
-  return frame.started && frame.iterations.empty() && frame.pending_enters == 0;
+  return frame.iterations.empty() && frame.pending_enters == 0;
 }
 
 void step_execution::finish_in_frame(iteration_state& iteration, std::vector<tagged_node>& ready) {

@@ -13,6 +13,7 @@
 #include "devices/device.hpp"
 #include "devices/kernel.hpp"
 #include "devices/memory_budget.hpp"
+#include "graph/frames.hpp"
 #include "graph/graph.hpp"
 
 #include <atomic>
@@ -80,17 +81,17 @@ public:
     int local_id = 0;
     /// An Enter's frame, and whether its value goes to every iteration (a loop invariant).
     int child_frame = -1;
+    /// The frame this node's outputs live in (frame_layout::output_frame).
+    int out_frame = 0;
     bool constant_enter = false;
     /// A Merge's inputs from outside the loop and from NextIteration (back edges): all of the
     /// first kind dead makes it dead in a loop's first iteration.
     int merge_forward_inputs = 0;
   };
 
-  /// A while loop's frame (or the step's own, frame 0): what each of its iterations holds.
-  struct frame_info {
-    std::string name;
-    int parent = -1;
-    std::int64_t parallel_iterations = 1;
+  /// A while loop's frame (or the step's own, frame 0; name, parent and parallel_iterations as
+  /// graph/frames.hpp found them): what each of its iterations holds.
+  struct frame_info : frame_layout::frame {
     /// Node ids by local id.
     std::vector<int> nodes;
     int num_slots = 0;
@@ -132,9 +133,6 @@ public:
   int slot_of(const std::string& tensor_name) const;
 
 private:
-  /// Assigns every node its frame (graph/frames.hpp).
-  status assign_frames();
-
   std::shared_ptr<const graph> partition_;
   device* device_ = nullptr;
   bool own_memory_ = false;
@@ -199,7 +197,7 @@ public:
   std::int64_t step_id() const { return step_id_; }
   /// Nanoseconds from start() until the last node finished; valid once `done` was called.
   std::int64_t execution_ns() const { return execution_ns_; }
-  /// The most iterations of one loop alive at once in this step (1 without loops).
+  /// The most iterations of one loop alive at once in this step (0 without loops).
   std::int64_t peak_iterations() const { return peak_iterations_.load(std::memory_order_relaxed); }
 
   struct frame_state;
@@ -283,7 +281,7 @@ private:
   /// Nodes of frame 0 finished: all of them must have when the step ends.
   std::atomic<std::int64_t> completed_{0};
   std::atomic<bool> aborted_{false};
-  std::atomic<std::int64_t> peak_iterations_{1};
+  std::atomic<std::int64_t> peak_iterations_{0};
   std::chrono::steady_clock::time_point started_;
   std::int64_t execution_ns_ = 0;
   std::mutex status_mutex_;
@@ -291,7 +289,7 @@ private:
   /// Ends the waits of this step's collective kernels when it is aborted.
   step_cancellation cancellation_;
   /// What kernels keep for later nodes of this step (a loop's stacks).
-  std::shared_ptr<step_resources> resources_;
+  step_resources resources_;
   update_fence fence_;
   std::shared_ptr<commit_gate> gate_;
 };

@@ -27,41 +27,42 @@ while_context* enclosing_while(control_flow_context* context) {
   return nullptr;
 }
 
-// --- cond_context ----------------------------------------------------------------------------
+// --- capturing_context -----------------------------------------------------------------------
 
-cond_context::cond_context(graph& g, control_flow_context* outer, output pred, int branch,
-                           std::string name)
-  : control_flow_context(outer), g_(g), pred_(pred), branch_(branch), name_(std::move(name)) {}
-
-output cond_context::capture(const output& x) {
+output capturing_context::capture(const output& x) {
   if (inside_.count(key_of(x)) > 0)
     return x;
   if (auto i = captured_.find(key_of(x)); i != captured_.end())
     return i->second;
-  // A forward loop's value in a gradient branch: popped here, so only iterations that took the
-  // branch (whose forward pass pushed it) pop it.
+  // A forward loop's value in its backward loop (or in a gradient branch there): popped here,
+  // so a branch pops only in iterations that took it (whose forward pass pushed it).
   auto* made_in = g_.context_of(x.node_id);
-  auto* backward = enclosing_while(outer());
+  auto* backward = enclosing_while(this);
+  output value;
   if (backward != nullptr && backward->forward() != nullptr && made_in != nullptr &&
-      made_in->is_within(backward->forward())) {
-    auto value = backward->forward_value(x, this);
-    captured_[key_of(x)] = value;
-    inside_.insert(key_of(value));
-    return value;
-  }
-  auto outer_value = g_.bring_into(outer(), x);
-  output taken;
-  {
-    // The Switch runs where the cond was called, beside its value (TensorFlow's): a branch on
-    // another device receives the switched value, dead (a few bytes) when not taken, instead
-    // of the value itself. Only its selected output is inside.
-    auto in_outer = g_.enter_context(outer());
-    auto beside = g_.colocate_with(outer_value);
-    taken = ops::switch_(outer_value, pred_).first;
-    taken.index = branch_;
-  }
-  captured_[key_of(x)] = taken;
-  inside_.insert(key_of(taken));
+      made_in->is_within(backward->forward()))
+    value = backward->forward_value(x, this);
+  else
+    value = bring_in(g_.bring_into(outer(), x));
+  captured_[key_of(x)] = value;
+  inside_.insert(key_of(value));
+  return value;
+}
+
+// --- cond_context ----------------------------------------------------------------------------
+
+cond_context::cond_context(graph& g, control_flow_context* outer, output pred, int branch,
+                           std::string name)
+  : capturing_context(g, outer), pred_(pred), branch_(branch), name_(std::move(name)) {}
+
+output cond_context::bring_in(const output& outer_value) {
+  // The Switch runs where the cond was called, beside its value (TensorFlow's): a branch on
+  // another device receives the switched value, dead (a few bytes) when not taken, instead of
+  // the value itself. Only its selected output is inside.
+  auto in_outer = g_.enter_context(outer());
+  auto beside = g_.colocate_with(outer_value);
+  auto taken = ops::switch_(outer_value, pred_).first;
+  taken.index = branch_;
   return taken;
 }
 
@@ -98,7 +99,7 @@ cond_context* cond_context::gradient_branch(while_context& backward) {
 
 while_context::while_context(graph& g, control_flow_context* outer, std::string frame_name,
                              std::int64_t parallel_iterations)
-  : control_flow_context(outer), g_(g), frame_name_(std::move(frame_name)),
+  : capturing_context(g, outer), frame_name_(std::move(frame_name)),
     parallel_iterations_(parallel_iterations) {}
 
 const while_context::invariant* while_context::find_invariant(const output& inside_value) const {
@@ -108,18 +109,7 @@ const while_context::invariant* while_context::find_invariant(const output& insi
   return nullptr;
 }
 
-output while_context::capture(const output& x) {
-  if (inside_.count(key_of(x)) > 0)
-    return x;
-  if (auto i = captured_.find(key_of(x)); i != captured_.end())
-    return i->second;
-  auto* made_in = g_.context_of(x.node_id);
-  if (forward_ != nullptr && made_in != nullptr && made_in->is_within(forward_)) {
-    auto value = forward_value_(x, this);
-    captured_[key_of(x)] = value;
-    return value;
-  }
-  auto outer_value = g_.bring_into(outer(), x);
+output while_context::bring_in(const output& outer_value) {
   output entered;
   {
     // The Enter runs in the outer frame; its output is in this one, for every iteration.
@@ -130,8 +120,6 @@ output while_context::capture(const output& x) {
                     {"parallel_iterations", parallel_iterations_}});
   }
   g_.set_context_of(entered.node_id, this);
-  captured_[key_of(x)] = entered;
-  inside_.insert(key_of(entered));
   invariants_.push_back({outer_value, entered});
   return entered;
 }

@@ -28,22 +28,41 @@
 
 namespace actorflow {
 
-/// One branch of a cond: inputs from outside come through Switch(x, pred):branch.
 class while_context;
 
-class cond_context final : public control_flow_context {
+/// What a cond's branch and a while loop share: the values usable inside, and how an outside
+/// value comes in (capture, once per value): a forward loop's value in a gradient's backward
+/// loop is popped there (while_context::set_forward); any other is brought into the outer
+/// context first, then in by bring_in (a Switch, an Enter).
+class capturing_context : public control_flow_context {
+public:
+  capturing_context(graph& g, control_flow_context* outer) : control_flow_context(outer), g_(g) {}
+  output capture(const output& x) final;
+  int pivot() const final { return pivot_; }
+  void set_pivot(int node_id) { pivot_ = node_id; }
+  /// Marks `x` as usable inside as it is (a pivot's own output, an Enter's).
+  void add_inside(const output& x) { inside_.insert({x.node_id, x.index}); }
+
+protected:
+  /// `outer_value`, already in the outer context, as the nodes inside see it.
+  virtual output bring_in(const output& outer_value) = 0;
+  graph& g_;
+
+private:
+  int pivot_ = -1;
+  std::map<std::pair<int, int>, output> captured_;
+  std::set<std::pair<int, int>> inside_;
+};
+
+/// One branch of a cond: inputs from outside come through Switch(x, pred):branch.
+class cond_context final : public capturing_context {
 public:
   cond_context(graph& g, control_flow_context* outer, output pred, int branch, std::string name);
-  output capture(const output& x) override;
-  int pivot() const override { return pivot_; }
   std::string describe() const override { return "cond branch '" + name_ + "'"; }
 
   const output& pred() const { return pred_; }
   /// 1 for the true branch, 0 for the false one (the Switch output it takes).
   int branch() const { return branch_; }
-  void set_pivot(int node_id) { pivot_ = node_id; }
-  /// Marks `x` as usable inside without a Switch (the pivot's own output).
-  void add_inside(const output& x) { inside_.insert({x.node_id, x.index}); }
 
   /// This branch (inside a loop's body) as the backward loop `backward` sees it: a branch of
   /// its own on the forward predicate popped there, where the gradients of this branch's ops
@@ -51,14 +70,13 @@ public:
   /// Made once per backward loop.
   cond_context* gradient_branch(while_context& backward);
 
+protected:
+  output bring_in(const output& outer_value) override;
+
 private:
-  graph& g_;
   output pred_;
   int branch_;
   std::string name_;
-  int pivot_ = -1;
-  std::map<std::pair<int, int>, output> captured_;
-  std::set<std::pair<int, int>> inside_;
   std::map<while_context*, cond_context*> gradient_branches_;
 };
 
@@ -68,18 +86,14 @@ cond_context* make_cond_branch(graph& g, control_flow_context* outer, output pre
 
 /// A while loop's frame. Nodes whose outputs live in the frame belong to it: the Enters (their
 /// outputs are inside), Merges, Switches, the body; Exits belong to the outer context.
-class while_context final : public control_flow_context {
+class while_context final : public capturing_context {
 public:
   while_context(graph& g, control_flow_context* outer, std::string frame_name,
                 std::int64_t parallel_iterations);
-  output capture(const output& x) override;
-  int pivot() const override { return pivot_; }
   std::string describe() const override { return "while loop '" + frame_name_ + "'"; }
 
   const std::string& frame_name() const { return frame_name_; }
   std::int64_t parallel_iterations() const { return parallel_iterations_; }
-  void set_pivot(int node_id) { pivot_ = node_id; }
-  void add_inside(const output& x) { inside_.insert({x.node_id, x.index}); }
 
   /// Per loop variable, index 0 being the iteration counter every loop carries (int32, from 0):
   /// its Enter, Merge, Switch, Exit and NextIteration nodes, the Identity the body reads and the
@@ -120,13 +134,13 @@ public:
   /// the gradient while the body is built.
   output forward_iteration;
 
+protected:
+  /// A loop invariant: an Enter of the whole value for every iteration.
+  output bring_in(const output& outer_value) override;
+
 private:
-  graph& g_;
   std::string frame_name_;
   std::int64_t parallel_iterations_;
-  int pivot_ = -1;
-  std::map<std::pair<int, int>, output> captured_;
-  std::set<std::pair<int, int>> inside_;
   std::vector<invariant> invariants_;
   while_context* forward_ = nullptr;
   forward_value_function forward_value_;

@@ -582,8 +582,12 @@ private:
       in_branch.emplace(g_.enter_context(context));
     return make(g_, "AddN", grads);
   }
-  /// Builds the gradient of loop unit `unit` from the gradients reaching its Exits.
-  status while_gradient(while_context& loop, const std::vector<char>& between);
+  /// Whether unit `unit` lies between the xs and ys of run().
+  bool is_between(int unit) const {
+    return unit >= 0 && between_[static_cast<std::size_t>(unit)] != 0;
+  }
+  /// Builds the gradient of `loop` (a unit) from the gradients reaching its Exits.
+  status while_gradient(while_context& loop);
   /// The gradient of one plain node.
   status node_gradient(const node& op, const std::vector<output>& out_grads,
                        std::vector<output>& in_grads);
@@ -592,6 +596,8 @@ private:
   control_flow_context* level_;
   const gradient_options& options_;
   std::map<int, while_context*> exit_loop_;
+  /// Per unit (node id): between the xs and ys of run().
+  std::vector<char> between_;
   /// Gradients reaching each output, summed when the unit is processed.
   std::map<std::pair<int, int>, std::vector<output>> incoming_;
   std::map<std::pair<int, int>, output> summed_;
@@ -655,7 +661,8 @@ bool backprop::run(const std::vector<std::pair<output, output>>& seeds,
       for (auto& in : inputs_of(static_cast<int>(id)))
         if (auto unit = unit_of(in.node_id); unit >= 0)
           consumers[static_cast<std::size_t>(unit)].push_back(static_cast<int>(id));
-  std::vector<char> between(count, 0);
+  auto& between = between_;
+  between.assign(count, 0);
   for (auto& x : xs) {
     auto unit = unit_or_fail(x, "x");
     if (unit < 0)
@@ -672,8 +679,6 @@ bool backprop::run(const std::vector<std::pair<output, output>>& seeds,
     for (auto c : consumers[i])
       stack.push_back(c);
   }
-  auto is_between = [&](int unit) { return unit >= 0 && between[static_cast<std::size_t>(unit)] != 0; };
-
   // A unit is ready once every consumer edge inside the subgraph has delivered its gradient.
   std::vector<int> pending(count, 0);
   for (std::size_t id = 0; id < count; ++id)
@@ -700,7 +705,7 @@ bool backprop::run(const std::vector<std::pair<output, output>>& seeds,
     if (auto* loop = loop_of_unit(id)) {
       // A loop inside a cond branch: its backward loop is built in that branch's gradient.
       auto in_branch = enter_branch_of(loop->outer());
-      if (auto s = while_gradient(*loop, between); !s.ok()) {
+      if (auto s = while_gradient(*loop); !s.ok()) {
         g_.record_error(s);
         failed = true;
       }
@@ -821,20 +826,20 @@ output forward_value(graph& g, while_context& forward, while_context& backward, 
                                                 std::to_string(pop_indices.size())));
     return x;
   }
-  int push_id;
+  // The push's own (unique) name names the stack.
+  auto stack_name = g.unique_name(x.name() + "_push");
   {
     // Pushed where x lives (a branch pushes only in iterations that take it).
     auto in_forward = g.enter_context(g.context_of(x.node_id));
     node_spec spec;
     spec.op = "StackPush";
-    spec.name = x.name() + "_push";
+    spec.name = stack_name;
+    spec.exact_name = true;
     spec.inputs = {x};
     spec.inputs.insert(spec.inputs.end(), push_indices.begin(), push_indices.end());
-    spec.attrs = {{"stack_name", std::string{}}, {"colocate_with", x.name()}};
-    push_id = g.add_node(std::move(spec));
+    spec.attrs = {{"stack_name", stack_name}, {"colocate_with", x.name()}};
+    g.add_node(std::move(spec));
   }
-  auto stack_name = g.at(push_id).name;
-  g.at(push_id).attrs["stack_name"] = stack_name;
   // Popped where it is used: in a gradient branch, only iterations that took the branch pop.
   auto in_backward = g.enter_context(where);
   node_spec spec;
@@ -849,8 +854,7 @@ output forward_value(graph& g, while_context& forward, while_context& backward, 
   return g.output_of(g.add_node(std::move(spec)));
 }
 
-status backprop::while_gradient(while_context& loop, const std::vector<char>& between) {
-  auto is_between = [&](int unit) { return unit >= 0 && between[static_cast<std::size_t>(unit)] != 0; };
+status backprop::while_gradient(while_context& loop) {
   auto& vars = loop.variables;
   // Loop variables that carry gradients (floating point), and the invariants that need one.
   std::vector<std::size_t> carried;
@@ -900,14 +904,14 @@ status backprop::while_gradient(while_context& loop, const std::vector<char>& be
     if (!body_pass.run(seeds, xs, grads))
       failed = make_error(errc::invalid_argument, "gradients: the backward loop of '" +
                                                     loop.frame_name() + "' failed");
+    // (run() gives one gradient per x, invalid where none flows.)
     std::vector<output> next{forward_iteration};
     for (std::size_t k = 0; k < carried.size(); ++k)
-      next.push_back(k < grads.size() && grads[k].valid() ? grads[k]
-                                                          : make(g_, "ZerosLike", {v[k + 1]}));
+      next.push_back(grads[k].valid() ? grads[k] : make(g_, "ZerosLike", {v[k + 1]}));
     for (std::size_t c = 0; c < needed.size(); ++c) {
       auto& acc = v[1 + carried.size() + c];
-      auto& grad = carried.size() + c < grads.size() ? grads[carried.size() + c] : acc;
-      next.push_back(grad.valid() && grad.node_id != acc.node_id ? ops::add(acc, grad, "accumulate") : acc);
+      auto& grad = grads[carried.size() + c];
+      next.push_back(grad.valid() ? ops::add(acc, grad, "accumulate") : acc);
     }
     return next;
   };

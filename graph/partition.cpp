@@ -172,17 +172,9 @@ private:
     if (auto r = recv_cache_.find(cache_key); r != recv_cache_.end())
       return r->second;
     // A dummy scalar that runs after the source carries the dependency across devices.
-    auto& src_part = part(src.assigned_device);
-    node dummy;
-    dummy.name = "_ctrl_" + src.name + "_to_" + sanitize(dst_device);
-    dummy.op = "Const";
-    dummy.attrs = {{"value", tensor::scalar(0.f)}, {"dtype", dtype::float32}};
-    dummy.output_types = {dtype::float32};
-    dummy.output_shapes = {tensor_shape{}};
-    dummy.kernel_type = dtype::float32;
-    dummy.assigned_device = src.assigned_device;
+    auto dummy = zero_scalar("_ctrl_" + src.name + "_to_" + sanitize(dst_device), src.assigned_device);
     dummy.control_inputs = {i->second};
-    auto dummy_id = src_part.add_node_verbatim(std::move(dummy));
+    auto dummy_id = part(src.assigned_device).add_node_verbatim(std::move(dummy));
     if (!dummy_id)
       return dummy_id.error();
     auto key = key_for(src.assigned_device, dst_device, "^" + src.name);
@@ -206,6 +198,19 @@ private:
     return make_rendezvous_key(send_device, recv_device, tensor,
                                incarnation == incarnations_.end() ? 0 : incarnation->second)
       .to_string();
+  }
+
+  /// A float32 scalar 0 on `device`: what carries a control edge or enters a control loop.
+  static node zero_scalar(const std::string& name, const std::string& device) {
+    node zero;
+    zero.name = name;
+    zero.op = "Const";
+    zero.attrs = {{"value", tensor::scalar(0.f)}, {"dtype", dtype::float32}};
+    zero.output_types = {dtype::float32};
+    zero.output_shapes = {tensor_shape{}};
+    zero.kernel_type = dtype::float32;
+    zero.assigned_device = device;
+    return zero;
   }
 
   static std::string sanitize(const std::string& device) {
@@ -258,7 +263,8 @@ private:
   /// TensorFlow's distributed while loop: a device running part of a loop whose LoopCond is
   /// elsewhere gets its own copy of the loop's control, driven by the condition's value sent
   /// to it every iteration: Enter -> Merge -> Switch(LoopCond received) -> Identity ->
-  /// NextIteration -> Merge. On the LoopCond's own device the LoopCond drives. Every _Recv in
+  /// NextIteration -> Merge. On the LoopCond's own device one of the loop's Merges drives (the
+  /// LoopCond itself may wait for a _Recv). Every _Recv in
   /// a loop's frame waits for its device's driver, so that it runs once per iteration. Loops
   /// around the loop get the same, outermost first.
   status add_loop_control() {
@@ -326,15 +332,7 @@ private:
     edge_source entering;
     dtype type = dtype::float32;
     if (frame.parent == 0) {
-      node zero;
-      zero.name = prefix + "zero";
-      zero.op = "Const";
-      zero.attrs = {{"value", tensor::scalar(0.f)}, {"dtype", dtype::float32}};
-      zero.output_types = {dtype::float32};
-      zero.output_shapes = {tensor_shape{}};
-      zero.kernel_type = dtype::float32;
-      zero.assigned_device = device;
-      auto id = p.add_node_verbatim(std::move(zero));
+      auto id = p.add_node_verbatim(zero_scalar(prefix + "zero", device));
       if (!id)
         return id.error();
       entering = edge_source{*id, 0};

@@ -27,6 +27,11 @@ int find_root(std::vector<int>& parent, int x) {
   return x;
 }
 
+/// Puts a's and b's groups together.
+void unite(std::vector<int>& parent, int a, int b) {
+  parent[static_cast<std::size_t>(find_root(parent, a))] = find_root(parent, b);
+}
+
 std::string join_names(const std::vector<device_name>& devices) {
   std::string out;
   for (auto& d : devices)
@@ -77,33 +82,31 @@ status place_nodes(graph& g, const std::vector<int>& node_ids, const std::vector
     if (auto* target = n.attr<std::string>("colocate_with")) {
       auto other = g.find(*target);
       if (other >= 0)
-        parent[static_cast<std::size_t>(find_root(parent, id))] = find_root(parent, other);
+        unite(parent, id, other);
     }
   }
-  // A while loop's control (its variables' Enters, Merges, Switches, Exits, NextIterations and LoopCond)
-  // stays on one device, so that devices running parts of its body need only the condition's
-  // value each iteration (graph/partition.cpp, add_loop_control).
-  if (auto layout = find_frames(g); layout.ok()) {
-    std::map<int, int> control_member;
-    for (auto id : node_ids) {
-      auto& op = g.at(id).op;
-      auto frame = layout->frame_of[static_cast<std::size_t>(id)];
-      // (A loop invariant's Enter goes with what reads it.)
-      if (op == "Enter" && g.at(id).attr_or<bool>("is_constant", false))
-        continue;
-      if (op == "Enter")
-        frame = layout->child_frame[static_cast<std::size_t>(id)];
-      else if (op != "Merge" && op != "Switch" && op != "Exit" && op != "NextIteration" &&
-               op != "LoopCond")
-        continue;
-      if (frame == 0)
-        continue; // a cond's Switches and Merges go where their inputs' devices say
-      auto [first, added] = control_member.emplace(frame, id);
-      if (!added)
-        parent[static_cast<std::size_t>(find_root(parent, id))] = find_root(parent, first->second);
-    }
-  } else {
+  // A while loop's control (its variables' Enters, Merges, Switches, Exits, NextIterations and
+  // LoopCond) stays on one device, so that devices running parts of its body need only the
+  // condition's value each iteration (graph/partition.cpp, add_loop_control).
+  auto layout = find_frames(g);
+  if (!layout)
     return layout.error();
+  std::map<int, int> control_member;
+  for (auto id : node_ids) {
+    auto& op = g.at(id).op;
+    auto frame = layout->frame_of[static_cast<std::size_t>(id)];
+    // (A loop invariant's Enter goes with what reads it.)
+    if (op == "Enter" && g.at(id).attr_or<bool>("is_constant", false))
+      continue;
+    if (op == "Enter")
+      frame = layout->child_frame[static_cast<std::size_t>(id)];
+    else if (op != "Merge" && op != "Switch" && op != "Exit" && op != "NextIteration" &&
+             op != "LoopCond")
+      continue;
+    if (frame == 0)
+      continue; // a cond's Switches and Merges go where their inputs' devices say
+    if (auto [first, added] = control_member.emplace(frame, id); !added)
+      unite(parent, id, first->second);
   }
   std::map<int, group> groups;
   for (auto id : node_ids)

@@ -49,6 +49,14 @@ std::vector<float> train_losses(session_options options, bool replicated,
   return losses;
 }
 
+/// The device `log` says node `name` was placed on.
+std::string placed(const std::vector<std::string>& log, const std::string& name) {
+  for (auto& line : log)
+    if (line.rfind(name + ": ", 0) == 0)
+      return line.substr(name.size() + 2);
+  return {};
+}
+
 } // namespace
 
 TEST_CASE("a loop trained on an in-process cluster matches the single device, step for step") {
@@ -67,17 +75,12 @@ TEST_CASE("a loop on the test device gives the CPU's numbers") {
   auto cpu = train_losses({}, false);
   session_options test;
   test.test_device_count = 1;
-  auto on_test_device = train_losses(test, false);
+  std::vector<std::string> log;
+  auto on_test_device = train_losses(test, false, "", &log);
+  CHECK(placed(log, "while/Merge") == "/job:localhost/replica:0/task:0/device:TEST:0");
+  CHECK(placed(log, "while/Tanh") == "/job:localhost/replica:0/task:0/device:TEST:0");
   for (std::size_t i = 0; i < cpu.size(); ++i)
     CHECK(on_test_device[i] == Approx(cpu[i]).epsilon(1e-5));
-}
-
-/// The device `log` says node `name` was placed on.
-std::string placed(const std::vector<std::string>& log, const std::string& name) {
-  for (auto& line : log)
-    if (line.rfind(name + ": ", 0) == 0)
-      return line.substr(name.size() + 2);
-  return {};
 }
 
 TEST_CASE("a loop whose body spans two devices runs a copy of its control on each") {

@@ -110,7 +110,7 @@ TEST_CASE("no more than parallel_iterations iterations are alive at once") {
     auto r = run_graph(env.dev(), g, out, true);
     REQUIRE(r.outcome.ok());
     CHECK(r.fetched[1].scalar_value<float>() == std::ldexp(1.f, 40));
-    CHECK(r.peak_iterations >= 1);
+    CHECK(r.peak_iterations >= 1); // iterations were made at all (0 without loops)
     CHECK(r.peak_iterations <= parallel);
   }
   // Inline, an iteration's NextIteration runs before the condition of the next one finishes:
