@@ -44,7 +44,6 @@ struct ssl_ctx_st;
 
 namespace actorflow {
 class metric_counter;
-struct peer_traffic;
 }
 
 namespace actorflow {
@@ -187,7 +186,8 @@ private:
   /// Reads and checks the peer's token preamble; an error when it is missing or wrong.
   status check_token(connection& c);
   void read_loop(connection& c);
-  status read_frame(connection& c, bool& clean_end, peer_traffic& traffic);
+  /// Reads one frame; its bytes go to `received`.
+  status read_frame(connection& c, bool& clean_end, metric_counter& received);
   /// Shuts the connection idle longest between frames (at least limits_.evictable); false when
   /// there is none. Called with mutex_ held.
   bool evict_idle_connection();

@@ -257,10 +257,10 @@ void bulk_endpoint::read_loop(connection& c) {
     ::shutdown(c.fd, SHUT_RDWR);
     return;
   }
-  auto traffic = traffic_with(peer_host(c.fd), "bulk");
+  auto& received = received_from(peer_host(c.fd), "bulk");
   for (;;) {
     bool clean_end = false;
-    auto s = read_frame(c, clean_end, traffic);
+    auto s = read_frame(c, clean_end, received);
     if (c.evicted) {
       log("closed a connection idle between frames to make room for a new one");
       return;
@@ -275,7 +275,7 @@ void bulk_endpoint::read_loop(connection& c) {
   }
 }
 
-status bulk_endpoint::read_frame(connection& c, bool& clean_end, peer_traffic& traffic) {
+status bulk_endpoint::read_frame(connection& c, bool& clean_end, metric_counter& received) {
   auto fd = c.fd;
   c.idle_since = std::chrono::steady_clock::now().time_since_epoch().count();
   c.between_frames = true;
@@ -335,7 +335,7 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end, peer_traffic& t
   if (h->type == dtype::boolean)
     if (auto st = tensor_header::check_booleans(value.raw_data(), h->byte_count, 0); !st.ok())
       return st.with_context("tensor '" + h->key + "'");
-  traffic.received.add(header.size() + h->byte_count);
+  received.add(header.size() + h->byte_count);
   auto key = h->key;
   // Counted before delivery, so that whoever sees the tensor arrive also sees the count.
   ++received_;

@@ -50,7 +50,7 @@ void bulk_sender::send(const std::string& address, std::int64_t step_id, std::st
       if (!slot) {
         slot = std::make_unique<destination>();
         slot->address = address;
-        slot->sent_bytes = &traffic_with(address, "bulk").sent;
+        slot->sent_bytes = &sent_to(address, "bulk");
         auto* raw = slot.get();
         slot->writer = std::thread{[this, raw] { write_loop(*raw); }};
       }

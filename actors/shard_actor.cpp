@@ -158,7 +158,9 @@ void accumulate(shard_self self, sync_gradient& offered,
     return;
   }
   if (*outcome != gradient_accumulator::offer_outcome::accepted) {
-    st.stale_gradients->add();
+    // The same count the chief reports as stale_gradients_dropped (stale_dropped()).
+    if (*outcome == gradient_accumulator::offer_outcome::stale)
+      st.stale_gradients->add();
     rp.deliver(sync_outcome{false, acc.global_step(), acc.short_rounds(), acc.stale_dropped()});
     return;
   }
@@ -218,7 +220,7 @@ shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard s
   self->state.shard.emplace(std::move(shard));
   self->state.stale_gradients = &default_metrics().counter(
     "actorflow_stale_gradients_total",
-    "Gradients a parameter shard dropped as stale or duplicates, by variable.",
+    "Gradients a parameter shard dropped as stale (for an earlier round), by variable.",
     {{"variable", self->state.shard->name()}});
   self->state.bulk = std::move(bulk);
   auto& s = *self->state.shard;

@@ -105,12 +105,11 @@ std::optional<token_preamble> unhex(const std::string& text) {
   return out;
 }
 
+/// "host:port" of the socket's peer (bulk_detail::peer_host, with the port when known).
 std::string peer_of(native_socket fd) {
-  auto host = caf::io::network::remote_addr_of_fd(fd);
   auto port = caf::io::network::remote_port_of_fd(fd);
-  if (!host || !port)
-    return "a peer";
-  return *host + ":" + std::to_string(*port);
+  auto host = bulk_detail::peer_host(fd);
+  return port ? host + ":" + std::to_string(*port) : host;
 }
 
 /// What the watcher thread knows of one connection: when it must have made progress by.
@@ -334,10 +333,11 @@ public:
       if (!out.empty() && out.size() <= direct_write_bytes && !stream_.writing() &&
           !stream_.ack_writes()) {
         std::size_t written = 0;
-        if (caf::policy::tcp::write_some(written, stream_.fd(), out.data(), out.size()) ==
+        // Through the same counting policy as the stream's writes (its own is CAF's, private).
+        counting_policy<caf::policy::tcp> counted{traffic_};
+        if (counted.write_some(written, stream_.fd(), out.data(), out.size()) ==
               rw_state::success &&
             written > 0) {
-          traffic_.sent.add(written);
           if (written == out.size()) {
             out.clear();
             return;

@@ -287,11 +287,11 @@ std::unique_ptr<train::training_hook> progress_hook(const train_options& o, std:
   return train::make_observer_hook([&o, total_steps, &throughput, &progress, metrics,
                                     &g](const train::step_report& r) {
     auto examples_per_second = throughput.add(r);
-    if (metrics != nullptr)
-      metrics->add_graph(g);
-    if (metrics != nullptr && (r.step == 1 || r.step % o.log_every == 0 || r.step == total_steps))
+    if (metrics != nullptr && (r.step == 1 || r.step % o.log_every == 0 || r.step == total_steps)) {
+      metrics->add_graph(g); // placed by now; written with the first row only
       metrics->add({r.step, r.epoch, r.loss, r.batch_accuracy, examples_per_second, r.seconds,
                     r.stale_gradients_dropped});
+    }
     progress.update(r.step, r.epoch, o.epochs, r.loss, examples_per_second);
   });
 }
@@ -449,9 +449,10 @@ int run_linreg(const train_options& o, const training_target& where) {
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
   hooks.push_back(train::make_observer_hook([&](const train::step_report& r) {
-    metrics.add_graph(g); // placed by now; written once
-    if (r.step == 1 || r.step % o.log_every == 0 || r.step == o.steps)
+    if (r.step == 1 || r.step % o.log_every == 0 || r.step == o.steps) {
+      metrics.add_graph(g); // placed by now; written with the first row only
       metrics.add({r.step, 1, r.loss, -1, 0}); // a regression has no accuracy
+    }
   }));
   if (checkpoints)
     hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) -> status {
@@ -1267,14 +1268,14 @@ int run(int argc, char** argv) {
     watch_tasks(cluster);
     return run_between_graph(o, cluster, job, task);
   }
-  if (!o.cluster.empty())
-    if (auto spec = cluster_spec::parse(o.cluster))
-      watch_tasks(*spec);
   auto where = resolve_target(o);
   if (!where) {
     std::cerr << "actorflow-train: " << where.error().message() << '\n';
     return 2;
   }
+  if (!o.cluster.empty())
+    if (auto spec = cluster_spec::parse(o.cluster))
+      watch_tasks(*spec);
   return o.model == "linreg" ? run_linreg(o, *where) : run_mlp(o, *where);
 }
 

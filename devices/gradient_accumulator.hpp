@@ -71,8 +71,9 @@ public:
   /// Gradients in the current round so far.
   int pending() const { return static_cast<int>(contributors_.size()); }
   int replicas_to_aggregate() const { return replicas_; }
-  /// Gradients dropped because they were stale or duplicates, since construction.
+  /// Gradients dropped because they were stale (for an earlier round), since construction.
   std::int64_t stale_dropped() const { return stale_; }
+  /// ... because their worker had already given one this round.
   std::int64_t duplicates_dropped() const { return duplicates_; }
   std::int64_t retired_dropped() const { return lives_.refused(); }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace actorflow {
@@ -127,14 +128,14 @@ event_file_writer::open(const std::string& log_dir, std::optional<std::int64_t> 
   }
   // A writer of this process that opened meanwhile took the name: the next second then.
   std::string path;
-  std::FILE* file = nullptr;
-  for (int attempt = 0; file == nullptr; ++attempt, ++seconds) {
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt, ++seconds) {
     path = log_dir + "/" + prefix + std::to_string(seconds) + "." + host + "." + std::to_string(::getpid());
-    file = std::fopen(path.c_str(), "wbx");
-    if (file == nullptr && (errno != EEXIST || attempt == 100))
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && (errno != EEXIST || attempt == 100))
       return file_io::errno_error("cannot create event file '" + path + "'", errno);
   }
-  std::unique_ptr<event_file_writer> writer{new event_file_writer{file, path}};
+  std::unique_ptr<event_file_writer> writer{new event_file_writer{fd, path}};
   pb::Event version;
   version.set_wall_time(wall_time_now());
   version.set_file_version("brain.Event:2");
@@ -149,22 +150,16 @@ event_file_writer::open(const std::string& log_dir, std::optional<std::int64_t> 
   return writer;
 }
 
-event_file_writer::~event_file_writer() {
-  if (file_ != nullptr)
-    std::fclose(file_);
-}
-
 status event_file_writer::write_event(const std::string& serialized_event) {
-  std::uint8_t header[12];
-  file_io::put_le(header, serialized_event.size(), 8);
-  file_io::put_le(header + 8, masked_crc32c(header, 8), 4);
-  std::uint8_t footer[4];
-  file_io::put_le(footer, masked_crc32c(serialized_event.data(), serialized_event.size()), 4);
-  if (std::fwrite(header, 1, sizeof header, file_) != sizeof header ||
-      std::fwrite(serialized_event.data(), 1, serialized_event.size(), file_) != serialized_event.size() ||
-      std::fwrite(footer, 1, sizeof footer, file_) != sizeof footer || std::fflush(file_) != 0)
-    return file_io::errno_error("cannot write event file '" + path_ + "'", errno);
-  return {};
+  // One record, one write: length, its CRC, the data, the data's CRC.
+  std::vector<std::uint8_t> record(12 + serialized_event.size() + 4);
+  file_io::put_le(record.data(), serialized_event.size(), 8);
+  file_io::put_le(record.data() + 8, masked_crc32c(record.data(), 8), 4);
+  std::memcpy(record.data() + 12, serialized_event.data(), serialized_event.size());
+  file_io::put_le(record.data() + 12 + serialized_event.size(),
+                  masked_crc32c(serialized_event.data(), serialized_event.size()), 4);
+  return file_io::write_all(file_.get(), record.data(), record.size(),
+                            "event file '" + path_ + "'");
 }
 
 status event_file_writer::add_scalars(std::int64_t step,

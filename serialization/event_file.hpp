@@ -11,9 +11,9 @@
 
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
+#include "serialization/file_io.hpp"
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,7 +32,6 @@ public:
   /// checkpoint). Older files stay as they are. Errors name the directory or file.
   static result<std::unique_ptr<event_file_writer>> open(const std::string& log_dir,
                                                          std::optional<std::int64_t> resumed_at_step = {});
-  ~event_file_writer();
   event_file_writer(const event_file_writer&) = delete;
   event_file_writer& operator=(const event_file_writer&) = delete;
 
@@ -46,10 +45,10 @@ public:
   const std::string& path() const { return path_; }
 
 private:
-  event_file_writer(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
+  event_file_writer(int fd, std::string path) : file_(fd), path_(std::move(path)) {}
   status write_event(const std::string& serialized_event);
 
-  std::FILE* file_;
+  file_io::fd_guard file_;
   std::string path_;
 };
 

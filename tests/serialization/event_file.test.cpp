@@ -26,8 +26,9 @@ std::vector<std::string> event_files(const std::string& dir) {
 TEST_CASE("CRC-32C matches the Castagnoli check value and TFRecord's mask") {
   const std::string check = "123456789";
   CHECK(crc32c(check.data(), check.size()) == 0xe3069283u);
-  auto crc = 0xe3069283u;
-  CHECK(masked_crc32c(check.data(), check.size()) == ((crc >> 15) | (crc << 17)) + 0xa282ead8u);
+  // TFRecord's mask (rotate right by 15, add 0xa282ead8) of that check value, worked out by
+  // hand; tests/apps/tensorboard_events.py checks whole files with Python's crc32c package.
+  CHECK(masked_crc32c(check.data(), check.size()) == 0xc78ab0e5u);
   CHECK(crc32c("", 0) == 0);
 }
 
