@@ -582,9 +582,12 @@ private:
       in_branch.emplace(g_.enter_context(context));
     return make(g_, "AddN", grads);
   }
-  /// Whether unit `unit` lies between the xs and ys of run().
+  /// Whether unit `unit` lies between the xs and ys of run(). Nodes made during the run never
+  /// do; a loop's gradient can give its forward loop new inputs (a value its stacks need,
+  /// brought in through a new Switch), so a unit's inputs may name them.
   bool is_between(int unit) const {
-    return unit >= 0 && between_[static_cast<std::size_t>(unit)] != 0;
+    auto i = static_cast<std::size_t>(unit);
+    return unit >= 0 && i < between_.size() && between_[i] != 0;
   }
   /// Builds the gradient of `loop` (a unit) from the gradients reaching its Exits.
   status while_gradient(while_context& loop);
