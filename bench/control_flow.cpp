@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     loop.ratio = *torch_loop / ours;
   bench::emit(loop);
 
-  auto data = load_fashion_mnist(fashion_mnist_default_dir, "train");
+  auto data = bench::load_training_data();
   if (!data) {
     std::fprintf(stderr, "control_flow: %s\n", data.error().to_string().c_str());
     return 1;

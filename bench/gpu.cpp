@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
                  " chained scalar adds in one step; baseline PyTorch eager adds, same run; "
                  "ratio: PyTorch's time over ours");
 
-  auto data = load_fashion_mnist(fashion_mnist_default_dir, "train");
+  auto data = bench::load_training_data();
   if (!data) {
     std::fprintf(stderr, "bench_gpu: %s\n", data.error().to_string().c_str());
     return 1;

@@ -80,7 +80,7 @@ double gemm_bound(int threads) {
 } // namespace
 
 int main() {
-  auto data = load_fashion_mnist(fashion_mnist_default_dir, "train");
+  auto data = bench::load_training_data();
   if (!data) {
     std::fprintf(stderr, "mlp_training: %s\n", data.error().to_string().c_str());
     return 1;
