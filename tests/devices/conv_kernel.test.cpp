@@ -1,5 +1,6 @@
 // Conv2D and its two backprops against direct float64 loops, over both paddings, strides and
-// batch chunks; pooling against direct windows; bad attributes and shapes named.
+// batch chunks; pooling and its gradients against direct windows; bad attributes and shapes
+// named.
 #include "graph/conv_geometry.hpp"
 #include "support/kernel_test_util.hpp"
 
@@ -115,6 +116,60 @@ TEST_CASE("MaxPool and AvgPool match direct windows, padding left out", "[kernel
     require_near(env.run_ok(make_node("MaxPool", "max", dtype::float32, attrs), {x}), out_shape, maxima, 0);
     require_near(env.run_ok(make_node("AvgPool", "avg", dtype::float32, attrs), {x}), out_shape, sums, 1e-6);
   }
+}
+
+TEST_CASE("MaxPoolGrad and AvgPoolGrad match direct windows, overlapping or not", "[kernels][conv]") {
+  kernel_test_env env;
+  test_random random{seed};
+  const std::int64_t batch = 2, h = 7, w = 6, channels = 3;
+  auto x = random.uniform<float>(tensor_shape{batch, h, w, channels});
+  auto vx = as_doubles(x);
+  auto xi = [&](auto n, auto ih, auto iw, auto k) {
+    return static_cast<std::size_t>(((n * h + ih) * w + iw) * channels + k);
+  };
+  struct window {
+    std::int64_t size, stride;
+  };
+  // 3x3 windows at stride 2 overlap: an input element gathers gradient from several windows.
+  for (auto [size, stride] : {window{2, 2}, window{3, 2}, window{3, 1}})
+    for (std::string padding : {"SAME", "VALID"}) {
+      INFO(size << "x" << size << " windows, stride " << stride << ", " << padding << ", seed " << seed);
+      std::map<std::string, attr_value> attrs{{"ksize", std::vector<std::int64_t>{1, size, size, 1}},
+                                              {"strides", std::vector<std::int64_t>{1, stride, stride, 1}},
+                                              {"padding", padding}};
+      auto g = *conv_geometry::make(h, w, size, size, stride, stride, padding);
+      tensor_shape out_shape{batch, g.out_h, g.out_w, channels};
+      auto dy = random.uniform<float>(out_shape);
+      auto vdy = as_doubles(dy);
+      auto oi = [&](auto n, auto oh, auto ow, auto k) {
+        return static_cast<std::size_t>(((n * g.out_h + oh) * g.out_w + ow) * channels + k);
+      };
+      // Per output element: its window's first maximum (window order) and its element count.
+      std::vector<double> maxima(vdy.size(), -1e300), counts(vdy.size(), 0.0);
+      std::vector<std::size_t> argmax(vdy.size(), 0);
+      each_tap(g, batch, [&](auto n, auto oh, auto ow, auto, auto, auto ih, auto iw) {
+        for (std::int64_t k = 0; k < channels; ++k) {
+          auto at = oi(n, oh, ow, k);
+          counts[at] += 1;
+          if (vx[xi(n, ih, iw, k)] > maxima[at]) {
+            maxima[at] = vx[xi(n, ih, iw, k)];
+            argmax[at] = xi(n, ih, iw, k);
+          }
+        }
+      });
+      std::vector<double> max_dx(vx.size(), 0.0), avg_dx(vx.size(), 0.0);
+      for (std::size_t at = 0; at < vdy.size(); ++at)
+        max_dx[argmax[at]] += vdy[at];
+      each_tap(g, batch, [&](auto n, auto oh, auto ow, auto, auto, auto ih, auto iw) {
+        for (std::int64_t k = 0; k < channels; ++k)
+          avg_dx[xi(n, ih, iw, k)] += vdy[oi(n, oh, ow, k)] / counts[oi(n, oh, ow, k)];
+      });
+      auto y = env.run_ok(make_node("MaxPool", "max", dtype::float32, attrs), {x});
+      require_near(env.run_ok(make_node("MaxPoolGrad", "max_grad", dtype::float32, attrs), {x, y, dy}),
+                   tensor_shape{batch, h, w, channels}, max_dx, 1e-5);
+      require_near(env.run_ok(make_node("AvgPoolGrad", "avg_grad", dtype::float32, attrs), {x, dy}),
+                   tensor_shape{batch, h, w, channels}, avg_dx, 1e-5);
+    }
 }
 
 TEST_CASE("convolutions refuse bad attributes and shapes, naming them", "[kernels][conv]") {
