@@ -661,6 +661,21 @@ bool lost_ps_task(const train_options& o, const cluster_spec& cluster, const sta
   return lost;
 }
 
+/// After a failure judged a lost ps: whether the ps tasks still hold every variable of `g`, its
+/// global step `global_step` included (its value then). A ps that was only slow to answer, or a
+/// loss that did not take a ps's state, leaves them all readable: restoring a checkpoint or
+/// initialising again would throw away the training they hold. A restarted ps holds none.
+std::optional<std::int64_t> variables_kept(session& s, const graph& g,
+                                           const actorflow::variable& global_step) {
+  std::vector<output> reads{global_step.read};
+  for (auto& v : g.global_variables())
+    reads.push_back(v.read);
+  auto held = s.run(reads);
+  if (!held)
+    return std::nullopt;
+  return held->at(0).scalar_value<std::int64_t>();
+}
+
 /// Between-graph replication, asynchronous: this process is one worker with a graph of its own.
 int run_between_graph(const train_options& o, const cluster_spec& cluster, const std::string& job,
                       int task) {
@@ -732,7 +747,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     return fail(served.error());
   session_options options;
   options.master = existing_master((*served)->master());
-  options.timeout_seconds = 10;
+  options.timeout_seconds = o.step_timeout_seconds;
   options.inter_op_parallelism_threads = o.threads;
   options.intra_op_parallelism_threads = o.threads;
   options.log_device_placement = o.log_device_placement;
@@ -751,14 +766,18 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         AF_RETURN_IF_ERROR(wait_for_variables(s, all_variables, o.init_timeout_seconds));
       } else {
         AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
+        auto kept = after_loss ? variables_kept(s, g, global_step) : std::nullopt;
         std::optional<restored_checkpoint> restored;
-        if (checkpoints) {
+        if (checkpoints && !kept) {
           auto found = checkpoints.restore_latest(checkpoints_saver, s);
           if (!found)
             return found.error();
           restored = *found;
         }
-        if (restored) {
+        if (kept) {
+          progress.line("the " + o.ps_job + " tasks still hold every variable: training goes on "
+                        "from global step " + std::to_string(*kept));
+        } else if (restored) {
           progress.line("restored " + restored->path + ": training " +
                         (after_loss ? "returns to" : "goes on from") + " global step " +
                         std::to_string(restored->step) +
@@ -1025,7 +1044,7 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   auto spec = std::make_shared<const cluster_spec>(cluster);
   session_options on_ps;
   on_ps.cluster = spec;
-  on_ps.timeout_seconds = 10;
+  on_ps.timeout_seconds = o.step_timeout_seconds;
   on_ps.device_filters = {"/job:" + o.ps_job};
   on_ps.default_task = "/job:" + o.ps_job + "/task:0";
   session ps_session{g, on_ps};
@@ -1035,6 +1054,13 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   // are checkpoints): the global step training goes on from.
   auto make_variables_ready = [&](bool after_loss) -> result<std::int64_t> {
     AF_RETURN_IF_ERROR(wait_for_variables(ps_session, {}, o.init_timeout_seconds));
+    if (after_loss) {
+      if (auto step = variables_kept(ps_session, g, global_step)) {
+        progress.line("the " + o.ps_job + " tasks still hold every variable: training goes on "
+                      "from global step " + std::to_string(*step));
+        return *step;
+      }
+    }
     if ((after_loss || o.resume) && checkpoints) {
       auto found = checkpoints.restore_latest(checkpoints_saver, ps_session);
       if (!found)
@@ -1058,7 +1084,7 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
 
   coordinator_options coordinating;
   coordinating.worker_job = o.worker_job;
-  coordinating.session.timeout_seconds = 10;
+  coordinating.session.timeout_seconds = o.step_timeout_seconds;
   coordinating.session.inter_op_parallelism_threads = o.threads;
   coordinating.session.intra_op_parallelism_threads = o.threads;
   coordinating.session.log_device_placement = o.log_device_placement;

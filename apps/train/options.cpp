@@ -96,6 +96,8 @@ Trains a model with actorflow in one process.
                          (actorflow-worker) exit once every worker has finished
   --init-timeout S       between-graph, not the chief: wait at most S seconds for the chief to
                          initialise the variables (default 60)
+  --step-timeout S       between-graph and --coordinator: a step or a probe of a task with no
+                         answer after S seconds fails, and a hung task is found out (default 10)
   --sync                 between-graph in synchronous rounds: every variable's gradients are
                          averaged over --replicas-to-aggregate workers and applied once per round;
                          stale gradients are dropped (--optimizer sgd)
@@ -180,6 +182,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
      [&](auto& v) { return apps::parse_int_flag("--round-timeout", v, 0, o.round_timeout_seconds); }},
     {"--init-timeout",
      [&](auto& v) { return apps::parse_int_flag("--init-timeout", v, 1, o.init_timeout_seconds); }},
+    {"--step-timeout",
+     [&](auto& v) { return apps::parse_int_flag("--step-timeout", v, 1, o.step_timeout_seconds); }},
   };
   apps::add_security_flags(flags, o.security);
   apps::add_metrics_port_flag(flags, o.metrics_port);

@@ -60,6 +60,10 @@ struct train_options {
   /// Non-chief workers wait at most this long for the chief to initialise the variables (and
   /// for the ps tasks to come up).
   int init_timeout_seconds = 60;
+  /// Cluster training (between-graph, --coordinator): a step, and a probe of a task, that has
+  /// no answer after this long fails (TF's operation_timeout_in_ms); a hung task is then found
+  /// out this soon.
+  int step_timeout_seconds = 10;
   /// Between-graph, synchronous rounds (SyncReplicasOptimizer): each round averages the
   /// gradients of `replicas_to_aggregate` workers (0: every worker) before one update;
   /// `total_replicas` (0: every worker) more than that makes the slowest workers backups.

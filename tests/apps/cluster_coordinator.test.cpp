@@ -320,3 +320,39 @@ TEST_CASE("actorflow-train --coordinator: the ps killed after a checkpoint and r
   std::filesystem::remove_all(dir);
   CHECK(cluster->stop());
 }
+
+TEST_CASE("actorflow-train --coordinator: a ps frozen past the step timeout keeps its variables, and training goes on from them") {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}});
+  REQUIRE(cluster->ready());
+  auto dir = "/tmp/af-coordinated-frozen-" + std::to_string(::getpid());
+  child_process trainer{ACTORFLOW_TRAIN_BINARY,
+                        {"--coordinator", "--cluster", cluster->spec_json(), "--epochs", "1",
+                         "--threads", "1", "--log-every", "50", "--step-timeout", "2",
+                         "--output-dir", dir}};
+  REQUIRE(trainer.wait_for_line("step 100 ", 120000ms).has_value());
+  // Frozen for longer than a closure's step and the probes of it take (2 s each): the closures
+  // in flight fail, and the trainer takes the ps for lost.
+  auto& ps = cluster->task(0);
+  ps.signal(SIGSTOP);
+  REQUIRE(ps.wait_stopped(5000ms));
+  std::this_thread::sleep_for(9000ms);
+  ps.signal(SIGCONT);
+  auto rest = trainer.read_all_lines(240000ms);
+  CHECK(trainer.wait_exit(20000ms) == 0);
+  auto errors = trainer.stderr_text();
+  INFO(rest);
+  INFO(errors);
+  CHECK(errors.find("lost a ps task") != std::string::npos);
+  // The ps kept what it had: nothing is restored or initialised again (which would start
+  // training over from step 0, with no checkpoint to return to).
+  CHECK(rest.find("the ps tasks still hold every variable: training goes on from global step ") !=
+        std::string::npos);
+  CHECK(rest.find("no checkpoint to restore") == std::string::npos);
+  CHECK(rest.find("global step: 468 of 468 (") != std::string::npos);
+  auto accuracy_at = rest.find("test accuracy: ");
+  REQUIRE(accuracy_at != std::string::npos);
+  CHECK(std::stod(rest.substr(accuracy_at + 15)) >= 0.78);
+  std::filesystem::remove_all(dir);
+  CHECK(cluster->stop());
+}

@@ -53,7 +53,8 @@ TEST_CASE("linreg defaults to the classic learning rate of 0.5 unless one is giv
 TEST_CASE("every flag is parsed in both spellings") {
   auto o = parse({"--epochs", "2", "--batch-size=64", "--optimizer", "adam", "--seed", "7",
                   "--threads", "1", "--checkpoint-dir", "/tmp/x", "--resume", "--output-dir=out",
-                  "--data-dir", "d", "--keep-checkpoints", "5", "--log-every", "10", "--steps", "30"});
+                  "--data-dir", "d", "--keep-checkpoints", "5", "--log-every", "10", "--steps", "30",
+                  "--step-timeout=3"});
   REQUIRE(o.ok());
   CHECK(o->epochs == 2);
   CHECK(o->batch_size == 64);
@@ -67,6 +68,8 @@ TEST_CASE("every flag is parsed in both spellings") {
   CHECK(o->keep_checkpoints == 5);
   CHECK(o->log_every == 10);
   CHECK(o->steps == 30);
+  CHECK(o->step_timeout_seconds == 3);
+  CHECK(parse({})->step_timeout_seconds == 10);
 }
 
 TEST_CASE("bad flags give one message naming the flag") {
@@ -81,6 +84,9 @@ TEST_CASE("bad flags give one message naming the flag") {
   auto threads = parse({"--threads", "100000"});
   REQUIRE_FALSE(threads.ok());
   CHECK(threads.error().message() == "--threads: must be at most 1024, got 100000");
+  auto no_time = parse({"--step-timeout", "0"});
+  REQUIRE_FALSE(no_time.ok());
+  CHECK(no_time.error().message().find("--step-timeout") != std::string::npos);
   auto zero = parse({"--batch-size", "0"});
   REQUIRE_FALSE(zero.ok());
   CHECK(zero.error().message().find("--batch-size") != std::string::npos);
@@ -116,7 +122,8 @@ TEST_CASE("help lists every flag") {
   auto usage = train_usage();
   for (auto flag : {"--model", "--epochs", "--batch-size", "--learning-rate", "--optimizer",
                     "--seed", "--threads", "--checkpoint-dir", "--resume", "--output-dir",
-                    "--data-dir", "--keep-checkpoints", "--log-every", "--steps", "--help"})
+                    "--data-dir", "--keep-checkpoints", "--log-every", "--steps", "--step-timeout",
+                    "--help"})
     CHECK(usage.find(flag) != std::string::npos);
   CHECK(parse({"--help"})->help);
 }
