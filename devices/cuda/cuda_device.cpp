@@ -378,6 +378,13 @@ public:
     complete(std::move(done));
   }
 
+  /// A copy was enqueued on `stream` but could not be handed over (no event, no wait): its
+  /// buffers are dropped when the caller returns, so wait here until the copy has stopped.
+  static void settle_on_failure(const status& handed_over, cudaStream_t stream) {
+    if (!handed_over.ok())
+      cudaStreamSynchronize(stream);
+  }
+
   void copy_from_host(const tensor& host, copy_done done) override {
     auto allocated = allocate_copy_of_host(host, card_.memory.get());
     if (!allocated) {
@@ -403,19 +410,23 @@ public:
       AF_RETURN_IF_ERROR(card_.stream_wait(card_.host_to_device, card_.compute));
       AF_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copy.raw_data(), source, bytes,
                                               cudaMemcpyHostToDevice, card_.host_to_device));
-      auto copied = card_.record(card_.host_to_device);
-      if (!copied)
-        return copied.error();
-      // Kernels enqueued from now on (the copy's consumers among them) start after the copy.
-      AF_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(card_.compute, (*copied)->event, 0));
-      card_.when_done(std::move(*copied),
-                      [host, staging, copy, name = full_name(), done = std::move(done)](status s) {
-                        if (!s.ok())
-                          done(s.with_context("copying " + host.debug_string(0) + " to " + name));
-                        else
-                          done(copy);
-                      });
-      return {};
+      auto handed_over = [&]() -> status {
+        auto copied = card_.record(card_.host_to_device);
+        if (!copied)
+          return copied.error();
+        // Kernels enqueued from now on (the copy's consumers among them) start after the copy.
+        AF_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(card_.compute, (*copied)->event, 0));
+        card_.when_done(std::move(*copied),
+                        [host, staging, copy, name = full_name(), done = std::move(done)](status s) {
+                          if (!s.ok())
+                            done(s.with_context("copying " + host.debug_string(0) + " to " + name));
+                          else
+                            done(copy);
+                        });
+        return {};
+      }();
+      settle_on_failure(handed_over, card_.host_to_device);
+      return handed_over;
     }();
     if (!st.ok())
       done(st.with_context("copying " + host.debug_string(0) + " to " + full_name()));
@@ -451,8 +462,10 @@ public:
       AF_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copy.raw_data(), on_device.raw_data(), bytes,
                                               cudaMemcpyDeviceToHost, card_.device_to_host));
       auto copied = card_.record(card_.device_to_host);
-      if (!copied)
+      if (!copied) {
+        settle_on_failure(copied.error(), card_.device_to_host);
         return copied.error();
+      }
       card_.when_done(std::move(*copied), [on_device, copy, name = full_name(),
                                            done = std::move(done)](status s) {
         if (!s.ok())

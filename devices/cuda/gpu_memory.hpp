@@ -13,23 +13,29 @@
 
 namespace actorflow::cuda {
 
-/// What the default limit leaves free for the CUDA context's own needs, cuBLAS's workspace,
-/// cuDNN and other processes' contexts (TensorFlow 1.x kept max(300 MiB, 5%) of free memory).
-inline constexpr std::size_t gpu_memory_reserve_bytes = std::size_t{300} << 20;
+/// What the default limit leaves free of `free_bytes` for the CUDA context's own needs, kernel
+/// modules loaded on first use, cuBLAS's workspace, cuDNN's handle and engines, NCCL's buffers
+/// and other processes' contexts: TensorFlow 1.x's rule (MinSystemMemory), 225 MiB below 2 GiB
+/// free, else max(300 MiB, 5% of what is free) (7 GiB of an empty 141 GiB H200); never more
+/// than half of what is free.
+inline std::size_t gpu_memory_reserve(std::size_t free_bytes) {
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  auto reserve = free_bytes < (std::size_t{2} << 30) ? 225 * mib
+                                                      : std::max(300 * mib, free_bytes / 20);
+  return std::min(reserve, free_bytes / 2);
+}
 
 /// The most bytes the allocator of a card with `free_bytes` of `total_bytes` free may take:
 ///   0 < fraction < 1:  total * fraction (per_process_gpu_memory_fraction), but never more than
 ///                      is free, since taking it in one cudaMalloc would fail outright;
-///   otherwise:         free minus gpu_memory_reserve_bytes, or half of what is free where that
-///                      is less than twice the reserve.
+///   otherwise:         free minus gpu_memory_reserve(free).
 inline std::size_t gpu_memory_limit(std::size_t free_bytes, std::size_t total_bytes,
                                     double fraction) {
   if (fraction > 0 && fraction < 1) {
     auto share = static_cast<std::size_t>(static_cast<double>(total_bytes) * fraction);
     return std::min(share, free_bytes);
   }
-  auto reserve = std::min(gpu_memory_reserve_bytes, free_bytes / 2);
-  return free_bytes - reserve;
+  return free_bytes - gpu_memory_reserve(free_bytes);
 }
 
 /// The bfc_options of a card's allocator: the limit above; with allow_growth, regions as

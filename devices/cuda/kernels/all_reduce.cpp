@@ -152,6 +152,13 @@ status all_reduce(std::vector<nccl_member>& by_rank, bool mean) {
   auto type = nccl_type(by_rank.front().type);
   if (!type)
     return type.error();
+  // Groups complete on whichever thread brings their last member. NCCL forbids issuing on a
+  // communicator (or on several of one device) from two threads at once, and two groups
+  // interleaved here could reach GPU 0's stream as A, B and GPU 1's as B, A: each collective
+  // then waits for peers that are stuck behind the other, and the GPUs hang. One group at a
+  // time enqueues on every stream, in the same order everywhere.
+  static std::mutex launching;
+  std::lock_guard<std::mutex> one_group{launching};
   auto comms = communicators(lib, ordinals);
   if (!comms)
     return comms.error();

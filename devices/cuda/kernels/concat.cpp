@@ -1,7 +1,8 @@
 // ConcatV2 and its gradient SplitToShapesOf on the GPU: the layout is the CPU's
 // (devices/concat_layout.hpp), and each part's blocks move with one strided device-to-device
 // cudaMemcpy2DAsync on the compute stream (the part's rows are `part_row_bytes` wide, the whole's
-// `row_bytes`). Semantics and messages are the CPU kernels' (devices/cpu/kernels/concat.cpp).
+// `row_bytes`; along axis 0, one plain copy). Semantics and messages are the CPU kernels'
+// (devices/cpu/kernels/concat.cpp).
 #include "devices/concat_layout.hpp"
 #include "devices/cuda/cuda_kernel_util.hpp"
 #include "devices/cuda/kernels/cuda_kernels.hpp"
@@ -12,6 +13,10 @@ namespace actorflow::cuda {
 namespace {
 
 enum class direction { into_whole, out_of_whole };
+
+/// The largest pitch cudaMemcpy2DAsync takes: cudaDeviceProp::memPitch, 2^31 - 1 on every card
+/// since Kepler (H100/H200 included).
+constexpr std::size_t max_copy_pitch = 2147483647;
 
 status copy_blocks(const concat_layout& layout, void* whole, const std::vector<void*>& parts,
                    direction dir, cudaStream_t stream) {
@@ -24,13 +29,25 @@ status copy_blocks(const concat_layout& layout, void* whole, const std::vector<v
     if (width == 0)
       continue;
     auto* in_whole = base + layout.offsets[i];
+    auto* part = static_cast<char*>(parts[i]);
     auto rows = static_cast<std::size_t>(layout.outer);
-    if (dir == direction::into_whole)
-      AF_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(in_whole, layout.row_bytes, parts[i], width, width,
-                                                rows, cudaMemcpyDeviceToDevice, stream));
-    else
-      AF_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(parts[i], width, in_whole, layout.row_bytes, width,
-                                                rows, cudaMemcpyDeviceToDevice, stream));
+    auto* to = dir == direction::into_whole ? in_whole : part;
+    auto* from = dir == direction::into_whole ? part : in_whole;
+    auto to_pitch = dir == direction::into_whole ? layout.row_bytes : width;
+    auto from_pitch = dir == direction::into_whole ? width : layout.row_bytes;
+    if (rows == 1) {
+      // Concatenating along axis 0: one contiguous block, of any size.
+      AF_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, from, width, cudaMemcpyDeviceToDevice, stream));
+    } else if (layout.row_bytes > max_copy_pitch) {
+      // cudaMemcpy2DAsync refuses pitches above the device's memPitch: a row at a time (rows
+      // this wide are few: the whole must fit on the card).
+      for (std::size_t r = 0; r < rows; ++r)
+        AF_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to + r * to_pitch, from + r * from_pitch, width,
+                                                cudaMemcpyDeviceToDevice, stream));
+    } else {
+      AF_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, rows,
+                                                cudaMemcpyDeviceToDevice, stream));
+    }
   }
   return {};
 }

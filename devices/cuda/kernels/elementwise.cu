@@ -131,10 +131,11 @@ public:
 protected:
   status launch(kernel_context& ctx, cudaStream_t stream) override {
     AF_RETURN_IF_ERROR(expect_input(ctx, 0, dtype_of<T>()));
+    // The indices' dtype picks the check below: make sure they exist before reading it.
+    auto wide = ctx.num_inputs() > 1 && ctx.input(1).type() == dtype::int64;
+    AF_RETURN_IF_ERROR(expect_input(ctx, 1, wide ? dtype::int64 : dtype::int32));
     const tensor& params = ctx.input(0);
     const tensor& indices = ctx.input(1);
-    auto wide = indices.type() == dtype::int64;
-    AF_RETURN_IF_ERROR(expect_input(ctx, 1, wide ? dtype::int64 : dtype::int32));
     auto rank = params.shape().rank();
     auto axis = axis_ < 0 ? axis_ + rank : axis_;
     if (axis < 0 || axis >= rank)
