@@ -73,6 +73,44 @@ struct counter_cluster {
   }
 };
 
+/// actorflow-worker processes for `ps` ps tasks and `workers` worker tasks, serving.
+std::unique_ptr<cluster_processes> serving_cluster(int ps, int workers) {
+  auto cluster = std::make_unique<cluster_processes>(
+    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", ps}, {"worker", workers}});
+  REQUIRE(cluster->ready());
+  return cluster;
+}
+
+/// What a trainer printed from now until it exited, and how it exited.
+struct trainer_ending {
+  std::string output;
+  std::string errors;
+  int exit_code = -1;
+};
+
+trainer_ending run_to_end(child_process& trainer) {
+  trainer_ending end;
+  end.output = trainer.read_all_lines(240000ms);
+  end.exit_code = trainer.wait_exit(20000ms);
+  end.errors = trainer.stderr_text();
+  return end;
+}
+
+/// actorflow-train --coordinator over `cluster`'s tasks on one thread, with `flags` after.
+std::vector<std::string> coordinated_training(const cluster_processes& cluster,
+                                              std::vector<std::string> flags) {
+  std::vector<std::string> args{"--coordinator", "--cluster", cluster.spec_json(), "--threads", "1"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return args;
+}
+
+/// The "test accuracy: X" in actorflow-train's output.
+double printed_accuracy(const std::string& output) {
+  auto at = output.find("test accuracy: ");
+  REQUIRE(at != std::string::npos);
+  return std::stod(output.substr(at + 15));
+}
+
 coordinator_options quick_options() {
   coordinator_options options;
   options.session.timeout_seconds = 5;
@@ -249,14 +287,12 @@ TEST_CASE("a worker killed inside a closure: the closure runs again elsewhere, i
 }
 
 TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed mid-training and restarted, every closure counts once and accuracy reaches 0.84") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 2}, {"worker", 3}});
-  REQUIRE(cluster->ready());
+  auto cluster = serving_cluster(2, 3);
   auto output_dir = "/tmp/af-coordinated-" + std::to_string(::getpid());
   child_process trainer{ACTORFLOW_TRAIN_BINARY,
-                        {"--coordinator", "--cluster", cluster->spec_json(), "--epochs", "12",
-                         "--batch-size", "256",
-                         "--threads", "1", "--log-every", "100", "--output-dir", output_dir}};
+                        coordinated_training(*cluster, {"--epochs", "12", "--batch-size", "256",
+                                                        "--log-every", "100", "--output-dir",
+                                                        output_dir})};
   REQUIRE(trainer.wait_for_line("step 200 ", 120000ms).has_value());
   // Worker task 1 (process 3: after the two ps tasks) dies mid-training ...
   auto& victim = cluster->task(3);
@@ -265,10 +301,10 @@ TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed 
   REQUIRE(trainer.wait_for_line("step 500 ", 120000ms).has_value());
   // ... and comes back at its address while the others go on.
   REQUIRE(cluster->restart(3));
-  auto rest = trainer.read_all_lines(240000ms);
-  CHECK(trainer.wait_exit(20000ms) == 0);
+  auto [rest, errors, exit_code] = run_to_end(trainer);
+  CHECK(exit_code == 0);
   INFO(rest);
-  INFO(trainer.stderr_text());
+  INFO(errors);
   // 60000 / 256 = 234 closures an epoch; the global step counts each exactly once. (Batches
   // of 256 for 12 epochs: asynchronous SGD at 0.1 on batches of 128 for 6 epochs ended
   // anywhere in 0.81-0.87 under ctest's load, on 256 for 8 epochs in 0.839-0.860; 12 epochs
@@ -277,22 +313,18 @@ TEST_CASE("actorflow-train --coordinator: 2 ps and 3 workers, one worker killed 
   // At least one closure ran again, after at least one worker loss.
   CHECK(rest.find(" 0 run again after ") == std::string::npos);
   CHECK(rest.find("after 0 worker loss") == std::string::npos);
-  auto accuracy_at = rest.find("test accuracy: ");
-  REQUIRE(accuracy_at != std::string::npos);
-  CHECK(std::stod(rest.substr(accuracy_at + 15)) >= 0.84);
+  CHECK(printed_accuracy(rest) >= 0.84);
   std::filesystem::remove_all(output_dir);
   CHECK(cluster->stop());
 }
 
 TEST_CASE("actorflow-train --coordinator: the ps killed after a checkpoint and restarted, training returns to it and completes") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}});
-  REQUIRE(cluster->ready());
+  auto cluster = serving_cluster(1, 2);
   auto dir = "/tmp/af-coordinated-ps-" + std::to_string(::getpid());
   child_process trainer{ACTORFLOW_TRAIN_BINARY,
-                        {"--coordinator", "--cluster", cluster->spec_json(), "--epochs", "2",
-                         "--threads", "1", "--log-every", "50", "--output-dir", dir + "/out",
-                         "--checkpoint-dir", dir + "/ckpt"}};
+                        coordinated_training(*cluster, {"--epochs", "2", "--log-every", "50",
+                                                        "--output-dir", dir + "/out",
+                                                        "--checkpoint-dir", dir + "/ckpt"})};
   // The first checkpoint (after the first epoch's 468 closures) is committed: the ps dies.
   bool saved = false;
   for (int i = 0; i < 1200 && !saved; ++i) {
@@ -304,9 +336,8 @@ TEST_CASE("actorflow-train --coordinator: the ps killed after a checkpoint and r
   CHECK(cluster->task(0).wait_exit(5000ms) == -1);
   std::this_thread::sleep_for(300ms);
   REQUIRE(cluster->restart(0));
-  auto rest = trainer.read_all_lines(240000ms);
-  CHECK(trainer.wait_exit(20000ms) == 0);
-  auto errors = trainer.stderr_text();
+  auto [rest, errors, exit_code] = run_to_end(trainer);
+  CHECK(exit_code == 0);
   INFO(rest);
   INFO(errors);
   CHECK(errors.find("lost a ps task") != std::string::npos);
@@ -314,22 +345,17 @@ TEST_CASE("actorflow-train --coordinator: the ps killed after a checkpoint and r
   CHECK(rest.find("/ckpt-500.afckpt: training returns to global step 500") != std::string::npos);
   // Every closure after the restore counted once: the global step ends at 2 epochs' worth.
   CHECK(rest.find("global step: 936 of 936 (") != std::string::npos);
-  auto accuracy_at = rest.find("test accuracy: ");
-  REQUIRE(accuracy_at != std::string::npos);
-  CHECK(std::stod(rest.substr(accuracy_at + 15)) >= 0.8);
+  CHECK(printed_accuracy(rest) >= 0.8);
   std::filesystem::remove_all(dir);
   CHECK(cluster->stop());
 }
 
 TEST_CASE("actorflow-train --coordinator: a ps frozen past the step timeout keeps its variables, and training goes on from them") {
-  auto cluster = std::make_unique<cluster_processes>(
-    ACTORFLOW_WORKER_BINARY, std::vector<std::pair<std::string, int>>{{"ps", 1}, {"worker", 2}});
-  REQUIRE(cluster->ready());
+  auto cluster = serving_cluster(1, 2);
   auto dir = "/tmp/af-coordinated-frozen-" + std::to_string(::getpid());
   child_process trainer{ACTORFLOW_TRAIN_BINARY,
-                        {"--coordinator", "--cluster", cluster->spec_json(), "--epochs", "1",
-                         "--threads", "1", "--log-every", "50", "--step-timeout", "2",
-                         "--output-dir", dir}};
+                        coordinated_training(*cluster, {"--epochs", "1", "--log-every", "50",
+                                                        "--step-timeout", "2", "--output-dir", dir})};
   REQUIRE(trainer.wait_for_line("step 100 ", 120000ms).has_value());
   // Frozen for longer than a closure's step and the probes of it take (2 s each): the closures
   // in flight fail, and the trainer takes the ps for lost.
@@ -338,9 +364,8 @@ TEST_CASE("actorflow-train --coordinator: a ps frozen past the step timeout keep
   REQUIRE(ps.wait_stopped(5000ms));
   std::this_thread::sleep_for(9000ms);
   ps.signal(SIGCONT);
-  auto rest = trainer.read_all_lines(240000ms);
-  CHECK(trainer.wait_exit(20000ms) == 0);
-  auto errors = trainer.stderr_text();
+  auto [rest, errors, exit_code] = run_to_end(trainer);
+  CHECK(exit_code == 0);
   INFO(rest);
   INFO(errors);
   CHECK(errors.find("lost a ps task") != std::string::npos);
@@ -350,9 +375,7 @@ TEST_CASE("actorflow-train --coordinator: a ps frozen past the step timeout keep
         std::string::npos);
   CHECK(rest.find("no checkpoint to restore") == std::string::npos);
   CHECK(rest.find("global step: 468 of 468 (") != std::string::npos);
-  auto accuracy_at = rest.find("test accuracy: ");
-  REQUIRE(accuracy_at != std::string::npos);
-  CHECK(std::stod(rest.substr(accuracy_at + 15)) >= 0.78);
+  CHECK(printed_accuracy(rest) >= 0.78);
   std::filesystem::remove_all(dir);
   CHECK(cluster->stop());
 }
