@@ -38,6 +38,9 @@ using finished_atom = caf::atom_constant<caf::atom("finished")>;
 using armed_atom = caf::atom_constant<caf::atom("armed")>;
 /// Local only: the grace for a commit of a prepared step whose master went away is over.
 using orphan_grace_atom = caf::atom_constant<caf::atom("orphangr")>;
+/// Local only: a step of this device failed here (a node, a send); if it was prepared, its held
+/// updates wait for the coordinator's decision, which this failure, answered at once, asks for.
+using step_failed_atom = caf::atom_constant<caf::atom("stepfail")>;
 
 /// What a device actor handles: the public protocol plus the messages it sends itself from
 /// the pools' threads. Handed out as protocol::device_actor, which hides the latter.
@@ -45,7 +48,8 @@ using device_actor_impl =
   device_actor::extend<caf::reacts_to<finished_atom, std::int64_t, step_result>,
                        caf::reacts_to<bulk_sent_atom, std::int64_t>,
                        caf::reacts_to<armed_atom, std::int64_t>,
-                       caf::reacts_to<orphan_grace_atom, std::int64_t, status>>;
+                       caf::reacts_to<orphan_grace_atom, std::int64_t, status>,
+                       caf::reacts_to<step_failed_atom, std::int64_t, status>>;
 
 /// How long a device that holds a prepared step waits, once its master went away, for the
 /// commit another device of the step may still pass on before it gives the step up.
@@ -110,6 +114,9 @@ struct device_step {
   /// (and was passed on).
   std::shared_ptr<commit_gate> gate;
   bool committed = false;
+  /// The requester has its answer: at the end, or before it for a prepared step that failed
+  /// (its held updates then wait for the coordinator's decision).
+  bool answered = false;
   /// When the run request came, for the step latency metric.
   std::chrono::steady_clock::time_point began;
 };
@@ -274,6 +281,17 @@ using device_self = device_actor_impl::stateful_pointer<device_state>;
 /// The same actor as a broker: it runs on the middleman's I/O thread (see spawn_device_actor).
 using device_broker_self = io_thread_self<device_state, device_actor_impl>;
 
+/// Answers the step's requester (once) and counts the step in the latency metric.
+void deliver_answer(device_state& st, device_step& step, step_result result) {
+  if (step.answered)
+    return;
+  step.answered = true;
+  st.metrics->record(result.outcome.ok(),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - step.began)
+                       .count());
+  step.promise.deliver(std::move(result));
+}
+
 template <class Self>
 void answer_step(Self self,
                  std::unordered_map<std::int64_t, device_step>::iterator i, step_result result) {
@@ -282,10 +300,7 @@ void answer_step(Self self,
   if (!bulk_failure.ok() && (result.outcome.ok() || result.outcome.code() == errc::aborted))
     result.outcome = bulk_failure;
   auto step_id = i->first;
-  st.metrics->record(result.outcome.ok(), std::chrono::duration<double>(
-                                            std::chrono::steady_clock::now() - i->second.began)
-                                            .count());
-  i->second.promise.deliver(std::move(result));
+  deliver_answer(st, i->second, std::move(result));
   st.steps.erase(i);
   st.mark_ended(step_id);
 }
@@ -450,7 +465,10 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       hooks.recv = [meeting_point](const std::string& key, rendezvous::callback deliver) {
         meeting_point->recv(key, std::move(deliver));
       };
-      hooks.aborted = [meeting_point](const status& reason) { meeting_point->abort(reason); };
+      hooks.aborted = [meeting_point, me, step_id](const status& reason) {
+        meeting_point->abort(reason);
+        caf::anon_send(me, step_failed_atom::value, step_id, reason);
+      };
       if (auto pool = st.options.inter_op_pool)
         hooks.schedule = [pool](std::function<void()> work) { pool->schedule(std::move(work)); };
       step.execution = std::make_shared<step_execution>(plan->second, step_id, std::move(hooks));
@@ -541,13 +559,39 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
     [=](abort_atom, std::int64_t step_id, const status& reason) {
       auto& st = self->state;
       st.trace("abort step " + std::to_string(step_id));
-      if (st.steps.count(step_id) == 0) {
+      auto i = st.steps.find(step_id);
+      if (i == st.steps.end()) {
         st.assembler.drop_step(step_id);
         return;
       }
+      // From the step's coordinator, the abort is its decision: held updates, prepared or not,
+      // fail. From this device itself (a failed send), it is a failure like any other.
+      auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+      auto decided = sender && sender == caf::actor_cast<caf::actor_addr>(i->second.requester);
+      auto gate = i->second.gate;
       st.fail_step(step_id, make_error(errc::aborted, "step " + std::to_string(step_id) +
                                                         " aborted on " + st.dev->full_name() +
                                                         " because: " + reason.message()));
+      if (decided && gate)
+        gate->cancel();
+    },
+    [=](step_failed_atom, std::int64_t step_id, const status& reason) {
+      auto& st = self->state;
+      auto i = st.steps.find(step_id);
+      if (i == st.steps.end() || !i->second.gate || i->second.committed || i->second.answered ||
+          !i->second.gate->armed())
+        return;
+      auto& step = i->second;
+      if (!step.requester) {
+        // Nobody to decide: fail the held updates.
+        step.gate->cancel();
+        return;
+      }
+      // Prepared, then failed here: the coordinator may already have committed the step's other
+      // devices, so the held updates wait for its decision. It gets the failure now, not when
+      // the step ends (which is only after the decision): abort, or a commit already sent.
+      st.trace("prepared step " + std::to_string(step_id) + " failed: " + reason.to_string());
+      deliver_answer(st, step, step_result{reason, {}, 0});
     },
     [=](armed_atom, std::int64_t step_id) {
       auto& st = self->state;
@@ -578,7 +622,11 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       auto i = st.steps.find(step_id);
       if (i == st.steps.end() || i->second.committed)
         return;
+      auto gate = i->second.gate;
       st.fail_step(step_id, reason);
+      // Nobody will decide now: the held updates fail.
+      if (gate)
+        gate->cancel();
     },
   };
 }

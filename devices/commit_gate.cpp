@@ -32,11 +32,13 @@ void commit_gate::commit() { release_all(state::committed); }
 
 void commit_gate::cancel() { release_all(state::cancelled); }
 
-void commit_gate::release_all(state to) {
+void commit_gate::cancel_unless_prepared() { release_all(state::cancelled, true); }
+
+void commit_gate::release_all(state to, bool unless_prepared) {
   std::vector<std::function<void(bool)>> released;
   {
     std::lock_guard<std::mutex> guard{mutex_};
-    if (state_ != state::open)
+    if (state_ != state::open || (unless_prepared && holds_ >= expected_))
       return;
     state_ = to;
     released.swap(held_);

@@ -7,6 +7,10 @@
 ///   commit_gate gate{2, [] { tell_coordinator_prepared(); }};
 ///   gate.hold([](bool commit) { commit ? apply() : fail(); });   // twice
 ///   gate.commit();                                                 // or gate.cancel()
+/// Once armed, the device has told the coordinator it is prepared, and only the coordinator's
+/// decision (commit() or cancel()) releases the held updates: a failure of the device's own
+/// (cancel_unless_prepared()) then leaves them for it. The coordinator may already have
+/// committed every other device.
 /// Thread-safe.
 
 #include <functional>
@@ -30,13 +34,15 @@ public:
   void commit();
   /// Releases every held update to fail, and later ones at once; nothing after a commit.
   void cancel();
+  /// cancel(), unless every expected update is held (prepared): the coordinator decides then.
+  void cancel_unless_prepared();
   /// Whether every expected update is held (or the gate committed).
   bool armed() const;
   bool committed() const;
 
 private:
   enum class state { open, committed, cancelled };
-  void release_all(state to);
+  void release_all(state to, bool unless_prepared = false);
 
   mutable std::mutex mutex_;
   int expected_;

@@ -307,9 +307,10 @@ void step_execution::start(std::vector<std::pair<std::string, tensor>> feeds,
 void step_execution::set_gate(std::shared_ptr<commit_gate> gate) {
   gate_ = std::move(gate);
   // Whatever ends the step first (a node failing here, an abort from elsewhere) releases the
-  // held updates to fail, so the step can end.
-  if (gate_ && cancellation_.add([gate = gate_] { gate->cancel(); }) == 0)
-    gate_->cancel();
+  // held updates to fail, so the step can end; once prepared, only the coordinator's decision
+  // releases them (commit_gate.hpp).
+  if (gate_ && cancellation_.add([gate = gate_] { gate->cancel_unless_prepared(); }) == 0)
+    gate_->cancel_unless_prepared();
 }
 
 void step_execution::abort(status reason) {

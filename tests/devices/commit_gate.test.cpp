@@ -43,3 +43,32 @@ TEST_CASE("a cancelled commit gate releases what it holds, and what comes later,
   CHECK_FALSE(gate.committed());
   CHECK(armed == 0);
 }
+
+TEST_CASE("a failure of the device's own cancels a gate that is not prepared, and leaves a prepared one to the coordinator") {
+  std::optional<bool> early;
+  commit_gate unprepared{2, [] {}};
+  unprepared.hold([&](bool commit) { early = commit; });
+  unprepared.cancel_unless_prepared();
+  CHECK(early == false);
+
+  // Prepared: the coordinator may already have committed the other devices.
+  std::vector<std::optional<bool>> held(2);
+  commit_gate prepared{2, [] {}};
+  prepared.hold([&](bool commit) { held[0] = commit; });
+  prepared.hold([&](bool commit) { held[1] = commit; });
+  prepared.cancel_unless_prepared();
+  CHECK_FALSE(held[0].has_value());
+  CHECK_FALSE(held[1].has_value());
+  prepared.commit();
+  CHECK(held[0] == true);
+  CHECK(held[1] == true);
+
+  // Its decision may also be an abort.
+  std::optional<bool> aborted;
+  commit_gate decided{1, [] {}};
+  decided.hold([&](bool commit) { aborted = commit; });
+  decided.cancel_unless_prepared();
+  CHECK_FALSE(aborted.has_value());
+  decided.cancel();
+  CHECK(aborted == false);
+}

@@ -2,11 +2,13 @@
 // rest on the pool.
 #include "support/kernel_test_util.hpp"
 
+#include "devices/commit_gate.hpp"
 #include "devices/executor.hpp"
 #include "graph/ops.hpp"
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 using namespace actorflow;
@@ -87,4 +89,100 @@ TEST_CASE("a node whose inputs exceed the inline limit leaves the starting threa
   CHECK(step.fetched.at(0).scalar_value<float>() == static_cast<float>(values.size()));
   CHECK(step.fetched.at(1).scalar_value<float>() == 9.f);
   CHECK(step.handed_to_pool == 1); // the sum of the large constant; the constants and mul stay
+}
+
+namespace {
+
+/// Runs `targets` and `fetches` of `plan` as one inline step; `gate` (optional) holds the
+/// step's first updates. `started` sees the step before it may end.
+struct gated_step {
+  std::shared_ptr<step_execution> execution;
+  std::optional<status> outcome;
+  std::vector<tensor> fetched;
+
+  gated_step(const std::shared_ptr<const executor_plan>& plan, std::int64_t step_id,
+             std::vector<std::string> fetches, std::shared_ptr<commit_gate> gate = nullptr) {
+    execution = std::make_shared<step_execution>(plan, step_id, step_hooks{});
+    if (gate)
+      execution->set_gate(std::move(gate));
+    execution->start({}, std::move(fetches), [this](status s, std::vector<tensor> values) {
+      outcome = std::move(s);
+      fetched = std::move(values);
+    });
+  }
+};
+
+} // namespace
+
+TEST_CASE("a step that fails here after its first updates are prepared leaves them to the coordinator's decision") {
+  kernel_test_env env;
+  // Three partitions of one device, as a master would prune them for three steps: initialise
+  // v, add 5 to it (a first update, held by the gate), read it. Only the first has v's
+  // initialiser (a partition runs every node it has).
+  auto plan_of = [&](const std::function<std::string(graph&)>& build, std::string& fetch) {
+    auto g = std::make_shared<graph>();
+    fetch = build(*g);
+    auto plan = executor_plan::make(g, env.dev(), kernel_registry::global());
+    REQUIRE(plan.ok());
+    return *plan;
+  };
+  auto stored = [](graph& g) {
+    auto id = g.add_node(node_spec{"VariableV2", "v", {}, {{"dtype", dtype::float32}, {"shape", tensor_shape{}}}});
+    return actorflow::variable{g.output_of(id, 0), g.output_of(id, 0), output{}};
+  };
+  std::string initialised_value, added, read;
+  auto initialise = plan_of([](graph& g) {
+    return ops::identity(ops::variable(g, 0.f, "v").initializer).tensor_name();
+  }, initialised_value);
+  auto add = plan_of([&](graph& g) {
+    auto sum = ops::assign_add(stored(g), ops::constant(g, 5.f), "add");
+    g.at(sum.node_id).attrs[commit_gate_attr] = true;
+    return sum.tensor_name();
+  }, added);
+  auto read_value = plan_of([&](graph& g) { return stored(g).read.tensor_name(); }, read);
+  gated_step initialised{initialise, 1, {initialised_value}};
+  REQUIRE(initialised.outcome.has_value());
+  REQUIRE(initialised.outcome->ok());
+  std::int64_t next_step = 2;
+  auto value = [&] {
+    gated_step step{read_value, next_step++, {read}};
+    REQUIRE(step.outcome.has_value());
+    REQUIRE(step.outcome->ok());
+    return step.fetched.at(0).scalar_value<float>();
+  };
+
+  for (bool commit : {true, false}) {
+    INFO((commit ? "the coordinator commits" : "the coordinator aborts"));
+    bool armed = false;
+    auto gate = std::make_shared<commit_gate>(1, [&] { armed = true; });
+    auto before = value();
+    gated_step step{add, next_step++, {added}, gate};
+    // The update is held and the gate armed: the device has told the coordinator it is prepared.
+    REQUIRE(armed);
+    REQUIRE_FALSE(step.outcome.has_value());
+    // Then something of this device's own fails (a node on another branch, a send).
+    step.execution->abort(make_error(errc::internal, "a node of this device failed"));
+    // The coordinator may have committed every other device already: the update waits.
+    CHECK_FALSE(step.outcome.has_value());
+    CHECK_FALSE(gate->committed());
+    if (commit)
+      gate->commit();
+    else
+      gate->cancel();
+    REQUIRE(step.outcome.has_value());
+    INFO(step.outcome->to_string());
+    CHECK(step.outcome->message().find("a node of this device failed") != std::string::npos);
+    CHECK(value() == before + (commit ? 5.f : 0.f));
+  }
+
+  // Not yet prepared (a second first update is still to come): the failure fails the held
+  // update at once.
+  auto gate = std::make_shared<commit_gate>(2, [] {});
+  auto before = value();
+  gated_step step{add, next_step++, {added}, gate};
+  REQUIRE_FALSE(step.outcome.has_value());
+  step.execution->abort(make_error(errc::internal, "a node of this device failed"));
+  REQUIRE(step.outcome.has_value());
+  CHECK_FALSE(step.outcome->ok());
+  CHECK(value() == before);
 }
