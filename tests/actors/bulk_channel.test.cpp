@@ -646,9 +646,11 @@ TEST_CASE("send credits: a receiver that stops reading holds its sender back ins
   bulk_sender sender{transport_security{}, {credit, std::chrono::seconds(30)}};
   constexpr int frames = 64; // 64 MiB in all: far more than the socket buffers and the credit
   std::atomic<int> queued{0}, written{0};
+  // One MiB of zeros, sent 64 times (written bytes, not uninitialised memory).
+  auto payload = tensor::from_vector(std::vector<float>(256 * 1024, 0.f));
   std::thread producer{[&] {
     for (int i = 0; i < frames; ++i) {
-      sender.send(target, i, "a;b;x:0", tensor{dtype::float32, {256 * 1024}},
+      sender.send(target, i, "a;b;x:0", payload,
                   [&](const status& s) { written += s.ok() ? 1 : 0; });
       ++queued;
     }
