@@ -47,7 +47,8 @@ tar -C "$staging" -cJf "$bundle/actorflow-gpu.tar.xz" bin lib bench data
 cp "$source_dir/deploy/gpu/check.sh" "$bundle/"
 size=$(du -sm "$bundle" | cut -f1)
 echo "bundle.sh: $bundle is ${size} MiB" >&2
-if (( size > 60 )); then
-  echo "bundle.sh: over 60 MiB: it would not travel to the GPU machine" >&2
+# The device tool carries 64 MiB with the working tree (about 6.3 MiB tracked).
+if (( size > 57 )); then
+  echo "bundle.sh: over 57 MiB: with the working tree it would not travel to the GPU machine" >&2
   exit 1
 fi
