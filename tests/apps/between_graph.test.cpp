@@ -393,6 +393,44 @@ TEST_CASE("sync training outlives a lost ps: the chief restores the latest check
   CHECK(std::stod(accuracy_line.substr(15)) > 0.6);
 }
 
+TEST_CASE("async training outlives a ps frozen past the step timeout: the ps keeps its variables, nothing is initialised again, and training completes") {
+  auto [spec, ps_tasks] = start_ps_tasks(1, 2);
+  actorflow::test::temp_dir dir;
+  auto worker = [&, spec = spec](int task) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_TRAIN_BINARY,
+      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
+                               "--threads", "1", "--epochs", "1", "--log-every", "50",
+                               "--step-timeout", "2", "--output-dir",
+                               dir.path() + "/out" + std::to_string(task)});
+  };
+  auto chief = worker(0);
+  auto other = worker(1);
+  REQUIRE(chief->wait_for_line("step 100 ", 120s));
+  // Longer than a step's bound and the probe after it (2 s each): both workers take the ps for
+  // lost and wait for it.
+  auto& ps = *ps_tasks[0];
+  ps.signal(SIGSTOP);
+  REQUIRE(ps.wait_stopped(5s));
+  std::this_thread::sleep_for(9s);
+  ps.signal(SIGCONT);
+  auto lines = all_lines(*chief, 240s);
+  auto chief_errors = chief->stderr_text();
+  INFO(chief_errors);
+  CHECK(chief->wait_exit(20s) == 0);
+  CHECK(other->wait_exit(60s) == 0);
+  CHECK(ps.wait_exit(20s) == 0);
+  CHECK(chief_errors.find("lost a ps task") != std::string::npos);
+  // What the ps held is kept: initialising again would start training over.
+  CHECK_FALSE(
+    last_starting(lines, "the ps tasks still hold every variable: training goes on from global step ")
+      .empty());
+  CHECK(last_starting(lines, "no checkpoint to restore").empty());
+  auto accuracy_line = last_starting(lines, "test accuracy: ");
+  REQUIRE_FALSE(accuracy_line.empty());
+  CHECK(std::stod(accuracy_line.substr(15)) > 0.7);
+}
+
 TEST_CASE("all-or-nothing steps: a worker killed at random moments, 25 times, never leaves one ps updated without the other") {
   auto [spec, ps_tasks] = start_ps_tasks(2, 1);
   auto client = [&, spec = spec](const std::string& mode) {
