@@ -705,6 +705,9 @@ bool backprop::run(const std::vector<std::pair<output, output>>& seeds,
   while (!ready.empty()) {
     auto id = ready.top();
     ready.pop();
+    // Taken before the unit is processed: a loop's gradient may give its forward loop new
+    // invariants, whose inputs counted for nothing in `pending`.
+    auto unit_inputs = inputs_of(id);
     if (auto* loop = loop_of_unit(id)) {
       // A loop inside a cond branch: its backward loop is built in that branch's gradient.
       auto in_branch = enter_branch_of(loop->outer());
@@ -767,7 +770,7 @@ bool backprop::run(const std::vector<std::pair<output, output>>& seeds,
         }
       }
     }
-    for (auto& in : inputs_of(id))
+    for (auto& in : unit_inputs)
       if (auto unit = unit_of(in.node_id);
           is_between(unit) && --pending[static_cast<std::size_t>(unit)] == 0)
         ready.push(unit);
