@@ -281,11 +281,15 @@ using device_self = device_actor_impl::stateful_pointer<device_state>;
 /// The same actor as a broker: it runs on the middleman's I/O thread (see spawn_device_actor).
 using device_broker_self = io_thread_self<device_state, device_actor_impl>;
 
-/// Answers the step's requester (once) and counts the step in the latency metric.
+/// Answers the step's requester (once) and counts the step in the latency metric. A failed
+/// bulk send is the root cause of what it made fail.
 void deliver_answer(device_state& st, device_step& step, step_result result) {
   if (step.answered)
     return;
   step.answered = true;
+  auto bulk_failure = step.bulk->first_failure();
+  if (!bulk_failure.ok() && (result.outcome.ok() || result.outcome.code() == errc::aborted))
+    result.outcome = bulk_failure;
   st.metrics->record(result.outcome.ok(),
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - step.began)
                        .count());
@@ -296,9 +300,6 @@ template <class Self>
 void answer_step(Self self,
                  std::unordered_map<std::int64_t, device_step>::iterator i, step_result result) {
   auto& st = self->state;
-  auto bulk_failure = i->second.bulk->first_failure();
-  if (!bulk_failure.ok() && (result.outcome.ok() || result.outcome.code() == errc::aborted))
-    result.outcome = bulk_failure;
   auto step_id = i->first;
   deliver_answer(st, i->second, std::move(result));
   st.steps.erase(i);
@@ -582,9 +583,11 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
           !i->second.gate->armed())
         return;
       auto& step = i->second;
-      if (!step.requester) {
-        // Nobody to decide: fail the held updates.
-        step.gate->cancel();
+      if (!step.requester ||
+          st.requesters.count(caf::actor_cast<caf::actor_addr>(step.requester)) == 0) {
+        // Its master went away (the gate armed after the down message looked): nobody will
+        // decide, unless another device passes a commit on within the grace.
+        self->delayed_send(self, orphan_commit_grace, orphan_grace_atom::value, step_id, reason);
         return;
       }
       // Prepared, then failed here: the coordinator may already have committed the step's other

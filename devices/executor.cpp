@@ -322,10 +322,11 @@ void step_execution::abort(status reason) {
   }
   aborted_.store(true, std::memory_order_release);
   // Waiting receives, collectives and stack pops would keep the step alive forever: end
-  // their waits.
+  // their waits. Cancelled first: whoever hooks_.aborted tells finds a gate already settled
+  // (cancelled, or prepared and waiting for its coordinator).
+  cancellation_.cancel_all();
   if (hooks_.aborted)
     hooks_.aborted(reason);
-  cancellation_.cancel_all();
   resources_.cancel(reason);
 }
 

@@ -2,6 +2,7 @@
 // sender's current incarnation (a restarted task's earlier life is fenced off).
 #include "actors/device_actor.hpp"
 #include "actors/testing.hpp"
+#include "devices/commit_gate.hpp"
 #include "devices/thread_pool.hpp"
 #include "graph/ops.hpp"
 #include "graph/partition.hpp"
@@ -10,6 +11,7 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <optional>
 
 using namespace actorflow;
@@ -231,6 +233,94 @@ TEST_CASE("each sending task's early tensors have a budget of their own: a flood
   CHECK(dropped[0].find("dropped a tensor of 400 bytes from /job:ps/replica:0/task:0 for step 203") !=
         std::string::npos);
   CHECK(dropped[0].find("would exceed 1000 bytes") != std::string::npos);
+  caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
+  sys.run_all();
+}
+
+namespace {
+
+/// A partition on the receiver's device: `build` adds nodes to a graph holding the variable
+/// `v` (a bare VariableV2: no initialiser unless `build` adds one).
+std::shared_ptr<graph> partition_on_receiver(
+  const std::function<void(graph&, const actorflow::variable&)>& build) {
+  auto g = std::make_shared<graph>();
+  {
+    auto d = g->device(receiver_device);
+    auto id = g->add_node(node_spec{"VariableV2", "v", {}, {{"dtype", dtype::float32}, {"shape", tensor_shape{}}}});
+    build(*g, actorflow::variable{g->output_of(id, 0), g->output_of(id, 0), output{}});
+  }
+  for (std::size_t i = 0; i < g->size(); ++i)
+    g->at(static_cast<int>(i)).assigned_device = receiver_device;
+  return g;
+}
+
+} // namespace
+
+TEST_CASE("an all-or-nothing step that fails here once prepared answers at once and leaves its updates to the coordinator") {
+  testing::deterministic_system sys;
+  auto receiver = spawn_receiver(sys);
+  // The coordinator's part is played here: it runs the step, takes "prepared", and decides.
+  caf::scoped_actor coordinator{sys.system()};
+  auto registered = [&](std::int64_t handle, std::shared_ptr<graph> part) {
+    coordinator->send(receiver, register_atom::value, make_partition_registration(handle, part));
+    sys.run_all();
+    coordinator->receive([](status& s) { REQUIRE(s.ok()); }, caf::after(0s) >> [] { FAIL("no answer"); });
+  };
+  registered(1, partition_on_receiver([](graph& g, const actorflow::variable& v) {
+    ops::assign(v, ops::constant(g, 0.f), "init");
+  }));
+  registered(2, partition_on_receiver([](graph& g, const actorflow::variable& v) {
+    auto add = ops::assign_add(v, ops::constant(g, 5.f), "add");
+    g.at(add.node_id).attrs[commit_gate_attr] = true;
+  }));
+  registered(3, partition_on_receiver([](graph&, const actorflow::variable&) {}));
+  std::int64_t step = 10;
+  auto result_of = [&]() {
+    std::optional<step_result> r;
+    coordinator->receive([&](step_result& x) { r = std::move(x); }, caf::after(0s) >> [] {});
+    return r;
+  };
+  auto run = [&](std::int64_t handle, std::vector<std::string> fetches) {
+    coordinator->send(receiver, run_atom::value, make_run_request(handle, ++step, {}, std::move(fetches)));
+    sys.run_all();
+    auto r = result_of();
+    REQUIRE(r.has_value());
+    REQUIRE(r->outcome.ok());
+    return r->fetched;
+  };
+  auto value = [&] { return run(3, {"v:0"}).at(0).scalar_value<float>(); };
+  run(1, {"init:0"});
+  REQUIRE(value() == 0.f);
+
+  for (bool commit : {true, false}) {
+    INFO((commit ? "the coordinator commits" : "the coordinator aborts"));
+    auto before = value();
+    auto gated = make_run_request(2, ++step, {}, {"add:0"});
+    gated.all_or_nothing = true;
+    auto id = step;
+    coordinator->send(receiver, run_atom::value, gated);
+    sys.run_all();
+    bool prepared = false;
+    coordinator->receive([&](prepared_atom, std::int64_t s) { prepared = s == id; },
+                         caf::after(0s) >> [] {});
+    REQUIRE(prepared);
+    // Then a failure of the device's own: a bulk send that failed posts this, without a sender.
+    caf::anon_send(receiver, abort_atom::value, id, make_error(errc::unavailable, "a send failed"));
+    sys.run_all();
+    // Answered now, while the update waits for the decision.
+    auto early = result_of();
+    REQUIRE(early.has_value());
+    CHECK(early->outcome.message().find("a send failed") != std::string::npos);
+    CHECK(value() == before);
+    if (commit)
+      coordinator->send(receiver, commit_atom::value, id, std::vector<std::string>{receiver_device});
+    else
+      coordinator->send(receiver, abort_atom::value, id, make_error(errc::aborted, "decided"));
+    sys.run_all();
+    // The step was answered once: nothing more comes for it.
+    CHECK_FALSE(result_of().has_value());
+    CHECK(value() == before + (commit ? 5.f : 0.f));
+  }
   caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
   sys.run_all();
 }
