@@ -661,19 +661,38 @@ bool lost_ps_task(const train_options& o, const cluster_spec& cluster, const sta
   return lost;
 }
 
-/// After a failure judged a lost ps: whether the ps tasks still hold every variable of `g`, its
-/// global step `global_step` included (its value then). A ps that was only slow to answer, or a
-/// loss that did not take a ps's state, leaves them all readable: restoring a checkpoint or
-/// initialising again would throw away the training they hold. A restarted ps holds none.
-std::optional<std::int64_t> variables_kept(session& s, const graph& g,
-                                           const actorflow::variable& global_step) {
+/// After a failure judged a lost ps, once the ps tasks answer: the global step when they still
+/// hold every variable of `g` (`global_step` included), nullopt when one came back empty (a
+/// restarted ps: a variable reads as uninitialised). A ps that was only frozen or cut off keeps
+/// what it had: restoring a checkpoint or initialising again would throw that training away.
+/// A ps that does not answer is waited for, up to --init-timeout, never taken for empty.
+result<std::optional<std::int64_t>> variables_kept(session& s, const graph& g,
+                                                   const actorflow::variable& global_step,
+                                                   int timeout_seconds) {
   std::vector<output> reads{global_step.read};
   for (auto& v : g.global_variables())
     reads.push_back(v.read);
-  auto held = s.run(reads);
-  if (!held)
-    return std::nullopt;
-  return held->at(0).scalar_value<std::int64_t>();
+  std::optional<std::int64_t> kept;
+  train::readiness_wait wait;
+  wait.check = [&]() -> status {
+    auto held = s.run(reads);
+    if (held) {
+      kept = held->at(0).scalar_value<std::int64_t>();
+      return {};
+    }
+    if (held.error().code() == errc::failed_precondition)
+      return {}; // uninitialised: empty
+    return held.error();
+  };
+  wait.timeout = std::chrono::seconds(timeout_seconds);
+  wait.waiting = [timeout_seconds](const status& why) {
+    std::fprintf(stderr, "actorflow-train: waiting up to %d s (--init-timeout) until the variables "
+                         "can be read again: %s\n", timeout_seconds, why.message().c_str());
+  };
+  auto waited = train::wait_until_ready(wait);
+  if (!waited)
+    return waited.error();
+  return kept;
 }
 
 /// Between-graph replication, asynchronous: this process is one worker with a graph of its own.
@@ -766,7 +785,13 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         AF_RETURN_IF_ERROR(wait_for_variables(s, all_variables, o.init_timeout_seconds));
       } else {
         AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
-        auto kept = after_loss ? variables_kept(s, g, global_step) : std::nullopt;
+        std::optional<std::int64_t> kept;
+        if (after_loss) {
+          auto held = variables_kept(s, g, global_step, o.init_timeout_seconds);
+          if (!held)
+            return held.error();
+          kept = *held;
+        }
         std::optional<restored_checkpoint> restored;
         if (checkpoints && !kept) {
           auto found = checkpoints.restore_latest(checkpoints_saver, s);
@@ -1055,10 +1080,13 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   auto make_variables_ready = [&](bool after_loss) -> result<std::int64_t> {
     AF_RETURN_IF_ERROR(wait_for_variables(ps_session, {}, o.init_timeout_seconds));
     if (after_loss) {
-      if (auto step = variables_kept(ps_session, g, global_step)) {
+      auto kept = variables_kept(ps_session, g, global_step, o.init_timeout_seconds);
+      if (!kept)
+        return kept.error();
+      if (*kept) {
         progress.line("the " + o.ps_job + " tasks still hold every variable: training goes on "
-                      "from global step " + std::to_string(*step));
-        return *step;
+                      "from global step " + std::to_string(**kept));
+        return **kept;
       }
     }
     if ((after_loss || o.resume) && checkpoints) {
