@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs everything GPU-related from a bundle (deploy/gpu/bundle.sh) on a GPU machine, within
-# 8 minutes: the kernel tests on the GPU, the MLP and CNN trained on it, and bench_gpu beside
+# 8 minutes (its parts are bounded at 450 s, each killed 10 s after its bound): the kernel tests on the GPU, the MLP and CNN trained on it, and bench_gpu beside
 # PyTorch CUDA. Writes each part's output to OUT_DIR, and a summary to stdout: eight files at
 # most, what the device tool brings back. Needs only bash, coreutils and python3 (not make, not
 # xz: python unpacks when tar cannot).
@@ -10,7 +10,8 @@ out=${2:?usage: check.sh BUNDLE_DIR OUT_DIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 python=${PYTHON:-python3}
-packed=$(cd "${1:?usage: check.sh BUNDLE_DIR OUT_DIR}" 2>/dev/null && pwd)/actorflow-gpu.tar.xz
+packed=${1:?usage: check.sh BUNDLE_DIR OUT_DIR}/actorflow-gpu.tar.xz
+[[ $packed == /* ]] || packed=$PWD/$packed # tar -C would read a relative one from elsewhere
 bundle=$(mktemp -d /tmp/actorflow-gpu.XXXXXX)
 if ! tar -C "$bundle" -xJf "$packed" 2>/dev/null &&
    ! "$python" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
@@ -73,7 +74,7 @@ tar -C "$bundle/out" -czf "$out/train-outputs.tgz" . 2>/dev/null
 grep -h 'test accuracy\|examples/s:' "$out/mlp_train.log" "$out/cnn_train.log" | tee -a "$out/summary.txt"
 # --gpus soft-places onto the CPU where no GPU opens: an exit 0 alone proves nothing.
 for model in mlp cnn; do
-  echo "$model: $(grep -c 'device:GPU:0' "$out/${model}_train.log") placements on GPU:0"
+  echo "$model: $(grep -cE ': /job:[^ ]*/device:GPU:0$' "$out/${model}_train.log") placements on GPU:0"
 done | tee -a "$out/summary.txt"
 grep -h '^{' "$out/bench_gpu.log" | tee -a "$out/summary.txt"
 exit $failed
