@@ -63,7 +63,7 @@ const char* usage = R"(usage: actorflow-k8s --name NAME [options]      (YAML on 
   --workers N          worker tasks (default 2)
   --mode MODE          async or sync (between-graph: each worker trains its own graph), or
                        in-graph (a client Job trains through worker 0) (default async)
-  --model MODEL        mlp or cnn (default mlp)
+  --model MODEL        mlp, cnn or rnn (default mlp)
   --epochs N           training epochs (default 3)
   --train-flags TEXT   more actorflow-train flags, as they are (e.g. "--optimizer adam")
   --data-pvc NAME      PersistentVolumeClaim with Fashion-MNIST, mounted at /data (default: the
@@ -131,8 +131,9 @@ status parse(int argc, char** argv, k8s_options& o) {
     return make_error(errc::invalid_argument, "--namespace: '" + o.namespace_name + "' is not a DNS label");
   if (o.mode != "async" && o.mode != "sync" && o.mode != "in-graph")
     return make_error(errc::invalid_argument, "--mode: '" + o.mode + "' is not async, sync or in-graph");
-  if (o.model != "mlp" && o.model != "cnn")
-    return make_error(errc::invalid_argument, "--model: '" + o.model + "' is not mlp or cnn");
+  // actorflow-train's classifiers (apps/train/models.hpp), which the pods run.
+  if (o.model != "mlp" && o.model != "cnn" && o.model != "rnn")
+    return make_error(errc::invalid_argument, "--model: '" + o.model + "' is not mlp, cnn or rnn");
   if (o.port == o.bulk_port)
     return make_error(errc::invalid_argument, "--bulk-port: the same as --port");
   if (o.metrics_port == o.port || o.metrics_port == o.bulk_port)

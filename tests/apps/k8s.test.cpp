@@ -107,12 +107,16 @@ TEST_CASE("actorflow-k8s refuses bad parameters naming the flag, and prints its 
                              std::pair{"--name d --mode lockstep", "--mode"},
                              std::pair{"--name d --workers 0", "--workers"},
                              std::pair{"--name d --bulk-port 2222", "--bulk-port"},
-                             std::pair{"--name d --metrics-port 2223", "--metrics-port"}}) {
+                             std::pair{"--name d --metrics-port 2223", "--metrics-port"},
+                             std::pair{"--name d --model svm", "--model"}}) {
     auto r = run_command(std::string{ACTORFLOW_K8S_BINARY} + " " + flags);
     INFO(flags);
     CHECK(r.exit_code == 2);
     CHECK(r.output.find(flag) != std::string::npos);
   }
+  // Every classifier actorflow-train has.
+  for (auto model : {"mlp", "cnn", "rnn"})
+    CHECK(run_command(std::string{ACTORFLOW_K8S_BINARY} + " --name d --model " + model).exit_code == 0);
   auto docker = run_command(std::string{ACTORFLOW_K8S_BINARY} + " --dockerfile");
   CHECK(docker.exit_code == 0);
   CHECK(docker.output.find("FROM debian:bookworm") != std::string::npos);
