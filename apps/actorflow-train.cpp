@@ -587,18 +587,38 @@ result<dataset> shard_of(const dataset& all, int task, int workers) {
   return dataset{std::move(*images), std::move(*labels)};
 }
 
-/// Waits until every variable in `reads` can be read (the chief initialised or restored them),
-/// or --init-timeout passes; the error then names what is still uninitialised or unreachable.
-status wait_for_variables(session& s, const std::vector<output>& reads, int timeout_seconds) {
+/// The values of `reads` once every one can be read (the chief initialised or restored them, a
+/// ps came back), waited for up to --init-timeout; the error then names what is still
+/// uninitialised or unreachable. With `uninitialised_ends`, a variable read as uninitialised
+/// ends the wait at once, with no values (a ps that came back empty).
+result<std::optional<std::vector<tensor>>> read_variables(session& s, const std::vector<output>& reads,
+                                                          int timeout_seconds,
+                                                          bool uninitialised_ends) {
+  std::optional<std::vector<tensor>> values;
   train::readiness_wait wait;
-  wait.check = [&] { return s.run(reads).error(); };
+  wait.check = [&]() -> status {
+    auto read = s.run(reads);
+    if (read)
+      values = std::move(*read);
+    else if (uninitialised_ends && read.error().code() == errc::failed_precondition)
+      return {};
+    return read.error();
+  };
   wait.timeout = std::chrono::seconds(timeout_seconds);
   wait.waiting = [timeout_seconds](const status& why) {
     std::fprintf(stderr, "actorflow-train: waiting up to %d s (--init-timeout) until the "
                          "variables can be read: %s\n", timeout_seconds, why.message().c_str());
   };
   auto waited = train::wait_until_ready(wait);
-  return waited ? status{} : waited.error();
+  if (!waited)
+    return waited.error();
+  return values;
+}
+
+/// Waits until every variable in `reads` can be read (read_variables).
+status wait_for_variables(session& s, const std::vector<output>& reads, int timeout_seconds) {
+  auto read = read_variables(s, reads, timeout_seconds, false);
+  return read ? status{} : read.error();
 }
 
 /// The classifier of --model as replicas share it: its variables and a global step (how many
@@ -662,37 +682,26 @@ bool lost_ps_task(const train_options& o, const cluster_spec& cluster, const sta
 }
 
 /// After a failure judged a lost ps, once the ps tasks answer: the global step when they still
-/// hold every variable of `g` (`global_step` included), nullopt when one came back empty (a
-/// restarted ps: a variable reads as uninitialised). A ps that was only frozen or cut off keeps
-/// what it had: restoring a checkpoint or initialising again would throw that training away.
-/// A ps that does not answer is waited for, up to --init-timeout, never taken for empty.
+/// hold every variable of `g` (`global_step` included), which `progress` then says; nullopt
+/// when one came back empty (a restarted ps). A ps that was only frozen or cut off keeps what
+/// it had: restoring a checkpoint or initialising again would throw that training away. A ps
+/// that does not answer is waited for (read_variables), never taken for empty.
 result<std::optional<std::int64_t>> variables_kept(session& s, const graph& g,
                                                    const actorflow::variable& global_step,
-                                                   int timeout_seconds) {
+                                                   const train_options& o,
+                                                   progress_printer& progress) {
   std::vector<output> reads{global_step.read};
   for (auto& v : g.global_variables())
     reads.push_back(v.read);
-  std::optional<std::int64_t> kept;
-  train::readiness_wait wait;
-  wait.check = [&]() -> status {
-    auto held = s.run(reads);
-    if (held) {
-      kept = held->at(0).scalar_value<std::int64_t>();
-      return {};
-    }
-    if (held.error().code() == errc::failed_precondition)
-      return {}; // uninitialised: empty
+  auto held = read_variables(s, reads, o.init_timeout_seconds, true);
+  if (!held)
     return held.error();
-  };
-  wait.timeout = std::chrono::seconds(timeout_seconds);
-  wait.waiting = [timeout_seconds](const status& why) {
-    std::fprintf(stderr, "actorflow-train: waiting up to %d s (--init-timeout) until the variables "
-                         "can be read again: %s\n", timeout_seconds, why.message().c_str());
-  };
-  auto waited = train::wait_until_ready(wait);
-  if (!waited)
-    return waited.error();
-  return kept;
+  if (!*held)
+    return std::optional<std::int64_t>{};
+  auto step = (*held)->at(0).scalar_value<std::int64_t>();
+  progress.line("the " + o.ps_job + " tasks still hold every variable: training goes on from "
+                "global step " + std::to_string(step));
+  return std::optional<std::int64_t>{step};
 }
 
 /// Between-graph replication, asynchronous: this process is one worker with a graph of its own.
@@ -780,29 +789,36 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     // tasks, then restores the latest checkpoint or initialises the variables; the others wait
     // until they can read them. The ps tasks then watch this worker: if every worker goes away
     // without finishing, they stop after their grace period instead of waiting forever.
+    auto report_joined = [&] {
+      if (auto joined = report_task_joined(default_actor_system(), cluster, o.ps_job, job, task,
+                                           (*served)->task(), 10);
+          !joined.ok())
+        std::cerr << "actorflow-train: " << joined.message() << '\n';
+    };
     auto make_variables_ready = [&](bool after_loss) -> status {
       if (!chief) {
         AF_RETURN_IF_ERROR(wait_for_variables(s, all_variables, o.init_timeout_seconds));
       } else {
-        AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
-        std::optional<std::int64_t> kept;
         if (after_loss) {
-          auto held = variables_kept(s, g, global_step, o.init_timeout_seconds);
-          if (!held)
-            return held.error();
-          kept = *held;
+          // Waits for the ps itself (up to --init-timeout).
+          auto kept = variables_kept(s, g, global_step, o, progress);
+          if (!kept)
+            return kept.error();
+          if (*kept) {
+            report_joined();
+            return {};
+          }
+        } else {
+          AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
         }
         std::optional<restored_checkpoint> restored;
-        if (checkpoints && !kept) {
+        if (checkpoints) {
           auto found = checkpoints.restore_latest(checkpoints_saver, s);
           if (!found)
             return found.error();
           restored = *found;
         }
-        if (kept) {
-          progress.line("the " + o.ps_job + " tasks still hold every variable: training goes on "
-                        "from global step " + std::to_string(*kept));
-        } else if (restored) {
+        if (restored) {
           progress.line("restored " + restored->path + ": training " +
                         (after_loss ? "returns to" : "goes on from") + " global step " +
                         std::to_string(restored->step) +
@@ -814,10 +830,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
                           "again from their initial values");
         }
       }
-      if (auto joined = report_task_joined(default_actor_system(), cluster, o.ps_job, job, task,
-                                           (*served)->task(), 10);
-          !joined.ok())
-        std::cerr << "actorflow-train: " << joined.message() << '\n';
+      report_joined();
       return {};
     };
     if (auto ready = make_variables_ready(false); !ready.ok())
@@ -1078,16 +1091,15 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   // At the start (--resume restores), and after a lost ps came back empty (restores when there
   // are checkpoints): the global step training goes on from.
   auto make_variables_ready = [&](bool after_loss) -> result<std::int64_t> {
-    AF_RETURN_IF_ERROR(wait_for_variables(ps_session, {}, o.init_timeout_seconds));
     if (after_loss) {
-      auto kept = variables_kept(ps_session, g, global_step, o.init_timeout_seconds);
+      // Waits for the ps itself (up to --init-timeout).
+      auto kept = variables_kept(ps_session, g, global_step, o, progress);
       if (!kept)
         return kept.error();
-      if (*kept) {
-        progress.line("the " + o.ps_job + " tasks still hold every variable: training goes on "
-                      "from global step " + std::to_string(**kept));
+      if (*kept)
         return **kept;
-      }
+    } else {
+      AF_RETURN_IF_ERROR(wait_for_variables(ps_session, {}, o.init_timeout_seconds));
     }
     if ((after_loss || o.resume) && checkpoints) {
       auto found = checkpoints.restore_latest(checkpoints_saver, ps_session);
