@@ -15,12 +15,6 @@ int frame_layout::output_frame(const graph& g, int id) const {
   return f;
 }
 
-int frame_layout::outermost(int f) const {
-  while (f > 0 && frames[static_cast<std::size_t>(f)].parent > 0)
-    f = frames[static_cast<std::size_t>(f)].parent;
-  return f;
-}
-
 result<frame_layout> find_frames(const graph& g) {
   frame_layout layout;
   layout.frames.assign(1, frame_layout::frame{});

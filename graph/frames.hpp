@@ -30,8 +30,6 @@ struct frame_layout {
 
   /// The frame node `id`'s outputs live in.
   int output_frame(const graph& g, int id) const;
-  /// The outermost loop frame enclosing frame `f` (f itself when its parent is frame 0); 0 for 0.
-  int outermost(int f) const;
 };
 
 /// The frames of `g`; an error names the node whose inputs come from two frames, an Enter

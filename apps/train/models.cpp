@@ -180,10 +180,6 @@ classifier_model build_cnn(graph& g, optimizer& opt) {
   return build_classifier(g, opt, classifier::cnn);
 }
 
-classifier_model build_rnn(graph& g, optimizer& opt) {
-  return build_classifier(g, opt, classifier::rnn);
-}
-
 namespace {
 
 /// The value a variable's initializer assigns (input 1 of its Assign).

@@ -17,7 +17,7 @@ namespace actorflow::train {
 /// "sgd", "momentum" (0.9) or "adam".
 std::unique_ptr<optimizer> make_optimizer(const std::string& name, double learning_rate);
 
-/// The Fashion-MNIST classifiers: build_mlp's, build_cnn's and build_rnn's.
+/// The Fashion-MNIST classifiers: build_mlp's, build_cnn's and the recurrent one's.
 enum class classifier { mlp, cnn, rnn };
 
 /// "mlp", "cnn" or "rnn"; an error naming the choices otherwise.
@@ -38,13 +38,10 @@ classifier_model build_mlp(graph& g, optimizer& opt);
 /// Glorot-uniform weights (seeded by the graph seed), zero biases, mean softmax cross-entropy.
 classifier_model build_cnn(graph& g, optimizer& opt);
 
-/// A recurrent classifier reading each image as 28 steps of 28 pixels (its rows): a tanh cell
-/// of 128 units, h' = tanh(x_t W + h U + b) from h = 0, run by a while_loop
-/// (graph/control_flow.hpp), then dense 128-10 on the last h. Glorot-uniform weights (seeded by
-/// the graph seed), zero biases, mean softmax cross-entropy.
-classifier_model build_rnn(graph& g, optimizer& opt);
-
-/// build_mlp, build_cnn or build_rnn.
+/// build_mlp, build_cnn, or for classifier::rnn a recurrent classifier reading each image as
+/// 28 steps of 28 pixels (its rows): a tanh cell of 128 units, h' = tanh(x_t W + h U + b) from
+/// h = 0, run by a while_loop (graph/control_flow.hpp), then dense 128-10 on the last h.
+/// Glorot-uniform weights (seeded by the graph seed), zero biases, mean softmax cross-entropy.
 classifier_model build_classifier(graph& g, optimizer& opt, classifier kind);
 
 /// Where the data-parallel MLP runs: its variables on the ps tasks (round robin, by
