@@ -28,6 +28,12 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+/// `make test` installs the data; its absence is a broken set-up, not a reason to pass.
+void require_fashion_mnist() {
+  INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
+  REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
+}
+
 std::string fresh_dir(const std::string& tag) {
   auto dir = std::filesystem::temp_directory_path() /
              ("af-train-" + tag + "-" + std::to_string(::getpid()));
@@ -158,9 +164,7 @@ TEST_CASE("bad flags, missing data and unwritable directories give one line and 
 }
 
 TEST_CASE("the MLP trains, reports throughput and accuracy, and writes its metrics and curve") {
-  // `make test` installs the data; its absence is a broken set-up, not a reason to pass.
-  INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
-  REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
+  require_fashion_mnist();
   auto out = fresh_dir("mlp");
   auto r = run_train("--epochs 1 --threads 2 --output-dir " + out);
   REQUIRE(r.exit_code == 0);
@@ -219,8 +223,7 @@ double final_test_accuracy(const std::string& output) {
 } // namespace
 
 TEST_CASE("the CNN trains three epochs on the CPU to at least 0.89 test accuracy") {
-  INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
-  REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
+  require_fashion_mnist();
   auto out = fresh_dir("cnn");
   // One thread: the convolutions' GEMMs are small, and OpenBLAS threads cost more than they
   // give on them.
@@ -232,8 +235,7 @@ TEST_CASE("the CNN trains three epochs on the CPU to at least 0.89 test accuracy
 }
 
 TEST_CASE("the RNN, a while loop over image rows, trains three epochs to at least 0.80 test accuracy") {
-  INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
-  REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
+  require_fashion_mnist();
   auto out = fresh_dir("rnn");
   auto r = run_train("--model rnn --local --epochs 3 --threads 1 --log-every 1000 --output-dir " + out);
   INFO(r.output);
@@ -252,9 +254,7 @@ TEST_CASE("the RNN, a while loop over image rows, trains three epochs to at leas
 }
 
 TEST_CASE("training resumed from a checkpoint ends exactly like an uninterrupted run") {
-  // `make test` installs the data; its absence is a broken set-up, not a reason to pass.
-  INFO("Fashion-MNIST is missing: apt-get install dataset-fashion-mnist");
-  REQUIRE(std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"));
+  require_fashion_mnist();
   auto whole = fresh_dir("whole");
   auto parts = fresh_dir("parts");
   auto common = std::string{" --threads 1 --batch-size 256 --optimizer momentum --learning-rate 0.05"};
