@@ -1,6 +1,7 @@
 #pragma once
 /// Small helpers shared by the benchmarks: timing, medians and the one-line JSON result.
 ///   auto seconds = bench::time_seconds([&] { work(); });
+///   auto times = bench::step_seconds(30, [&] { return run_step(); });   // nullopt: one failed
 ///   bench::emit({"matmul_1024_f32_t1", gflops, "GFLOP/s", direct_gflops, gflops / direct_gflops});
 /// Each benchmark prints only its result lines on stdout; everything else goes to stderr.
 
@@ -30,6 +31,28 @@ inline double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   auto mid = values.size() / 2;
   return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+/// The seconds each of `steps` runs of `step` took (it returns false on a failure, which it
+/// reports itself); nullopt when one failed.
+template <class F>
+std::optional<std::vector<double>> step_seconds(int steps, F&& step) {
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) {
+    bool ok = true;
+    times.push_back(time_seconds([&] { ok = step(); }));
+    if (!ok)
+      return std::nullopt;
+  }
+  return times;
+}
+
+/// Positional argument `index` as a positive int, or `fallback` when absent or not positive.
+inline int positive_arg(int argc, char** argv, int index, int fallback) {
+  if (argc <= index)
+    return fallback;
+  int value = std::atoi(argv[index]);
+  return value > 0 ? value : fallback;
 }
 
 /// One benchmark figure; baseline and ratio are present only when measured in the same run.

@@ -34,18 +34,11 @@ std::optional<double> torch_us_per_op(int adds, int steps) {
                                    "us_per_op");
 }
 
-int positive_arg(int argc, char** argv, int index, int fallback) {
-  if (argc <= index)
-    return fallback;
-  int value = std::atoi(argv[index]);
-  return value > 0 ? value : fallback;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
-  const int adds = positive_arg(argc, argv, 1, 10000);
-  const int steps = positive_arg(argc, argv, 2, 30);
+  const int adds = bench::positive_arg(argc, argv, 1, 10000);
+  const int steps = bench::positive_arg(argc, argv, 2, 30);
 
   graph g;
   auto x = ops::constant(g, 0.0f, "x0");
@@ -85,12 +78,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < warmup_steps; ++i)
     if (!run_step())
       return 1;
-  std::vector<double> times;
-  for (int i = 0; i < steps; ++i) {
-    times.push_back(bench::time_seconds([&] { ok = run_step(); }));
-    if (!ok)
-      return 1;
-  }
+  auto measured = bench::step_seconds(steps, run_step);
+  if (!measured)
+    return 1;
+  auto& times = *measured;
   double us_per_node = bench::median(times) / adds * 1e6;
   std::cerr << "executor_overhead: " << adds << " adds, first step " << first * 1e3
             << " ms, median step " << bench::median(times) * 1e3 << " ms over " << steps

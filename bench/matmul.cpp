@@ -22,13 +22,6 @@ using namespace actorflow;
 
 constexpr int warmup_runs = 3;
 
-int positive_arg(int argc, char** argv, int index, int fallback) {
-  if (argc <= index)
-    return fallback;
-  int value = std::atoi(argv[index]);
-  return value > 0 ? value : fallback;
-}
-
 std::vector<float> random_matrix(int n, unsigned seed) {
   std::mt19937 engine{seed};
   std::uniform_real_distribution<float> uniform{-1.0f, 1.0f};
@@ -51,8 +44,8 @@ double max_relative_difference(const float* a, const float* b, std::size_t count
 } // namespace
 
 int main(int argc, char** argv) {
-  const int n = positive_arg(argc, argv, 1, 1024);
-  const int runs = positive_arg(argc, argv, 2, 30);
+  const int n = bench::positive_arg(argc, argv, 1, 1024);
+  const int runs = bench::positive_arg(argc, argv, 2, 30);
   const double flops = 2.0 * n * n * static_cast<double>(n);
 
   auto a_values = random_matrix(n, 1);

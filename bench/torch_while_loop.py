@@ -4,8 +4,8 @@ Python.
 
     /usr/bin/python3 bench/torch_while_loop.py [--iterations 10000] [--steps 5] [--warmup 1]
 
-The loop: i = 0, x = 0.5; while i < iterations: ten scalar ops on x (the body of
-bench_control_flow's graph: x * a + b, tanh, * c, + d, - e, * f, + g, * h, - k, / m), i + 1.
+The loop: i = 0, x = 0.5; while i < iterations: eleven scalar ops on x (the body of
+bench_control_flow's graph: * a, + b, tanh, * c, + d, - e, * f, + g, * h, - k, / m), i + 1.
 The counter and the condition are tensors too, as in a graph. One thread, no autograd. Prints
 one JSON line {"us_per_iteration": <median over steps>, "torch": "<version>"}; exits 2 when
 torch cannot be imported.
@@ -45,7 +45,7 @@ def main() -> int:
         return float(x)
 
     seconds, result = median_seconds(step, args.warmup, args.steps)
-    # The same ten ops in float64 on the host: the loop computed what it should.
+    # The same eleven ops in float64 on the host: the loop computed what it should.
     expected = 0.5
     for _ in range(args.iterations):
         expected = ((((math.tanh(expected * 0.9 + 0.1) * 1.1 + 0.2) - 0.05) * 0.95 + 0.01) * 1.02 - 0.03) / 1.01
