@@ -10,6 +10,29 @@ result<int> normalize_axis(std::int64_t axis, int rank, const char* what) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+result<gather_layout> make_gather_layout(const tensor_shape& params, const tensor_shape& indices,
+                                         std::int64_t axis_attr) {
+  auto axis = normalize_axis(axis_attr, params.rank(), "Gather axis");
+  if (!axis)
+    return axis.error();
+  gather_layout layout;
+  layout.extent = params.dim(*axis);
+  layout.count = indices.num_elements();
+  std::vector<std::int64_t> dims;
+  for (int i = 0; i < *axis; ++i) {
+    layout.outer *= params.dim(i);
+    dims.push_back(params.dim(i));
+  }
+  for (int i = 0; i < indices.rank(); ++i)
+    dims.push_back(indices.dim(i));
+  for (int i = *axis + 1; i < params.rank(); ++i) {
+    layout.inner *= params.dim(i);
+    dims.push_back(params.dim(i));
+  }
+  layout.out_shape = tensor_shape{std::move(dims)};
+  return layout;
+}
+
 std::string shape_list(const std::vector<tensor_shape>& parts) {
   std::string out;
   for (auto& p : parts)

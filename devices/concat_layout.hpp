@@ -1,6 +1,6 @@
 #pragma once
-/// Where the parts of a concatenation lie in the whole, for ConcatV2 and its gradient
-/// SplitToShapesOf on every device: seen as a matrix of `outer` rows (the product of the
+/// Where the parts of a concatenation lie in the whole (and, below, Gather's rows), for
+/// ConcatV2 and its gradient SplitToShapesOf on every device: seen as a matrix of `outer` rows (the product of the
 /// dimensions before the axis), each part holds one contiguous block of each row of the whole,
 /// so a device copies whole blocks (memcpy on the CPU, cudaMemcpy2DAsync on a GPU).
 ///   auto layout = make_concat_layout("ConcatV2", {a.shape(), b.shape()}, 1, dtype::float32);
@@ -30,6 +30,21 @@ struct concat_layout {
 /// Axis `axis` (negative counts from the end) as an index into a shape of rank `rank`; the
 /// error starts with `what` ("ArgMax axis 3 is out of range for a tensor of rank 2").
 result<int> normalize_axis(std::int64_t axis, int rank, const char* what);
+
+/// Gather along an axis on every device: params seen as [outer, extent, inner] and the output
+/// as [outer, count, inner], out[o, k, i] = params[o, indices[k], i].
+struct gather_layout {
+  std::int64_t outer = 1;
+  std::int64_t extent = 0;
+  std::int64_t inner = 1;
+  std::int64_t count = 0;
+  tensor_shape out_shape;
+};
+
+/// The layout of Gather over `params` and `indices` along `axis` (negative counts from the
+/// end); an error naming the axis when it is out of range.
+result<gather_layout> make_gather_layout(const tensor_shape& params, const tensor_shape& indices,
+                                         std::int64_t axis);
 
 /// "[2,3], [2,4]": shapes for messages.
 std::string shape_list(const std::vector<tensor_shape>& parts);

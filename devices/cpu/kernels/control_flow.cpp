@@ -1,7 +1,9 @@
 // The kernels of the control-flow ops: Switch, Merge, Enter, Exit and NextIteration are run by
 // the executor itself (devices/executor.cpp), so their entries here only say where they may be
-// placed; LoopCond forwards its predicate; LogicalNot; StackPush and StackPop keep a while
-// loop's forward values in the step's resources for its gradient; Gather.
+// placed (LoopCond forwards its predicate: Identity's kernel, LogicalNot is a unary op);
+// StackPush and StackPop keep a while loop's forward values in the step's resources for its
+// gradient; Gather.
+#include "devices/concat_layout.hpp"
 #include "devices/cpu/kernels/cpu_kernels.hpp"
 #include "devices/cpu/kernels/kernel_util.hpp"
 
@@ -17,27 +19,6 @@ public:
   using op_kernel::op_kernel;
   void compute(kernel_context& ctx) override {
     ctx.fail(make_error(errc::internal, op() + " is run by the executor, not by a kernel"));
-  }
-};
-
-class forward_kernel : public op_kernel {
-public:
-  using op_kernel::op_kernel;
-  void compute(kernel_context& ctx) override { ctx.set_output(0, ctx.input(0)); }
-};
-
-class logical_not_kernel : public op_kernel {
-public:
-  using op_kernel::op_kernel;
-  void compute(kernel_context& ctx) override {
-    if (!cpu::check_input(ctx, 0, dtype::boolean))
-      return;
-    auto& in = ctx.input(0);
-    auto out = ctx.allocate_output(0, dtype::boolean, in.shape());
-    auto* src = in.data<bool>();
-    auto* dst = out.data<bool>();
-    for (std::int64_t i = 0; i < in.num_elements(); ++i)
-      dst[i] = !src[i];
   }
 };
 
@@ -126,27 +107,11 @@ public:
   void compute(kernel_context& ctx) override {
     auto& params = ctx.input(0);
     auto& indices = ctx.input(1);
-    auto rank = params.shape().rank();
-    auto axis = axis_ < 0 ? axis_ + rank : axis_;
-    if (axis < 0 || axis >= rank)
-      return ctx.fail(make_error(errc::invalid_argument, "Gather axis " + std::to_string(axis_) +
-                                                           " is out of range for params " +
-                                                           params.shape().to_string()));
-    std::int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; ++i)
-      outer *= params.shape().dim(i);
-    for (int i = static_cast<int>(axis) + 1; i < rank; ++i)
-      inner *= params.shape().dim(i);
-    auto extent = params.shape().dim(static_cast<int>(axis));
-    std::vector<std::int64_t> dims;
-    for (int i = 0; i < axis; ++i)
-      dims.push_back(params.shape().dim(i));
-    for (int i = 0; i < indices.shape().rank(); ++i)
-      dims.push_back(indices.shape().dim(i));
-    for (int i = static_cast<int>(axis) + 1; i < rank; ++i)
-      dims.push_back(params.shape().dim(i));
-    auto out = ctx.allocate_output(0, params.type(), tensor_shape{dims});
-    auto count = indices.num_elements();
+    auto layout = make_gather_layout(params.shape(), indices.shape(), axis_);
+    if (!layout)
+      return ctx.fail(layout.error());
+    auto [outer, extent, inner, count, out_shape] = *layout;
+    auto out = ctx.allocate_output(0, params.type(), out_shape);
     auto element = size_of(params.type());
     auto* src = static_cast<const char*>(params.raw_data());
     auto* dst = static_cast<char*>(out.raw_data());
@@ -173,8 +138,6 @@ private:
 void register_control_flow_kernels(kernel_registry& registry) {
   for (auto op : {"Switch", "Merge", "Enter", "Exit", "NextIteration"})
     registry.add(op, "CPU", all_dtypes(), make_kernel<executor_primitive>);
-  registry.add({"LoopCond", "CPU", dtype::boolean}, make_kernel<forward_kernel>);
-  registry.add({"LogicalNot", "CPU", dtype::boolean}, make_kernel<logical_not_kernel>);
   registry.add("StackPush", "CPU", all_dtypes(), make_kernel<stack_push_kernel>);
   registry.add("StackPop", "CPU", all_dtypes(), make_kernel<stack_pop_kernel>);
   registry.add("Gather", "CPU", all_dtypes(), make_kernel<gather_kernel>);

@@ -1,4 +1,4 @@
-// Elementwise unary math: Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh.
+// Elementwise unary math: Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, LogicalNot.
 #include "devices/cpu/kernels/kernel_util.hpp"
 
 namespace actorflow {
@@ -40,6 +40,10 @@ struct tanh_op {
   template <class X>
   static auto apply(const X& x) { return x.tanh(); }
 };
+struct logical_not_op {
+  template <class X>
+  static auto apply(const X& x) { return !x; }
+};
 
 template <class T, class Op>
 class unary_kernel : public op_kernel {
@@ -75,6 +79,8 @@ template <class T>
 using sigmoid_kernel = unary_kernel<T, sigmoid_op>;
 template <class T>
 using tanh_kernel = unary_kernel<T, tanh_op>;
+template <class T>
+using logical_not_kernel = unary_kernel<T, logical_not_op>;
 
 } // namespace
 
@@ -87,6 +93,7 @@ void register_unary_kernels(kernel_registry& registry) {
   add_typed_kernels<relu_kernel, float, double>(registry, "Relu");
   add_typed_kernels<sigmoid_kernel, float, double>(registry, "Sigmoid");
   add_typed_kernels<tanh_kernel, float, double>(registry, "Tanh");
+  add_typed_kernels<logical_not_kernel, bool>(registry, "LogicalNot");
 }
 
 } // namespace actorflow

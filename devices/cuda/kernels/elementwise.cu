@@ -11,6 +11,7 @@
 //               BroadcastToShapeOf (float32, float64, int32, int64)
 //   Cast        every pair of the five dtypes; Fill (float32, float64, int32, int64)
 // Each family: the __global__ kernel, a launcher taking the stream, the op_kernel entry point.
+#include "devices/concat_layout.hpp"
 #include "devices/cuda/broadcast_index.hpp"
 #include "devices/cuda/cuda_kernel_util.hpp"
 #include "devices/cuda/kernels/cuda_kernels.hpp"
@@ -136,28 +137,14 @@ protected:
     AF_RETURN_IF_ERROR(expect_input(ctx, 1, wide ? dtype::int64 : dtype::int32));
     const tensor& params = ctx.input(0);
     const tensor& indices = ctx.input(1);
-    auto rank = params.shape().rank();
-    auto axis = axis_ < 0 ? axis_ + rank : axis_;
-    if (axis < 0 || axis >= rank)
-      return make_error(errc::invalid_argument, "Gather axis " + std::to_string(axis_) +
-                                                  " is out of range for params " +
-                                                  params.shape().to_string());
-    std::int64_t inner = 1;
-    std::vector<std::int64_t> dims;
-    for (int i = 0; i < axis; ++i)
-      dims.push_back(params.shape().dim(i));
-    for (int i = 0; i < indices.shape().rank(); ++i)
-      dims.push_back(indices.shape().dim(i));
-    for (int i = static_cast<int>(axis) + 1; i < rank; ++i) {
-      dims.push_back(params.shape().dim(i));
-      inner *= params.shape().dim(i);
-    }
-    tensor out = ctx.allocate_output(0, dtype_of<T>(), tensor_shape{dims});
+    auto layout = make_gather_layout(params.shape(), indices.shape(), axis_);
+    if (!layout)
+      return layout.error();
+    auto [outer, extent, inner, count, out_shape] = *layout;
+    tensor out = ctx.allocate_output(0, dtype_of<T>(), out_shape);
     auto n = out.num_elements();
     if (n == 0)
       return {};
-    auto count = indices.num_elements();
-    auto extent = params.shape().dim(static_cast<int>(axis));
     if (wide)
       return launch_over(n, stream, gather_body<T, std::int64_t>, params.data<T>(),
                          indices.data<std::int64_t>(), out.data<T>(), count, extent, inner, n);
