@@ -422,7 +422,9 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
                                                                              const tensor& value) {
         // Every key a _Send of this partition uses was parsed when it was registered (inside a
         // loop the executor adds the frame and iteration to it).
-        auto parsed = keys->find(std::string{without_frame_iteration(key)});
+        // Outside loops (most sends) the key is looked up as it is, without a copy.
+        auto base = without_frame_iteration(key);
+        auto parsed = base.size() == key.size() ? keys->find(key) : keys->find(std::string{base});
         auto receiver = parsed == keys->end() ? peers->end()
                                               : peers->find(parsed->second.recv_device);
         if (receiver == peers->end()) {

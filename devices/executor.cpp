@@ -411,12 +411,13 @@ void step_execution::run_from(tagged_node first, bool on_pool) {
   }
 }
 
-std::string step_execution::key_of(const tagged_node& t) const {
+const std::string& step_execution::key_of(const tagged_node& t, std::string& storage) const {
   auto& key = plan_->items()[static_cast<std::size_t>(t.id)].key;
   auto& frame = *t.iteration->frame;
   if (frame.index == 0)
     return key;
-  return with_frame_iteration(key, frame.path + ":" + std::to_string(t.iteration->index));
+  storage = with_frame_iteration(key, frame.path + ":" + std::to_string(t.iteration->index));
+  return storage;
 }
 
 void step_execution::fail(int id, status s) {
@@ -435,16 +436,18 @@ bool step_execution::process(const tagged_node& t, std::vector<tagged_node>& rea
     complete(t, ready);
     return true;
   }
+  // A send's or receive's key, where it is made inside a loop.
+  std::string key_storage;
   if (plan_->has_control_flow() && iteration.dead_input[static_cast<std::size_t>(it.local_id)]) {
     // Dead: never computed on; its outputs are dead too (a Merge only when all inputs were).
     release_inputs(t);
     // A dead tensor crosses devices as an empty one: the receiver's _Recv is dead in turn.
     if (it.kind == executor_plan::node_kind::send)
-      hooks_.send(key_of(t), tensor{});
+      hooks_.send(key_of(t, key_storage), tensor{});
     // A dead _Recv still takes what was sent to it (TensorFlow runs dead transfer nodes), so
     // nothing is left waiting in the step's rendezvous.
     if (it.kind == executor_plan::node_kind::recv) {
-      hooks_.recv(key_of(t), [self = shared_from_this(), t](result<tensor> value) {
+      hooks_.recv(key_of(t, key_storage), [self = shared_from_this(), t](result<tensor> value) {
         if (!value)
           self->fail_later(t.id, value.error());
         else
@@ -487,16 +490,17 @@ bool step_execution::process(const tagged_node& t, std::vector<tagged_node>& rea
             self->fail_later(t.id, host.error());
             return;
           }
-          self->hooks_.send(self->key_of(t), *host);
+          std::string storage;
+          self->hooks_.send(self->key_of(t, storage), *host);
           self->complete_later(t);
         });
         return false;
       }
-      hooks_.send(key_of(t), inputs[0]);
+      hooks_.send(key_of(t, key_storage), inputs[0]);
       complete(t, ready);
       return true;
     case executor_plan::node_kind::recv:
-      hooks_.recv(key_of(t), [self = shared_from_this(), t](result<tensor> value) {
+      hooks_.recv(key_of(t, key_storage), [self = shared_from_this(), t](result<tensor> value) {
         if (!value) {
           self->fail_later(t.id, value.error());
           return;

@@ -225,9 +225,10 @@ private:
   void complete(const tagged_node& t, std::vector<tagged_node>& ready, deadness dead = {},
                 tensor value = {});
   void fail(int id, status s);
-  /// The rendezvous key of _Send or _Recv `t`: the partition's, plus the frame and iteration
-  /// inside a loop (graph/rendezvous_key.hpp).
-  std::string key_of(const tagged_node& t) const;
+  /// The rendezvous key of _Send or _Recv `t`: the partition's own string outside loops (no
+  /// copy per step), else that plus the frame and iteration, made in `storage`
+  /// (graph/rendezvous_key.hpp).
+  const std::string& key_of(const tagged_node& t, std::string& storage) const;
   /// For nodes that finish after process() returned (receives, copies, asynchronous
   /// devices): completes `t` and dispatches what it made ready, or fails it; then counts it
   /// done.
