@@ -20,6 +20,52 @@ std::pair<int, int> key_of(const output& x) { return {x.node_id, x.index}; }
 
 } // namespace
 
+output while_context::forward_value(const output& x, control_flow_context* where) {
+  if (auto* inv = forward_->find_invariant(x))
+    return g_.bring_into(where, inv->outer_value);
+  std::vector<output> push_indices;
+  for (auto* c = static_cast<control_flow_context*>(forward_); c != nullptr; c = c->outer())
+    if (auto* w = dynamic_cast<while_context*>(c))
+      push_indices.insert(push_indices.begin(), w->variables[0].body_input);
+  std::vector<output> pop_indices;
+  for (auto* c = static_cast<control_flow_context*>(this); c != nullptr; c = c->outer())
+    if (auto* w = dynamic_cast<while_context*>(c); w != nullptr && w->forward() != nullptr)
+      pop_indices.insert(pop_indices.begin(), w->forward_iteration);
+  if (push_indices.size() != pop_indices.size()) {
+    g_.record_error(make_error(errc::internal, "gradients: '" + x.tensor_name() + "' is inside " +
+                                                std::to_string(push_indices.size()) +
+                                                " loops but its gradient inside " +
+                                                std::to_string(pop_indices.size())));
+    return x;
+  }
+  // The push's own (unique) name names the stack.
+  auto stack_name = g_.unique_name(x.name() + "_push");
+  {
+    // Pushed where x lives (a branch pushes only in iterations that take it).
+    auto in_forward = g_.enter_context(g_.context_of(x.node_id));
+    node_spec spec;
+    spec.op = "StackPush";
+    spec.name = stack_name;
+    spec.exact_name = true;
+    spec.inputs = {x};
+    spec.inputs.insert(spec.inputs.end(), push_indices.begin(), push_indices.end());
+    spec.attrs = {{"stack_name", stack_name}, {"colocate_with", x.name()}};
+    g_.add_node(std::move(spec));
+  }
+  // Popped where it is used: in a gradient branch, only iterations that took the branch pop.
+  auto in_backward = g_.enter_context(where);
+  node_spec spec;
+  spec.op = "StackPop";
+  spec.name = x.name() + "_pop";
+  spec.inputs = pop_indices;
+  spec.attrs = {{"stack_name", stack_name},
+                {"dtype", x.type()},
+                {"shape", x.shape()},
+                {"colocate_with", stack_name},
+                {"kernel_dtype", x.type()}};
+  return g_.output_of(g_.add_node(std::move(spec)));
+}
+
 while_context* enclosing_while(control_flow_context* context) {
   for (auto* c = context; c != nullptr; c = c->outer())
     if (auto* w = dynamic_cast<while_context*>(c))

@@ -120,16 +120,14 @@ public:
   const invariant* find_invariant(const output& inside_value) const;
 
   /// Makes this loop the backward loop of `forward`: a value of the forward loop's body used
-  /// inside (in this loop, or in a branch `where` within it) is obtained from
-  /// `forward_value(x, where)` (a pop of what the forward loop pushed).
-  using forward_value_function = std::function<output(const output& x, control_flow_context* where)>;
-  void set_forward(while_context* forward, forward_value_function forward_value) {
-    forward_ = forward;
-    forward_value_ = std::move(forward_value);
-  }
+  /// inside (in this loop, or in a branch within it) is obtained from forward_value.
+  void set_forward(while_context* forward) { forward_ = forward; }
   while_context* forward() const { return forward_; }
-  /// Forward value `x` in `where` (this loop or a branch inside it).
-  output forward_value(const output& x, control_flow_context* where) { return forward_value_(x, where); }
+  /// In a backward loop, forward value `x` in `where` (this loop or a branch inside it): a loop
+  /// invariant is brought in from outside as it is; any other value is pushed by the forward
+  /// loop in every iteration that computes it, under the iteration numbers of the loops around
+  /// it, and popped under the numbers of the iterations it mirrors.
+  output forward_value(const output& x, control_flow_context* where);
   /// In a backward loop: the forward iteration the current iteration mirrors (int32); set by
   /// the gradient while the body is built.
   output forward_iteration;
@@ -143,7 +141,6 @@ private:
   std::int64_t parallel_iterations_;
   std::vector<invariant> invariants_;
   while_context* forward_ = nullptr;
-  forward_value_function forward_value_;
 };
 
 /// The innermost while loop enclosing `context` (itself included); null for none.

@@ -809,57 +809,6 @@ status backprop::node_gradient(const node& op, const std::vector<output>& out_gr
   return {};
 }
 
-/// In backward loop `backward` of `forward` (or in a gradient branch `where` inside it):
-/// forward value `x`. A loop invariant is brought in from outside as it is; any other value is
-/// pushed by the forward loop in every iteration that computes it, under the iteration numbers
-/// of the loops around it, and popped under the numbers of the iterations it mirrors.
-output forward_value(graph& g, while_context& forward, while_context& backward, const output& x,
-                     control_flow_context* where) {
-  if (auto* inv = forward.find_invariant(x))
-    return g.bring_into(where, inv->outer_value);
-  std::vector<output> push_indices;
-  for (auto* c = static_cast<control_flow_context*>(&forward); c != nullptr; c = c->outer())
-    if (auto* w = dynamic_cast<while_context*>(c))
-      push_indices.insert(push_indices.begin(), w->variables[0].body_input);
-  std::vector<output> pop_indices;
-  for (auto* c = static_cast<control_flow_context*>(&backward); c != nullptr; c = c->outer())
-    if (auto* w = dynamic_cast<while_context*>(c); w != nullptr && w->forward() != nullptr)
-      pop_indices.insert(pop_indices.begin(), w->forward_iteration);
-  if (push_indices.size() != pop_indices.size()) {
-    g.record_error(make_error(errc::internal, "gradients: '" + x.tensor_name() + "' is inside " +
-                                                std::to_string(push_indices.size()) +
-                                                " loops but its gradient inside " +
-                                                std::to_string(pop_indices.size())));
-    return x;
-  }
-  // The push's own (unique) name names the stack.
-  auto stack_name = g.unique_name(x.name() + "_push");
-  {
-    // Pushed where x lives (a branch pushes only in iterations that take it).
-    auto in_forward = g.enter_context(g.context_of(x.node_id));
-    node_spec spec;
-    spec.op = "StackPush";
-    spec.name = stack_name;
-    spec.exact_name = true;
-    spec.inputs = {x};
-    spec.inputs.insert(spec.inputs.end(), push_indices.begin(), push_indices.end());
-    spec.attrs = {{"stack_name", stack_name}, {"colocate_with", x.name()}};
-    g.add_node(std::move(spec));
-  }
-  // Popped where it is used: in a gradient branch, only iterations that took the branch pop.
-  auto in_backward = g.enter_context(where);
-  node_spec spec;
-  spec.op = "StackPop";
-  spec.name = x.name() + "_pop";
-  spec.inputs = pop_indices;
-  spec.attrs = {{"stack_name", stack_name},
-                {"dtype", x.type()},
-                {"shape", x.shape()},
-                {"colocate_with", stack_name},
-                {"kernel_dtype", x.type()}};
-  return g.output_of(g.add_node(std::move(spec)));
-}
-
 status backprop::while_gradient(while_context& loop) {
   auto& vars = loop.variables;
   // Loop variables that carry gradients (floating point), and the invariants that need one.
@@ -888,9 +837,7 @@ status backprop::while_gradient(while_context& loop) {
 
   auto* backward = g_.add_context(std::make_unique<while_context>(
     g_, g_.current_context(), g_.current_scope() + "/while", loop.parallel_iterations()));
-  backward->set_forward(&loop, [this, &loop, backward](const output& x, control_flow_context* where) {
-    return forward_value(g_, loop, *backward, x, where);
-  });
+  backward->set_forward(&loop);
   status failed;
   auto condition = [](const std::vector<output>& v) { return ops::greater(v[0], 0.0); };
   auto body = [&](const std::vector<output>& v) {
