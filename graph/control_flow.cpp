@@ -4,17 +4,9 @@
 
 namespace actorflow {
 
-namespace {
+using ops::make;
 
-output make(graph& g, const std::string& op, const std::string& name, std::vector<output> inputs,
-            std::map<std::string, attr_value> attrs = {}) {
-  node_spec spec;
-  spec.op = op;
-  spec.name = name;
-  spec.inputs = std::move(inputs);
-  spec.attrs = std::move(attrs);
-  return g.output_of(g.add_node(std::move(spec)));
-}
+namespace {
 
 std::pair<int, int> key_of(const output& x) { return {x.node_id, x.index}; }
 
@@ -180,7 +172,15 @@ std::pair<output, output> switch_(output data, output pred, const std::string& n
 }
 
 std::pair<output, output> merge(const std::vector<output>& inputs, const std::string& name) {
-  auto out = make(*inputs.at(0).owner, "Merge", name, inputs);
+  // A Merge joins branches (or a loop's entry and back edge): its inputs are used as they come,
+  // not brought into the current context.
+  node_spec spec;
+  spec.op = "Merge";
+  spec.name = name;
+  spec.inputs = inputs;
+  spec.inputs_from_other_contexts = true;
+  auto& g = *inputs.at(0).owner;
+  auto out = g.output_of(g.add_node(std::move(spec)));
   return {out, output{out.owner, out.node_id, 1}};
 }
 
@@ -259,12 +259,7 @@ std::vector<output> cond(output pred, const std::function<std::vector<output>()>
                                   " in the false one"));
       return {};
     }
-    node_spec spec;
-    spec.op = "Merge";
-    spec.name = "Merge";
-    spec.inputs = {results[0][i], results[1][i]};
-    spec.inputs_from_other_contexts = true;
-    merged.push_back(g.output_of(g.add_node(std::move(spec))));
+    merged.push_back(ops::merge({results[0][i], results[1][i]}, "Merge").first);
   }
   return merged;
 }

@@ -28,14 +28,10 @@ output input_of(graph& g, const node& op, int i) {
 /// Output `i` of the forward node.
 output output_of(graph& g, const node& op, int i = 0) { return g.output_of(op.id, i); }
 
+/// ops::make named after the op unless `name` is given.
 output make(graph& g, const std::string& op, std::vector<output> inputs,
             std::map<std::string, attr_value> attrs = {}, const std::string& name = "") {
-  node_spec spec;
-  spec.op = op;
-  spec.name = name.empty() ? op : name;
-  spec.inputs = std::move(inputs);
-  spec.attrs = std::move(attrs);
-  return g.output_of(g.add_node(std::move(spec)));
+  return ops::make(g, op, name.empty() ? op : name, std::move(inputs), std::move(attrs));
 }
 
 output scalar(graph& g, const output& like, double value, const std::string& name = "Const") {
@@ -405,12 +401,7 @@ status switch_grad(graph& g, const node& op, const grads& dy, grads& dx) {
     auto switched = ops::switch_(zeros, input_of(g, op, 1), "zeros_switch");
     branches[static_cast<std::size_t>(k)] = k == 1 ? switched.second : switched.first;
   }
-  node_spec spec;
-  spec.op = "Merge";
-  spec.name = "cond_grad";
-  spec.inputs = std::move(branches);
-  spec.inputs_from_other_contexts = true;
-  dx[0] = g.output_of(g.add_node(std::move(spec)));
+  dx[0] = ops::merge(branches, "cond_grad").first;
   return {};
 }
 

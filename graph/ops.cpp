@@ -4,12 +4,8 @@
 
 namespace actorflow::ops {
 
-namespace {
-
-graph& graph_of(const output& x) { return *x.owner; }
-
 output make(graph& g, std::string op, const std::string& name, std::vector<output> inputs,
-            std::map<std::string, attr_value> attrs = {}) {
+            std::map<std::string, attr_value> attrs) {
   node_spec spec;
   spec.op = std::move(op);
   spec.name = name;
@@ -17,6 +13,10 @@ output make(graph& g, std::string op, const std::string& name, std::vector<outpu
   spec.attrs = std::move(attrs);
   return g.output_of(g.add_node(std::move(spec)));
 }
+
+namespace {
+
+graph& graph_of(const output& x) { return *x.owner; }
 
 output unary(const char* op, output x, const std::string& name) {
   return make(graph_of(x), op, name, {x});

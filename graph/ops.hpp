@@ -18,6 +18,12 @@
 
 namespace actorflow::ops {
 
+/// Adds a node of op `op` named `name` (in the current name scope) with `inputs` and `attrs`,
+/// and gives its output 0: what the builders here, the control-flow ones and the gradients'
+/// are made of.
+output make(graph& g, std::string op, const std::string& name, std::vector<output> inputs,
+            std::map<std::string, attr_value> attrs = {});
+
 // --- sources -------------------------------------------------------------------------------
 
 /// "Const": attrs value (tensor), dtype.
