@@ -114,9 +114,6 @@ struct device_step {
   /// (and was passed on).
   std::shared_ptr<commit_gate> gate;
   bool committed = false;
-  /// The requester has its answer: at the end, or before it for a prepared step that failed
-  /// (its held updates then wait for the coordinator's decision).
-  bool answered = false;
   /// When the run request came, for the step latency metric.
   std::chrono::steady_clock::time_point began;
 };
@@ -284,9 +281,10 @@ using device_broker_self = io_thread_self<device_state, device_actor_impl>;
 /// Answers the step's requester (once) and counts the step in the latency metric. A failed
 /// bulk send is the root cause of what it made fail.
 void deliver_answer(device_state& st, device_step& step, step_result result) {
-  if (step.answered)
+  // Answered already: a prepared step that failed is answered before it ends (its held
+  // updates waiting for the coordinator's decision).
+  if (!step.promise.pending())
     return;
-  step.answered = true;
   auto bulk_failure = step.bulk->first_failure();
   if (!bulk_failure.ok() && (result.outcome.ok() || result.outcome.code() == errc::aborted))
     result.outcome = bulk_failure;
@@ -581,7 +579,7 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
     [=](step_failed_atom, std::int64_t step_id, const status& reason) {
       auto& st = self->state;
       auto i = st.steps.find(step_id);
-      if (i == st.steps.end() || !i->second.gate || i->second.committed || i->second.answered ||
+      if (i == st.steps.end() || !i->second.gate || i->second.committed || !i->second.promise.pending() ||
           !i->second.gate->armed())
         return;
       auto& step = i->second;
