@@ -184,31 +184,6 @@ std::pair<output, output> merge(const std::vector<output>& inputs, const std::st
   return {out, output{out.owner, out.node_id, 1}};
 }
 
-output less(output x, output y, const std::string& name) { return make(*x.owner, "Less", name, {x, y}); }
-output less_equal(output x, output y, const std::string& name) {
-  return make(*x.owner, "LessEqual", name, {x, y});
-}
-output greater(output x, output y, const std::string& name) {
-  return make(*x.owner, "Greater", name, {x, y});
-}
-output greater_equal(output x, output y, const std::string& name) {
-  return make(*x.owner, "GreaterEqual", name, {x, y});
-}
-output less(output x, double y, const std::string& name) {
-  return less(x, scalar_like(*x.owner, x.type(), y, "y"), name);
-}
-output greater(output x, double y, const std::string& name) {
-  return greater(x, scalar_like(*x.owner, x.type(), y, "y"), name);
-}
-output logical_and(output x, output y, const std::string& name) {
-  return make(*x.owner, "LogicalAnd", name, {x, y});
-}
-output logical_not(output x, const std::string& name) { return make(*x.owner, "LogicalNot", name, {x}); }
-
-output gather(output params, output indices, std::int64_t axis, const std::string& name) {
-  return make(*params.owner, "Gather", name, {params, indices}, {{"axis", axis}});
-}
-
 // --- cond ------------------------------------------------------------------------------------
 
 std::vector<output> cond(output pred, const std::function<std::vector<output>()>& true_fn,

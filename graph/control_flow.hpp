@@ -155,20 +155,8 @@ std::pair<output, output> switch_(output data, output pred, const std::string& n
 /// "Merge": {output, value_index}.
 std::pair<output, output> merge(const std::vector<output>& inputs, const std::string& name = "Merge");
 
-/// "Less", "LessEqual", "Greater", "GreaterEqual": bool results, numpy broadcasting.
-output less(output x, output y, const std::string& name = "Less");
-output less_equal(output x, output y, const std::string& name = "LessEqual");
-output greater(output x, output y, const std::string& name = "Greater");
-output greater_equal(output x, output y, const std::string& name = "GreaterEqual");
-output less(output x, double y, const std::string& name = "Less");
-output greater(output x, double y, const std::string& name = "Greater");
-/// "LogicalAnd", "LogicalNot" on bool tensors.
-output logical_and(output x, output y, const std::string& name = "LogicalAnd");
-output logical_not(output x, const std::string& name = "LogicalNot");
-
-/// "Gather": attr axis; the slices of params at indices (int32 or int64) along axis. A scalar
-/// index drops the axis: gather(x [b, t, f], i, 1) is x[:, i, :].
-output gather(output params, output indices, std::int64_t axis = 0, const std::string& name = "Gather");
+/// The comparisons, LogicalAnd/LogicalNot and Gather a loop's condition and body use are in
+/// graph/ops.hpp.
 
 // --- cond and while_loop ---------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 // Definitions and shape inference of the control-flow primitives (TensorFlow's Switch, Merge,
-// Enter, Exit, NextIteration, LoopCond), the comparisons a loop condition uses, the indexed
-// stacks that keep a loop's forward values for its gradient, and Gather. graph/control_flow.hpp
-// builds cond and while_loop from them; devices/executor.cpp runs the primitives itself.
+// Enter, Exit, NextIteration, LoopCond) and of the indexed stacks that keep a loop's forward
+// values for its gradient. graph/control_flow.hpp builds cond and while_loop from them;
+// devices/executor.cpp runs the primitives itself. The comparisons, LogicalAnd/Not and Gather
+// a loop uses are standard ops (standard_ops.cpp).
 #include "graph/op_registry.hpp"
 
 namespace actorflow {
@@ -46,30 +47,6 @@ status indices_are_integers(const shape_context& c, std::size_t first) {
   return {};
 }
 
-status gather(shape_context& c) {
-  if (c.input_types[1] != dtype::int32 && c.input_types[1] != dtype::int64)
-    return error(std::string{"Gather indices must be int32 or int64, got "} + to_string(c.input_types[1]));
-  auto& params = c.input_shapes[0];
-  auto& indices = c.input_shapes[1];
-  auto axis = c.n.attr_or<std::int64_t>("axis", 0);
-  if (!params.rank_known() || !indices.rank_known()) {
-    c.set_output(0, c.input_types[0], tensor_shape::unknown());
-    return {};
-  }
-  auto a = axis < 0 ? axis + params.rank() : axis;
-  if (a < 0 || a >= params.rank())
-    return error("Gather axis " + std::to_string(axis) + " is out of range for params " +
-                 params.to_string());
-  std::vector<std::int64_t> dims;
-  for (int i = 0; i < a; ++i)
-    dims.push_back(params.dim(i));
-  for (int i = 0; i < indices.rank(); ++i)
-    dims.push_back(indices.dim(i));
-  for (int i = static_cast<int>(a) + 1; i < params.rank(); ++i)
-    dims.push_back(params.dim(i));
-  c.set_output(0, c.input_types[0], tensor_shape{dims});
-  return {};
-}
 
 } // namespace
 
@@ -119,11 +96,6 @@ void register_control_flow_ops(op_registry& r) {
     AF_RETURN_IF_ERROR(scalar_bool(c, 0, "LoopCond's input"));
     return forward_input(c);
   });
-  add("LogicalNot", 1, [](shape_context& c) {
-    if (c.input_types[0] != dtype::boolean)
-      return error(std::string{"LogicalNot needs a bool input, got "} + to_string(c.input_types[0]));
-    return forward_input(c);
-  });
   // StackPush(value, index...): attr stack_name; keeps value in the step's stack under the
   // indices (the iteration numbers of the enclosing loops, outermost first). No outputs.
   add("StackPush", -1, [](shape_context& c) {
@@ -145,8 +117,6 @@ void register_control_flow_ops(op_registry& r) {
     c.set_output(0, *c.n.attr<dtype>("dtype"), shape ? *shape : tensor_shape::unknown());
     return status{};
   }, true);
-  // Gather(params, indices): attr axis; params' slices at indices along axis.
-  add("Gather", 2, gather);
 }
 
 } // namespace actorflow

@@ -177,6 +177,30 @@ output sub(output x, output y, const std::string& name) { return binary("Sub", x
 output mul(output x, output y, const std::string& name) { return binary("Mul", x, y, name); }
 output div(output x, output y, const std::string& name) { return binary("Div", x, y, name); }
 output equal(output x, output y, const std::string& name) { return binary("Equal", x, y, name); }
+output less(output x, output y, const std::string& name) { return binary("Less", x, y, name); }
+output less_equal(output x, output y, const std::string& name) {
+  return binary("LessEqual", x, y, name);
+}
+output greater(output x, output y, const std::string& name) {
+  return binary("Greater", x, y, name);
+}
+output greater_equal(output x, output y, const std::string& name) {
+  return binary("GreaterEqual", x, y, name);
+}
+output less(output x, double y, const std::string& name) {
+  return less(x, scalar_like(graph_of(x), x.type(), y, "y"), name);
+}
+output greater(output x, double y, const std::string& name) {
+  return greater(x, scalar_like(graph_of(x), x.type(), y, "y"), name);
+}
+output logical_and(output x, output y, const std::string& name) {
+  return binary("LogicalAnd", x, y, name);
+}
+output logical_not(output x, const std::string& name) { return unary("LogicalNot", x, name); }
+
+output gather(output params, output indices, std::int64_t axis, const std::string& name) {
+  return make(graph_of(params), "Gather", name, {params, indices}, {{"axis", axis}});
+}
 
 output cast(output x, dtype to, const std::string& name) {
   return make(graph_of(x), "Cast", name, {x}, {{"dtype", to}});

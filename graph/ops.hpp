@@ -78,6 +78,20 @@ output mul(output x, output y, const std::string& name = "mul");
 output div(output x, output y, const std::string& name = "truediv");
 /// "Equal": bool result.
 output equal(output x, output y, const std::string& name = "Equal");
+/// "Less", "LessEqual", "Greater", "GreaterEqual": bool results, numpy broadcasting.
+output less(output x, output y, const std::string& name = "Less");
+output less_equal(output x, output y, const std::string& name = "LessEqual");
+output greater(output x, output y, const std::string& name = "Greater");
+output greater_equal(output x, output y, const std::string& name = "GreaterEqual");
+output less(output x, double y, const std::string& name = "Less");
+output greater(output x, double y, const std::string& name = "Greater");
+/// "LogicalAnd", "LogicalNot" on bool tensors.
+output logical_and(output x, output y, const std::string& name = "LogicalAnd");
+output logical_not(output x, const std::string& name = "LogicalNot");
+
+/// "Gather": attr axis; the slices of params at indices (int32 or int64) along axis. A scalar
+/// index drops the axis: gather(x [b, t, f], i, 1) is x[:, i, :].
+output gather(output params, output indices, std::int64_t axis = 0, const std::string& name = "Gather");
 
 /// "Cast": attr dtype (the destination type).
 output cast(output x, dtype to, const std::string& name = "Cast");

@@ -268,6 +268,31 @@ status assign_like(shape_context& c) {
   return {};
 }
 
+status gather(shape_context& c) {
+  if (c.input_types[1] != dtype::int32 && c.input_types[1] != dtype::int64)
+    return error(std::string{"Gather indices must be int32 or int64, got "} + to_string(c.input_types[1]));
+  auto& params = c.input_shapes[0];
+  auto& indices = c.input_shapes[1];
+  auto axis = c.n.attr_or<std::int64_t>("axis", 0);
+  if (!params.rank_known() || !indices.rank_known()) {
+    c.set_output(0, c.input_types[0], tensor_shape::unknown());
+    return {};
+  }
+  auto a = axis < 0 ? axis + params.rank() : axis;
+  if (a < 0 || a >= params.rank())
+    return error("Gather axis " + std::to_string(axis) + " is out of range for params " +
+                 params.to_string());
+  std::vector<std::int64_t> dims;
+  for (int i = 0; i < a; ++i)
+    dims.push_back(params.dim(i));
+  for (int i = 0; i < indices.rank(); ++i)
+    dims.push_back(indices.dim(i));
+  for (int i = static_cast<int>(a) + 1; i < params.rank(); ++i)
+    dims.push_back(params.dim(i));
+  c.set_output(0, c.input_types[0], tensor_shape{dims});
+  return {};
+}
+
 } // namespace
 
 void register_standard_ops(op_registry& r) {
@@ -308,6 +333,13 @@ void register_standard_ops(op_registry& r) {
       return error(std::string{"LogicalAnd needs bool inputs, got "} + to_string(c.input_types[0]));
     return binary_broadcast(c, dtype::boolean);
   });
+  add("LogicalNot", 1, [](shape_context& c) {
+    if (c.input_types[0] != dtype::boolean)
+      return error(std::string{"LogicalNot needs a bool input, got "} + to_string(c.input_types[0]));
+    return unary_same(c);
+  });
+  // Gather(params, indices): attr axis; params' slices at indices along axis.
+  add("Gather", 2, gather);
   add("Cast", 1, [](shape_context& c) {
     AF_RETURN_IF_ERROR(require_attr(c.n, "dtype"));
     c.set_output(0, *c.n.attr<dtype>("dtype"), c.input_shapes[0]);
