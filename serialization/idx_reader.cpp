@@ -353,9 +353,13 @@ result<batch_iterator> batch_iterator::create(dataset data, batch_options option
                    " labels");
   if (n == 0)
     return invalid("the dataset is empty");
-  if (options.drop_last && n < options.batch_size)
+  if (options.replicas < 1 || options.replica < 0 || options.replica >= options.replicas)
+    return invalid("replica " + std::to_string(options.replica) + " of " +
+                   std::to_string(options.replicas) + " replicas does not exist");
+  auto global_batch = options.batch_size * options.replicas;
+  if (options.drop_last && n < global_batch)
     return invalid("with drop_last, " + std::to_string(n) + " examples make no batch of " +
-                   std::to_string(options.batch_size));
+                   std::to_string(global_batch));
   auto values = labels.to_vector<std::int64_t>();
   for (std::size_t i = 0; i < values.size(); ++i)
     if (values[i] < 0 || values[i] >= options.num_classes)
@@ -373,7 +377,7 @@ batch_iterator::batch_iterator(dataset data, batch_options options, std::vector<
 
 std::int64_t batch_iterator::batches_per_epoch() const {
   auto n = data_.size();
-  auto b = options_.batch_size;
+  auto b = options_.batch_size * options_.replicas;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
@@ -413,7 +417,12 @@ const batch& batch_iterator::next() {
   current_ = batch{};
   auto& s = acquire_slot();
   auto n = data_.size();
-  auto b = std::min(options_.batch_size, n - position_);
+  auto replicas = options_.replicas;
+  // This replica's share of the global batch at position_: every replicas-th example from its
+  // own offset (the last, smaller global batch of an epoch may give it fewer, or none).
+  auto global_batch = std::min(options_.batch_size * replicas, n - position_);
+  auto b = global_batch > options_.replica ? (global_batch - options_.replica + replicas - 1) / replicas
+                                           : std::int64_t{0};
   auto features = data_.features();
   auto classes = options_.num_classes;
 
@@ -427,18 +436,18 @@ const batch& batch_iterator::next() {
   auto row_bytes = static_cast<std::size_t>(features) * sizeof(float);
   std::fill(hot, hot + b * classes, 0.f);
   for (std::int64_t i = 0; i < b; ++i) {
-    auto example = order_[static_cast<std::size_t>(position_ + i)];
+    auto example = order_[static_cast<std::size_t>(position_ + options_.replica + i * replicas)];
     std::memcpy(image_rows + i * features, src + example * features, row_bytes);
     auto label = labels_[static_cast<std::size_t>(example)];
     label_values[i] = label;
     hot[i * classes + label] = 1.f;
   }
   current_ = batch{std::move(images), std::move(one_hot), std::move(labels), epoch_, b};
-  position_ += b;
+  position_ += global_batch;
   ++yielded_;
   // Move on eagerly, so that epoch() already names the epoch of the next batch.
   auto remaining = n - position_;
-  if (remaining == 0 || (options_.drop_last && remaining < options_.batch_size)) {
+  if (remaining == 0 || (options_.drop_last && remaining < options_.batch_size * replicas)) {
     ++epoch_;
     start_epoch();
   }

@@ -72,6 +72,13 @@ struct batch_options {
   bool drop_last = false;
   /// Length of the one-hot label vectors; every label must lie in 0..num_classes-1.
   std::int64_t num_classes = 10;
+  /// Data parallel over `replicas` iterators that share one order (the same seed): each walks
+  /// the order in global batches of batch_size * replicas and takes its share of each, the
+  /// examples at positions replica, replica + replicas, ... So replica k of N at batch B sees
+  /// exactly the rows one iterator at batch N * B puts in the same batch. 1: the whole order.
+  std::int64_t replicas = 1;
+  /// This iterator's share, 0 .. replicas - 1.
+  std::int64_t replica = 0;
 };
 
 /// One mini-batch. The tensors' buffers belong to the iterator's pool: the iterator reuses a
@@ -99,7 +106,8 @@ class batch_iterator {
 public:
   /// Checks the dataset (images rank 2, labels int64 or int32 rank 1 with as many rows, labels
   /// in 0..num_classes-1) and the options (batch_size >= 1, num_classes >= 1; with drop_last
-  /// the dataset must hold at least one full batch); invalid_argument otherwise.
+  /// the dataset must hold at least one full global batch, batch_size * replicas; replica in
+  /// 0..replicas-1); invalid_argument otherwise.
   static result<batch_iterator> create(dataset data, batch_options options);
 
   /// The next batch; the reference stays valid until the next call of next(). Crossing an

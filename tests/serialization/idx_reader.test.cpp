@@ -395,6 +395,50 @@ TEST_CASE("with drop_last a batch iterator yields only full batches") {
   }
 }
 
+TEST_CASE("replicas of a batch iterator share out each global batch of one process at replicas x batch_size") {
+  auto data = indexed_dataset(50);
+  batch_options whole;
+  whole.batch_size = 12;
+  whole.seed = 5;
+  whole.drop_last = true;
+  auto one = batch_iterator::create(data, whole);
+  REQUIRE(one.ok());
+  std::vector<batch_iterator> replicas;
+  for (std::int64_t k = 0; k < 3; ++k) {
+    auto share = whole;
+    share.batch_size = 4;
+    share.replicas = 3;
+    share.replica = k;
+    auto it = batch_iterator::create(data, share);
+    REQUIRE(it.ok());
+    CHECK(it->batches_per_epoch() == one->batches_per_epoch());
+    replicas.push_back(std::move(*it));
+  }
+  CHECK(one->batches_per_epoch() == 4);
+  // Two epochs, the second reshuffled alike: replica k takes positions k, k + 3, ... of each.
+  for (int step = 0; step < 8; ++step) {
+    auto global = example_ids(one->next());
+    for (std::size_t k = 0; k < replicas.size(); ++k) {
+      auto& b = replicas[k].next();
+      CHECK(b.size == 4);
+      std::vector<std::int64_t> expected;
+      for (std::size_t i = k; i < global.size(); i += 3)
+        expected.push_back(global[i]);
+      CHECK(example_ids(b) == expected);
+    }
+  }
+  CHECK(replicas[2].epoch() == 2);
+  // A replica that does not exist, or too few examples for one global batch, are refused.
+  auto missing = whole;
+  missing.replicas = 3;
+  missing.replica = 3;
+  CHECK_FALSE(batch_iterator::create(data, missing).ok());
+  auto too_few = whole;
+  too_few.batch_size = 20;
+  too_few.replicas = 3;
+  CHECK_FALSE(batch_iterator::create(data, too_few).ok());
+}
+
 TEST_CASE("a batch iterator reuses its buffers unless a batch is still held") {
   auto data = indexed_dataset(12);
   batch_options options;
