@@ -127,7 +127,9 @@ void apply_round(shard_self self, const tensor& average) {
   for (auto& w : waiting) {
     if (applied)
       w.deliver(sync_outcome{true, st.accumulator->global_step(), st.accumulator->short_rounds(),
-                             st.accumulator->stale_dropped()});
+                             st.accumulator->stale_dropped(), st.accumulator->last_round().loss,
+                             st.accumulator->last_round().accuracy,
+                             st.accumulator->last_round().gradients});
     else
       w.deliver(make_wire_error(applied.error().code(), applied.error().message()));
   }
@@ -152,7 +154,8 @@ void accumulate(shard_self self, sync_gradient& offered,
     st.round_timeout_ms = offered.round_timeout_ms;
   }
   auto& acc = *st.accumulator;
-  auto outcome = acc.offer(offered.local_step, offered.worker, offered.gradient, offered.incarnation);
+  auto outcome = acc.offer(offered.local_step, offered.worker, offered.gradient, offered.incarnation,
+                           offered.loss, offered.accuracy);
   if (!outcome) {
     rp.deliver(make_wire_error(outcome.error().code(), outcome.error().message()));
     return;

@@ -15,7 +15,7 @@ gradient_accumulator::gradient_accumulator(std::string name, dtype type, tensor_
 
 result<gradient_accumulator::offer_outcome>
 gradient_accumulator::offer(std::int64_t local_step, int worker, const tensor& gradient,
-                            std::uint64_t incarnation) {
+                            std::uint64_t incarnation, double loss, double accuracy) {
   if (!is_floating(type_))
     return make_error(errc::invalid_argument, "cannot accumulate gradients of '" + name_ +
                                                 "': dtype " + to_string(type_) +
@@ -58,6 +58,8 @@ gradient_accumulator::offer(std::int64_t local_step, int worker, const tensor& g
       sum[i] += g[i];
   }
   contributors_.insert(worker);
+  sums_.loss += loss;
+  sums_.accuracy += accuracy;
   return offer_outcome::accepted;
 }
 
@@ -89,6 +91,8 @@ tensor gradient_accumulator::close_round() {
       out[i] = sum[i] * scale;
   }
   std::fill(sum, sum + count, 0.0);
+  last_round_ = {sums_.loss * scale, sums_.accuracy * scale, static_cast<int>(contributors_.size())};
+  sums_ = {};
   contributors_.clear();
   ++global_step_;
   return average;

@@ -50,8 +50,9 @@ public:
   /// (failed_precondition). Nothing changes on failure.
   /// `incarnation` tells the worker's lives apart (0: unknown, nothing is fenced): once a new
   /// one is seen, the worker's earlier ones are retired.
+  /// `loss` and `accuracy` are those of the worker's batch; round_metrics() averages them.
   result<offer_outcome> offer(std::int64_t local_step, int worker, const tensor& gradient,
-                              std::uint64_t incarnation = 0);
+                              std::uint64_t incarnation = 0, double loss = 0, double accuracy = 0);
 
   /// Whether replicas_to_aggregate gradients of the current round are in.
   bool ready() const { return contributors_.size() >= static_cast<std::size_t>(replicas_); }
@@ -68,6 +69,14 @@ public:
   std::int64_t short_rounds() const { return short_rounds_; }
 
   std::int64_t global_step() const { return global_step_; }
+  /// The round closed last (all 0 before any): its mean loss and accuracy over the batches
+  /// of its gradients, and how many gradients its average took.
+  struct round_metrics {
+    double loss = 0;
+    double accuracy = 0;
+    int gradients = 0;
+  };
+  round_metrics last_round() const { return last_round_; }
   /// Gradients in the current round so far.
   int pending() const { return static_cast<int>(contributors_.size()); }
   int replicas_to_aggregate() const { return replicas_; }
@@ -86,6 +95,9 @@ private:
   /// The running sum (float64 for float32 gradients: the average is then exact to float32).
   tensor sum_;
   std::set<int> contributors_;
+  /// The current round's loss and accuracy sums, and the means of the round closed last.
+  round_metrics sums_;
+  round_metrics last_round_;
   std::int64_t stale_ = 0;
   std::int64_t duplicates_ = 0;
   std::int64_t short_rounds_ = 0;

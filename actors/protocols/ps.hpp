@@ -82,15 +82,21 @@ struct sync_gradient {
   /// The worker process's life (random per start; 0: unknown): a gradient from a life of the
   /// worker that has since restarted is dropped.
   std::uint64_t incarnation = 0;
+  /// The loss and accuracy of the worker's batch the gradient was computed on: the round's
+  /// are their mean (sync_outcome), what one process on the concatenated batches would log.
+  double loss = 0;
+  double accuracy = 0;
 };
 
 inline sync_gradient make_sync_gradient(std::int64_t local_step, std::int32_t worker,
                                         tensor gradient, double learning_rate,
                                         std::int32_t replicas_to_aggregate,
                                         std::int64_t round_timeout_ms = 0,
-                                        std::uint64_t incarnation = 0) {
-  return sync_gradient{local_step, worker, std::move(gradient), learning_rate,
-                       replicas_to_aggregate, round_timeout_ms, incarnation};
+                                        std::uint64_t incarnation = 0, double loss = 0,
+                                        double accuracy = 0) {
+  return sync_gradient{local_step, worker,           std::move(gradient), learning_rate,
+                       replicas_to_aggregate, round_timeout_ms, incarnation,
+                       loss,       accuracy};
 }
 
 /// The answer to a sync_gradient: whether it counted, and the shard's global step after.
@@ -103,18 +109,24 @@ struct sync_outcome {
   std::int64_t short_rounds = 0;
   /// Gradients this shard dropped as stale or duplicates so far.
   std::int64_t stale_dropped = 0;
+  /// When applied: the mean loss and accuracy of the round's batches (sync_gradient's), and
+  /// how many gradients its average took (replicas_to_aggregate; fewer in a short round).
+  double round_loss = 0;
+  double round_accuracy = 0;
+  std::int32_t round_gradients = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_gradient& x) {
   return f(caf::meta::type_name("sync_gradient"), x.local_step, x.worker, x.gradient,
-           x.learning_rate, x.replicas_to_aggregate, x.round_timeout_ms, x.incarnation);
+           x.learning_rate, x.replicas_to_aggregate, x.round_timeout_ms, x.incarnation, x.loss,
+           x.accuracy);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_outcome& x) {
   return f(caf::meta::type_name("sync_outcome"), x.applied, x.global_step, x.short_rounds,
-           x.stale_dropped);
+           x.stale_dropped, x.round_loss, x.round_accuracy, x.round_gradients);
 }
 
 /// A parameter shard (actors/shard_actor.hpp). Updates answer with the version after them.

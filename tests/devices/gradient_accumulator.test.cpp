@@ -30,6 +30,26 @@ TEST_CASE("a round averages exactly replicas_to_aggregate gradients, then the st
   CHECK(acc.take_average()->to_vector<float>() == std::vector<float>{6, 6});
 }
 
+TEST_CASE("a round's loss and accuracy are the means of its gradients' batches, with their count") {
+  gradient_accumulator acc{"w", dtype::float32, tensor_shape{1}, 2};
+  CHECK(acc.last_round().gradients == 0);
+  CHECK(acc.offer(0, 0, grad({1}), 0, 2.0, 0.5).value() == outcome::accepted);
+  // A stale or duplicate gradient's batch is not part of the round.
+  CHECK(acc.offer(0, 0, grad({1}), 0, 100.0, 1.0).value() == outcome::duplicate);
+  CHECK(acc.offer(0, 1, grad({3}), 0, 1.0, 0.25).value() == outcome::accepted);
+  REQUIRE(acc.take_average().has_value());
+  CHECK(acc.last_round().loss == Approx(1.5));
+  CHECK(acc.last_round().accuracy == Approx(0.375));
+  CHECK(acc.last_round().gradients == 2);
+  CHECK(acc.offer(0, 1, grad({3}), 0, 100.0, 1.0).value() == outcome::stale);
+  // A short round counts only those that came; the sums start again each round.
+  CHECK(acc.offer(1, 0, grad({5}), 0, 4.0, 1.0).value() == outcome::accepted);
+  REQUIRE(acc.take_short_average().has_value());
+  CHECK(acc.last_round().loss == Approx(4.0));
+  CHECK(acc.last_round().accuracy == Approx(1.0));
+  CHECK(acc.last_round().gradients == 1);
+}
+
 TEST_CASE("backup workers: the round closes with the first K, the late gradients are stale") {
   // Three workers, two gradients per round (total_num_replicas 3, replicas_to_aggregate 2).
   gradient_accumulator acc{"w", dtype::float32, tensor_shape{1}, 2};
