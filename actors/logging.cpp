@@ -48,4 +48,6 @@ void log_verbose(const std::string& line) {
     logger().info(line);
 }
 
+void log_info(const std::string& line) { logger().info(line); }
+
 } // namespace actorflow

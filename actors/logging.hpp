@@ -16,4 +16,8 @@ void set_verbose(bool on);
 /// Prints "actorflow: <line>" to standard error when verbose() is on. Thread-safe.
 void log_verbose(const std::string& line);
 
+/// Prints "actorflow: <line>" to standard error whatever verbose() says: what a user must see,
+/// e.g. what a session still waits for (TensorFlow's INFO lines shown by default). Thread-safe.
+void log_info(const std::string& line);
+
 } // namespace actorflow

@@ -99,6 +99,8 @@ struct master_state {
   /// Device actors seen going away (killed task, lost connection): closing a session frees
   /// nothing on them rather than waiting out the timeout for an answer that cannot come.
   std::set<caf::actor_addr> lost_devices;
+  /// The master found every task it needs once: later discoveries wait for none.
+  bool reached_cluster = false;
 
   static inline const char* name = "actorflow.master";
 };
@@ -140,6 +142,7 @@ void finish_discovery(Self self, const status& outcome) {
       self->monitor(actor);
     }
     st.phase = master_state::discovery::done;
+    st.reached_cluster = true;
   } else {
     st.directory.clear();
     st.phase = master_state::discovery::not_started; // the next session tries again
@@ -177,9 +180,21 @@ void connect_unreached(Self self) {
     return;
   }
   auto mm = self->system().middleman().actor_handle();
+  auto& options = self->state.options;
+  // A cluster coming up: its tasks may start after this master (or its client); each is
+  // reached through a connector that waits for it.
+  bool patient = !self->state.reached_cluster && options.connect_timeout_seconds > 0;
+  auto bound = request_bound(options.timeout_seconds);
+  if (patient && options.timeout_seconds > 0)
+    bound = request_bound(options.connect_timeout_seconds + 2 * options.timeout_seconds + 1);
   for (auto& [where, host, port] : tasks) {
-    self->request(mm, request_bound(self->state.options.timeout_seconds), caf::connect_atom::value, host,
-                  port)
+    auto connector = caf::actor_cast<caf::actor>(mm);
+    if (patient)
+      connector = spawn_patient_connector(
+        self->system(), options.timeout_seconds,
+        {options.connect_timeout_seconds,
+         "task " + where + " at " + host + ":" + std::to_string(port), "connect timeout"});
+    self->request(connector, bound, caf::connect_atom::value, host, port)
       .then(
         [=, where = where](const caf::node_id&, caf::strong_actor_ptr& service,
                            const std::set<std::string>& interface) {

@@ -29,6 +29,11 @@ struct master_options {
   /// Bound on reaching a task and on its answers while a session is set up (device lists,
   /// partition registrations); 0 means without bound.
   double timeout_seconds = 10;
+  /// Until the master has reached the cluster's tasks once (its first session), it waits this
+  /// long for a task where nothing listens yet (started after the master or its client), trying
+  /// again every half second and saying every 5 s what it waits for; later sessions, after a
+  /// task was lost, fail at once as before. 0: fail at once from the start.
+  double connect_timeout_seconds = 0;
   /// The task the master serves in ("/job:worker/replica:0/task:1"): nodes whose request names
   /// neither job nor task go there (SPEC: the default is the session's master task). Empty
   /// (a client acting as master, an in-process cluster): task 0 of job "worker", else of the

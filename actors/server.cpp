@@ -130,6 +130,7 @@ result<std::unique_ptr<server>> server::start(std::shared_ptr<const cluster_spec
   task_options.threads = options.threads;
   task_options.cluster = cluster;
   task_options.master_timeout_seconds = options.timeout_seconds;
+  task_options.master_connect_timeout_seconds = options.connect_timeout_seconds;
   task_options.master_device_filters = options.device_filters;
   task_options.abandoned_grace_seconds = options.abandoned_grace_seconds;
   task_options.env = options.env;
@@ -171,6 +172,7 @@ result<std::unique_ptr<server>> server::start_master(std::shared_ptr<const clust
   master_options master;
   master.cluster = std::move(cluster);
   master.timeout_seconds = options.timeout_seconds;
+  master.connect_timeout_seconds = options.connect_timeout_seconds;
   state->master = spawn_master(*state->sys, std::move(master));
   return launch(std::move(state));
 }

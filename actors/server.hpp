@@ -39,6 +39,9 @@ struct server_options {
   int cpu_device_count = 1;
   /// Bound on reaching a task and on its answers for the master this server serves.
   double timeout_seconds = 10;
+  /// The server's master waits this long, on its first session, for a task of the cluster where
+  /// nothing listens yet (master_options::connect_timeout_seconds); 0: fails at once.
+  double connect_timeout_seconds = 60;
   /// Large tensors for this task's devices come over a TCP connection of their own
   /// (actors/bulk_channel.hpp): peers reach it at the host of the task's address, and it
   /// listens on bind_host (when given) at bulk_port.

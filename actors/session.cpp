@@ -75,7 +75,9 @@ struct session::impl {
       return address.error();
     master.name = "the master at " + options.target;
     // Within the session's bound on answers, connecting included.
-    auto found = reach_published_actor(system, address->host, address->port, task_timeout(options));
+    auto found = reach_published_actor(system, address->host, address->port, task_timeout(options),
+                                       {options.connect_timeout_seconds,
+                                        "the master at " + options.target, "connect timeout"});
     if (!found)
       return found.error().with_context("cannot reach the master at " + options.target);
     if (!system.assignable<master_actor>(found->interface))
@@ -168,7 +170,10 @@ struct session::impl {
       });
       auto config = session_config_for(options, owner);
       session_created created;
-      AF_RETURN_IF_ERROR(ask(master_timeout(options), created, create_atom::value, config,
+      // The master may first wait for tasks that are not listening yet (connect_timeout).
+      auto bound = master_timeout(options);
+      AF_RETURN_IF_ERROR(ask(bound > 0 ? bound + options.connect_timeout_seconds : 0.0, created,
+                             create_atom::value, config,
                              std::move(*def))
                            .with_context("opening a session on " + master.name));
       AF_RETURN_IF_ERROR(created.outcome);

@@ -97,6 +97,11 @@ struct session_options {
   /// bounds (reaching the tasks, registering partitions, the step) plus a second; with no
   /// bound it still notices a master that goes down.
   double timeout_seconds = 0;
+  /// Opening the session waits this long for a target, or (with `cluster`) a task, where
+  /// nothing listens yet (started after this client), trying again every half second and
+  /// saying every 5 s what it waits for (TensorFlow's "CreateSession still waiting for response
+  /// from worker"); any other failure to connect fails at once. 0: fail at once.
+  double connect_timeout_seconds = 60;
   /// The most memory the tensors this session's kernels allocate may hold at once on each
   /// device (TensorFlow has no such cap); a step that would go over fails with
   /// resource_exhausted naming the node, the device and the limit. Tensors a step fetches or

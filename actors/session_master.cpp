@@ -97,6 +97,7 @@ session_master make_session_master(caf::actor_system& sys, const session_options
   }
   master_options master;
   master.timeout_seconds = task_timeout(options);
+  master.connect_timeout_seconds = options.connect_timeout_seconds;
   if (!options.in_process_cluster.empty()) {
     // The tasks share pools of their own whose kernels (and the BLAS) are single-threaded:
     // the tasks run their partitions side by side (one tower per worker), which is where the

@@ -144,6 +144,7 @@ const master_actor& master_of(task_self self) {
     master.cluster = st.options.cluster;
     master.own_task = st.task_name();
     master.timeout_seconds = st.options.master_timeout_seconds;
+    master.connect_timeout_seconds = st.options.master_connect_timeout_seconds;
     master.device_filters = st.options.master_device_filters;
     st.master = spawn_master(self->system(), std::move(master));
     self->link_to(st.master);

@@ -50,6 +50,8 @@ struct task_service_options {
   /// Bound on reaching a task and on its answers for the master this task serves; 0 waits
   /// without bound.
   double master_timeout_seconds = 10;
+  /// master_options::connect_timeout_seconds for the master this task serves.
+  double master_connect_timeout_seconds = 0;
   /// A task that workers joined (task_joined_atom) stops this long after the last of them went
   /// away without finishing; 0 never stops for that.
   double abandoned_grace_seconds = 60;

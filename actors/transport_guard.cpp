@@ -13,6 +13,7 @@
 //  - with TLS, the same scribe reads through CAF's OpenSSL session (mutual, cluster CA).
 #include "actors/transport_guard.hpp"
 
+#include "actors/logging.hpp"
 #include "actors/traffic_metrics.hpp"
 
 #include "actors/bulk_socket.hpp"
@@ -20,6 +21,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/blocking_actor.hpp>
 #include <caf/io/basp/header.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
@@ -634,6 +636,20 @@ std::string describe_connect_error(caf::actor_system& sys, const caf::error& err
   return text;
 }
 
+namespace {
+
+/// describe_connect_error, or the silence of a peer past the request's bound.
+std::string describe_connect_failure(caf::actor_system& sys, const caf::error& err,
+                                     const std::string& host, std::uint16_t port,
+                                     double bound_seconds) {
+  if (err == caf::sec::request_timeout)
+    return "no handshake within " + std::to_string(static_cast<std::int64_t>(bound_seconds * 1000)) +
+           " ms (the peer accepts connections but does not answer, e.g. a stopped process)";
+  return describe_connect_error(sys, err, host, port);
+}
+
+} // namespace
+
 result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
                                             std::uint16_t port, double bound_seconds) {
   caf::scoped_actor self{sys};
@@ -648,15 +664,116 @@ result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::s
           outcome = reached_actor{std::move(found), std::move(interface)};
       },
       [&](caf::error& err) {
-        outcome = make_error(
-          errc::unavailable,
-          err == caf::sec::request_timeout
-            ? "no handshake within " +
-                std::to_string(static_cast<std::int64_t>(bound_seconds * 1000)) +
-                " ms (the peer accepts connections but does not answer, e.g. a stopped process)"
-            : describe_connect_error(sys, err, host, port));
+        outcome = make_error(errc::unavailable,
+                             describe_connect_failure(sys, err, host, port, bound_seconds));
       });
   return outcome;
+}
+
+namespace {
+
+/// Why a patient connect keeps trying: nothing listens at the address (yet).
+bool nothing_listens(const caf::error& err) { return err == caf::sec::cannot_connect_to_node; }
+
+/// Waits between the attempts of a patient connect, saying every 5 s what it waits for; false
+/// once `patience` is spent.
+class connect_waiter {
+public:
+  explicit connect_waiter(const connect_patience& patience)
+    : patience_(patience), started_(std::chrono::steady_clock::now()), next_word_(started_) {}
+
+  bool wait_more(const std::string& why) {
+    auto now = std::chrono::steady_clock::now();
+    auto waited = std::chrono::duration<double>(now - started_).count();
+    if (waited >= patience_.wait_seconds)
+      return false;
+    if (now >= next_word_) {
+      log_info("waiting for " + patience_.what + " (" + why + "): " +
+               std::to_string(static_cast<int>(waited)) + " s of " +
+               std::to_string(static_cast<int>(patience_.wait_seconds)) + " (" + patience_.setting +
+               ")");
+      next_word_ = now + std::chrono::seconds(5);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return true;
+  }
+
+  /// The context of the error after the wait.
+  std::string gave_up() const {
+    return "waited " + std::to_string(static_cast<int>(patience_.wait_seconds)) + " s (" +
+           patience_.setting + ") for " + patience_.what;
+  }
+
+private:
+  connect_patience patience_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point next_word_;
+};
+
+} // namespace
+
+result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
+                                            std::uint16_t port, double bound_seconds,
+                                            const connect_patience& patience) {
+  connect_waiter waiter{patience};
+  for (;;) {
+    caf::error refused;
+    caf::scoped_actor self{sys};
+    result<reached_actor> outcome = make_error(errc::internal, "no answer from the middleman");
+    self->request(sys.middleman().actor_handle(), request_bound(bound_seconds),
+                  caf::connect_atom::value, host, port)
+      .receive(
+        [&](const caf::node_id&, caf::strong_actor_ptr& found, std::set<std::string>& interface) {
+          if (!found)
+            outcome = make_error(errc::unavailable, "no actor is published there");
+          else
+            outcome = reached_actor{std::move(found), std::move(interface)};
+        },
+        [&](caf::error& err) {
+          if (nothing_listens(err))
+            refused = err;
+          outcome = make_error(errc::unavailable, describe_connect_failure(sys, err, host, port,
+                                                                          bound_seconds));
+        });
+    if (!refused || patience.wait_seconds <= 0)
+      return outcome;
+    if (!waiter.wait_more("nothing listens at " + host + ":" + std::to_string(port) + " yet"))
+      return outcome.error().with_context(waiter.gave_up());
+  }
+}
+
+caf::actor spawn_patient_connector(caf::actor_system& sys, double bound_seconds,
+                                   connect_patience patience) {
+  return sys.spawn<caf::detached>([bound_seconds, patience](caf::blocking_actor* self) {
+    self->receive([&](caf::connect_atom, const std::string& host, std::uint16_t port) {
+      auto answer = self->make_response_promise();
+      auto& system = self->system();
+      connect_waiter waiter{patience};
+      for (;;) {
+        caf::error failure;
+        caf::node_id node;
+        caf::strong_actor_ptr found;
+        std::set<std::string> interface;
+        self->request(system.middleman().actor_handle(), request_bound(bound_seconds),
+                      caf::connect_atom::value, host, port)
+          .receive(
+            [&](caf::node_id& n, caf::strong_actor_ptr& a, std::set<std::string>& i) {
+              node = std::move(n);
+              found = std::move(a);
+              interface = std::move(i);
+            },
+            [&](caf::error& err) { failure = std::move(err); });
+        if (failure && nothing_listens(failure) && patience.wait_seconds > 0 &&
+            waiter.wait_more("nothing listens at " + host + ":" + std::to_string(port) + " yet"))
+          continue;
+        if (failure)
+          answer.deliver(std::move(failure));
+        else
+          answer.deliver(std::move(node), std::move(found), std::move(interface));
+        return;
+      }
+    });
+  });
 }
 
 transport_guard_counters transport_guard_counts() {

@@ -44,6 +44,32 @@ struct reached_actor {
 result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
                                             std::uint16_t port, double bound_seconds);
 
+/// How long to wait for a peer that refuses connections because nothing listens at its address
+/// yet (started later, or restarting), as TensorFlow's client waits for its workers
+/// ("CreateSession still waiting for response from worker").
+struct connect_patience {
+  /// Tries again every half second for up to this long; 0: fail at once.
+  double wait_seconds = 0;
+  /// Named in the lines said every 5 s while waiting ("the master at caf://h:p").
+  std::string what;
+  /// Named as the bound in those lines and in the error after it ("--connect-timeout").
+  std::string setting = "connect_timeout_seconds";
+};
+
+/// reach_published_actor, waiting as `patience` says for an address where nothing listens yet
+/// (every other failure, e.g. a refused handshake, fails at once). Says what it waits for every
+/// 5 s (log_info); the error after the wait names its bound.
+result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
+                                            std::uint16_t port, double bound_seconds,
+                                            const connect_patience& patience);
+
+/// An actor that answers (connect_atom, host, port) as the middleman does, with (node_id,
+/// strong_actor_ptr, interface) or an error, after waiting as `patience` says for an address
+/// where nothing listens yet: for actors that reach peers by request (a master reaching its
+/// tasks). Each connector answers one request on a thread of its own, then quits.
+caf::actor spawn_patient_connector(caf::actor_system& sys, double bound_seconds,
+                                   connect_patience patience);
+
 /// Counts of the guard's refusals in this process since it started, for tests and logs.
 struct transport_guard_counters {
   std::uint64_t refused_token = 0;

@@ -48,6 +48,7 @@ struct master_flags {
   int threads = 0;
   int cpu_devices = 1;
   int metrics_port = 0;
+  int connect_timeout = 60;
   bool help = false;
 };
 
@@ -71,11 +72,12 @@ int run(int argc, char** argv) {
   };
   apps::add_security_flags(flags, o.security);
   apps::add_metrics_port_flag(flags, o.metrics_port);
+  apps::add_connect_timeout_flag(flags, o.connect_timeout);
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}};
   if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())
     return fail(s.message());
   if (o.help) {
-    std::cout << usage_text << apps::security_flags_help;
+    std::cout << usage_text << apps::connect_timeout_help << apps::security_flags_help;
     return 0;
   }
   if (auto s = apps::apply_security_flags(o.security); !s.ok())
@@ -97,6 +99,7 @@ int run(int argc, char** argv) {
   options.port = static_cast<std::uint16_t>(o.port);
   options.threads = o.threads;
   options.cpu_device_count = o.cpu_devices;
+  options.connect_timeout_seconds = o.connect_timeout;
   auto metrics_served = apps::serve_metrics("actorflow-master", o.host, o.metrics_port);
   if (!metrics_served)
     return fail(metrics_served.error().message(), 1);

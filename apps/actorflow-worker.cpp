@@ -67,6 +67,7 @@ struct worker_options {
   int bulk_port = 0;
   int worker_grace = 60;
   int metrics_port = 0;
+  int connect_timeout = 60;
   bool master = false;
   bool help = false;
 };
@@ -104,6 +105,7 @@ std::optional<failure> parse_flags(int argc, char** argv, worker_options& o) {
   };
   apps::add_security_flags(flags, o.security);
   apps::add_metrics_port_flag(flags, o.metrics_port);
+  apps::add_connect_timeout_flag(flags, o.connect_timeout);
   flags.switches = {{"--master", &o.master}, {"--help", &o.help}, {"-h", &o.help}};
   if (auto s = apps::parse_flags(argc, argv, flags); !s.ok())
     return failure{2, s.message()};
@@ -174,7 +176,7 @@ int run(int argc, char** argv) {
   if (auto bad = parse_flags(argc, argv, o))
     return fail(*bad);
   if (o.help) {
-    std::cout << usage_text << apps::security_flags_help;
+    std::cout << usage_text << apps::connect_timeout_help << apps::security_flags_help;
     return 0;
   }
   if (auto s = apps::apply_security_flags(o.security); !s.ok())
@@ -194,6 +196,7 @@ int run(int argc, char** argv) {
   options.bind_host = o.bind;
   options.bulk_port = static_cast<std::uint16_t>(o.bulk_port);
   options.abandoned_grace_seconds = o.worker_grace;
+  options.connect_timeout_seconds = o.connect_timeout;
   auto served = server::start(std::make_shared<const cluster_spec>(id.cluster), id.job, id.task,
                               options);
   if (!served)

@@ -41,6 +41,12 @@ int run_main(const char* app, int (*run)(int, char**), int argc, char** argv) {
   }
 }
 
+void add_connect_timeout_flag(flag_set& flags, int& seconds) {
+  flags.values["--connect-timeout"] = [&seconds](const std::string& v) {
+    return parse_int_flag("--connect-timeout", v, 0, seconds);
+  };
+}
+
 void add_metrics_port_flag(flag_set& flags, int& port) {
   flags.values["--metrics-port"] = [&port](const std::string& v) {
     return parse_int_flag("--metrics-port", v, 0, port, 65535);

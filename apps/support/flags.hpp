@@ -50,6 +50,20 @@ status parse_int_flag(const std::string& flag, const std::string& text, Int min,
 /// support/metrics_http.hpp).
 void add_metrics_port_flag(flag_set& flags, int& port);
 
+/// --connect-timeout S in an app's flags: how long a client (or a master on its first session)
+/// waits for a master or task where nothing listens yet (session_options and
+/// server_options::connect_timeout_seconds); 0 fails at once. Its default stays the caller's.
+void add_connect_timeout_flag(flag_set& flags, int& seconds);
+
+/// The line of --help for --connect-timeout.
+inline constexpr const char* connect_timeout_help =
+  "  --connect-timeout S    wait at most S seconds for a master or task that does not listen yet
+"
+  "                         (started later), saying every 5 s what is awaited; 0 fails at once
+"
+  "                         (default 60)
+";
+
 /// Runs an app's `run` and turns what fails outside a status (a thread the system cannot start,
 /// memory it cannot give) into one line "<app>: <what>" and exit code 1 instead of
 /// std::terminate.
