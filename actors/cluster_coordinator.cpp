@@ -82,6 +82,11 @@ result<std::vector<tensor>> worker_context::run(graph& g, const std::vector<outp
   for (auto& [o, value] : feeds)
     copy_feeds.emplace_back(o.owner == &g ? on_copy(o, copy) : o, value);
   run_options per_step;
+  // A closure's updates apply only once its master commits them: an attempt given up (its ps
+  // frozen past the step bound, its worker lost) is aborted, never applied when the ps wakes,
+  // so the global step counts exactly the closures that succeeded. A repeat of an attempt
+  // that did commit is refused by the fence.
+  per_step.all_or_nothing = true;
   per_step.fence = fence_;
   per_step.fence.settled_below = settled_below_();
   ++fence_.run;
@@ -104,6 +109,9 @@ struct cluster_coordinator::impl {
       auto w = std::make_unique<worker_context::worker>(worker_context::worker{sys, i, {}, {}, {}});
       w->task = task_name(options.worker_job, i);
       w->options = options.session;
+      // A task that is not there is the coordinator's to handle (probes, rescheduling, waiting
+      // for a lost worker): its sessions fail at once instead of waiting for it.
+      w->options.connect_timeout_seconds = 0;
       w->options.cluster = cluster;
       w->options.default_task = w->task;
       // The ps tasks and this worker only: a lost worker must not hold up the others' steps.
