@@ -79,6 +79,7 @@ result<training_target> resolve_target(const train_options& o) {
   t.options.inter_op_parallelism_threads = o.threads;
   t.options.intra_op_parallelism_threads = o.threads;
   t.options.log_device_placement = o.log_device_placement;
+  t.options.connect_timeout_seconds = o.connect_timeout_seconds;
   if (o.local) {
     t.description = "this process (local devices)";
     return t;
@@ -726,7 +727,10 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     return fail(data.error());
   auto* train_set = &data->train;
   auto* test_set = &data->test;
-  auto mine = shard_of(*train_set, task, workers);
+  // --data-order global: the whole set, in the order every worker shares (batch_options's
+  // replicas); shard: this worker's contiguous share, in an order of its own.
+  const bool global_order = o.data_order == "global";
+  auto mine = global_order ? result<dataset>{*train_set} : shard_of(*train_set, task, workers);
   if (!mine)
     return fail(mine.error());
 
@@ -770,6 +774,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   serving.threads = o.threads;
   serving.device_filters = {"/job:" + o.ps_job, me};
   serving.bind_host = o.bind;
+  serving.connect_timeout_seconds = o.connect_timeout_seconds;
   auto served = server::start(std::make_shared<const cluster_spec>(cluster), job, task, serving);
   if (!served)
     return fail(served.error());
@@ -841,15 +846,19 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         return fail(st);
     batch_options shuffled;
     shuffled.batch_size = o.batch_size;
-    shuffled.seed = o.seed + static_cast<std::uint64_t>(task);
+    shuffled.seed = global_order ? o.seed : o.seed + static_cast<std::uint64_t>(task);
     shuffled.drop_last = true;
+    if (global_order) {
+      shuffled.replicas = workers;
+      shuffled.replica = task;
+    }
     auto batches = batch_iterator::create(*mine, shuffled);
     if (!batches)
       return fail(batches.error());
     auto steps_per_epoch = batches->batches_per_epoch();
     // Synchronous rounds: every worker takes part in the same number of rounds, that of the
     // smallest shard (a round would otherwise wait for a worker that has finished).
-    if (o.sync)
+    if (o.sync && !global_order)
       steps_per_epoch = (train_set->size() / workers) / o.batch_size;
     auto total_steps = steps_per_epoch * o.epochs;
     std::map<std::string, shard_location> shards;
@@ -859,6 +868,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     std::int64_t round = 0;
     std::int64_t short_rounds = 0;
     std::int64_t stale_dropped = 0;
+    // How many gradients the rounds this worker took part in averaged, fewest and most.
+    std::int32_t fewest_gradients = std::numeric_limits<std::int32_t>::max();
+    std::int32_t most_gradients = 0;
     // Sync: the shards of every variable, and the round to go on from, the global step's (0,
     // or the round a restored checkpoint holds). At the start, and after a lost ps came back.
     auto resume_rounds = [&]() -> status {
@@ -881,8 +893,11 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     // This process's life: once it has a successor (restarted with the same --task), its
     // gradients no longer count, even if it resumes after being frozen.
     const std::uint64_t life = new_incarnation();
-    progress.line("worker " + me + (chief ? " (chief)" : "") + ": training on its " +
-                  std::to_string(mine->size()) + " examples with the variables on the " +
+    progress.line("worker " + me + (chief ? " (chief)" : "") + ": training on " +
+                  (global_order ? "its share (1 in " + std::to_string(workers) +
+                                    ") of one shared order of " + std::to_string(mine->size())
+                                : "its " + std::to_string(mine->size()) + " examples") +
+                  " with the variables on the " +
                   std::to_string(model->ps_tasks) + " " + o.ps_job + " task(s)");
     train::throughput_meter throughput;
     std::vector<std::unique_ptr<train::training_hook>> hooks;
@@ -901,13 +916,15 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     train::trainer loop{std::move(hooks)};
     /// One synchronous round: the gradients at `round`, pushed to every shard; answered once
     /// the round was applied everywhere (or at once where they came too late).
-    auto sync_step = [&](const batch& b) -> result<std::vector<tensor>> {
+    auto sync_step = [&](const batch& b,
+                         clock_type::time_point started) -> result<train::step_report> {
       std::vector<output> fetches{m.loss, m.correct};
       for (auto& [gradient, variable] : gradients)
         fetches.push_back(gradient);
       auto r = s.run(fetches, {{m.images, b.images}, {m.labels, b.one_hot}});
       if (!r)
         return r.error();
+      auto own = mlp_report(round + 1, steps_per_epoch, *r, b, started);
       // Every gradient goes out before any answer is awaited: a round closes only once every
       // worker's gradient for it arrived. Large ones travel over the bulk channel.
       std::vector<std::optional<protocol::bulk_tensor>> tickets;
@@ -922,8 +939,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         self->monitor(where.shard);
       for (std::size_t i = 0; i < gradients.size(); ++i) {
         auto& shard = shards.at(gradients[i].second.name()).shard;
-        auto offer = protocol::make_sync_gradient(round, task, tensor{}, o.learning_rate, replicas,
-                                                  std::int64_t{o.round_timeout_seconds} * 1000, life);
+        auto offer = protocol::make_sync_gradient(
+          round, task, tensor{}, o.learning_rate, replicas,
+          std::int64_t{o.round_timeout_seconds} * 1000, life, own.loss, own.batch_accuracy);
         if (tickets[i]) {
           self->send(shard, protocol::accumulate_atom::value, std::move(offer), *tickets[i]);
         } else {
@@ -933,10 +951,13 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       }
       auto bound = std::chrono::seconds(std::max(60, o.init_timeout_seconds));
       std::int64_t reached = round;
+      std::optional<protocol::sync_outcome> applied;
       status failure;
       for (std::size_t answered = 0; answered < gradients.size() && failure.ok(); ++answered)
         self->receive(
           [&](protocol::sync_outcome& outcome) {
+            if (outcome.applied && !applied)
+              applied = outcome;
             reached = std::max(reached, outcome.global_step);
             short_rounds = std::max(short_rounds, outcome.short_rounds);
             stale_dropped = std::max(stale_dropped, outcome.stale_dropped);
@@ -959,8 +980,18 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         self->demonitor(where.shard.address());
       AF_RETURN_IF_ERROR(failure);
       round = reached;
-      r->resize(2);
-      return std::move(*r);
+      // The step is the shared global step (the rounds applied so far); its loss and accuracy
+      // are the round's, over every batch in it, when this worker's gradient was part of it.
+      own.step = round;
+      own.epoch = static_cast<int>((round - 1) / steps_per_epoch) + 1;
+      if (applied) {
+        fewest_gradients = std::min(fewest_gradients, applied->round_gradients);
+        most_gradients = std::max(most_gradients, applied->round_gradients);
+        own.loss = applied->round_loss;
+        own.batch_accuracy = applied->round_accuracy;
+      }
+      own.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+      return own;
     };
     // Training outlives a lost ps task: every worker waits for it to come back (at its
     // address, restarted by a supervisor or by hand); the chief then restores the latest
@@ -987,19 +1018,26 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         return s.run_with(whole, {m.loss, m.correct},
                           {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
       };
-      auto r = o.sync ? sync_step(batch) : async_step();
+      if (o.sync) {
+        auto report = sync_step(batch, started);
+        if (!report && lost_ps_task(o, cluster, report.error())) {
+          AF_RETURN_IF_ERROR(recover());
+          report = sync_step(batch, started);
+        }
+        if (!report)
+          return report.error();
+        report->last = round >= total_steps;
+        report->stale_gradients_dropped = stale_dropped;
+        return report;
+      }
+      auto r = async_step();
       if (!r && lost_ps_task(o, cluster, r.error())) {
         AF_RETURN_IF_ERROR(recover());
-        r = o.sync ? sync_step(batch) : async_step();
+        r = async_step();
       }
       if (!r)
         return r.error();
-      // In sync mode the step is the shared global step: the rounds applied so far.
-      auto report = mlp_report(o.sync ? round : next, steps_per_epoch, *r, batch, started);
-      report.last = o.sync && round >= total_steps;
-      if (o.sync)
-        report.stale_gradients_dropped = stale_dropped;
-      return report;
+      return mlp_report(next, steps_per_epoch, *r, batch, started);
     });
     if (!trained.ok()) {
       exit_code = fail(trained);
@@ -1013,9 +1051,16 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
           if (auto counted = s.run({global_step.read}))
             global = counted->at(0).scalar_value<std::int64_t>();
         progress.line("global step: " + std::to_string(global));
-        if (o.sync)
+        if (o.sync) {
           progress.line("short rounds: " + std::to_string(short_rounds) +
                         " (closed after --round-timeout without every worker's gradient)");
+          if (most_gradients > 0)
+            progress.line("gradients per round: " +
+                          (fewest_gradients == most_gradients
+                             ? std::to_string(most_gradients)
+                             : std::to_string(fewest_gradients) + " to " + std::to_string(most_gradients)) +
+                          " (each round this worker took part in averaged that many)");
+        }
         train::data_parallel_mlp single;
         single.towers.push_back({m.images, m.labels, m.loss, m.correct});
         auto accuracy = evaluate(s, single, *test_set);

@@ -49,7 +49,9 @@ status one_of(const std::string& flag, const std::string& text,
 
 std::string train_usage() {
   return R"(usage: actorflow-train [flags]
-Trains a model with actorflow in one process.
+Trains a model with actorflow: in this process (--local, --gpus, an in-process cluster), on a
+cluster's master (--target, --cluster), as one worker of a between-graph cluster (--job/--task or
+TF_CONFIG), or coordinating a cluster's workers (--coordinator).
 
   --model NAME           mlp (784-256-128-10 ReLU network on Fashion-MNIST), cnn (two 5x5
                          convolutions with max pooling, then 512-128-10), rnn (a tanh cell of
@@ -60,6 +62,11 @@ Trains a model with actorflow in one process.
   --learning-rate X      default 0.1 (linreg: 0.5; cnn, rnn: 0.001 with adam, else 0.01)
   --optimizer NAME       sgd, momentum (0.9) or adam (default sgd; cnn, rnn: adam)
   --seed N               seeds initial weights and batch order (default 1)
+  --data-order ORDER     between-graph: shard (each worker shuffles its own contiguous share of
+                         the training set, with seed + task) or global (every worker shuffles
+                         the whole set with --seed and takes rows k, k+N, ... of each batch of
+                         N x --batch-size: N --sync workers then see exactly the batches of
+                         --local --batch-size N x B) (default shard)
   --threads N            caps every thread pool and the BLAS; 0 = one per core (default 0)
   --steps N              linreg: training steps (default 1000)
   --data-dir DIR         Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)
@@ -121,6 +128,9 @@ Trains a model with actorflow in one process.
                          answers (default 0: none)
   --bind HOST            between-graph: the address this worker's task (and --metrics-port)
                          listens on, e.g. 0.0.0.0 in a pod (default: its spec address's host)
+  --connect-timeout S    wait at most S seconds for a master (--target) or task that does not
+                         listen yet (started after this client), saying every 5 s what is
+                         awaited; 0 fails at once (default 60)
   --log-device-placement print "node: device" to standard error for every node placed
   --help                 this text
 )";
@@ -148,6 +158,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
        optimizer_set = true;
        return one_of("--optimizer", v, {"sgd", "momentum", "adam"}, o.optimizer);
      }},
+    {"--data-order", [&](auto& v) { return one_of("--data-order", v, {"shard", "global"}, o.data_order); }},
     {"--seed", [&](auto& v) { return apps::parse_int_flag<std::uint64_t>("--seed", v, 0, o.seed); }},
     {"--threads", [&](auto& v) { return apps::parse_int_flag("--threads", v, 0, o.threads, apps::max_threads_flag); }},
     {"--steps", [&](auto& v) { return apps::parse_int_flag("--steps", v, 1, o.steps); }},
@@ -187,6 +198,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
   };
   apps::add_security_flags(flags, o.security);
   apps::add_metrics_port_flag(flags, o.metrics_port);
+  apps::add_connect_timeout_flag(flags, o.connect_timeout_seconds);
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local},
                     {"--log-device-placement", &o.log_device_placement}, {"--sync", &o.sync},
                     {"--all-reduce", &o.all_reduce}, {"--coordinator", &o.coordinator}};

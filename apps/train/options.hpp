@@ -19,6 +19,13 @@ struct train_options {
   /// sgd, momentum or adam.
   std::string optimizer = "sgd";
   std::uint64_t seed = 1;
+  /// How data-parallel replicas (between-graph workers) walk the training set. "shard": each
+  /// worker shuffles its own contiguous share (rows [k n / N, (k + 1) n / N)) with seed + k.
+  /// "global": every process shuffles the whole set with `seed`, and worker k of N takes
+  /// positions k, k + N, ... of each global batch of N * batch_size, so N synchronous workers
+  /// see exactly the batches one process at batch N * batch_size sees (`--local` walks that
+  /// same order either way).
+  std::string data_order = "shard";
   /// Caps every pool, the BLAS's included; 0 means one per core.
   int threads = 0;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
@@ -64,6 +71,9 @@ struct train_options {
   /// no answer after this long fails (TF's operation_timeout_in_ms); a hung task is then found
   /// out this soon.
   int step_timeout_seconds = 10;
+  /// A client that starts before its master or tasks listen waits this long for them (saying
+  /// every 5 s what it waits for); 0 fails at once (session_options::connect_timeout_seconds).
+  int connect_timeout_seconds = 60;
   /// Between-graph, synchronous rounds (SyncReplicasOptimizer): each round averages the
   /// gradients of `replicas_to_aggregate` workers (0: every worker) before one update;
   /// `total_replicas` (0: every worker) more than that makes the slowest workers backups.

@@ -54,8 +54,10 @@ TEST_CASE("every flag is parsed in both spellings") {
   auto o = parse({"--epochs", "2", "--batch-size=64", "--optimizer", "adam", "--seed", "7",
                   "--threads", "1", "--checkpoint-dir", "/tmp/x", "--resume", "--output-dir=out",
                   "--data-dir", "d", "--keep-checkpoints", "5", "--log-every", "10", "--steps", "30",
-                  "--step-timeout=3"});
+                  "--step-timeout=3", "--data-order", "global"});
   REQUIRE(o.ok());
+  CHECK(o->data_order == "global");
+  CHECK(parse({})->data_order == "shard");
   CHECK(o->epochs == 2);
   CHECK(o->batch_size == 64);
   CHECK(o->optimizer == "adam");
@@ -113,6 +115,9 @@ TEST_CASE("bad flags give one message naming the flag") {
   auto lone_all_reduce = parse({"--all-reduce"});
   REQUIRE_FALSE(lone_all_reduce.ok());
   CHECK(lone_all_reduce.error().message().find("give --gpus N") != std::string::npos);
+  auto order = parse({"--data-order", "random"});
+  REQUIRE_FALSE(order.ok());
+  CHECK(order.error().message() == "--data-order: 'random' is not one of shard, global");
   auto tower_type = parse({"--gpus", "2", "--tower-device-type", "TPU"});
   REQUIRE_FALSE(tower_type.ok());
   CHECK(tower_type.error().message() == "--tower-device-type: 'TPU' is neither GPU nor TEST");
@@ -123,7 +128,10 @@ TEST_CASE("help lists every flag") {
   for (auto flag : {"--model", "--epochs", "--batch-size", "--learning-rate", "--optimizer",
                     "--seed", "--threads", "--checkpoint-dir", "--resume", "--output-dir",
                     "--data-dir", "--keep-checkpoints", "--log-every", "--steps", "--step-timeout",
-                    "--help"})
+                    "--data-order", "--help"})
     CHECK(usage.find(flag) != std::string::npos);
   CHECK(parse({"--help"})->help);
+  // It names every way of training, not only the one in this process.
+  CHECK(usage.find("in one process") == std::string::npos);
+  CHECK(usage.find("--coordinator") < usage.find("\n\n"));
 }
