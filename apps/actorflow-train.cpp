@@ -727,8 +727,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     return fail(data.error());
   auto* train_set = &data->train;
   auto* test_set = &data->test;
-  // --data-order global: the whole set, in the order every worker shares (batch_options's
-  // replicas); shard: this worker's contiguous share, in an order of its own.
+  // --data-order global (the default): the whole set, in the order every worker shares
+  // (batch_options's replicas), so that sync rounds see one process's batches; shard: this
+  // worker's contiguous share, in an order of its own.
   const bool global_order = o.data_order == "global";
   auto mine = global_order ? result<dataset>{*train_set} : shard_of(*train_set, task, workers);
   if (!mine)

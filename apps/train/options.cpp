@@ -62,11 +62,11 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
   --learning-rate X      default 0.1 (linreg: 0.5; cnn, rnn: 0.001 with adam, else 0.01)
   --optimizer NAME       sgd, momentum (0.9) or adam (default sgd; cnn, rnn: adam)
   --seed N               seeds initial weights and batch order (default 1)
-  --data-order ORDER     between-graph: shard (each worker shuffles its own contiguous share of
-                         the training set, with seed + task) or global (every worker shuffles
-                         the whole set with --seed and takes rows k, k+N, ... of each batch of
-                         N x --batch-size: N --sync workers then see exactly the batches of
-                         --local --batch-size N x B) (default shard)
+  --data-order ORDER     between-graph: global (every worker shuffles the whole training set
+                         with --seed and takes rows k, k+N, ... of each batch of N x
+                         --batch-size: N --sync workers see exactly the batches of --local
+                         --batch-size N x B) or shard (each worker shuffles its own contiguous
+                         share, with seed + task) (default global)
   --threads N            caps every thread pool and the BLAS; 0 = one per core (default 0)
   --steps N              linreg: training steps (default 1000)
   --data-dir DIR         Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)

@@ -19,13 +19,13 @@ struct train_options {
   /// sgd, momentum or adam.
   std::string optimizer = "sgd";
   std::uint64_t seed = 1;
-  /// How data-parallel replicas (between-graph workers) walk the training set. "shard": each
-  /// worker shuffles its own contiguous share (rows [k n / N, (k + 1) n / N)) with seed + k.
-  /// "global": every process shuffles the whole set with `seed`, and worker k of N takes
-  /// positions k, k + N, ... of each global batch of N * batch_size, so N synchronous workers
-  /// see exactly the batches one process at batch N * batch_size sees (`--local` walks that
-  /// same order either way).
-  std::string data_order = "shard";
+  /// How data-parallel replicas (between-graph workers) walk the training set. "global": every
+  /// process shuffles the whole set with `seed`, and worker k of N takes positions k, k + N, ...
+  /// of each global batch of N * batch_size, so N synchronous workers see exactly the batches
+  /// one process at batch N * batch_size sees (`--local` walks that same order). "shard": each
+  /// worker shuffles its own contiguous share (rows [k n / N, (k + 1) n / N)) with seed + k,
+  /// as separate input pipelines would.
+  std::string data_order = "global";
   /// Caps every pool, the BLAS's included; 0 means one per core.
   int threads = 0;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";

@@ -54,10 +54,10 @@ TEST_CASE("every flag is parsed in both spellings") {
   auto o = parse({"--epochs", "2", "--batch-size=64", "--optimizer", "adam", "--seed", "7",
                   "--threads", "1", "--checkpoint-dir", "/tmp/x", "--resume", "--output-dir=out",
                   "--data-dir", "d", "--keep-checkpoints", "5", "--log-every", "10", "--steps", "30",
-                  "--step-timeout=3", "--data-order", "global"});
+                  "--step-timeout=3", "--data-order", "shard"});
   REQUIRE(o.ok());
-  CHECK(o->data_order == "global");
-  CHECK(parse({})->data_order == "shard");
+  CHECK(o->data_order == "shard");
+  CHECK(parse({})->data_order == "global");
   CHECK(o->epochs == 2);
   CHECK(o->batch_size == 64);
   CHECK(o->optimizer == "adam");
