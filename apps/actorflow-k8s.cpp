@@ -5,7 +5,7 @@
 // What it renders, for job name N:
 //   - a headless Service per task (N-ps-0, N-worker-1, ...): stable DNS names, the task's port,
 //     its bulk port (large tensors) and its Prometheus metrics port (--metrics-port, and the
-//     prometheus.io annotations on every pod);
+//     prometheus.io annotations on every pod: scheme https with --tls-secret);
 //   - a Job per task, whose pod is told its cluster and its own job and task in TF_CONFIG built
 //     from the DNS names, listens on 0.0.0.0 (--bind) and restarts on failure. ps tasks run
 //     actorflow-worker and complete (exit 0) by themselves once every worker has finished;
@@ -73,10 +73,12 @@ const char* usage = R"(usage: actorflow-k8s --name NAME [options]      (YAML on 
   --cpu Q --memory Q   requests of every task's container (default 1 and 2Gi)
   --gpus N             nvidia.com/gpu per worker (default 0)
   --tls-secret NAME    a Secret with tls.crt, tls.key and ca.crt (deploy/tls/make-cluster-certs.sh):
-                       every task then speaks mutual TLS
+                       every task then speaks mutual TLS, its metrics too (HTTPS; Prometheus
+                       presents a certificate of the same CA)
   --port N             every task's port (default 2222); --bulk-port N its bulk port (2223)
   --metrics-port N     every pod's Prometheus metrics port (default 9100; the pods carry the
-                       prometheus.io/scrape and prometheus.io/port annotations)
+                       prometheus.io/scrape, prometheus.io/port and, with --tls-secret,
+                       prometheus.io/scheme annotations)
   --help               this text
 )";
 
@@ -291,7 +293,11 @@ private:
     labels("    ", job, i);
     out_ << "spec:\n  backoffLimit: 10\n  template:\n    metadata:\n      annotations:\n"
          << "        prometheus.io/scrape: \"true\"\n        prometheus.io/port: \""
-         << o_.metrics_port << "\"\n      labels:\n";
+         << o_.metrics_port << "\"\n";
+    // With TLS the metrics are HTTPS only (and ask for a certificate of the cluster CA).
+    if (!o_.tls_secret.empty())
+      out_ << "        prometheus.io/scheme: \"https\"\n";
+    out_ << "      labels:\n";
     labels("        ", job, i);
     out_ << "    spec:\n      restartPolicy: OnFailure\n";
     if (job != "client")
@@ -307,7 +313,8 @@ private:
   }
 
   void client() {
-    auto command = "actorflow-train" + metrics_flag() + " --target caf://" + address("worker", 0) +
+    // --bind: the client is no task, so its metrics would listen on loopback only.
+    auto command = "actorflow-train --bind 0.0.0.0" + metrics_flag() + " --target caf://" + address("worker", 0) +
                    " --cluster '" + cluster_json_ + "'" + training_flags(o_.name + "-client") +
                    " --graph-out /logs/" + o_.name + "-client/graph.svg" +
                    (o_.train_flags.empty() ? "" : " " + o_.train_flags) + tls_flags();

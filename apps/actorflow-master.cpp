@@ -35,8 +35,10 @@ SIGINT or SIGTERM.
   --threads N        local server only: threads of its pools; 0 = one per core (default 0)
   --cpu-devices N    local server only: number of CPU devices (default 1)
   --metrics-port N   serve Prometheus metrics at http://HOST:N/metrics (HOST: --host, else
-                     every interface): open sessions, steps, bytes per peer and channel, and
-                     with --cluster whether each task answers (default 0: none)
+                     127.0.0.1): open sessions, steps, bytes per peer and channel, and with
+                     --cluster whether each task answers (default 0: none). With a cluster
+                     token a scrape presents "Authorization: Bearer TOKEN"; with TLS it is
+                     HTTPS, and the scraper presents a certificate of the cluster CA
   --help             this text
 )";
 
@@ -100,9 +102,11 @@ int run(int argc, char** argv) {
   options.threads = o.threads;
   options.cpu_device_count = o.cpu_devices;
   options.connect_timeout_seconds = o.connect_timeout;
-  auto metrics_served = apps::serve_metrics("actorflow-master", o.host, o.metrics_port);
+  // Where the master listens, guarded as its own port is.
+  auto metrics_served = apps::serve_metrics("actorflow-master", apps::metrics_host(o.host, ""),
+                                            o.metrics_port, process_transport_security());
   if (!metrics_served)
-    return fail(metrics_served.error().message(), 1);
+    return fail(metrics_served.error().message(), apps::metrics_exit_code(metrics_served.error()));
   auto served = cluster ? server::start_master(cluster, options)
                         : server::create_local_server(options);
   if (!served)

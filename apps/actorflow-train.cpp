@@ -1324,16 +1324,22 @@ int run(int argc, char** argv) {
     return usage_error(s);
   if (o.threads > 0)
     set_default_scheduler_threads(o.threads);
-  auto metrics_served = apps::serve_metrics("actorflow-train", o.bind, o.metrics_port);
-  if (!metrics_served) {
-    std::cerr << "actorflow-train: " << metrics_served.error().message() << '\n';
-    return 1;
-  }
-  // With metrics served and a cluster known: whether each of its tasks answers.
+  // --metrics-port, once it is known where this process listens: where its task does (the host
+  // of its spec address, or --bind), on loopback when it is no task of a cluster. With a cluster
+  // known, the endpoint also says whether each of its tasks answers. An exit code on failure.
+  std::unique_ptr<apps::metrics_endpoint> metrics_served;
   std::unique_ptr<cluster_liveness> liveness;
-  auto watch_tasks = [&](const cluster_spec& cluster) {
-    if (*metrics_served)
-      liveness = std::make_unique<cluster_liveness>(default_actor_system(), cluster);
+  auto start_metrics = [&](const std::string& task_host, const cluster_spec* cluster) -> std::optional<int> {
+    auto served = apps::serve_metrics("actorflow-train", apps::metrics_host(o.bind, task_host),
+                                      o.metrics_port, process_transport_security());
+    if (!served) {
+      std::cerr << "actorflow-train: " << served.error().message() << '\n';
+      return apps::metrics_exit_code(served.error());
+    }
+    metrics_served = std::move(*served);
+    if (metrics_served && cluster != nullptr)
+      liveness = std::make_unique<cluster_liveness>(default_actor_system(), *cluster);
+    return std::nullopt;
   };
   if (o.coordinator) {
     auto spec = cluster_spec::parse(o.cluster);
@@ -1341,7 +1347,8 @@ int run(int argc, char** argv) {
       std::cerr << "actorflow-train: --cluster: " << spec.error().message() << '\n';
       return 2;
     }
-    watch_tasks(*spec);
+    if (auto failed = start_metrics("", &*spec))
+      return *failed;
     return run_coordinated(o, *spec);
   }
   if (!o.job.empty() || (o.cluster.empty() && o.target.empty() && !o.local &&
@@ -1377,7 +1384,13 @@ int run(int argc, char** argv) {
       std::cerr << "actorflow-train: --job is required with --cluster for between-graph training\n";
       return 2;
     }
-    watch_tasks(cluster);
+    // This worker's task listens on its spec address's host (an unknown task fails just after).
+    std::string task_host;
+    if (auto address = cluster.address(job, task))
+      if (auto split = parse_host_port(*address))
+        task_host = split->host;
+    if (auto failed = start_metrics(task_host, &cluster))
+      return *failed;
     return run_between_graph(o, cluster, job, task);
   }
   auto where = resolve_target(o);
@@ -1385,9 +1398,12 @@ int run(int argc, char** argv) {
     std::cerr << "actorflow-train: " << where.error().message() << '\n';
     return 2;
   }
+  std::optional<cluster_spec> cluster;
   if (!o.cluster.empty())
     if (auto spec = cluster_spec::parse(o.cluster))
-      watch_tasks(*spec);
+      cluster = std::move(*spec);
+  if (auto failed = start_metrics("", cluster ? &*cluster : nullptr))
+    return *failed;
   return o.model == "linreg" ? run_linreg(o, *where) : run_mlp(o, *where);
 }
 

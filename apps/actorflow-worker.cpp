@@ -45,10 +45,12 @@ Stops cleanly on SIGINT or SIGTERM.
   --bulk-port N      port of the task's second listener, for large tensors (64 KiB and up)
                      between tasks; a Service or firewall must let it through as well as the
                      task's port (default 0: a free port, printed on start)
-  --metrics-port N    serve Prometheus metrics at http://HOST:N/metrics (HOST: --bind, else
-                     every interface): device steps and their latency, bytes per peer and
-                     channel, shard updates, stale gradients, allocator bytes, open sessions
-                     (default 0: none)
+  --metrics-port N   serve Prometheus metrics at http://HOST:N/metrics (HOST: --bind, else
+                     the host of the task's address): device steps and their latency, bytes
+                     per peer and channel, shard updates, stale gradients, allocator bytes,
+                     open sessions (default 0: none). With a cluster token a scrape presents
+                     "Authorization: Bearer TOKEN"; with TLS it is HTTPS, and the scraper
+                     presents a certificate of the cluster CA
   --worker-grace S   a ps whose between-graph workers all went away without finishing stops
                      S seconds after the last one, with exit code 3 (default 60; 0: never)
   --master           accepted for old scripts: every task serves as a master, clients open
@@ -187,9 +189,11 @@ int run(int argc, char** argv) {
 
   if (!apps::catch_stop_signals())
     return fail({1, "cannot catch SIGINT and SIGTERM"});
-  auto metrics_served = apps::serve_metrics("actorflow-worker", o.bind, o.metrics_port);
+  // Where the task listens, guarded as its other ports are.
+  auto metrics_served = apps::serve_metrics("actorflow-worker", apps::metrics_host(o.bind, id.host),
+                                            o.metrics_port, process_transport_security());
   if (!metrics_served)
-    return fail({1, metrics_served.error().message()});
+    return fail({apps::metrics_exit_code(metrics_served.error()), metrics_served.error().message()});
   server_options options;
   options.cpu_device_count = o.cpu_devices;
   options.threads = o.threads;

@@ -46,8 +46,8 @@ status parse_int_flag(const std::string& flag, const std::string& text, Int min,
   return {};
 }
 
-/// --metrics-port PORT in an app's flags (0, the default: no metrics served; see
-/// support/metrics_http.hpp).
+/// --metrics-port PORT in an app's flags (0, the default: no metrics served; where it listens
+/// and who may read it: support/metrics_http.hpp).
 void add_metrics_port_flag(flag_set& flags, int& port);
 
 /// --connect-timeout S in an app's flags: how long a client (or a master on its first session)

@@ -1,73 +1,189 @@
 #include "support/metrics_http.hpp"
 
+#include "actors/transport_security.hpp"
 #include "graph/metrics.hpp"
 
 #include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include <iostream>
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <strings.h>
 #include <thread>
 
 namespace actorflow::apps {
 
+namespace {
+
+/// What OpenSSL said first on this thread ("error:...:PEM routines::no start line"), its queue
+/// emptied.
+std::string openssl_error() {
+  auto code = ERR_peek_error(); // the first: the cause ("no start line"), not "PEM lib"
+  char text[256] = "no reason given";
+  if (code != 0)
+    ERR_error_string_n(code, text, sizeof text);
+  ERR_clear_error();
+  return text;
+}
+
+status unusable(const std::string& what, const std::string& path) {
+  return make_error(errc::invalid_argument,
+                    what + " " + path + " cannot be used for --metrics-port (" + openssl_error() + ")");
+}
+
+/// HTTPS as every other port of the task speaks TLS (docs/security.md): TLS 1.2 or later, this
+/// process's certificate, and a client certificate that chains to the cluster CA (no host-name
+/// check: the CA is the cluster's own).
+status configure_tls(SSL_CTX& context, const metrics_endpoint::options& o) {
+  ERR_clear_error();
+  SSL_CTX_set_min_proto_version(&context, TLS1_2_VERSION);
+  SSL_CTX_set_options(&context, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+  if (SSL_CTX_use_certificate_chain_file(&context, o.tls_certificate.c_str()) != 1)
+    return unusable("TLS certificate", o.tls_certificate);
+  if (SSL_CTX_use_PrivateKey_file(&context, o.tls_key.c_str(), SSL_FILETYPE_PEM) != 1)
+    return unusable("TLS key", o.tls_key);
+  if (SSL_CTX_check_private_key(&context) != 1)
+    return make_error(errc::invalid_argument, "TLS key " + o.tls_key + " is not the key of certificate " +
+                                                o.tls_certificate + " (--metrics-port)");
+  if (SSL_CTX_load_verify_locations(&context, o.tls_ca.c_str(), nullptr) != 1)
+    return unusable("TLS CA", o.tls_ca);
+  // The CA's name in the server's certificate request: clients with several certificates pick
+  // the cluster's.
+  if (auto* names = SSL_load_client_CA_file(o.tls_ca.c_str()))
+    SSL_CTX_set_client_CA_list(&context, names);
+  ERR_clear_error();
+  SSL_CTX_set_verify(&context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  return {};
+}
+
+/// Whether an Authorization header carries the bearer token whose digest is `expected`. The
+/// digests are compared, in constant time: how long a refusal takes says nothing about how
+/// much of the token was right, nor how long it is.
+bool bearer_matches(const std::string& header, const token_preamble& expected) {
+  // The scheme's name is case-insensitive (RFC 7235 section 2.1); then one or more spaces.
+  if (header.size() < 7 || ::strncasecmp(header.c_str(), "Bearer", 6) != 0 || header[6] != ' ')
+    return false;
+  auto token = header.find_first_not_of(' ', 6);
+  if (token == std::string::npos)
+    return false;
+  auto presented = make_token_preamble(header.substr(token));
+  return preamble_matches(presented.data(), expected);
+}
+
+} // namespace
+
 struct metrics_endpoint::impl {
-  httplib::Server server;
+  std::unique_ptr<httplib::Server> server;
   std::thread thread;
 };
 
-result<std::unique_ptr<metrics_endpoint>>
-metrics_endpoint::start(const std::string& host, std::uint16_t port, metrics_registry& registry) {
+result<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(const options& given,
+                                                                  metrics_registry& registry) {
   auto state = std::make_unique<impl>();
-  state->server.Get("/metrics", [&registry](const httplib::Request&, httplib::Response& response) {
+  bool tls = !given.tls_certificate.empty() || !given.tls_key.empty() || !given.tls_ca.empty();
+  if (tls) {
+    if (given.tls_certificate.empty() || given.tls_key.empty() || given.tls_ca.empty())
+      return make_error(errc::invalid_argument,
+                        "--metrics-port: TLS needs a certificate, its key and the cluster CA together");
+    status configured;
+    state->server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& context) {
+      configured = configure_tls(context, given);
+      return configured.ok();
+    });
+    if (!configured.ok())
+      return configured;
+    if (!state->server->is_valid())
+      return make_error(errc::invalid_argument, "--metrics-port: no TLS context (" + openssl_error() + ")");
+    // OpenSSL writes to the socket without MSG_NOSIGNAL: a scraper that hangs up in the middle
+    // of an answer must not kill the process with SIGPIPE (the write sees EPIPE instead).
+    std::signal(SIGPIPE, SIG_IGN);
+  } else {
+    state->server = std::make_unique<httplib::Server>();
+  }
+  auto& server = *state->server;
+  if (!given.bearer_token.empty()) {
+    server.set_pre_routing_handler(
+      [expected = make_token_preamble(given.bearer_token)](const httplib::Request& request,
+                                                           httplib::Response& response) {
+        if (bearer_matches(request.get_header_value("Authorization"), expected))
+          return httplib::Server::HandlerResponse::Unhandled;
+        response.status = 401;
+        response.set_header("WWW-Authenticate", "Bearer realm=\"actorflow metrics\"");
+        response.set_content("a bearer token is required\n", "text/plain");
+        return httplib::Server::HandlerResponse::Handled;
+      });
+  }
+  server.Get("/metrics", [&registry](const httplib::Request&, httplib::Response& response) {
     response.set_content(registry.render(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  int bound = port;
-  if (port == 0)
-    bound = state->server.bind_to_any_port(host);
-  else if (!state->server.bind_to_port(host, port))
+  int bound = given.port;
+  if (given.port == 0)
+    bound = server.bind_to_any_port(given.host);
+  else if (!server.bind_to_port(given.host, given.port))
     bound = -1;
   if (bound <= 0)
-    return make_error(errc::unavailable, "--metrics-port: cannot listen on " + host + ":" +
-                                           std::to_string(port) + " (" + std::strerror(errno) + ")");
+    return make_error(errc::unavailable, "--metrics-port: cannot listen on " + given.host + ":" +
+                                           std::to_string(given.port) + " (" + std::strerror(errno) + ")");
   registry.set_enabled(true);
-  auto* server = &state->server;
-  state->thread = std::thread{[server] { server->listen_after_bind(); }};
+  auto* serving = &server;
+  state->thread = std::thread{[serving] { serving->listen_after_bind(); }};
   // stop() is a no-op before the loop runs: a quick destruction would leave it listening.
-  for (int i = 0; i < 5000 && !server->is_running(); ++i)
+  for (int i = 0; i < 5000 && !serving->is_running(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto url_base = std::string{tls ? "https://" : "http://"} + given.host;
   return std::unique_ptr<metrics_endpoint>{
-    new metrics_endpoint{std::move(state), host, static_cast<std::uint16_t>(bound)}};
+    new metrics_endpoint{std::move(state), std::move(url_base), static_cast<std::uint16_t>(bound)}};
 }
 
-result<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(const std::string& host,
-                                                                  std::uint16_t port) {
-  return start(host, port, default_metrics());
+result<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(const options& given) {
+  return start(given, default_metrics());
 }
 
-metrics_endpoint::metrics_endpoint(std::unique_ptr<impl> state, std::string host, std::uint16_t port)
-  : impl_(std::move(state)), host_(std::move(host)), port_(port) {}
+metrics_endpoint::metrics_endpoint(std::unique_ptr<impl> state, std::string url_base, std::uint16_t port)
+  : impl_(std::move(state)), url_base_(std::move(url_base)), port_(port) {}
 
 metrics_endpoint::~metrics_endpoint() {
-  impl_->server.stop();
+  impl_->server->stop();
   if (impl_->thread.joinable())
     impl_->thread.join();
 }
 
 std::string metrics_endpoint::url() const {
-  return "http://" + host_ + ":" + std::to_string(port_) + "/metrics";
+  return url_base_ + ":" + std::to_string(port_) + "/metrics";
 }
 
-result<std::unique_ptr<metrics_endpoint>> serve_metrics(const std::string& app, const std::string& bind,
-                                                        int port) {
+std::string metrics_host(const std::string& bind, const std::string& task_host) {
+  if (!bind.empty())
+    return bind;
+  return task_host.empty() ? std::string{"127.0.0.1"} : task_host;
+}
+
+result<std::unique_ptr<metrics_endpoint>> serve_metrics(const std::string& app, const std::string& host,
+                                                        int port, const transport_security& security) {
   if (port == 0)
     return std::unique_ptr<metrics_endpoint>{};
-  auto served = metrics_endpoint::start(bind.empty() ? "0.0.0.0" : bind, static_cast<std::uint16_t>(port));
+  metrics_endpoint::options o;
+  o.host = host;
+  o.port = static_cast<std::uint16_t>(port);
+  o.bearer_token = security.cluster_token;
+  if (security.tls()) {
+    o.tls_certificate = security.tls_certificate;
+    o.tls_key = security.tls_key;
+    o.tls_ca = security.tls_ca;
+  }
+  auto served = metrics_endpoint::start(o);
   if (served)
     std::cout << app << ": metrics on " << (*served)->url() << std::endl;
   return served;
+}
+
+int metrics_exit_code(const status& failure) {
+  return failure.code() == errc::invalid_argument ? 2 : 1;
 }
 
 } // namespace actorflow::apps

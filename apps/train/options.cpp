@@ -122,12 +122,15 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
   --graph-out FILE       a picture of the graph as placed, coloured by device, with its
                          _Send/_Recv pairs and name scopes: FILE.dot, or .svg/.png/.pdf drawn by
                          graphviz's dot (not with --coordinator: each worker places its own copy)
-  --metrics-port N       serve Prometheus metrics at http://HOST:N/metrics: steps and their
-                         latency, bytes per peer and channel, shard updates, stale gradients,
-                         allocator bytes, open sessions, and with a cluster whether each task
-                         answers (default 0: none)
-  --bind HOST            between-graph: the address this worker's task (and --metrics-port)
-                         listens on, e.g. 0.0.0.0 in a pod (default: its spec address's host)
+  --metrics-port N       serve Prometheus metrics at http://HOST:N/metrics (HOST: --bind):
+                         steps and their latency, bytes per peer and channel, shard updates,
+                         stale gradients, allocator bytes, open sessions, and with a cluster
+                         whether each task answers (default 0: none). With a cluster token a
+                         scrape presents "Authorization: Bearer TOKEN"; with TLS it is HTTPS,
+                         and the scraper presents a certificate of the cluster CA
+  --bind HOST            the address this process listens on, e.g. 0.0.0.0 in a pod: a
+                         between-graph worker's task and --metrics-port (default: the task's
+                         spec address's host), or --metrics-port alone (default 127.0.0.1)
   --connect-timeout S    wait at most S seconds for a master (--target) or task that does not
                          listen yet (started after this client), saying every 5 s what is
                          awaited; 0 fails at once (default 60)

@@ -92,10 +92,11 @@ struct train_options {
   std::string graph_out;
   /// Print "node: device" for every node placed (TensorFlow's log_device_placement).
   bool log_device_placement = false;
-  /// Serve Prometheus metrics on this port (0: none); every interface unless `bind` says.
+  /// Serve Prometheus metrics on this port (0: none), on `bind`, else where this process's
+  /// task listens, else 127.0.0.1 (apps::metrics_host).
   int metrics_port = 0;
-  /// Between-graph: the address this worker's task listens on (default: its spec address's
-  /// host), and the metrics endpoint's.
+  /// The address this process listens on: a between-graph worker's task (default: its spec
+  /// address's host) and the metrics endpoint.
   std::string bind;
   /// --token-file, --tls-cert, --tls-key, --tls-ca (applied by main before any actor system).
   apps::security_flags security;

@@ -76,7 +76,8 @@ TEST_CASE("actorflow-k8s takes volumes, requests, GPUs, TLS and the in-graph mod
 jobs = by('Job')
 assert sorted(jobs) == ['run7-client', 'run7-ps-0', 'run7-worker-0', 'run7-worker-1'], jobs
 client = jobs['run7-client']['spec']['template']['spec']['containers'][0]
-assert 'actorflow-train --metrics-port 9100 --target caf://run7-worker-0.ml.svc.cluster.local:2222' in client['command'][2]
+# The client is no task: without --bind its metrics would listen on loopback, out of Prometheus's reach.
+assert 'actorflow-train --bind 0.0.0.0 --metrics-port 9100 --target caf://run7-worker-0.ml.svc.cluster.local:2222' in client['command'][2]
 assert '--optimizer adam' in client['command'][2]
 assert [p['containerPort'] for p in client['ports']] == [9100], client['ports']  # metrics only
 worker = jobs['run7-worker-1']['spec']['template']['spec']
@@ -85,6 +86,11 @@ assert container['command'][2].startswith('exec actorflow-worker'), container['c
 assert container['resources']['requests'] == {'cpu': '2', 'memory': '4Gi'}
 assert container['resources']['limits'] == {'nvidia.com/gpu': 1}
 assert '--tls-ca /etc/actorflow/tls/ca.crt' in container['command'][2]
+# With TLS every pod's metrics are HTTPS only: the annotations tell Prometheus so.
+for name, job in jobs.items():
+    annotations = job['spec']['template']['metadata']['annotations']
+    assert annotations == {'prometheus.io/scrape': 'true', 'prometheus.io/port': '9100',
+                           'prometheus.io/scheme': 'https'}, (name, annotations)
 mounts = {m['name']: m['mountPath'] for m in container['volumeMounts']}
 assert mounts == {'logs': '/logs', 'data': '/data', 'tls': '/etc/actorflow/tls'}, mounts
 volumes = {v['name']: v for v in worker['volumes']}

@@ -1,6 +1,7 @@
 // --metrics-port against the real Prometheus tools: every page passes `promtool check metrics`,
 // and a Prometheus server on loopback scraping a cluster that trained answers a query for the
-// step counter with what the tasks' pages say. Debian's prometheus package provides both
+// step counter with what the tasks' pages say; with a cluster token and TLS it scrapes over
+// HTTPS with the bearer token, as README says to. Debian's prometheus package provides both
 // programs (a build package in the Makefile).
 #include "support/processes.hpp"
 #include "support/temp_dir.hpp"
@@ -11,6 +12,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -151,4 +153,79 @@ TEST_CASE("every page --metrics-port serves passes promtool, and Prometheus scra
   }
   INFO(up);
   CHECK(up.find("\"4\"]") != std::string::npos);
+}
+
+namespace {
+
+/// The value Prometheus's API answers for an instant `query` (percent-encoded) once it is one
+/// that `wanted` accepts, asking for at most `limit`: the last value it answered (-1 for none).
+double query_value(httplib::Client& api, const std::string& query,
+                   const std::function<bool(double)>& wanted, std::chrono::seconds limit) {
+  std::regex value_of{R"re("value":\[[0-9.]+,"([0-9.e+]+)"\])re"};
+  double value = -1;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto r = api.Get(("/api/v1/query?query=" + query).c_str()); r && r->status == 200) {
+      std::smatch m;
+      if (std::regex_search(r->body, m, value_of) && wanted(value = std::stod(m[1])))
+        return value;
+    }
+    std::this_thread::sleep_for(500ms);
+  }
+  return value;
+}
+
+} // namespace
+
+TEST_CASE("Prometheus scrapes a task of a cluster with a token and TLS over HTTPS, with the "
+          "bearer token and a certificate of the cluster CA; without the token the target is "
+          "down", "[metrics]") {
+  INFO("prometheus comes with Debian's prometheus package (make deps installs it)");
+  REQUIRE(run_command("command -v prometheus").exit_code == 0);
+  temp_dir dir;
+  auto certs = dir.path() + "/certs";
+  {
+    // Prometheus checks the name it dialled in the certificate: 127.0.0.1.
+    child_process script{ACTORFLOW_CERT_SCRIPT, {certs, "ps0", "prometheus"}, true,
+                         {"ACTORFLOW_CERT_SAN=IP:127.0.0.1"}};
+    REQUIRE(script.wait_exit(60s) == 0);
+  }
+  auto token_file = dir.path() + "/token";
+  std::ofstream{token_file} << "a token only this cluster knows\n";
+  auto metrics_port = free_loopback_port();
+  child_process worker{ACTORFLOW_WORKER_BINARY,
+                       {"--cluster", "ps=127.0.0.1:" + std::to_string(free_loopback_port()), "--job", "ps",
+                        "--token-file", token_file, "--tls-cert", certs + "/ps0.pem", "--tls-key",
+                        certs + "/ps0.key", "--tls-ca", certs + "/ca.pem", "--metrics-port",
+                        std::to_string(metrics_port)}};
+  REQUIRE(worker.wait_for_line("metrics on https://", 20s));
+
+  // What README's "Securing a cluster" tells a Prometheus to say, and the same without the token.
+  auto scrape = [&](const std::string& job, bool token) {
+    return "  - job_name: " + job + "\n    scheme: https\n" +
+           (token ? "    authorization:\n      credentials_file: " + token_file + "\n" : "") +
+           "    tls_config:\n      ca_file: " + certs + "/ca.pem\n      cert_file: " + certs +
+           "/prometheus.pem\n      key_file: " + certs + "/prometheus.key\n" +
+           "    static_configs:\n      - targets: ['127.0.0.1:" + std::to_string(metrics_port) + "']\n";
+  };
+  std::ofstream{dir.path() + "/prometheus.yml"}
+    << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+    << scrape("secured", true) << scrape("tokenless", false);
+  auto prometheus_port = free_loopback_port();
+  child_process prometheus{"/usr/bin/prometheus",
+                           {"--config.file=" + dir.path() + "/prometheus.yml",
+                            "--storage.tsdb.path=" + dir.path() + "/tsdb",
+                            "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port)},
+                           true};
+  REQUIRE(prometheus.started());
+  httplib::Client api{"127.0.0.1", prometheus_port};
+  api.set_connection_timeout(2);
+  // up{job="secured"}, and the samples it took: the task's page.
+  auto is = [](double want) { return [want](double v) { return v == want; }; };
+  CHECK(query_value(api, "up%7Bjob%3D%22secured%22%7D", is(1), 60s) == 1);
+  CHECK(query_value(api, "scrape_samples_scraped%7Bjob%3D%22secured%22%7D",
+                    [](double v) { return v > 0; }, 10s) > 0);
+  // Refused with 401 on every scrape: never up.
+  CHECK(query_value(api, "up%7Bjob%3D%22tokenless%22%7D", is(0), 20s) == 0);
+  CHECK(query_value(api, "max_over_time(up%7Bjob%3D%22tokenless%22%7D%5B1m%5D)", is(0), 10s) == 0);
 }
