@@ -57,12 +57,9 @@ void add_connect_timeout_flag(flag_set& flags, int& seconds);
 
 /// The line of --help for --connect-timeout.
 inline constexpr const char* connect_timeout_help =
-  "  --connect-timeout S    wait at most S seconds for a master or task that does not listen yet
-"
-  "                         (started later), saying every 5 s what is awaited; 0 fails at once
-"
-  "                         (default 60)
-";
+  "  --connect-timeout S    wait at most S seconds for a master or task that does not listen yet\n"
+  "                         (started later), saying every 5 s what is awaited; 0 fails at once\n"
+  "                         (default 60)\n";
 
 /// Runs an app's `run` and turns what fails outside a status (a thread the system cannot start,
 /// memory it cannot give) into one line "<app>: <what>" and exit code 1 instead of
