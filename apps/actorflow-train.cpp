@@ -888,6 +888,21 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       round = at->at(0).scalar_value<std::int64_t>();
       return {};
     };
+    // Sync: the batch of round r is this worker's r-th (its share of global batch r), whatever
+    // happened before: a run that goes on from round R (a checkpoint restored at the start or
+    // after a lost ps) takes the batches an uninterrupted run takes from there, and a backup
+    // worker whose gradient came late skips the rounds it missed.
+    auto batch_of_round = [&]() -> result<const batch*> {
+      if (batches->batches_yielded() > round) {
+        auto fresh = batch_iterator::create(*mine, shuffled);
+        if (!fresh)
+          return fresh.error();
+        *batches = std::move(*fresh);
+      }
+      while (batches->batches_yielded() < round)
+        batches->next();
+      return &batches->next();
+    };
     if (o.sync)
       if (auto st = resume_rounds(); !st.ok())
         return fail(st);
@@ -1009,8 +1024,26 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     };
     auto trained = loop.run(0, o.sync ? std::numeric_limits<std::int64_t>::max() : total_steps,
                             [&](std::int64_t next) -> result<train::step_report> {
-      auto& batch = batches->next();
       auto started = clock_type::now();
+      if (o.sync) {
+        auto taken = batch_of_round();
+        if (!taken)
+          return taken.error();
+        auto report = sync_step(**taken, started);
+        if (!report && lost_ps_task(o, cluster, report.error())) {
+          AF_RETURN_IF_ERROR(recover());
+          taken = batch_of_round();
+          if (!taken)
+            return taken.error();
+          report = sync_step(**taken, started);
+        }
+        if (!report)
+          return report.error();
+        report->last = round >= total_steps;
+        report->stale_gradients_dropped = stale_dropped;
+        return report;
+      }
+      auto& batch = batches->next();
       // A worker lost in the middle of a step leaves no variable half updated: the step's
       // gradients apply on every ps or on none.
       auto async_step = [&] {
@@ -1019,18 +1052,6 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         return s.run_with(whole, {m.loss, m.correct},
                           {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
       };
-      if (o.sync) {
-        auto report = sync_step(batch, started);
-        if (!report && lost_ps_task(o, cluster, report.error())) {
-          AF_RETURN_IF_ERROR(recover());
-          report = sync_step(batch, started);
-        }
-        if (!report)
-          return report.error();
-        report->last = round >= total_steps;
-        report->stale_gradients_dropped = stale_dropped;
-        return report;
-      }
       auto r = async_step();
       if (!r && lost_ps_task(o, cluster, r.error())) {
         AF_RETURN_IF_ERROR(recover());
