@@ -284,9 +284,10 @@ TEST_CASE("hostile bulk frame headers are refused before anything is allocated",
   SECTION("a byte count over the process's tensor limit") {
     auto bad = header;
     poke<std::uint64_t>(bad, 24, std::uint64_t{1} << 62);
-    refused(bad, errc::resource_exhausted, "limit");
+    // The tensor limit, not the key's (whose error says "limit" too).
+    refused(bad, errc::resource_exhausted, "tensor limit");
     scoped_limits limits{0, 16};
-    refused(header, errc::resource_exhausted, "limit"); // 24 bytes against a limit of 16
+    refused(header, errc::resource_exhausted, "tensor limit of 16 bytes"); // 24 bytes against 16
   }
   SECTION("a byte count that disagrees with dtype and shape") {
     auto bad = header;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <unistd.h>
 #include <csignal>
 #include <memory>
@@ -138,10 +139,21 @@ TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join
           return r.error();
         return r->at(0).scalar_value<float>();
       }));
+    // A closure held open until the test lets it go: done() until then is false whatever the
+    // others' progress, and join() waits for it.
+    std::promise<void> release;
+    auto released = release.get_future().share();
+    auto held = coordinator.schedule([released](worker_context&) -> result<int> {
+      released.wait();
+      return 7;
+    });
+    CHECK_FALSE(coordinator.done());
+    release.set_value();
     auto joined = coordinator.join();
     INFO(joined.to_string());
     REQUIRE(joined.ok());
     CHECK(coordinator.done());
+    CHECK(*held.fetch() == 7);
     // Every increment saw its own value: 1..closures, each once.
     std::set<float> seen;
     for (auto& v : values) {

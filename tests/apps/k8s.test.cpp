@@ -118,7 +118,10 @@ TEST_CASE("actorflow-k8s refuses bad parameters naming the flag, and prints its 
     auto r = run_command(std::string{ACTORFLOW_K8S_BINARY} + " " + flags);
     INFO(flags);
     CHECK(r.exit_code == 2);
-    CHECK(r.output.find(flag) != std::string::npos);
+    // The usage printed after the error lists every flag: the error, its first line, names it.
+    auto error = r.output.substr(0, r.output.find('\n'));
+    CHECK(error.rfind("actorflow-k8s: ", 0) == 0);
+    CHECK(error.find(flag) != std::string::npos);
   }
   // Every classifier actorflow-train has.
   for (auto model : {"mlp", "cnn", "rnn"})

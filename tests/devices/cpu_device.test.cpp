@@ -1,6 +1,7 @@
 // The CPU device and the kernel registry: what placement and the executor rely on.
 #include "support/kernel_test_util.hpp"
 
+#include "devices/device_factory.hpp"
 #include "devices/pool_allocator.hpp"
 #include "devices/test_device.hpp"
 
@@ -83,7 +84,12 @@ TEST_CASE("a kernel that throws becomes an error value", "[cpu_device]") {
 }
 
 TEST_CASE("without CUDA there are no GPUs", "[cpu_device]") {
-  CHECK(gpu_count() >= 0);
+  // No GPU exactly when there is a reason for none (no driver, nothing visible), and then no
+  // task gets a GPU device.
+  INFO(gpu_absence_reason());
+  CHECK((gpu_count() == 0) == !gpu_absence_reason().empty());
+  if (gpu_count() == 0)
+    CHECK_FALSE(why_no_device("GPU", device_factory_options{}).empty());
   set_blas_threads(1);
 }
 

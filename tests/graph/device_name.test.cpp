@@ -388,7 +388,14 @@ TEST_CASE("a name does not match one that differs or lacks a field it sets", "[d
 
 TEST_CASE("a task's name is the prefix of its devices' names") {
   CHECK(actorflow::task_name("ps", 1) == "/job:ps/replica:0/task:1");
-  auto device = device_name::parse("/job:ps/replica:0/task:1/device:CPU:0");
-  REQUIRE(device.ok());
-  CHECK(device->to_string().rfind(actorflow::task_name("ps", 1), 0) == 0);
+  // A device's full name is its task's name followed by its local name (the separator
+  // included: task 1's name is no prefix of task 10's devices).
+  for (auto [job, task] : {std::pair{"ps", 1}, std::pair{"worker", 10}, std::pair{"gongzuo", 0}}) {
+    INFO(job << " " << task);
+    auto device = make(job, 0, task, "gpu", 3);
+    CHECK(device.to_string() == actorflow::task_name(job, task) + device.local_name());
+    CHECK(device.to_string() == actorflow::task_name(job, task) + "/device:GPU:3");
+  }
+  CHECK(make("ps", 0, 10, "CPU", 0).to_string().rfind(actorflow::task_name("ps", 1) + "/", 0) ==
+        std::string::npos);
 }

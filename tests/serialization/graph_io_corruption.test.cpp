@@ -118,7 +118,9 @@ TEST_CASE("odd sizes, empty input and trailing bytes are rejected", "[serializat
   graph g2;
   s = deserialize_graph(longer.data(), longer.size(), g2);
   CHECK(s.code() == errc::data_loss);
-  CHECK_THAT(s.message(), Catch::Contains(std::to_string(longer.size()) + " bytes"));
+  // Every error of the decoder names the size; this one says what is wrong with it.
+  CHECK_THAT(s.message(), Catch::Contains(std::to_string(longer.size()) + " bytes") &&
+                            Catch::Contains("not a whole number of 8-byte words"));
 
   longer.resize(bytes.size() + 8, 0);
   graph g3;
@@ -145,7 +147,8 @@ TEST_CASE("random byte flips give an error or a whole graph, never a crash",
       ++loaded;
       check_usable(g);
     } else {
-      CHECK(s.code() != errc::ok);
+      // Corrupt data, or a format version from the future: never another kind of error.
+      CHECK((s.code() == errc::data_loss || s.code() == errc::unimplemented));
       CHECK_FALSE(s.message().empty());
     }
   }
