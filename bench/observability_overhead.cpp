@@ -110,7 +110,9 @@ int main() {
     std::fprintf(stderr, "error: the clusters did not start\n");
     return 1;
   }
-  auto own = apps::metrics_endpoint::start("127.0.0.1", 0);
+  apps::metrics_endpoint::options on_loopback;
+  on_loopback.host = "127.0.0.1";
+  auto own = apps::metrics_endpoint::start(on_loopback);
   if (!own) {
     std::fprintf(stderr, "error: %s\n", own.error().to_string().c_str());
     return 1;
