@@ -700,8 +700,8 @@ public:
 
   /// The context of the error after the wait.
   std::string gave_up() const {
-    return "waited " + std::to_string(static_cast<int>(patience_.wait_seconds)) + " s (" +
-           patience_.setting + ") for " + patience_.what;
+    return "nothing listened there within " +
+           std::to_string(static_cast<int>(patience_.wait_seconds)) + " s (" + patience_.setting + ")";
   }
 
 private:

@@ -121,11 +121,86 @@ TEST_CASE("a session on a cluster with an unreachable task fails naming the task
   session_options options;
   options.cluster = std::make_shared<cluster_spec>(*spec);
   options.timeout_seconds = 5;
+  // Nothing will ever listen there: the session waits its connect timeout for the task, then
+  // gives up naming it.
+  options.connect_timeout_seconds = 2;
+  auto started = std::chrono::steady_clock::now();
   session s{g, options};
   auto r = s.run({c});
+  auto waited = std::chrono::steady_clock::now() - started;
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message().find("/job:worker/replica:0/task:0") != std::string::npos);
   CHECK(r.error().message().find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  CHECK(waited >= std::chrono::milliseconds(1900));
+  CHECK(waited < std::chrono::seconds(15));
+}
+
+namespace {
+
+using actorflow::testing::child_process;
+
+} // namespace
+
+TEST_CASE("a session started before its master and tasks listen waits for them, and fails naming the target once its connect timeout is spent") {
+  // A target where nothing listens yet: the client waits, and runs once the master is up.
+  auto port = free_loopback_port();
+  REQUIRE(port != 0);
+  graph g;
+  auto sum = ops::add(ops::constant(g, 1.f), ops::constant(g, 2.f));
+  std::optional<result<std::vector<tensor>>> early;
+  std::thread client{[&] {
+    session_options options;
+    options.target = "caf://127.0.0.1:" + std::to_string(port);
+    options.connect_timeout_seconds = 60;
+    session s{g, options};
+    early = s.run({sum});
+  }};
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  child_process master{ACTORFLOW_MASTER_BINARY, {"--port", std::to_string(port), "--threads", "1"}};
+  client.join();
+  REQUIRE(early.has_value());
+  INFO((early->ok() ? std::string{} : early->error().to_string()));
+  REQUIRE(early->ok());
+  CHECK((*early)->at(0).scalar_value<float>() == 3.f);
+  master.signal(SIGTERM);
+  CHECK(master.wait_exit(std::chrono::seconds(10)) == 0);
+
+  // A cluster whose task starts after the client: its master waits for the task.
+  auto task_port = free_loopback_port();
+  auto spec = cluster_spec::parse("worker=127.0.0.1:" + std::to_string(task_port));
+  REQUIRE(spec.ok());
+  std::optional<result<std::vector<tensor>>> on_cluster;
+  // A graph of its own: the first session placed g's nodes on the master's task.
+  graph h;
+  auto product = ops::mul(ops::constant(h, 2.f), ops::constant(h, 3.f));
+  std::thread cluster_client{[&] {
+    session_options options;
+    options.cluster = std::make_shared<cluster_spec>(*spec);
+    options.timeout_seconds = 5;
+    session s{h, options};
+    on_cluster = s.run({product});
+  }};
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  child_process task{ACTORFLOW_WORKER_BINARY, {"--cluster", spec->to_json(), "--job", "worker",
+                                               "--task", "0", "--threads", "1"}};
+  cluster_client.join();
+  REQUIRE(on_cluster.has_value());
+  INFO((on_cluster->ok() ? std::string{} : on_cluster->error().to_string()));
+  REQUIRE(on_cluster->ok());
+  CHECK((*on_cluster)->at(0).scalar_value<float>() == 6.f);
+  task.signal(SIGTERM);
+  CHECK(task.wait_exit(std::chrono::seconds(10)) == 0);
+
+  // Nobody comes: the error says what was waited for, and for how long.
+  session_options options;
+  options.target = "caf://127.0.0.1:" + std::to_string(free_loopback_port());
+  options.connect_timeout_seconds = 1;
+  session s{g, options};
+  auto r = s.run({sum});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("cannot reach the master at " + options.target +
+                                 ": nothing listened there within 1 s (connect timeout)") !=
+        std::string::npos);
 }
 
 namespace {
