@@ -1229,12 +1229,34 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
                 o.ps_job + " task(s)");
   auto steps_per_epoch = static_cast<std::int64_t>(data->train.size()) / o.batch_size;
   auto total_steps = steps_per_epoch * o.epochs;
-  auto one_batch = [&](worker_context& w) -> result<closure_step> {
-    auto& b = batches.on(w)->next();
+  auto train_on = [&](worker_context& w, const batch& b) -> result<closure_step> {
     auto r = w.run(g, {m.loss, m.correct}, {{m.images, b.images}, {m.labels, b.one_hot}}, {train_op});
     if (!r)
       return r.error();
     return closure_step{std::move(*r), b.size};
+  };
+  // --data-order global (the default): closure s trains on batch s of one shuffled order of
+  // the whole set, taken when it is scheduled, whichever worker runs it (and a closure run
+  // again runs on the same batch), so a run's data do not depend on which worker was free;
+  // after a restore to step S the batches from S are taken again. shard: each worker its own.
+  const bool global_order = o.data_order == "global";
+  batch_options in_one_order;
+  in_one_order.batch_size = o.batch_size;
+  in_one_order.seed = o.seed;
+  in_one_order.drop_last = true;
+  auto ordered = batch_iterator::create(data->train, in_one_order);
+  if (!ordered)
+    return fail(ordered.error());
+  auto batch_of_step = [&](std::int64_t step) -> result<std::shared_ptr<const batch>> {
+    if (ordered->batches_yielded() > step) {
+      auto fresh = batch_iterator::create(data->train, in_one_order);
+      if (!fresh)
+        return fresh.error();
+      *ordered = std::move(*fresh);
+    }
+    while (ordered->batches_yielded() < step)
+      ordered->next();
+    return std::make_shared<const batch>(ordered->next());
   };
   train::throughput_meter throughput;
   auto hook = progress_hook(o, total_steps, throughput, progress, &metrics, g);
@@ -1248,8 +1270,18 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
     auto chunk = std::min<std::int64_t>(o.log_every, total_steps - done);
     auto started = clock_type::now();
     std::vector<remote_value<closure_step>> values;
-    for (std::int64_t i = 0; i < chunk; ++i)
-      values.push_back(coordinator.schedule(one_batch));
+    for (std::int64_t i = 0; i < chunk; ++i) {
+      if (!global_order) {
+        values.push_back(coordinator.schedule(
+          [&](worker_context& w) { return train_on(w, batches.on(w)->next()); }));
+        continue;
+      }
+      auto b = batch_of_step(done + i);
+      if (!b)
+        return fail(b.error());
+      values.push_back(coordinator.schedule(
+        [&train_on, b = *b](worker_context& w) { return train_on(w, *b); }));
+    }
     if (auto joined = coordinator.join(); !joined.ok()) {
       if (!lost_ps_task(o, cluster, joined))
         return fail(joined);

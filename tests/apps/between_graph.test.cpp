@@ -113,8 +113,8 @@ TEST_CASE("between-graph async: 2 ps and 3 workers train one model, and every pr
   auto accuracy_line = last_starting(lines, "test accuracy: ");
   REQUIRE_FALSE(accuracy_line.empty());
   // Asynchronous: how stale each worker's gradients are depends on the machine's load, and the
-  // chief measures when it finishes, the others maybe still training (0.847 in quiet runs).
-  CHECK(std::stod(accuracy_line.substr(15)) >= 0.82);
+  // chief measures when it finishes, the others maybe still training.
+  CHECK(std::stod(accuracy_line.substr(15)) >= 0.84);
   CHECK_FALSE(last_starting(lines, "examples/s: ").empty());
   // The chief counted every worker's steps in the shared global step (3 x 3 epochs of 156).
   auto global = last_starting(lines, "global step: ");
@@ -473,42 +473,46 @@ TEST_CASE("sync training outlives a lost ps: the chief restores the latest check
   CHECK(accuracy_of(lines) == Approx(accuracy_of(alone)).margin(0.005));
 }
 
-TEST_CASE("async training outlives a ps frozen past the step timeout: the ps keeps its variables, nothing is initialised again, and training completes") {
-  auto [spec, ps_tasks] = start_ps_tasks(1, 2);
+TEST_CASE("async training outlives a ps frozen past the step timeout: the ps keeps its variables, nothing is initialised again, and training ends as a run that lost nothing") {
+  const std::vector<std::string> flags{"--threads", "1", "--epochs", "1", "--log-every", "50",
+                                       "--step-timeout", "2"};
   actorflow::test::temp_dir dir;
-  auto worker = [&, spec = spec](int task) {
-    return std::make_unique<child_process>(
-      ACTORFLOW_TRAIN_BINARY,
-      std::vector<std::string>{"--cluster", spec, "--job", "worker", "--task", std::to_string(task),
-                               "--threads", "1", "--epochs", "1", "--log-every", "50",
-                               "--step-timeout", "2", "--output-dir",
-                               dir.path() + "/out" + std::to_string(task)});
+  // One worker: its steps run one after another, so the run is reproducible and the frozen one
+  // can be held to the same run unfrozen. A step that failed while the ps was frozen was not
+  // applied (all-or-nothing) and runs again on its batch.
+  auto train = [&](const std::string& name, bool freeze) {
+    auto [spec, ps_tasks] = start_ps_tasks(1, 1);
+    auto args = flags;
+    args.insert(args.end(), {"--cluster", spec, "--job", "worker", "--task", "0", "--output-dir",
+                             dir.path() + "/" + name});
+    child_process chief{ACTORFLOW_TRAIN_BINARY, args};
+    if (freeze) {
+      REQUIRE(chief.wait_for_line("step 100 ", 120s));
+      // Longer than a step's bound and the probe after it (2 s each): the worker takes the ps
+      // for lost and waits for it.
+      auto& ps = *ps_tasks[0];
+      ps.signal(SIGSTOP);
+      REQUIRE(ps.wait_stopped(5s));
+      std::this_thread::sleep_for(9s);
+      ps.signal(SIGCONT);
+    }
+    auto lines = all_lines(chief, 240s);
+    auto errors = chief.stderr_text();
+    INFO(errors);
+    CHECK(chief.wait_exit(20s) == 0);
+    CHECK(ps_tasks[0]->wait_exit(20s) == 0);
+    CHECK((errors.find("lost a ps task") != std::string::npos) == freeze);
+    return lines;
   };
-  auto chief = worker(0);
-  auto other = worker(1);
-  REQUIRE(chief->wait_for_line("step 100 ", 120s));
-  // Longer than a step's bound and the probe after it (2 s each): both workers take the ps for
-  // lost and wait for it.
-  auto& ps = *ps_tasks[0];
-  ps.signal(SIGSTOP);
-  REQUIRE(ps.wait_stopped(5s));
-  std::this_thread::sleep_for(9s);
-  ps.signal(SIGCONT);
-  auto lines = all_lines(*chief, 240s);
-  auto chief_errors = chief->stderr_text();
-  INFO(chief_errors);
-  CHECK(chief->wait_exit(20s) == 0);
-  CHECK(other->wait_exit(60s) == 0);
-  CHECK(ps.wait_exit(20s) == 0);
-  CHECK(chief_errors.find("lost a ps task") != std::string::npos);
+  auto frozen = train("frozen", true);
   // What the ps held is kept: initialising again would start training over.
   CHECK_FALSE(
-    last_starting(lines, "the ps tasks still hold every variable: training goes on from global step ")
+    last_starting(frozen, "the ps tasks still hold every variable: training goes on from global step ")
       .empty());
-  CHECK(last_starting(lines, "no checkpoint to restore").empty());
-  auto accuracy_line = last_starting(lines, "test accuracy: ");
-  REQUIRE_FALSE(accuracy_line.empty());
-  CHECK(std::stod(accuracy_line.substr(15)) > 0.7);
+  CHECK(last_starting(frozen, "no checkpoint to restore").empty());
+  CHECK(last_starting(frozen, "global step: ") == "global step: 468");
+  auto unfrozen = train("unfrozen", false);
+  CHECK(accuracy_of(frozen) >= accuracy_of(unfrozen) - 0.01);
 }
 
 TEST_CASE("all-or-nothing steps: a worker killed at random moments, 25 times, never leaves one ps updated without the other") {
