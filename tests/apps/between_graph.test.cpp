@@ -78,7 +78,9 @@ TEST_CASE("between-graph async: 2 ps and 3 workers train one model, and every pr
   auto [spec, ps_tasks] = start_ps_tasks(2, 3);
   auto output_dir = "/tmp/af-between-graph-" + std::to_string(::getpid());
   auto worker = [&](int task) {
-    std::vector<std::string> args{"--epochs", "3", "--threads", "1", "--log-every", "1000",
+    // Five epochs: at three the accuracy ended 0.845-0.852 in three runs, too near its bar for a
+    // run whose staleness follows the machine's load; the bar stays, the run gets longer.
+    std::vector<std::string> args{"--epochs", "5", "--threads", "1", "--log-every", "1000",
                                   "--output-dir", output_dir};
     if (task == 2) {
       // The last worker is told who it is the TensorFlow way: TF_CONFIG, no flags.
@@ -116,10 +118,12 @@ TEST_CASE("between-graph async: 2 ps and 3 workers train one model, and every pr
   // chief measures when it finishes, the others maybe still training.
   CHECK(std::stod(accuracy_line.substr(15)) >= 0.84);
   CHECK_FALSE(last_starting(lines, "examples/s: ").empty());
-  // The chief counted every worker's steps in the shared global step (3 x 3 epochs of 156).
+  // The chief counted every worker's steps in the shared global step: its own 5 epochs of
+  // 156, and what the others had done when it finished (all of it, 3 x 5 x 156, at most).
   auto global = last_starting(lines, "global step: ");
   REQUIRE_FALSE(global.empty());
-  CHECK(std::stoll(global.substr(13)) > 3 * 156);
+  CHECK(std::stoll(global.substr(13)) > 5 * 156);
+  CHECK(std::stoll(global.substr(13)) <= 3 * 5 * 156);
 }
 
 TEST_CASE("a worker that is not the chief waits for the variables within a bound, naming one") {
