@@ -58,6 +58,9 @@ bool read_exact(int fd, void* data, std::size_t size, std::size_t& got,
     }
     if (tls != nullptr) {
       auto want = static_cast<int>(std::min<std::size_t>(size - got, INT_MAX));
+      // SSL_get_error reads this thread's error queue, which an earlier connection may have
+      // left filled: without this a would-block would read as a failure.
+      ERR_clear_error();
       auto n = SSL_read(tls, p + got, want);
       if (n > 0) {
         got += static_cast<std::size_t>(n);
@@ -178,6 +181,7 @@ status write_all_tls(ssl_st* tls, const void* data, std::size_t size, std::size_
   std::size_t done = 0;
   while (done < size) {
     auto want = static_cast<int>(std::min<std::size_t>(size - done, std::size_t{1} << 30));
+    ERR_clear_error(); // as in read_exact
     auto n = SSL_write(tls, p + done, want);
     if (n > 0) {
       done += static_cast<std::size_t>(n);
