@@ -58,6 +58,9 @@ bool read_exact(int fd, void* data, std::size_t size, std::size_t& got,
     }
     if (tls != nullptr) {
       auto want = static_cast<int>(std::min<std::size_t>(size - got, INT_MAX));
+      // SSL_get_error reads this thread's error queue, which an earlier connection may have
+      // left filled: without this a would-block would read as a failure.
+      ERR_clear_error();
       auto n = SSL_read(tls, p + got, want);
       if (n > 0) {
         got += static_cast<std::size_t>(n);
@@ -178,6 +181,7 @@ status write_all_tls(ssl_st* tls, const void* data, std::size_t size, std::size_
   std::size_t done = 0;
   while (done < size) {
     auto want = static_cast<int>(std::min<std::size_t>(size - done, std::size_t{1} << 30));
+    ERR_clear_error(); // as in read_exact
     auto n = SSL_write(tls, p + done, want);
     if (n > 0) {
       done += static_cast<std::size_t>(n);
@@ -205,6 +209,41 @@ std::string tls_errors() {
     out += (out.empty() ? "" : "; ") + std::string{text};
   }
   return out.empty() ? std::string{"no detail"} : out;
+}
+
+/// OpenSSL's socket BIO writes with write(2), which raises SIGPIPE when the connection is
+/// closed for writing (the peer went, or our own shutdown: a reader's SSL_read that then meets
+/// the end answers with an alert). This BIO sends with MSG_NOSIGNAL, like the plain path, on
+/// whatever thread writes; everything else is the socket BIO's.
+int send_without_sigpipe(BIO* bio, const char* data, int size) {
+  int fd = -1;
+  BIO_get_fd(bio, &fd);
+  errno = 0;
+  auto n = static_cast<int>(::send(fd, data, static_cast<std::size_t>(size), MSG_NOSIGNAL));
+  BIO_clear_retry_flags(bio);
+  if (n <= 0 && BIO_sock_should_retry(n) != 0)
+    BIO_set_retry_write(bio);
+  return n;
+}
+
+/// The socket BIO with send_without_sigpipe; made once, kept until exit (null when OpenSSL
+/// could not make it).
+BIO_METHOD* socket_method_without_sigpipe() {
+  static BIO_METHOD* method = [] {
+    const BIO_METHOD* socket = BIO_s_socket();
+    auto* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
+                              "socket without SIGPIPE");
+    if (made == nullptr)
+      return made;
+    BIO_meth_set_write(made, send_without_sigpipe);
+    BIO_meth_set_read(made, BIO_meth_get_read(socket));
+    BIO_meth_set_puts(made, BIO_meth_get_puts(socket));
+    BIO_meth_set_ctrl(made, BIO_meth_get_ctrl(socket));
+    BIO_meth_set_create(made, BIO_meth_get_create(socket));
+    BIO_meth_set_destroy(made, BIO_meth_get_destroy(socket));
+    return made;
+  }();
+  return method;
 }
 
 void set_receive_timeout(int fd, std::chrono::milliseconds timeout) {
@@ -254,8 +293,13 @@ result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool acce
                                           std::chrono::milliseconds timeout,
                                           std::chrono::milliseconds stall) {
   std::shared_ptr<ssl_st> tls{SSL_new(context), SSL_free};
-  if (!tls || SSL_set_fd(tls.get(), fd) != 1)
+  auto* method = socket_method_without_sigpipe();
+  BIO* socket = tls && method != nullptr ? BIO_new(method) : nullptr;
+  if (socket == nullptr)
     return make_error(errc::internal, "bulk channel: cannot start TLS: " + tls_errors());
+  BIO_set_fd(socket, fd, BIO_NOCLOSE);
+  // The session owns the BIO from here (one reference for both directions).
+  SSL_set_bio(tls.get(), socket, socket);
   set_receive_timeout(fd, timeout);
   ERR_clear_error();
   auto rc = accepting ? SSL_accept(tls.get()) : SSL_connect(tls.get());

@@ -51,7 +51,9 @@ result<std::shared_ptr<ssl_ctx_st>> make_tls_context(const transport_security& s
                                                      bool accepting);
 
 /// TLS on connected, blocking `fd`, the handshake bounded by `timeout`; reads then wait at most
-/// `stall` inside a record. An error says why the peer was refused (its certificate).
+/// `stall` inside a record. Its writes (records, handshake, alerts) pass MSG_NOSIGNAL: a closed
+/// connection fails them with EPIPE on any thread, never raising SIGPIPE. An error says why the
+/// peer was refused (its certificate).
 result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool accepting,
                                           std::chrono::milliseconds timeout,
                                           std::chrono::milliseconds stall);

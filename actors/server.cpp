@@ -3,6 +3,7 @@
 #include "actors/master.hpp"
 #include "actors/protocols/wire.hpp"
 #include "actors/session_master.hpp"
+#include "actors/sigpipe.hpp"
 #include "actors/task_service.hpp"
 
 #include <caf/all.hpp>
@@ -66,6 +67,8 @@ status prepare_system(server::impl& state, const server_options& options) {
     return {};
   }
   state.config = serving_config();
+  // Its threads keep SIGPIPE blocked (see default_actor_system).
+  sigpipe_blocked during_start;
   state.owned_system = std::make_unique<caf::actor_system>(*state.config);
   state.sys = state.owned_system.get();
   return {};

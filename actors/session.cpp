@@ -5,6 +5,7 @@
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
 #include "actors/session_master.hpp"
+#include "actors/sigpipe.hpp"
 #include "devices/runtime_env.hpp"
 #include "graph/metrics.hpp"
 
@@ -38,6 +39,9 @@ caf::actor_system& default_actor_system() {
   if (default_system == nullptr) {
     // Both live until exit: actors of sessions in static objects may outlive main's locals.
     auto* config = network_config(static_cast<std::size_t>(default_scheduler_threads)).release();
+    // CAF's scheduler, multiplexer and utility threads start here and keep this mask: none of
+    // them is killed by SIGPIPE, whatever the embedder's disposition.
+    sigpipe_blocked during_start;
     default_system = new caf::actor_system{*config};
   }
   return *default_system;

@@ -35,6 +35,7 @@
 #include <caf/policy/tcp.hpp>
 #include <caf/settings.hpp>
 
+#include <openssl/err.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -205,15 +206,25 @@ private:
 
 /// Reads and writes through CAF's OpenSSL session; a connection whose session could not be
 /// made fails on its first read.
+///
+/// OpenSSL's error queue is per thread, and SSL_get_error reports SSL_ERROR_SSL whenever the
+/// queue holds an entry, whichever connection put it there. CAF's session drains the queue only
+/// to log it, and Debian's CAF logs nothing, so one connection's end (a peer that exits without
+/// close_notify leaves "unexpected eof while reading") made the next would-block read of every
+/// other connection on the multiplexer thread a failure: a worker that finished cut the chief
+/// off from the ps (3 of 6 mutual-TLS between-graph runs of 1 ps and 2 workers ended so, the ps
+/// exiting 3; 0 of 8 with this). Each call starts with an empty queue.
 struct tls_policy {
   explicit tls_policy(caf::openssl::session_ptr s) : session(std::move(s)) {}
 
   rw_state read_some(std::size_t& result, native_socket fd, void* buf, std::size_t len) {
     result = 0;
+    ERR_clear_error();
     return session ? session->read_some(result, fd, buf, len) : rw_state::failure;
   }
   rw_state write_some(std::size_t& result, native_socket fd, const void* buf, std::size_t len) {
     result = 0;
+    ERR_clear_error();
     return session ? session->write_some(result, fd, buf, len) : rw_state::failure;
   }
   bool must_read_more(native_socket fd, std::size_t threshold) {
@@ -589,6 +600,8 @@ private:
     static_cast<void>(caf::io::network::nonblocking(fd, true));
     caf::openssl::session_ptr session;
     try {
+      // The handshake's first step reads SSL_get_error too (see tls_policy).
+      ERR_clear_error();
       session = caf::openssl::make_session(system(), fd, which == side::accepted);
     } catch (const std::exception& e) {
       std::cerr << "actorflow: cannot start TLS with " + peer_of(fd) + ": " + e.what() + "\n";

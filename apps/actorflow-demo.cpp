@@ -4,6 +4,7 @@
 // 3. A 784-256-128-10 ReLU network's forward pass on a batch of 128, timed over 50 steps.
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
+#include "support/flags.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -20,7 +21,7 @@ int fail(const status& s) {
 
 } // namespace
 
-int main() {
+int run(int, char**) {
   {
     std::cout << "== placement (log_device_placement)\n";
     graph g;
@@ -100,3 +101,5 @@ int main() {
   }
   return 0;
 }
+
+int main(int argc, char** argv) { return apps::run_main("actorflow-demo", run, argc, argv); }

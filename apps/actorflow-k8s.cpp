@@ -359,9 +359,17 @@ RUN apt-get update && make deps && make install PREFIX=/usr/local && rm -rf buil
 WORKDIR /
 )";
 
-} // namespace
+/// 0 once everything went out; with SIGPIPE ignored (run_main), a reader that went away
+/// (`| kubectl apply -f -` failing) shows here instead of killing the program.
+int written(const char* what) {
+  std::cout.flush();
+  if (std::cout)
+    return 0;
+  std::cerr << "actorflow-k8s: cannot write the " << what << " to standard output\n";
+  return 1;
+}
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   k8s_options o;
   if (auto st = parse(argc, argv, o); !st.ok()) {
     std::cerr << "actorflow-k8s: " << st.message() << "\n" << usage;
@@ -369,12 +377,16 @@ int main(int argc, char** argv) {
   }
   if (o.help) {
     std::cout << usage;
-    return 0;
+    return written("usage");
   }
   if (o.dockerfile) {
     std::cout << dockerfile;
-    return 0;
+    return written("Dockerfile");
   }
   std::cout << renderer{o}.render();
-  return 0;
+  return written("manifests");
 }
+
+} // namespace
+
+int main(int argc, char** argv) { return actorflow::apps::run_main("actorflow-k8s", run, argc, argv); }

@@ -68,6 +68,8 @@ int fail(const status& s) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // A peer or pipe reader that goes away fails a write (EPIPE) instead of killing the program.
+  std::signal(SIGPIPE, SIG_IGN);
   std::string cluster_text;
   int min_closures = 1000, report_every = 200;
   double timeout_seconds = 5;

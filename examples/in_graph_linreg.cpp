@@ -13,6 +13,7 @@
 #include "support/flags.hpp"
 #include "train/models.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -21,6 +22,8 @@
 using namespace actorflow;
 
 int main(int argc, char** argv) {
+  // A peer or pipe reader that goes away fails a write (EPIPE) instead of killing the program.
+  std::signal(SIGPIPE, SIG_IGN);
   std::string cluster_text, target;
   int steps = 1000;
   bool log_device_placement = false;

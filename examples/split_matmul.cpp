@@ -10,6 +10,7 @@
 #include "support/flags.hpp"
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -17,6 +18,8 @@
 using namespace actorflow;
 
 int main(int argc, char** argv) {
+  // A peer or pipe reader that goes away fails a write (EPIPE) instead of killing the program.
+  std::signal(SIGPIPE, SIG_IGN);
   int n = 512;
   std::string type = "GPU";
   bool log_device_placement = false;

@@ -1,5 +1,6 @@
 #include "support/flags.hpp"
 
+#include <csignal>
 #include <exception>
 #include <iostream>
 
@@ -33,6 +34,10 @@ status parse_flags(int argc, const char* const* argv, const flag_set& flags) {
 }
 
 int run_main(const char* app, int (*run)(int, char**), int argc, char** argv) {
+  // A peer, scraper or pipe reader that goes away must cost a write (EPIPE), not the process,
+  // whichever thread writes: stdout and stderr and any library's sockets included, beyond the
+  // sockets actorflow's libraries keep from SIGPIPE themselves.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

@@ -63,7 +63,8 @@ inline constexpr const char* connect_timeout_help =
 
 /// Runs an app's `run` and turns what fails outside a status (a thread the system cannot start,
 /// memory it cannot give) into one line "<app>: <what>" and exit code 1 instead of
-/// std::terminate.
+/// std::terminate. SIGPIPE is ignored first: a write to a peer or pipe that went away fails
+/// with EPIPE instead of killing the program. Every program's main goes through it.
 int run_main(const char* app, int (*run)(int, char**), int argc, char** argv);
 
 /// The most threads (--threads) and CPU devices (--cpu-devices) a process may ask for: far

@@ -1,5 +1,6 @@
 #include "support/metrics_http.hpp"
 
+#include "actors/sigpipe.hpp"
 #include "actors/transport_security.hpp"
 #include "graph/metrics.hpp"
 
@@ -11,7 +12,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstring>
 #include <strings.h>
 #include <thread>
@@ -99,9 +99,6 @@ result<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(const options&
       return configured;
     if (!state->server->is_valid())
       return make_error(errc::invalid_argument, "--metrics-port: no TLS context (" + openssl_error() + ")");
-    // OpenSSL writes to the socket without MSG_NOSIGNAL: a scraper that hangs up in the middle
-    // of an answer must not kill the process with SIGPIPE (the write sees EPIPE instead).
-    std::signal(SIGPIPE, SIG_IGN);
   } else {
     state->server = std::make_unique<httplib::Server>();
   }
@@ -131,7 +128,13 @@ result<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(const options&
                                            std::to_string(given.port) + " (" + std::strerror(errno) + ")");
   registry.set_enabled(true);
   auto* serving = &server;
-  state->thread = std::thread{[serving] { serving->listen_after_bind(); }};
+  state->thread = std::thread{[serving] {
+    // Debian's cpp-httplib sends without MSG_NOSIGNAL and OpenSSL writes with write(2): a
+    // scraper that hangs up in the middle of an answer must cost that answer (EPIPE), not the
+    // process. Its worker threads start from this one and inherit the block.
+    block_sigpipe_in_this_thread();
+    serving->listen_after_bind();
+  }};
   // stop() is a no-op before the loop runs: a quick destruction would leave it listening.
   for (int i = 0; i < 5000 && !serving->is_running(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

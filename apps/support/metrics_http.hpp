@@ -41,8 +41,8 @@ public:
   };
 
   /// Listens as `given` says and serves `registry` from threads of its own until destroyed;
-  /// `registry` must outlive the endpoint. With TLS the process ignores SIGPIPE from then on
-  /// (OpenSSL's writes raise it when a client hangs up). Errors: invalid_argument naming the
+  /// `registry` must outlive the endpoint. Its threads keep SIGPIPE blocked (cpp-httplib's and
+  /// OpenSSL's writes raise it when a client hangs up). Errors: invalid_argument naming the
   /// TLS file that cannot be used (no silent fallback to HTTP), unavailable naming the address
   /// that cannot be bound.
   static result<std::unique_ptr<metrics_endpoint>> start(const options& given,

@@ -36,7 +36,6 @@ bool catch_stop_signals() {
   action.sa_flags = SA_RESTART;
   if (::sigaction(SIGINT, &action, nullptr) != 0 || ::sigaction(SIGTERM, &action, nullptr) != 0)
     return false;
-  std::signal(SIGPIPE, SIG_IGN);
   return true;
 }
 

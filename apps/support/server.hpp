@@ -15,8 +15,8 @@ namespace actorflow::apps {
 
 /// From now on SIGINT and SIGTERM, whichever thread the kernel hands them to (those a library
 /// started before main, such as OpenBLAS's, block nothing), are noted for serve_until_signal
-/// instead of killing the process, even before it waits for them; SIGPIPE is ignored (a peer
-/// that goes away must not kill the process; CAF sees EPIPE). False when that cannot be set up.
+/// instead of killing the process, even before it waits for them (SIGPIPE is ignored already,
+/// by run_main). False when that cannot be set up.
 bool catch_stop_signals();
 
 /// Prints "<app>: <name> serving on HOST:PORT (target caf://HOST:PORT, large tensors on

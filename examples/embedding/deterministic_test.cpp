@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -123,6 +124,8 @@ void print_trace(const std::string& title, const std::vector<std::string>& trace
 } // namespace
 
 int main() {
+  // A peer or pipe reader that goes away fails a write (EPIPE) instead of killing the program.
+  std::signal(SIGPIPE, SIG_IGN);
   auto first = run_once();
   auto second = run_once();
   for (auto* r : {&first, &second})

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <functional>
 #include <future>
 #include <iostream>
@@ -169,6 +170,8 @@ int run(caf::actor_system& sys, const std::string& target) {
 } // namespace
 
 int main() {
+  // A peer or pipe reader that goes away fails a write (EPIPE) instead of killing the program.
+  std::signal(SIGPIPE, SIG_IGN);
   // The server publishes its task over CAF's network layer and sessions reach it at its
   // target: the host's system needs the middleman and actorflow's message types.
   caf::actor_system_config config;

@@ -20,6 +20,7 @@
 #include <iterator>
 #include <optional>
 #include <poll.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <string>
 #include <sys/socket.h>
@@ -142,6 +143,9 @@ inline int connect_to_loopback(std::uint16_t port) {
 /// A process this program started, with stdout on a pipe (read by wait_for_line) and stderr on
 /// a pipe too unless it should go to this process's stderr. If it has not been seen to exit, the
 /// destructor sends SIGTERM, waits up to 5 s, then SIGKILLs it, so nothing outlives its owner.
+/// It starts with SIGPIPE at its default disposition and unblocked, as from a shell, whatever
+/// this process (or the thread starting it) did with SIGPIPE: a program that would die of it
+/// dies in the tests too.
 class child_process {
 public:
   /// `environment`: "NAME=value" entries added to (or replacing those of) this process's.
@@ -175,8 +179,19 @@ public:
     for (auto& e : merged)
       envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
-    if (::posix_spawn(&pid_, all[0].c_str(), &actions, nullptr, argv.data(), envp.data()) != 0)
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    sigset_t sigpipe_only, mask;
+    sigemptyset(&sigpipe_only);
+    sigaddset(&sigpipe_only, SIGPIPE);
+    pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+    sigdelset(&mask, SIGPIPE);
+    posix_spawnattr_setsigdefault(&attributes, &sigpipe_only);
+    posix_spawnattr_setsigmask(&attributes, &mask);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    if (::posix_spawn(&pid_, all[0].c_str(), &actions, &attributes, argv.data(), envp.data()) != 0)
       pid_ = -1;
+    posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);
     out_ = out[0];
@@ -269,6 +284,7 @@ public:
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        exit_signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
         break;
       }
       if (std::chrono::steady_clock::now() > deadline)
@@ -277,6 +293,10 @@ public:
     }
     return exit_code_.value_or(-1);
   }
+
+  /// The signal that ended the child (e.g. SIGPIPE) once wait_exit saw it end by one; 0
+  /// otherwise.
+  int exit_signal() const { return exit_signal_; }
 
   /// Everything the child wrote to stderr (call after it exited; empty when not captured).
   std::string stderr_text() {
@@ -316,6 +336,7 @@ private:
   int err_ = -1;
   std::string stdout_;
   std::optional<int> exit_code_;
+  int exit_signal_ = 0;
 };
 
 /// One actorflow-worker per task of `jobs` ({job, task count}) on free loopback ports, each
