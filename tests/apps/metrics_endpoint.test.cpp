@@ -82,8 +82,11 @@ std::string spec_on(const std::string& host, std::uint16_t port) {
 
 } // namespace
 
-TEST_CASE("--metrics-port listens where the process's task does, on loopback for a process that "
-          "is no task, and on every interface only when asked to", "[metrics]") {
+// Not "--metrics-port ..." first: ctest passes the name to the program, which would take it
+// for a flag.
+TEST_CASE("the metrics endpoint (--metrics-port) listens where the process's task does, on "
+          "loopback for a process that is no task, and on every interface only when asked to",
+          "[metrics]") {
   // 127.0.0.2 is loopback too, and no default anyone would pick: listening there is following
   // the spec. Ports are drawn afresh for every program.
   auto port = [] { return free_loopback_port(); };

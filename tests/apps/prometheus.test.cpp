@@ -177,8 +177,9 @@ double query_value(httplib::Client& api, const std::string& query,
 
 } // namespace
 
+// No ';' in a test's name: CMake splits ctest entries there (docs/design.md, "Tests").
 TEST_CASE("Prometheus scrapes a task of a cluster with a token and TLS over HTTPS, with the "
-          "bearer token and a certificate of the cluster CA; without the token the target is "
+          "bearer token and a certificate of the cluster CA, and without the token the target is "
           "down", "[metrics]") {
   INFO("prometheus comes with Debian's prometheus package (make deps installs it)");
   REQUIRE(run_command("command -v prometheus").exit_code == 0);
