@@ -208,6 +208,8 @@ TEST_CASE("a bad or unreachable target is an error quoting it") {
                              std::string{"caf://127.0.0.1:99999"}, nobody}) {
     session_options options;
     options.target = target;
+    // Nothing will ever listen there: waiting the default 60 s for it would say nothing more.
+    options.connect_timeout_seconds = 1;
     session s{g, options};
     auto r = s.run({c});
     REQUIRE_FALSE(r.ok());
