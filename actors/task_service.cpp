@@ -333,12 +333,20 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
     where.bind_host = options.bulk_bind_host.empty() ? options.bulk_host : options.bulk_bind_host;
     where.port = options.bulk_port;
     where.advertised_host = options.bulk_host;
-    auto endpoint = bulk_endpoint::listen(where, deliver);
-    if (endpoint)
+    // TLS files that cannot be loaded end the task rather than leave its bulk channel out:
+    // TLS is never dropped on one channel while kept on another (programs check the files
+    // before they serve; this catches embedders and files changed since).
+    if (auto usable = validate_tls_files(process_transport_security()); !usable.ok()) {
+      auto why = usable.with_context("bulk channel");
+      std::cerr << "actorflow: task " << st.task_name() << ": " << why.message() << '\n';
+      // The task ends with the error (its behavior below serves nobody).
+      self->quit(make_wire_error(why.code(), why.message()));
+    } else if (auto endpoint = bulk_endpoint::listen(where, deliver); endpoint) {
       st.bulk_in = std::move(*endpoint);
-    else // Not fatal: large tensors for this task then come through CAF.
+    } else { // Not fatal (the socket could not be bound): large tensors then come through CAF.
       std::cerr << "actorflow: task " << st.task_name() << ": " << endpoint.error().message()
                 << "; large tensors will travel through CAF\n";
+    }
   }
   st.options = std::move(options);
   self->set_down_handler([self](caf::down_msg& down) {

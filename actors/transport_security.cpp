@@ -3,12 +3,16 @@
 #include "actors/protocols/wire.hpp"
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -17,11 +21,41 @@ namespace actorflow {
 
 namespace {
 
-status check_readable(const std::string& path, const std::string& what) {
+/// Why `path` cannot be read as a file ("does not exist", "is a directory", "cannot be
+/// read"), or nothing when it can.
+std::optional<std::string> unreadable(const std::string& path) {
+  std::error_code ignored;
+  auto kind = std::filesystem::status(path, ignored).type();
+  if (kind == std::filesystem::file_type::not_found)
+    return "does not exist";
+  if (kind == std::filesystem::file_type::directory)
+    return "is a directory";
   std::ifstream in{path};
   if (!in)
-    return make_error(errc::invalid_argument, what + " '" + path + "' cannot be read");
+    return "cannot be read";
+  return std::nullopt;
+}
+
+status check_readable(const std::string& path, const std::string& what) {
+  if (auto why = unreadable(path))
+    return make_error(errc::invalid_argument, what + " '" + path + "' " + *why);
   return {};
+}
+
+/// What OpenSSL said first on this thread (the cause, e.g. "PEM routines::no start line"),
+/// its queue emptied.
+std::string openssl_error() {
+  auto code = ERR_peek_error();
+  char text[256] = "no reason given";
+  if (code != 0)
+    ERR_error_string_n(code, text, sizeof text);
+  ERR_clear_error();
+  return text;
+}
+
+status unusable(const std::string& what, const std::string& path) {
+  return make_error(errc::invalid_argument,
+                    what + " '" + path + "' cannot be used (" + openssl_error() + ")");
 }
 
 std::string environment(const char* name) {
@@ -36,11 +70,13 @@ std::atomic<bool> frozen{false};
 } // namespace
 
 result<std::string> read_token_file(const std::string& path, const std::string& what) {
+  if (auto why = unreadable(path))
+    return make_error(errc::invalid_argument, what + ": '" + path + "' " + *why);
   std::ifstream in{path};
-  if (!in)
-    return make_error(errc::invalid_argument, what + ": '" + path + "' cannot be read");
   std::string line;
   std::getline(in, line);
+  if (in.bad())
+    return make_error(errc::invalid_argument, what + ": '" + path + "' cannot be read");
   while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())))
     line.pop_back();
   if (line.empty())
@@ -59,7 +95,42 @@ status transport_security::check() const {
     AF_RETURN_IF_ERROR(check_readable(tls_certificate, "TLS certificate"));
     AF_RETURN_IF_ERROR(check_readable(tls_key, "TLS key"));
     AF_RETURN_IF_ERROR(check_readable(tls_ca, "TLS CA"));
+    AF_RETURN_IF_ERROR(validate_tls_files(*this));
   }
+  return {};
+}
+
+status validate_tls_files(const transport_security& security) {
+  if (!security.tls())
+    return {};
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> made{SSL_CTX_new(TLS_method()), SSL_CTX_free};
+  if (!made)
+    return make_error(errc::internal, "cannot make a TLS context (" + openssl_error() + ")");
+  auto* context = made.get();
+  ERR_clear_error();
+  if (SSL_CTX_use_certificate_chain_file(context, security.tls_certificate.c_str()) != 1)
+    return unusable("TLS certificate", security.tls_certificate);
+  if (SSL_CTX_use_PrivateKey_file(context, security.tls_key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    // OpenSSL loads the key, then compares it with the certificate: tell the two apart.
+    auto code = ERR_peek_last_error();
+    if (ERR_GET_LIB(code) == ERR_LIB_X509 && (ERR_GET_REASON(code) == X509_R_KEY_VALUES_MISMATCH ||
+                                              ERR_GET_REASON(code) == X509_R_KEY_TYPE_MISMATCH)) {
+      ERR_clear_error();
+      return make_error(errc::invalid_argument, "TLS key '" + security.tls_key +
+                                                  "' is not the key of certificate '" +
+                                                  security.tls_certificate + "'");
+    }
+    return unusable("TLS key", security.tls_key);
+  }
+  if (SSL_CTX_check_private_key(context) != 1) {
+    ERR_clear_error();
+    return make_error(errc::invalid_argument, "TLS key '" + security.tls_key +
+                                                "' is not the key of certificate '" +
+                                                security.tls_certificate + "'");
+  }
+  if (SSL_CTX_load_verify_locations(context, security.tls_ca.c_str(), nullptr) != 1)
+    return unusable("TLS CA", security.tls_ca);
+  ERR_clear_error();
   return {};
 }
 

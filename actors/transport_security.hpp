@@ -40,9 +40,17 @@ struct transport_security {
   bool token() const { return !cluster_token.empty(); }
 
   /// Ok, or an error naming the setting at fault: TLS files given in part, a file that cannot
-  /// be read.
+  /// be read, a certificate, key or CA that OpenSSL cannot load, a key of another certificate
+  /// (validate_tls_files).
   status check() const;
 };
+
+/// Whether OpenSSL can load `security`'s TLS files as every TLS channel of the process (CAF's,
+/// the bulk channel's, the metrics endpoint's) will: the certificate chain, the key, that the
+/// key is the certificate's, and the CA. Ok when TLS is not configured; else an error naming
+/// the file and what is wrong with it. Programs call it (through check()) before they serve,
+/// so that no channel finds out later and none goes on without TLS.
+status validate_tls_files(const transport_security& security);
 
 /// The settings of ACTORFLOW_CLUSTER_TOKEN(_FILE) and ACTORFLOW_TLS_*; errors name the variable
 /// (a token file that cannot be read, TLS files given in part).
