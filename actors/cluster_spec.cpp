@@ -2,6 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
@@ -392,6 +397,72 @@ result<device_function> replica_device_setter_for(const cluster_spec& cluster,
   }
   options.ps_tasks = cluster.num_tasks(ps_job);
   return replica_device_setter(std::move(options));
+}
+
+namespace {
+
+/// The numeric addresses `host` resolves to ("127.0.0.1", "::1"), sorted and without
+/// repeats; empty when it does not resolve.
+std::set<std::string> resolve_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  std::set<std::string> out;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0)
+    return out;
+  for (auto* entry = found; entry != nullptr; entry = entry->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = nullptr;
+    if (entry->ai_family == AF_INET)
+      raw = &reinterpret_cast<const sockaddr_in*>(entry->ai_addr)->sin_addr;
+    else if (entry->ai_family == AF_INET6)
+      raw = &reinterpret_cast<const sockaddr_in6*>(entry->ai_addr)->sin6_addr;
+    if (raw != nullptr && inet_ntop(entry->ai_family, raw, text, sizeof text) != nullptr)
+      out.insert(text);
+  }
+  freeaddrinfo(found);
+  return out;
+}
+
+/// "127.0.0.1:2222", "[::1]:2222".
+std::string numeric_address(const std::string& address, std::uint16_t port) {
+  auto host = address.find(':') == std::string::npos ? address : "[" + address + "]";
+  return host + ":" + std::to_string(port);
+}
+
+} // namespace
+
+status check_distinct_addresses(const cluster_spec& cluster) {
+  struct task_address {
+    std::string place; // "worker task 1 (localhost:2222)"
+    host_port split;
+  };
+  std::vector<task_address> tasks;
+  std::map<std::uint16_t, int> tasks_per_port;
+  for (auto& [job, addresses] : cluster.as_map())
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+      auto split = parse_host_port(addresses[i]);
+      if (!split) // from_jobs checked every address; keep the error should that change
+        return split.error();
+      tasks.push_back({job + " task " + std::to_string(i) + " (" + addresses[i] + ")", *split});
+      ++tasks_per_port[split->port];
+    }
+  // Resolved "address:port" -> the first task that names it.
+  std::map<std::string, const task_address*> seen;
+  for (auto& task : tasks) {
+    if (tasks_per_port[task.split.port] < 2)
+      continue; // nothing to collide with: spare the look-up
+    for (auto& resolved : resolve_host(task.split.host)) {
+      auto key = numeric_address(resolved, task.split.port);
+      auto [first, inserted] = seen.emplace(key, &task);
+      if (!inserted)
+        return make_error(errc::invalid_argument,
+                          "cluster spec: " + first->second->place + " and " + task.place +
+                            " name the same address " + key);
+    }
+  }
+  return {};
 }
 
 namespace {

@@ -74,6 +74,18 @@ private:
   job_map jobs_;
 };
 
+/// Checks that no two tasks of `cluster` name the same address once host names are resolved:
+/// "localhost:2222" and "127.0.0.1:2222", or two names of one machine with one port. Each
+/// task's host is looked up with getaddrinfo (IPv4 and IPv6); two tasks collide when they
+/// share a port and any resolved address. A host that does not resolve is not an error here
+/// (a Kubernetes DNS name may resolve only once its pod runs); it takes part in no collision.
+/// Literal duplicates are already refused by from_jobs, so every cluster_spec passes them.
+/// Errors (invalid_argument) name both tasks and the address, e.g. "cluster spec: ps task 0
+/// (127.0.0.1:2222) and worker task 1 (localhost:2222) name the same address 127.0.0.1:2222".
+/// Blocks on name look-ups (DNS): programs call it once, before serving (server::start does).
+/// Only tasks whose port another task shares are looked up. Any thread may call it.
+status check_distinct_addresses(const cluster_spec& cluster);
+
 /// An address split for connecting: the host (IPv6 literals without their brackets) and port.
 struct host_port {
   std::string host;

@@ -123,6 +123,8 @@ result<std::unique_ptr<server>> server::start(std::shared_ptr<const cluster_spec
   auto split = parse_host_port(*address);
   if (!split)
     return split.error();
+  // Two tasks at one address (localhost and 127.0.0.1) would talk to themselves and hang.
+  AF_RETURN_IF_ERROR(check_distinct_addresses(*cluster));
   auto state = std::make_unique<impl>();
   AF_RETURN_IF_ERROR(prepare_system(*state, options));
   state->name = name;
@@ -167,6 +169,7 @@ result<std::unique_ptr<server>> server::start_master(std::shared_ptr<const clust
                                                      server_options options) {
   if (!cluster)
     return make_error(errc::invalid_argument, "a master server needs a cluster spec");
+  AF_RETURN_IF_ERROR(check_distinct_addresses(*cluster));
   auto state = std::make_unique<impl>();
   AF_RETURN_IF_ERROR(prepare_system(*state, options));
   state->name = "master";

@@ -91,6 +91,8 @@ int run(int argc, char** argv) {
     auto spec = cluster_spec::parse(*o.cluster);
     if (!spec)
       return fail("invalid --cluster: " + spec.error().message());
+    if (auto distinct = check_distinct_addresses(*spec); !distinct.ok())
+      return fail("invalid --cluster: " + distinct.message());
     cluster = std::make_shared<const cluster_spec>(std::move(*spec));
   }
 

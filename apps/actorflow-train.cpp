@@ -1400,6 +1400,10 @@ int run(int argc, char** argv) {
       std::cerr << "actorflow-train: --cluster: " << spec.error().message() << '\n';
       return 2;
     }
+    if (auto distinct = check_distinct_addresses(*spec); !distinct.ok()) {
+      std::cerr << "actorflow-train: --cluster: " << distinct.message() << '\n';
+      return 2;
+    }
     if (auto failed = start_metrics("", &*spec))
       return *failed;
     return run_coordinated(o, *spec);
@@ -1435,6 +1439,10 @@ int run(int argc, char** argv) {
     }
     if (job.empty()) {
       std::cerr << "actorflow-train: --job is required with --cluster for between-graph training\n";
+      return 2;
+    }
+    if (auto distinct = check_distinct_addresses(cluster); !distinct.ok()) {
+      std::cerr << "actorflow-train: " << distinct.message() << '\n';
       return 2;
     }
     // This worker's task listens on its spec address's host (an unknown task fails just after).

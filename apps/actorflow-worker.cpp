@@ -147,6 +147,9 @@ std::optional<failure> resolve_task(const worker_options& o, task_identity& id) 
     id.job = o.job.value_or(config->job);
     id.task = o.task.value_or(o.job ? 0 : config->task_index);
   }
+  // server::start checks this too; here it is a bad spec (exit 2), not a failure to serve.
+  if (auto distinct = check_distinct_addresses(id.cluster); !distinct.ok())
+    return failure{2, distinct.message()};
   if (!id.cluster.has_job(id.job)) {
     std::string jobs;
     for (auto& job : id.cluster.jobs())

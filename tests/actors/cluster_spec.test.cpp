@@ -186,6 +186,52 @@ TEST_CASE("an address listed twice is an error quoting it and both places",
   CHECK_THAT(spelled, Contains("'host:02222' appears twice"));
 }
 
+TEST_CASE("parse refuses a spec naming one address twice literally, in either form, naming both tasks",
+          "[actors][cluster_spec]") {
+  for (auto text : {"ps=127.0.0.1:2222;worker=127.0.0.1:2223,127.0.0.1:2222",
+                    R"({"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2222"]})"}) {
+    INFO(text);
+    auto message = invalid_message(cluster_spec::parse(text));
+    CHECK_THAT(message, Contains("'127.0.0.1:2222' appears twice") &&
+                          Contains("job 'ps' task 0") && Contains("job 'worker' task 1"));
+  }
+}
+
+TEST_CASE("check_distinct_addresses refuses localhost and 127.0.0.1 with one port, naming both tasks and the address",
+          "[actors][cluster_spec]") {
+  // parse accepts it: the spellings differ, and parse looks no names up.
+  auto spec = cluster_spec::parse("ps=127.0.0.1:2222;worker=127.0.0.1:2223,localhost:2222");
+  REQUIRE(spec);
+  auto distinct = check_distinct_addresses(*spec);
+  REQUIRE_FALSE(distinct.ok());
+  CHECK(distinct.code() == errc::invalid_argument);
+  CHECK(distinct.message() == "cluster spec: ps task 0 (127.0.0.1:2222) and worker task 1 "
+                              "(localhost:2222) name the same address 127.0.0.1:2222");
+  // Host names are case-insensitive to the resolver too.
+  auto upper = cluster_spec::parse("ps=LocalHost:2222;worker=127.0.0.1:2222");
+  REQUIRE(upper);
+  CHECK_THAT(check_distinct_addresses(*upper).message(),
+             Contains("ps task 0 (LocalHost:2222)") && Contains("worker task 0 (127.0.0.1:2222)"));
+}
+
+TEST_CASE("check_distinct_addresses accepts one host on distinct ports", "[actors][cluster_spec]") {
+  auto spec = cluster_spec::parse(
+    "ps=127.0.0.1:2222,localhost:2223;worker=127.0.0.1:2224,localhost:2225,[::1]:2226");
+  REQUIRE(spec);
+  CHECK(check_distinct_addresses(*spec).ok());
+}
+
+TEST_CASE("check_distinct_addresses accepts host names that do not resolve, as a Kubernetes spec's before its pods run",
+          "[actors][cluster_spec]") {
+  // ".invalid" never resolves (RFC 6761); the cluster.local names do not resolve here.
+  auto spec = cluster_spec::parse(
+    "ps=demo-ps-0.default.svc.cluster.local:2222,demo-ps-1.default.svc.cluster.local:2222;"
+    "worker=demo-worker-0.default.svc.cluster.local:2222,no-such-host.invalid:2222,"
+    "127.0.0.1:2222");
+  REQUIRE(spec);
+  CHECK(check_distinct_addresses(*spec).ok());
+}
+
 TEST_CASE("a bad port is an error quoting the address and the port", "[actors][cluster_spec]") {
   CHECK_THAT(invalid_message(cluster_spec::from_inline("ps=h:65536")),
              Contains("address 'h:65536' has a bad port '65536'"));

@@ -170,6 +170,20 @@ TEST_CASE("a worker given an invalid spec or a job not in it exits 2 naming the 
   CHECK(bad_flag_text.find("--jobs") != std::string::npos);
 }
 
+TEST_CASE("a worker whose spec names its address twice, as 127.0.0.1 and localhost, exits 2 at once naming both tasks",
+          "[apps][worker]") {
+  auto port = std::to_string(free_loopback_port());
+  REQUIRE(port != "0");
+  auto started = std::chrono::steady_clock::now();
+  // It used to hang: the worker took the ps task's address for its own.
+  auto [code, text] = run_failing_worker(
+    {"--cluster", "ps=127.0.0.1:" + port + ";worker=localhost:" + port, "--job", "worker"});
+  CHECK(code == 2);
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+  CHECK(text.find("ps task 0 (127.0.0.1:" + port + ") and worker task 0 (localhost:" + port +
+                  ") name the same address 127.0.0.1:" + port) != std::string::npos);
+}
+
 TEST_CASE("a worker whose port is taken exits 1 naming the address", "[apps][worker]") {
   auto [fd, taken] = actorflow::testing::loopback_listener(1);
   REQUIRE(fd >= 0);
