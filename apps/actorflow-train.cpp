@@ -536,8 +536,7 @@ int run_mlp(const train_options& o, const training_target& where) {
   auto steps_per_epoch = batches->batches_per_epoch();
   // The batch order is a function of the seed: replaying it puts a resumed run exactly where
   // the interrupted one stopped.
-  for (std::int64_t skipped = 0; skipped < step; ++skipped)
-    batches->next();
+  batches->seek(step);
   progress_printer progress{o.log_every};
   progress.line("training on " + where.description);
   auto total_steps = steps_per_epoch * o.epochs;
@@ -892,16 +891,9 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     // happened before: a run that goes on from round R (a checkpoint restored at the start or
     // after a lost ps) takes the batches an uninterrupted run takes from there, and a backup
     // worker whose gradient came late skips the rounds it missed.
-    auto batch_of_round = [&]() -> result<const batch*> {
-      if (batches->batches_yielded() > round) {
-        auto fresh = batch_iterator::create(*mine, shuffled);
-        if (!fresh)
-          return fresh.error();
-        *batches = std::move(*fresh);
-      }
-      while (batches->batches_yielded() < round)
-        batches->next();
-      return &batches->next();
+    auto batch_of_round = [&]() -> const batch& {
+      batches->seek(round);
+      return batches->next();
     };
     if (o.sync)
       if (auto st = resume_rounds(); !st.ok())
@@ -940,6 +932,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       auto r = s.run(fetches, {{m.images, b.images}, {m.labels, b.one_hot}});
       if (!r)
         return r.error();
+      // This batch's loss and accuracy go with its gradients (the round averages them).
       auto own = mlp_report(round + 1, steps_per_epoch, *r, b, started);
       // Every gradient goes out before any answer is awaited: a round closes only once every
       // worker's gradient for it arrived. Large ones travel over the bulk channel.
@@ -998,16 +991,14 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       round = reached;
       // The step is the shared global step (the rounds applied so far); its loss and accuracy
       // are the round's, over every batch in it, when this worker's gradient was part of it.
-      own.step = round;
-      own.epoch = static_cast<int>((round - 1) / steps_per_epoch) + 1;
+      auto report = mlp_report(round, steps_per_epoch, *r, b, started);
       if (applied) {
         fewest_gradients = std::min(fewest_gradients, applied->round_gradients);
         most_gradients = std::max(most_gradients, applied->round_gradients);
-        own.loss = applied->round_loss;
-        own.batch_accuracy = applied->round_accuracy;
+        report.loss = applied->round_loss;
+        report.batch_accuracy = applied->round_accuracy;
       }
-      own.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-      return own;
+      return report;
     };
     // Training outlives a lost ps task: every worker waits for it to come back (at its
     // address, restarted by a supervisor or by hand); the chief then restores the latest
@@ -1026,16 +1017,10 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
                             [&](std::int64_t next) -> result<train::step_report> {
       auto started = clock_type::now();
       if (o.sync) {
-        auto taken = batch_of_round();
-        if (!taken)
-          return taken.error();
-        auto report = sync_step(**taken, started);
+        auto report = sync_step(batch_of_round(), started);
         if (!report && lost_ps_task(o, cluster, report.error())) {
           AF_RETURN_IF_ERROR(recover());
-          taken = batch_of_round();
-          if (!taken)
-            return taken.error();
-          report = sync_step(**taken, started);
+          report = sync_step(batch_of_round(), started);
         }
         if (!report)
           return report.error();
@@ -1197,9 +1182,14 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   coordinating.session.log_device_placement = o.log_device_placement;
   cluster_coordinator coordinator{cluster, coordinating};
   auto workers = coordinator.num_workers();
-  // Each worker's shard of the training set, shuffled by a seed of its own.
+  // --data-order global (the default): closure s trains on batch s of one shuffled order of
+  // the whole set, taken when it is scheduled, whichever worker runs it (and a closure run
+  // again runs on the same batch), so a run's data do not depend on which worker was free;
+  // after a restore to step S the batches from S are taken again. shard: each worker its own
+  // share of the training set, shuffled by a seed of its own.
+  const bool global_order = o.data_order == "global";
   std::vector<dataset> shards;
-  for (int i = 0; i < workers; ++i) {
+  for (int i = 0; i < workers && !global_order; ++i) {
     auto mine = shard_of(data->train, i, workers);
     if (!mine)
       return fail(mine.error());
@@ -1207,6 +1197,8 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   }
   status bad_shard;
   auto batches = coordinator.create_per_worker([&](int i) -> std::unique_ptr<batch_iterator> {
+    if (global_order)
+      return nullptr;
     batch_options shuffled;
     shuffled.batch_size = o.batch_size;
     shuffled.seed = o.seed + static_cast<std::uint64_t>(i);
@@ -1235,11 +1227,6 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
       return r.error();
     return closure_step{std::move(*r), b.size};
   };
-  // --data-order global (the default): closure s trains on batch s of one shuffled order of
-  // the whole set, taken when it is scheduled, whichever worker runs it (and a closure run
-  // again runs on the same batch), so a run's data do not depend on which worker was free;
-  // after a restore to step S the batches from S are taken again. shard: each worker its own.
-  const bool global_order = o.data_order == "global";
   batch_options in_one_order;
   in_one_order.batch_size = o.batch_size;
   in_one_order.seed = o.seed;
@@ -1247,15 +1234,8 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   auto ordered = batch_iterator::create(data->train, in_one_order);
   if (!ordered)
     return fail(ordered.error());
-  auto batch_of_step = [&](std::int64_t step) -> result<std::shared_ptr<const batch>> {
-    if (ordered->batches_yielded() > step) {
-      auto fresh = batch_iterator::create(data->train, in_one_order);
-      if (!fresh)
-        return fresh.error();
-      *ordered = std::move(*fresh);
-    }
-    while (ordered->batches_yielded() < step)
-      ordered->next();
+  auto batch_of_step = [&](std::int64_t step) {
+    ordered->seek(step);
     return std::make_shared<const batch>(ordered->next());
   };
   train::throughput_meter throughput;
@@ -1276,11 +1256,8 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
           [&](worker_context& w) { return train_on(w, batches.on(w)->next()); }));
         continue;
       }
-      auto b = batch_of_step(done + i);
-      if (!b)
-        return fail(b.error());
       values.push_back(coordinator.schedule(
-        [&train_on, b = *b](worker_context& w) { return train_on(w, *b); }));
+        [&train_on, b = batch_of_step(done + i)](worker_context& w) { return train_on(w, *b); }));
     }
     if (auto joined = coordinator.join(); !joined.ok()) {
       if (!lost_ps_task(o, cluster, joined))

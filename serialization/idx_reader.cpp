@@ -443,15 +443,33 @@ const batch& batch_iterator::next() {
     hot[i * classes + label] = 1.f;
   }
   current_ = batch{std::move(images), std::move(one_hot), std::move(labels), epoch_, b};
+  move_past(global_batch);
+  return current_;
+}
+
+void batch_iterator::move_past(std::int64_t global_batch) {
   position_ += global_batch;
   ++yielded_;
   // Move on eagerly, so that epoch() already names the epoch of the next batch.
-  auto remaining = n - position_;
-  if (remaining == 0 || (options_.drop_last && remaining < options_.batch_size * replicas)) {
+  auto remaining = data_.size() - position_;
+  if (remaining == 0 || (options_.drop_last && remaining < options_.batch_size * options_.replicas)) {
     ++epoch_;
     start_epoch();
   }
-  return current_;
+}
+
+void batch_iterator::seek(std::int64_t index) {
+  if (index < yielded_) {
+    // Back: the sequence again from its seed (each epoch's order follows from the last).
+    rng_.seed(options_.seed);
+    std::iota(order_.begin(), order_.end(), std::int64_t{0});
+    epoch_ = 0;
+    yielded_ = 0;
+    start_epoch();
+  }
+  auto n = data_.size();
+  while (yielded_ < index)
+    move_past(std::min(options_.batch_size * options_.replicas, n - position_));
 }
 
 } // namespace actorflow

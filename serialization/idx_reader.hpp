@@ -114,6 +114,12 @@ public:
   /// epoch boundary reshuffles (when shuffling) and increments epoch().
   const batch& next();
 
+  /// Positions the iterator so that next() yields batch `index` of its sequence (counted from
+  /// the first, over every epoch), the batch a fresh iterator with the same options yields after
+  /// `index` calls: a resumed or restored run takes the batches an uninterrupted one takes. Going
+  /// forward copies no rows; going back starts the sequence again from the seed.
+  void seek(std::int64_t index);
+
   /// The epoch the next batch will come from (0 before the first epoch is finished).
   std::int64_t epoch() const { return epoch_; }
   /// Batches yielded per epoch.
@@ -133,6 +139,9 @@ private:
   };
   slot& acquire_slot();
   void start_epoch();
+  /// Moves position_ past a global batch of `global_batch` examples, starting the next epoch
+  /// when the current one is done.
+  void move_past(std::int64_t global_batch);
 
   dataset data_;
   batch_options options_;

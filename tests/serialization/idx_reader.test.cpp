@@ -439,6 +439,30 @@ TEST_CASE("replicas of a batch iterator share out each global batch of one proce
   CHECK_FALSE(batch_iterator::create(data, too_few).ok());
 }
 
+TEST_CASE("a batch iterator sought to batch k yields what a fresh one yields after k batches, forward and back") {
+  auto data = indexed_dataset(50);
+  batch_options options;
+  options.batch_size = 4;
+  options.seed = 9;
+  options.drop_last = true;
+  options.replicas = 2;
+  options.replica = 1;
+  // 6 batches an epoch: 20 reaches into the fourth epoch, each shuffled anew.
+  std::vector<std::vector<std::int64_t>> sequence;
+  auto fresh = batch_iterator::create(data, options);
+  REQUIRE(fresh.ok());
+  for (int k = 0; k < 24; ++k)
+    sequence.push_back(example_ids(fresh->next()));
+  auto it = batch_iterator::create(data, options);
+  REQUIRE(it.ok());
+  for (std::int64_t k : {20, 3, 3, 0, 17, 23}) {
+    it->seek(k);
+    CHECK(it->batches_yielded() == k);
+    CHECK(it->epoch() == k / 6);
+    CHECK(example_ids(it->next()) == sequence[static_cast<std::size_t>(k)]);
+  }
+}
+
 TEST_CASE("a batch iterator reuses its buffers unless a batch is still held") {
   auto data = indexed_dataset(12);
   batch_options options;
