@@ -81,7 +81,7 @@ struct session::impl {
     // Within the session's bound on answers, connecting included.
     auto found = reach_published_actor(system, address->host, address->port, task_timeout(options),
                                        {options.connect_timeout_seconds,
-                                        "the master at " + options.target, "connect timeout"});
+                                        "the master at " + options.target});
     if (!found)
       return found.error().with_context("cannot reach the master at " + options.target);
     if (!system.assignable<master_actor>(found->interface))

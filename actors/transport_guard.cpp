@@ -661,98 +661,87 @@ std::string describe_connect_failure(caf::actor_system& sys, const caf::error& e
   return describe_connect_error(sys, err, host, port);
 }
 
-} // namespace
+/// One connect request from `self` to the middleman, bounded: what it answered, or its error.
+struct connect_attempt {
+  caf::node_id node;
+  caf::strong_actor_ptr actor;
+  std::set<std::string> interface;
+  caf::error failure;
+};
 
-result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
-                                            std::uint16_t port, double bound_seconds) {
-  caf::scoped_actor self{sys};
-  result<reached_actor> outcome = make_error(errc::internal, "no answer from the middleman");
-  self->request(sys.middleman().actor_handle(), request_bound(bound_seconds),
-                caf::connect_atom::value, host, port)
+connect_attempt connect_once(caf::blocking_actor& self, const std::string& host,
+                             std::uint16_t port, double bound_seconds) {
+  connect_attempt out;
+  self.request(self.system().middleman().actor_handle(), request_bound(bound_seconds),
+               caf::connect_atom::value, host, port)
     .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr& found, std::set<std::string>& interface) {
-        if (!found)
-          outcome = make_error(errc::unavailable, "no actor is published there");
-        else
-          outcome = reached_actor{std::move(found), std::move(interface)};
+      [&](caf::node_id& node, caf::strong_actor_ptr& found, std::set<std::string>& interface) {
+        out.node = std::move(node);
+        out.actor = std::move(found);
+        out.interface = std::move(interface);
       },
-      [&](caf::error& err) {
-        outcome = make_error(errc::unavailable,
-                             describe_connect_failure(sys, err, host, port, bound_seconds));
-      });
-  return outcome;
+      [&](caf::error& err) { out.failure = std::move(err); });
+  return out;
 }
-
-namespace {
 
 /// Why a patient connect keeps trying: nothing listens at the address (yet).
 bool nothing_listens(const caf::error& err) { return err == caf::sec::cannot_connect_to_node; }
 
-/// Waits between the attempts of a patient connect, saying every 5 s what it waits for; false
-/// once `patience` is spent.
-class connect_waiter {
-public:
-  explicit connect_waiter(const connect_patience& patience)
-    : patience_(patience), started_(std::chrono::steady_clock::now()), next_word_(started_) {}
-
-  bool wait_more(const std::string& why) {
+/// Connects as connect_once does, again every half second while nothing listens at the address
+/// and `patience` lasts, saying every 5 s what it waits for. The last attempt, and whether
+/// patience ran out on it.
+connect_attempt connect_patiently(caf::blocking_actor& self, const std::string& host,
+                                  std::uint16_t port, double bound_seconds,
+                                  const connect_patience& patience, bool& gave_up) {
+  gave_up = false;
+  auto started = std::chrono::steady_clock::now();
+  auto next_word = started;
+  for (;;) {
+    auto attempt = connect_once(self, host, port, bound_seconds);
+    if (!attempt.failure || !nothing_listens(attempt.failure) || patience.wait_seconds <= 0)
+      return attempt;
     auto now = std::chrono::steady_clock::now();
-    auto waited = std::chrono::duration<double>(now - started_).count();
-    if (waited >= patience_.wait_seconds)
-      return false;
-    if (now >= next_word_) {
-      log_info("waiting for " + patience_.what + " (" + why + "): " +
-               std::to_string(static_cast<int>(waited)) + " s of " +
-               std::to_string(static_cast<int>(patience_.wait_seconds)) + " (" + patience_.setting +
-               ")");
-      next_word_ = now + std::chrono::seconds(5);
+    auto waited = std::chrono::duration<double>(now - started).count();
+    if (waited >= patience.wait_seconds) {
+      gave_up = true;
+      return attempt;
+    }
+    if (now >= next_word) {
+      log_info("waiting for " + patience.what + " (nothing listens at " + host + ":" +
+               std::to_string(port) + " yet): " + std::to_string(static_cast<int>(waited)) +
+               " s of " + std::to_string(static_cast<int>(patience.wait_seconds)) +
+               " (connect timeout)");
+      next_word = now + std::chrono::seconds(5);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    return true;
   }
-
-  /// The context of the error after the wait.
-  std::string gave_up() const {
-    return "nothing listened there within " +
-           std::to_string(static_cast<int>(patience_.wait_seconds)) + " s (" + patience_.setting + ")";
-  }
-
-private:
-  connect_patience patience_;
-  std::chrono::steady_clock::time_point started_;
-  std::chrono::steady_clock::time_point next_word_;
-};
+}
 
 } // namespace
 
 result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
+                                            std::uint16_t port, double bound_seconds) {
+  return reach_published_actor(sys, host, port, bound_seconds, connect_patience{});
+}
+
+result<reached_actor> reach_published_actor(caf::actor_system& sys, const std::string& host,
                                             std::uint16_t port, double bound_seconds,
                                             const connect_patience& patience) {
-  connect_waiter waiter{patience};
-  for (;;) {
-    caf::error refused;
-    caf::scoped_actor self{sys};
-    result<reached_actor> outcome = make_error(errc::internal, "no answer from the middleman");
-    self->request(sys.middleman().actor_handle(), request_bound(bound_seconds),
-                  caf::connect_atom::value, host, port)
-      .receive(
-        [&](const caf::node_id&, caf::strong_actor_ptr& found, std::set<std::string>& interface) {
-          if (!found)
-            outcome = make_error(errc::unavailable, "no actor is published there");
-          else
-            outcome = reached_actor{std::move(found), std::move(interface)};
-        },
-        [&](caf::error& err) {
-          if (nothing_listens(err))
-            refused = err;
-          outcome = make_error(errc::unavailable, describe_connect_failure(sys, err, host, port,
-                                                                          bound_seconds));
-        });
-    if (!refused || patience.wait_seconds <= 0)
-      return outcome;
-    if (!waiter.wait_more("nothing listens at " + host + ":" + std::to_string(port) + " yet"))
-      return outcome.error().with_context(waiter.gave_up());
+  caf::scoped_actor self{sys};
+  bool gave_up = false;
+  auto attempt = connect_patiently(*self, host, port, bound_seconds, patience, gave_up);
+  if (attempt.failure) {
+    status failed = make_error(errc::unavailable, describe_connect_failure(sys, attempt.failure,
+                                                                          host, port, bound_seconds));
+    if (gave_up)
+      return failed.with_context("nothing listened there within " +
+                                 std::to_string(static_cast<int>(patience.wait_seconds)) +
+                                 " s (connect timeout)");
+    return failed;
   }
+  if (!attempt.actor)
+    return make_error(errc::unavailable, "no actor is published there");
+  return reached_actor{std::move(attempt.actor), std::move(attempt.interface)};
 }
 
 caf::actor spawn_patient_connector(caf::actor_system& sys, double bound_seconds,
@@ -760,31 +749,13 @@ caf::actor spawn_patient_connector(caf::actor_system& sys, double bound_seconds,
   return sys.spawn<caf::detached>([bound_seconds, patience](caf::blocking_actor* self) {
     self->receive([&](caf::connect_atom, const std::string& host, std::uint16_t port) {
       auto answer = self->make_response_promise();
-      auto& system = self->system();
-      connect_waiter waiter{patience};
-      for (;;) {
-        caf::error failure;
-        caf::node_id node;
-        caf::strong_actor_ptr found;
-        std::set<std::string> interface;
-        self->request(system.middleman().actor_handle(), request_bound(bound_seconds),
-                      caf::connect_atom::value, host, port)
-          .receive(
-            [&](caf::node_id& n, caf::strong_actor_ptr& a, std::set<std::string>& i) {
-              node = std::move(n);
-              found = std::move(a);
-              interface = std::move(i);
-            },
-            [&](caf::error& err) { failure = std::move(err); });
-        if (failure && nothing_listens(failure) && patience.wait_seconds > 0 &&
-            waiter.wait_more("nothing listens at " + host + ":" + std::to_string(port) + " yet"))
-          continue;
-        if (failure)
-          answer.deliver(std::move(failure));
-        else
-          answer.deliver(std::move(node), std::move(found), std::move(interface));
-        return;
-      }
+      bool gave_up = false;
+      auto attempt = connect_patiently(*self, host, port, bound_seconds, patience, gave_up);
+      if (attempt.failure)
+        answer.deliver(std::move(attempt.failure));
+      else
+        answer.deliver(std::move(attempt.node), std::move(attempt.actor),
+                       std::move(attempt.interface));
     });
   });
 }

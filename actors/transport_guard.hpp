@@ -52,8 +52,6 @@ struct connect_patience {
   double wait_seconds = 0;
   /// Named in the lines said every 5 s while waiting ("the master at caf://h:p").
   std::string what;
-  /// Named as the bound in those lines and in the error after it ("--connect-timeout").
-  std::string setting = "connect_timeout_seconds";
 };
 
 /// reach_published_actor, waiting as `patience` says for an address where nothing listens yet
