@@ -106,7 +106,11 @@ status validate_tls_files(const transport_security& security) {
   std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> made{SSL_CTX_new(TLS_method()), SSL_CTX_free};
   if (!made)
     return make_error(errc::internal, "cannot make a TLS context (" + openssl_error() + ")");
-  auto* context = made.get();
+  return load_tls_files(*made, security);
+}
+
+status load_tls_files(ssl_ctx_st& loaded_into, const transport_security& security) {
+  auto* context = &loaded_into;
   ERR_clear_error();
   if (SSL_CTX_use_certificate_chain_file(context, security.tls_certificate.c_str()) != 1)
     return unusable("TLS certificate", security.tls_certificate);

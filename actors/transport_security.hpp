@@ -17,6 +17,9 @@
 #include <cstdint>
 #include <string>
 
+/// OpenSSL's SSL_CTX, named without its headers.
+struct ssl_ctx_st;
+
 namespace actorflow {
 
 struct transport_security {
@@ -51,6 +54,12 @@ struct transport_security {
 /// the file and what is wrong with it. Programs call it (through check()) before they serve,
 /// so that no channel finds out later and none goes on without TLS.
 status validate_tls_files(const transport_security& security);
+
+/// What validate_tls_files checks, into `context` (OpenSSL's SSL_CTX, for a server of its own
+/// that speaks the cluster's TLS, e.g. the metrics endpoint): `security`'s certificate chain,
+/// its key (which must be the certificate's) and the CA to verify peers with. Errors as
+/// validate_tls_files's; OpenSSL's error queue is left empty.
+status load_tls_files(ssl_ctx_st& context, const transport_security& security);
 
 /// The settings of ACTORFLOW_CLUSTER_TOKEN(_FILE) and ACTORFLOW_TLS_*; errors name the variable
 /// (a token file that cannot be read, TLS files given in part).

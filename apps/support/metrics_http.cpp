@@ -20,22 +20,6 @@ namespace actorflow::apps {
 
 namespace {
 
-/// What OpenSSL said first on this thread ("error:...:PEM routines::no start line"), its queue
-/// emptied.
-std::string openssl_error() {
-  auto code = ERR_peek_error(); // the first: the cause ("no start line"), not "PEM lib"
-  char text[256] = "no reason given";
-  if (code != 0)
-    ERR_error_string_n(code, text, sizeof text);
-  ERR_clear_error();
-  return text;
-}
-
-status unusable(const std::string& what, const std::string& path) {
-  return make_error(errc::invalid_argument,
-                    what + " " + path + " cannot be used for --metrics-port (" + openssl_error() + ")");
-}
-
 /// HTTPS as every other port of the task speaks TLS (docs/security.md): TLS 1.2 or later, this
 /// process's certificate, and a client certificate that chains to the cluster CA (no host-name
 /// check: the CA is the cluster's own).
@@ -43,15 +27,11 @@ status configure_tls(SSL_CTX& context, const metrics_endpoint::options& o) {
   ERR_clear_error();
   SSL_CTX_set_min_proto_version(&context, TLS1_2_VERSION);
   SSL_CTX_set_options(&context, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-  if (SSL_CTX_use_certificate_chain_file(&context, o.tls_certificate.c_str()) != 1)
-    return unusable("TLS certificate", o.tls_certificate);
-  if (SSL_CTX_use_PrivateKey_file(&context, o.tls_key.c_str(), SSL_FILETYPE_PEM) != 1)
-    return unusable("TLS key", o.tls_key);
-  if (SSL_CTX_check_private_key(&context) != 1)
-    return make_error(errc::invalid_argument, "TLS key " + o.tls_key + " is not the key of certificate " +
-                                                o.tls_certificate + " (--metrics-port)");
-  if (SSL_CTX_load_verify_locations(&context, o.tls_ca.c_str(), nullptr) != 1)
-    return unusable("TLS CA", o.tls_ca);
+  transport_security files;
+  files.tls_certificate = o.tls_certificate;
+  files.tls_key = o.tls_key;
+  files.tls_ca = o.tls_ca;
+  AF_RETURN_IF_ERROR(load_tls_files(context, files).with_context("--metrics-port"));
   // The CA's name in the server's certificate request: clients with several certificates pick
   // the cluster's.
   if (auto* names = SSL_load_client_CA_file(o.tls_ca.c_str()))
@@ -98,7 +78,7 @@ result<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(const options&
     if (!configured.ok())
       return configured;
     if (!state->server->is_valid())
-      return make_error(errc::invalid_argument, "--metrics-port: no TLS context (" + openssl_error() + ")");
+      return make_error(errc::invalid_argument, "--metrics-port: no TLS context");
   } else {
     state->server = std::make_unique<httplib::Server>();
   }
