@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -52,6 +53,24 @@ command_result promtool_check(const temp_dir& dir, const std::string& page, cons
   auto path = dir.path() + "/" + name + ".prom";
   std::ofstream{path} << page;
   return run_command("promtool check metrics < " + path);
+}
+
+/// A Prometheus server on a free loopback port scraping as `scrape_configs` (the YAML list
+/// under "scrape_configs:") says, every second, its files in `dir`; and that port.
+std::pair<std::unique_ptr<child_process>, std::uint16_t> start_prometheus(
+  const temp_dir& dir, const std::string& scrape_configs) {
+  std::ofstream{dir.path() + "/prometheus.yml"}
+    << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+    << scrape_configs;
+  auto port = free_loopback_port();
+  auto prometheus = std::make_unique<child_process>(
+    "/usr/bin/prometheus",
+    std::vector<std::string>{"--config.file=" + dir.path() + "/prometheus.yml",
+                             "--storage.tsdb.path=" + dir.path() + "/tsdb",
+                             "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+    true);
+  REQUIRE(prometheus->started());
+  return {std::move(prometheus), port};
 }
 
 } // namespace
@@ -114,17 +133,8 @@ TEST_CASE("every page --metrics-port serves passes promtool, and Prometheus scra
   for (auto& [task, port] : metrics_ports)
     targets += "'127.0.0.1:" + std::to_string(port) + "', ";
   targets += "'127.0.0.1:" + std::to_string(master_metrics) + "'";
-  std::ofstream{dir.path() + "/prometheus.yml"}
-    << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-    << "scrape_configs:\n  - job_name: actorflow\n    static_configs:\n      - targets: [" << targets
-    << "]\n";
-  auto prometheus_port = free_loopback_port();
-  child_process prometheus{"/usr/bin/prometheus",
-                           {"--config.file=" + dir.path() + "/prometheus.yml",
-                            "--storage.tsdb.path=" + dir.path() + "/tsdb",
-                            "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port)},
-                           true};
-  REQUIRE(prometheus.started());
+  auto [prometheus, prometheus_port] = start_prometheus(
+    dir, "  - job_name: actorflow\n    static_configs:\n      - targets: [" + targets + "]\n");
   httplib::Client api{"127.0.0.1", prometheus_port};
   api.set_connection_timeout(2);
   std::string answer;
@@ -209,16 +219,8 @@ TEST_CASE("Prometheus scrapes a task of a cluster with a token and TLS over HTTP
            "/prometheus.pem\n      key_file: " + certs + "/prometheus.key\n" +
            "    static_configs:\n      - targets: ['127.0.0.1:" + std::to_string(metrics_port) + "']\n";
   };
-  std::ofstream{dir.path() + "/prometheus.yml"}
-    << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
-    << scrape("secured", true) << scrape("tokenless", false);
-  auto prometheus_port = free_loopback_port();
-  child_process prometheus{"/usr/bin/prometheus",
-                           {"--config.file=" + dir.path() + "/prometheus.yml",
-                            "--storage.tsdb.path=" + dir.path() + "/tsdb",
-                            "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port)},
-                           true};
-  REQUIRE(prometheus.started());
+  auto [prometheus, prometheus_port] =
+    start_prometheus(dir, scrape("secured", true) + scrape("tokenless", false));
   httplib::Client api{"127.0.0.1", prometheus_port};
   api.set_connection_timeout(2);
   // up{job="secured"}, and the samples it took: the task's page.
