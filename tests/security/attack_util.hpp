@@ -2,6 +2,7 @@
 /// What the attack tests send: raw loopback connections, BASP headers, and waits for the
 /// peer to hang up.
 
+#include "actors/transport_security.hpp"
 #include "support/processes.hpp"
 
 #include <catch2/catch.hpp>
@@ -68,6 +69,24 @@ inline void make_certificates(const std::string& dir, const std::vector<std::str
   args.insert(args.end(), names.begin(), names.end());
   child_process script{ACTORFLOW_CERT_SCRIPT, args};
   REQUIRE(script.wait_exit(std::chrono::seconds(60)) == 0);
+}
+
+/// The TLS flags of a program that is `name` of the cluster whose certificates are in `dir`.
+inline std::vector<std::string> tls_flags(const std::string& dir, const std::string& name) {
+  return {"--tls-cert", dir + "/" + name + ".pem", "--tls-key", dir + "/" + name + ".key",
+          "--tls-ca", dir + "/ca.pem"};
+}
+
+/// The same as transport settings: `name`'s certificate and key from `dir`, trusting the CA in
+/// `ca_dir`, with a handshake bound of `handshake_timeout_ms`.
+inline transport_security tls_of(const std::string& dir, const std::string& name,
+                                 const std::string& ca_dir, std::int64_t handshake_timeout_ms) {
+  transport_security s;
+  s.tls_certificate = dir + "/" + name + ".pem";
+  s.tls_key = dir + "/" + name + ".key";
+  s.tls_ca = ca_dir + "/ca.pem";
+  s.handshake_timeout_ms = handshake_timeout_ms;
+  return s;
 }
 
 } // namespace actorflow::testing

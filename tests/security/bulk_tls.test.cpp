@@ -16,15 +16,6 @@ using namespace actorflow::testing;
 
 namespace {
 
-transport_security tls_of(const std::string& dir, const std::string& name, const std::string& ca_dir) {
-  transport_security s;
-  s.tls_certificate = dir + "/" + name + ".pem";
-  s.tls_key = dir + "/" + name + ".key";
-  s.tls_ca = ca_dir + "/ca.pem";
-  s.handshake_timeout_ms = 2000;
-  return s;
-}
-
 status send_one(const transport_security& security, const std::string& address, tensor value) {
   bulk_sender sender{security};
   std::promise<status> written;
@@ -55,7 +46,7 @@ TEST_CASE("the bulk channel with mutual TLS carries frames between members of th
       ++delivered;
       return status{};
     },
-    {}, tls_of(certs, "ps0", certs));
+    {}, tls_of(certs, "ps0", certs, 2000));
   REQUIRE(listening.ok());
   auto& endpoint = *listening;
   auto delivered_within = [&](int count, std::chrono::milliseconds limit) {
@@ -67,12 +58,12 @@ TEST_CASE("the bulk channel with mutual TLS carries frames between members of th
 
   // 4 MiB: many TLS records.
   std::vector<float> ones(std::size_t{1} << 20, 1.f);
-  REQUIRE(send_one(tls_of(certs, "worker0", certs), endpoint->address(),
+  REQUIRE(send_one(tls_of(certs, "worker0", certs, 2000), endpoint->address(),
                    tensor::from_vector<float>(ones)).ok());
   REQUIRE(delivered_within(1, std::chrono::seconds(10)));
   CHECK(sum == Approx(double(ones.size())));
 
-  auto refused = send_one(tls_of(other, "intruder", certs), endpoint->address(),
+  auto refused = send_one(tls_of(other, "intruder", certs, 2000), endpoint->address(),
                           tensor::from_vector<float>({1.f}));
   CHECK_FALSE(refused.ok());
   auto plain = send_one(transport_security{}, endpoint->address(), tensor::from_vector<float>({1.f}));

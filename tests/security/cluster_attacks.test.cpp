@@ -170,11 +170,6 @@ TEST_CASE("a stop from another node is refused, and a task whose device actor is
 
 namespace {
 
-std::vector<std::string> tls_flags(const std::string& dir, const std::string& name) {
-  return {"--tls-cert", dir + "/" + name + ".pem", "--tls-key", dir + "/" + name + ".key",
-          "--tls-ca", dir + "/ca.pem"};
-}
-
 std::vector<std::string> tls_environment(const std::string& dir, const std::string& name,
                                          const std::string& ca_dir) {
   return {"ACTORFLOW_TLS_CERT=" + dir + "/" + name + ".pem",

@@ -33,15 +33,6 @@ namespace {
 /// Where the parent put the certificates for the hidden cases (they do nothing without it).
 constexpr const char* certs_variable = "ACTORFLOW_SIGPIPE_TEST_CERTS";
 
-transport_security tls_of(const std::string& dir, const std::string& name) {
-  transport_security s;
-  s.tls_certificate = dir + "/" + name + ".pem";
-  s.tls_key = dir + "/" + name + ".key";
-  s.tls_ca = dir + "/ca.pem";
-  s.handshake_timeout_ms = 5000;
-  return s;
-}
-
 /// The certificate directory of a hidden case, after checking that the case means something:
 /// SIGPIPE at its default disposition and not blocked on this thread. Empty outside a child.
 std::string child_certificates() {
@@ -67,8 +58,8 @@ struct tls_pair {
   explicit tls_pair(const std::string& certs, std::chrono::milliseconds accepted_stall = 5000ms,
                     std::chrono::milliseconds connected_stall = 5000ms) {
     REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-    auto server_context = bulk_detail::make_tls_context(tls_of(certs, "ps0"), true);
-    auto client_context = bulk_detail::make_tls_context(tls_of(certs, "worker0"), false);
+    auto server_context = bulk_detail::make_tls_context(tls_of(certs, "ps0", certs, 5000), true);
+    auto client_context = bulk_detail::make_tls_context(tls_of(certs, "worker0", certs, 5000), false);
     REQUIRE(server_context.ok());
     REQUIRE(client_context.ok());
     // The handshake needs both sides at once; the accepting side on a thread of its own.
@@ -140,10 +131,10 @@ TEST_CASE("sigpipe child: a TLS bulk endpoint destroyed with a sender's connecti
       ++delivered;
       return status{};
     },
-    {}, tls_of(certs, "ps0"));
+    {}, tls_of(certs, "ps0", certs, 5000));
   REQUIRE(listening.ok());
   auto address = (*listening)->address();
-  bulk_sender sender{tls_of(certs, "worker0")};
+  bulk_sender sender{tls_of(certs, "worker0", certs, 5000)};
   auto send_one = [&] {
     std::promise<status> written;
     sender.send(address, 1, "a;b;x:0", tensor::from_vector<float>({1.f, 2.f}),
@@ -181,11 +172,6 @@ TEST_CASE("a TLS write or alert into a closed connection fails with EPIPE and le
 }
 
 namespace {
-
-std::vector<std::string> tls_flags(const std::string& dir, const std::string& name) {
-  return {"--tls-cert", dir + "/" + name + ".pem", "--tls-key", dir + "/" + name + ".key",
-          "--tls-ca", dir + "/ca.pem"};
-}
 
 /// "signal 13" or "exit code 0", for messages.
 std::string ending(const child_process& p, int code) {
