@@ -77,6 +77,13 @@ inline std::vector<std::string> tls_flags(const std::string& dir, const std::str
           "--tls-ca", dir + "/ca.pem"};
 }
 
+/// The same as environment variables (ACTORFLOW_TLS_*), for programs without TLS flags.
+inline std::vector<std::string> tls_environment(const std::string& dir, const std::string& name,
+                                                const std::string& ca_dir) {
+  return {"ACTORFLOW_TLS_CERT=" + dir + "/" + name + ".pem",
+          "ACTORFLOW_TLS_KEY=" + dir + "/" + name + ".key", "ACTORFLOW_TLS_CA=" + ca_dir + "/ca.pem"};
+}
+
 /// The same as transport settings: `name`'s certificate and key from `dir`, trusting the CA in
 /// `ca_dir`, with a handshake bound of `handshake_timeout_ms`.
 inline transport_security tls_of(const std::string& dir, const std::string& name,

@@ -168,15 +168,6 @@ TEST_CASE("a stop from another node is refused, and a task whose device actor is
   CHECK(log.find("exit code 4") != std::string::npos);
 }
 
-namespace {
-
-std::vector<std::string> tls_environment(const std::string& dir, const std::string& name,
-                                         const std::string& ca_dir) {
-  return {"ACTORFLOW_TLS_CERT=" + dir + "/" + name + ".pem",
-          "ACTORFLOW_TLS_KEY=" + dir + "/" + name + ".key", "ACTORFLOW_TLS_CA=" + ca_dir + "/ca.pem"};
-}
-
-} // namespace
 
 TEST_CASE("with mutual TLS the classic example and the MLP train on processes, and a certificate of another CA is refused", "[security][tls]") {
   actorflow::test::temp_dir dir;

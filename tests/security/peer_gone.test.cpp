@@ -171,16 +171,6 @@ TEST_CASE("a TLS write or alert into a closed connection fails with EPIPE and le
   CHECK(output.find("in 3 test cases") != std::string::npos);
 }
 
-namespace {
-
-/// "signal 13" or "exit code 0", for messages.
-std::string ending(const child_process& p, int code) {
-  return p.exit_signal() != 0 ? "signal " + std::to_string(p.exit_signal())
-                              : "exit code " + std::to_string(code);
-}
-
-} // namespace
-
 TEST_CASE("the README's mutual-TLS between-graph run of 1 ps and 2 workers ends with every process exiting 0", "[security][tls][sigpipe]") {
   actorflow::test::temp_dir dir;
   auto certs = dir.path() + "/certs";
@@ -210,9 +200,9 @@ TEST_CASE("the README's mutual-TLS between-graph run of 1 ps and 2 workers ends 
   // The ps ends by itself once both workers have finished: no signal is sent.
   auto ps_code = ps.wait_exit(30000ms);
   auto ps_log = ps.stderr_text();
-  INFO("chief: " << ending(*chief, chief_code) << "\n" << output << chief->stderr_text());
-  INFO("worker 1: " << ending(*second, second_code) << "\n" << second->stderr_text());
-  INFO("ps: " << ending(ps, ps_code) << "\n" << ps_log);
+  INFO("chief: " << chief->ending(chief_code) << "\n" << output << chief->stderr_text());
+  INFO("worker 1: " << second->ending(second_code) << "\n" << second->stderr_text());
+  INFO("ps: " << ps.ending(ps_code) << "\n" << ps_log);
   CHECK(chief_code == 0);
   CHECK(second_code == 0);
   CHECK(ps_code == 0);

@@ -298,6 +298,12 @@ public:
   /// otherwise.
   int exit_signal() const { return exit_signal_; }
 
+  /// How the child ended, for messages: "signal 13" or "exit code 0" (`code` from wait_exit).
+  std::string ending(int code) const {
+    return exit_signal_ != 0 ? "signal " + std::to_string(exit_signal_)
+                             : "exit code " + std::to_string(code);
+  }
+
   /// Everything the child wrote to stderr (call after it exited; empty when not captured).
   std::string stderr_text() {
     std::string text;
