@@ -5,6 +5,7 @@
 #include "actors/session_master.hpp"
 #include "actors/sigpipe.hpp"
 #include "actors/task_service.hpp"
+#include "actors/transport_security.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -66,6 +67,7 @@ status prepare_system(server::impl& state, const server_options& options) {
     state.sys = options.system;
     return {};
   }
+  AF_RETURN_IF_ERROR(process_transport_security_usable().with_context("a server"));
   state.config = serving_config();
   // Its threads keep SIGPIPE blocked (see default_actor_system).
   sigpipe_blocked during_start;

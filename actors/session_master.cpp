@@ -77,6 +77,8 @@ caf::duration request_bound(double seconds) {
 }
 
 status check_network_system(caf::actor_system& sys, const std::string& what) {
+  // Never on a network without the security its environment asked for.
+  AF_RETURN_IF_ERROR(process_transport_security_usable().with_context(what));
   if (!sys.has_middleman())
     return make_error(errc::failed_precondition,
                       what + " needs CAF's middleman in the actor system: call "

@@ -65,6 +65,8 @@ std::string environment(const char* name) {
 
 std::mutex settings_mutex;
 std::optional<transport_security> settings;
+/// Why the environment's settings were refused, until set_process_transport_security replaces them.
+std::optional<status> environment_error;
 std::atomic<bool> frozen{false};
 
 } // namespace
@@ -166,12 +168,21 @@ const transport_security& process_transport_security() {
     if (from_environment) {
       settings = std::move(*from_environment);
     } else {
-      std::cerr << "actorflow: ignoring the transport security environment: "
+      std::cerr << "actorflow: the transport security environment is unusable: "
                 << from_environment.error().message() << std::endl;
+      environment_error = from_environment.error();
       settings = transport_security{};
     }
   }
   return *settings;
+}
+
+status process_transport_security_usable() {
+  (void)process_transport_security();
+  std::lock_guard<std::mutex> lock{settings_mutex};
+  if (environment_error)
+    return *environment_error;
+  return {};
 }
 
 status set_process_transport_security(transport_security next) {
@@ -182,6 +193,7 @@ status set_process_transport_security(transport_security next) {
                       "transport security is set before the first actor system is made; this "
                       "process already has one");
   settings = std::move(next);
+  environment_error.reset();
   return {};
 }
 

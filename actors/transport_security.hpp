@@ -70,9 +70,15 @@ result<transport_security> transport_security_from_environment();
 result<std::string> read_token_file(const std::string& path, const std::string& what);
 
 /// The process's settings: those set_process_transport_security() set, else the environment's
-/// (read once; a bad environment is reported on stderr once and leaves the process with no
-/// token and no TLS, which fails every connection to a secured cluster with a clear error).
+/// (read once; a bad environment is reported on stderr once and leaves no token and no TLS
+/// here, and process_transport_security_usable() says why).
 const transport_security& process_transport_security();
+
+/// Whether the process's settings are the ones asked for: the environment's error (a token
+/// file that cannot be read, TLS files given in part, a certificate that does not load) until
+/// set_process_transport_security() replaces them. Servers and sessions across processes fail
+/// with it instead of serving or connecting without the security the environment asked for.
+status process_transport_security_usable();
 
 /// Sets the process's settings after check(); fails (failed_precondition) once an actor system
 /// has read them, since its connections are already made under the old ones.

@@ -127,3 +127,27 @@ TEST_CASE("with good certificates the same flags pass the security check", "[sec
   master.signal(SIGTERM);
   CHECK(master.wait_exit(10000ms) == 0);
 }
+
+TEST_CASE("a program that reads its security from the environment and finds it unusable neither connects nor serves without it", "[security][tls]") {
+  actorflow::test::temp_dir dir;
+  write_file(dir.path() + "/garbage.pem", "not a certificate\n");
+  make_certificates(dir.path() + "/cluster", {"client"});
+  // A plain cluster: were TLS dropped, the classic example would train on it and exit 0.
+  cluster_processes cluster{ACTORFLOW_WORKER_BINARY, {{"canshu", 2}, {"gongzuo", 2}}};
+  REQUIRE(cluster.ready());
+  auto environment = tls_environment(dir.path() + "/cluster", "client", dir.path() + "/cluster");
+  environment[0] = "ACTORFLOW_TLS_CERT=" + dir.path() + "/garbage.pem";
+  child_process client{ACTORFLOW_EXAMPLE_BINARY,
+                       {"--target", "caf://" + cluster.address(2), "--cluster",
+                        cluster.spec_json(), "--steps", "10"},
+                       true, environment};
+  auto output = client.read_all_lines(30000ms);
+  auto code = client.wait_exit(10000ms);
+  auto errors = client.stderr_text();
+  INFO(output << errors);
+  CHECK(code != 0);
+  CHECK(output.find("0 ") == std::string::npos); // not a step
+  CHECK(errors.find(dir.path() + "/garbage.pem") != std::string::npos);
+  CHECK(errors.find("a session on caf://") != std::string::npos);
+  CHECK(cluster.stop());
+}
