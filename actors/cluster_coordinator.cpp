@@ -364,6 +364,12 @@ status cluster_coordinator::join() {
   return error;
 }
 
+status cluster_coordinator::wait_until_open_at_most(std::size_t open) {
+  std::unique_lock<std::mutex> lock{impl_->mutex};
+  impl_->changed.wait(lock, [&] { return impl_->open.size() <= open || !impl_->first_error.ok(); });
+  return impl_->first_error;
+}
+
 bool cluster_coordinator::done() const {
   std::lock_guard<std::mutex> guard{impl_->mutex};
   return impl_->open.empty();

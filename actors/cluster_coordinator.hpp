@@ -205,6 +205,11 @@ public:
   /// Waits until every closure scheduled so far has finished. The first error of a closure
   /// since the last join (naming the closure and the task at fault), or ok.
   status join();
+  /// Waits until at most `open` of the closures scheduled so far are queued or running, or one
+  /// has failed since the last join: ok, or that failure (join() still reports it). A caller
+  /// that keeps a bounded number of closures in flight schedules more after each wait, so a
+  /// closure held up (its worker frozen until the step bound) holds up no other.
+  status wait_until_open_at_most(std::size_t open);
   /// Whether every closure scheduled so far has finished.
   bool done() const;
 

@@ -165,6 +165,10 @@ TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join
       return 7;
     });
     CHECK_FALSE(coordinator.done());
+    // Waiting for room returns once the others finished, the held one still open: a caller
+    // that keeps closures in flight goes on past one that is held up.
+    REQUIRE(coordinator.wait_until_open_at_most(1).ok());
+    CHECK_FALSE(held.ready());
     release.set_value();
     auto joined = coordinator.join();
     INFO(joined.to_string());
@@ -197,6 +201,8 @@ TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join
         return r.error();
       return r->at(0).scalar_value<float>();
     });
+    // The wait for room reports the failure, and join still does.
+    CHECK_FALSE(coordinator.wait_until_open_at_most(0).ok());
     auto failed = coordinator.join();
     INFO(failed.to_string());
     REQUIRE_FALSE(failed.ok());
