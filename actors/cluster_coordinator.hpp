@@ -39,8 +39,9 @@ namespace actorflow {
 struct coordinator_options {
   /// The job whose tasks run closures.
   std::string worker_job = "worker";
-  /// Every worker session's options (timeout_seconds bounds each step and each probe; threads);
-  /// the coordinator sets cluster, default_task and device_filters.
+  /// Every worker session's options (timeout_seconds bounds each step and each probe, but the
+  /// probe of a worker whose step just failed: probe_after_step_seconds; threads); the
+  /// coordinator sets cluster, default_task and device_filters.
   session_options session;
   /// How long a lost worker waits between probes for its return.
   double probe_interval_seconds = 0.5;
