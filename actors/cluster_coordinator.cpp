@@ -104,6 +104,7 @@ struct cluster_coordinator::impl {
     : system(sys), cluster(std::make_shared<cluster_spec>(spec)), options(std::move(opts)) {
     owner = new_incarnation(); // never 0: 0 means unfenced
     probe_timeout = options.session.timeout_seconds > 0 ? options.session.timeout_seconds : 10.0;
+    worker_probe_timeout = probe_after_step_seconds(probe_timeout);
     int n = cluster->num_tasks(options.worker_job);
     for (int i = 0; i < n; ++i) {
       auto w = std::make_unique<worker_context::worker>(worker_context::worker{sys, i, {}, {}, {}});
@@ -164,7 +165,11 @@ struct cluster_coordinator::impl {
   verdict judge(const worker_context::worker& w, const status& failure, int transient_failures) {
     if (!connection_like(failure))
       return verdict::closure_failed;
-    if (!probe_task(system, *cluster, options.worker_job, w.index, probe_timeout).ok())
+    // The worker had the whole step bound already: a live one answers a probe at once. A full
+    // bound more kept a frozen worker's closure from the others until it woke (or twice the
+    // bound); taking a slow live worker for lost costs one closure run again (counted once)
+    // and a probe_interval before it serves again.
+    if (!probe_task(system, *cluster, options.worker_job, w.index, worker_probe_timeout).ok())
       return verdict::worker_lost;
     if (transient_failures >= options.transient_retries)
       return verdict::closure_failed;
@@ -310,6 +315,8 @@ struct cluster_coordinator::impl {
   coordinator_options options;
   std::uint64_t owner = 0;
   double probe_timeout = 10;
+  /// How long a worker whose closure failed has to answer before it counts as lost.
+  double worker_probe_timeout = 2;
   std::vector<std::unique_ptr<worker_context::worker>> workers;
   std::vector<std::thread> threads;
 
@@ -362,6 +369,12 @@ status cluster_coordinator::join() {
   auto error = impl_->first_error;
   impl_->first_error = {};
   return error;
+}
+
+status cluster_coordinator::wait_until_open_at_most(std::size_t open) {
+  std::unique_lock<std::mutex> lock{impl_->mutex};
+  impl_->changed.wait(lock, [&] { return impl_->open.size() <= open || !impl_->first_error.ok(); });
+  return impl_->first_error;
 }
 
 bool cluster_coordinator::done() const {

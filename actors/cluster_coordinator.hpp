@@ -39,8 +39,9 @@ namespace actorflow {
 struct coordinator_options {
   /// The job whose tasks run closures.
   std::string worker_job = "worker";
-  /// Every worker session's options (timeout_seconds bounds each step and each probe; threads);
-  /// the coordinator sets cluster, default_task and device_filters.
+  /// Every worker session's options (timeout_seconds bounds each step and each probe, but the
+  /// probe of a worker whose step just failed: probe_after_step_seconds; threads); the
+  /// coordinator sets cluster, default_task and device_filters.
   session_options session;
   /// How long a lost worker waits between probes for its return.
   double probe_interval_seconds = 0.5;
@@ -205,6 +206,11 @@ public:
   /// Waits until every closure scheduled so far has finished. The first error of a closure
   /// since the last join (naming the closure and the task at fault), or ok.
   status join();
+  /// Waits until at most `open` of the closures scheduled so far are queued or running, or one
+  /// has failed since the last join: ok, or that failure (join() still reports it). A caller
+  /// that keeps a bounded number of closures in flight schedules more after each wait, so a
+  /// closure held up (its worker frozen until the step bound) holds up no other.
+  status wait_until_open_at_most(std::size_t open);
   /// Whether every closure scheduled so far has finished.
   bool done() const;
 

@@ -2,6 +2,7 @@
 
 #include "actors/io_thread.hpp"
 #include "actors/logging.hpp"
+#include "actors/task_client.hpp"
 #include "actors/tensor_route.hpp"
 
 #include "devices/commit_gate.hpp"
@@ -730,7 +731,8 @@ void fail_waiting_device(Self self, std::int64_t step_id, std::size_t index,
 
 /// How long a probed device has to answer: a live device actor answers at once.
 caf::duration probe_bound(std::int64_t step_timeout_ms) {
-  return caf::duration{std::chrono::milliseconds(std::clamp<std::int64_t>(step_timeout_ms / 4, 200, 2000))};
+  auto seconds = probe_after_step_seconds(static_cast<double>(step_timeout_ms) / 1000);
+  return caf::duration{std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000))};
 }
 
 /// The devices that did not answer step `step_id` in time are probed; those that do not answer

@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -67,6 +68,10 @@ status probe_job(caf::actor_system& sys, const cluster_spec& cluster, const std:
   for (int i = 0; i < cluster.num_tasks(job); ++i)
     AF_RETURN_IF_ERROR(probe_task(sys, cluster, job, i, timeout_seconds));
   return {};
+}
+
+double probe_after_step_seconds(double step_timeout_seconds) {
+  return std::clamp(step_timeout_seconds / 4, 0.2, 2.0);
 }
 
 bool connection_like(const status& failure) {

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -1241,25 +1242,85 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   train::throughput_meter throughput;
   auto hook = progress_hook(o, total_steps, throughput, progress, &metrics, g);
   auto finite = train::make_finite_loss_hook();
+  auto schedule_step = [&](std::int64_t step) {
+    if (!global_order)
+      return coordinator.schedule(
+        [&](worker_context& w) { return train_on(w, batches.on(w)->next()); });
+    return coordinator.schedule(
+      [&train_on, b = batch_of_step(step)](worker_context& w) { return train_on(w, *b); });
+  };
+  // Checkpoints are taken where a --log-every chunk from the start (or restore) crosses an
+  // epoch, once every closure before it has finished and none after it has started: the global
+  // step it holds counts exactly the closures whose updates it holds. `from`'s next one, or the
+  // end of training (false: none there).
+  auto next_checkpoint = [&](std::int64_t from) -> std::pair<std::int64_t, bool> {
+    for (auto at = from; checkpoints && at < total_steps;) {
+      auto next = std::min<std::int64_t>(at + o.log_every, total_steps);
+      if (next / steps_per_epoch > at / steps_per_epoch)
+        return {next, true};
+      at = next;
+    }
+    return {total_steps, false};
+  };
+  // Closures in flight at most: every worker always finds one queued, and the batches they
+  // hold stay bounded. A new one is scheduled as soon as any finishes, not after a whole chunk:
+  // a closure held up (its worker frozen, until the step bound gives it up and it runs again
+  // elsewhere) holds up only itself while the other workers' closures keep counting.
+  const auto window = static_cast<std::size_t>(std::max<std::int64_t>(o.log_every, 2 * workers));
   // A lost ps: the closures that failed with it are given up; once it is back (restarted by
   // a supervisor or by hand), the latest checkpoint is restored into it and training goes on
   // from the global step it holds, losing the updates since.
-  // Scheduled and joined --log-every closures at a time, for progress between them; a
-  // checkpoint after every epoch's worth.
   for (std::int64_t done = *ready; done < total_steps;) {
-    auto chunk = std::min<std::int64_t>(o.log_every, total_steps - done);
-    auto started = clock_type::now();
-    std::vector<remote_value<closure_step>> values;
-    for (std::int64_t i = 0; i < chunk; ++i) {
-      if (!global_order) {
-        values.push_back(coordinator.schedule(
-          [&](worker_context& w) { return train_on(w, batches.on(w)->next()); }));
-        continue;
+    auto [until, save_there] = next_checkpoint(done);
+    std::deque<remote_value<closure_step>> in_flight;
+    auto scheduled = done;
+    auto since = clock_type::now();
+    status failed;
+    while (failed.ok() && done < until) {
+      while (scheduled < until && in_flight.size() < window)
+        in_flight.push_back(schedule_step(scheduled++));
+      failed = coordinator.wait_until_open_at_most(in_flight.size() - 1);
+      std::vector<closure_step> finished;
+      for (auto v = in_flight.begin(); failed.ok() && v != in_flight.end();) {
+        if (!v->ready()) {
+          ++v;
+          continue;
+        }
+        if (auto step = v->fetch())
+          finished.push_back(std::move(*step));
+        else
+          failed = step.error();
+        v = in_flight.erase(v);
       }
-      values.push_back(coordinator.schedule(
-        [&train_on, b = batch_of_step(done + i)](worker_context& w) { return train_on(w, *b); }));
+      if (!failed.ok())
+        break;
+      if (finished.empty())
+        continue;
+      auto now = clock_type::now();
+      // The closures that finished since the last report ran side by side: each gets its share.
+      auto seconds = std::chrono::duration<double>(now - since).count() /
+                     static_cast<double>(finished.size());
+      since = now;
+      for (auto& step : finished) {
+        train::step_report report;
+        report.step = ++done;
+        report.epoch = static_cast<int>((report.step - 1) / steps_per_epoch) + 1;
+        report.loss = step.loss_and_correct.at(0).scalar_value<double>();
+        report.batch_accuracy = step.loss_and_correct.at(1).scalar_value<double>() /
+                                static_cast<double>(step.examples);
+        report.examples = step.examples;
+        report.seconds = seconds;
+        if (auto st = finite->after_step(report); !st.ok())
+          return fail(st);
+        if (auto st = hook->after_step(report); !st.ok())
+          return fail(st);
+      }
     }
-    if (auto joined = coordinator.join(); !joined.ok()) {
+    if (!failed.ok()) {
+      // Every closure in flight ends first (join), then the ps is taken back.
+      auto joined = coordinator.join();
+      if (joined.ok())
+        joined = failed;
       if (!lost_ps_task(o, cluster, joined))
         return fail(joined);
       ps_session.reopen();
@@ -1269,26 +1330,9 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
       done = *back;
       continue;
     }
-    if (checkpoints && (done + chunk) / steps_per_epoch > done / steps_per_epoch)
-      if (auto st = checkpoints.writer->save(ps_session, done + chunk); !st.ok())
+    if (save_there)
+      if (auto st = checkpoints.writer->save(ps_session, done); !st.ok())
         return fail(st);
-    auto seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-    for (auto& v : values) {
-      auto step = v.fetch();
-      train::step_report report;
-      report.step = ++done;
-      report.epoch = static_cast<int>((report.step - 1) / steps_per_epoch) + 1;
-      report.loss = step->loss_and_correct.at(0).scalar_value<double>();
-      report.batch_accuracy = step->loss_and_correct.at(1).scalar_value<double>() /
-                              static_cast<double>(step->examples);
-      report.examples = step->examples;
-      // The chunk's closures ran side by side: each gets its share of the chunk's time.
-      report.seconds = seconds / static_cast<double>(chunk);
-      if (auto st = finite->after_step(report); !st.ok())
-        return fail(st);
-      if (auto st = hook->after_step(report); !st.ok())
-        return fail(st);
-    }
   }
   if (auto written = checkpoints.written(); !written.ok())
     return fail(written);

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace actorflow;
 using namespace std::chrono_literals;
@@ -165,6 +167,10 @@ TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join
       return 7;
     });
     CHECK_FALSE(coordinator.done());
+    // Waiting for room returns once the others finished, the held one still open: a caller
+    // that keeps closures in flight goes on past one that is held up.
+    REQUIRE(coordinator.wait_until_open_at_most(1).ok());
+    CHECK_FALSE(held.ready());
     release.set_value();
     auto joined = coordinator.join();
     INFO(joined.to_string());
@@ -197,6 +203,8 @@ TEST_CASE("a coordinator runs closures on every worker, and a lost ps fails join
         return r.error();
       return r->at(0).scalar_value<float>();
     });
+    // The wait for room reports the failure, and join still does.
+    CHECK_FALSE(coordinator.wait_until_open_at_most(0).ok());
     auto failed = coordinator.join();
     INFO(failed.to_string());
     REQUIRE_FALSE(failed.ok());
@@ -412,6 +420,66 @@ TEST_CASE("actorflow-train --coordinator: a ps frozen past the step timeout keep
   // The closures given up while it was frozen ran again on the batches of their steps: the
   // freeze costs nothing of the result (the same run unfrozen, on a cluster of its own).
   CHECK(printed_accuracy(rest) >= uninterrupted_accuracy(1, flags) - 0.01);
+  std::filesystem::remove_all(dir);
+  CHECK(cluster->stop());
+}
+
+TEST_CASE("actorflow-train --coordinator: a worker frozen for 15 s costs only its closure, the other worker's closures keep counting through the freeze and every closure counts once") {
+  auto cluster = serving_cluster(1, 2);
+  auto dir = "/tmp/af-coordinated-frozen-worker-" + std::to_string(::getpid());
+  // A step line every 10 closures (a fraction of a second on one worker, even under ctest's
+  // load); 10 epochs (4680 closures) outlast the freeze on one worker. --step-timeout 4: the
+  // frozen worker's closure is given up after 4 s and a probe of 1 s, and its worker taken for
+  // lost after another of 1 s, well inside the freeze.
+  child_process trainer{ACTORFLOW_TRAIN_BINARY,
+                        coordinated_training(*cluster, {"--epochs", "10", "--log-every", "10",
+                                                        "--step-timeout", "4", "--output-dir", dir})};
+  REQUIRE(trainer.wait_for_line("step 100 ", 120000ms).has_value());
+  // Worker task 1 (process 2: after the ps and worker 0) stops in the middle of a closure.
+  auto& frozen = cluster->task(2);
+  frozen.signal(SIGSTOP);
+  REQUIRE(frozen.wait_stopped(5000ms));
+  auto stopped_at = std::chrono::steady_clock::now();
+  auto thawed_at = stopped_at + 15000ms;
+  // When each step line came, in seconds from the stop, until the freeze ends (or training
+  // does, should the other worker finish every closure first).
+  std::vector<double> step_lines;
+  std::string during;
+  bool finished = false;
+  for (auto now = stopped_at; now < thawed_at && !finished; now = std::chrono::steady_clock::now()) {
+    auto line = trainer.wait_for_line(
+      "", std::chrono::duration_cast<std::chrono::milliseconds>(thawed_at - now));
+    if (!line)
+      break;
+    during += *line + "\n";
+    finished = line->find("global step: ") != std::string::npos;
+    if (line->rfind("step ", 0) == 0)
+      step_lines.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count());
+  }
+  frozen.signal(SIGCONT);
+  INFO(during);
+  REQUIRE_FALSE(step_lines.empty());
+  // The longest time without a step line while the worker was frozen, its ends included.
+  // Before, every step line waited for the frozen worker's closure (closures went in chunks of
+  // --log-every, each joined before the next) until it ran again: 9.0 s here (15 s, the whole
+  // freeze, at the default --step-timeout). With closures kept in flight it was 0.5 s. 5 s is
+  // a third of the freeze and ten times a step line's period on one loaded worker.
+  double longest = step_lines.front();
+  for (std::size_t i = 1; i < step_lines.size(); ++i)
+    longest = std::max(longest, step_lines[i] - step_lines[i - 1]);
+  if (!finished)
+    longest = std::max(longest, 15.0 - step_lines.back());
+  CHECK(longest < 5.0);
+  auto [rest, errors, exit_code] = run_to_end(trainer);
+  CHECK(exit_code == 0);
+  INFO(rest);
+  INFO(errors);
+  // Exactly once: the closure given up on the frozen worker ran again on the other and counts
+  // once, and nothing of its first attempt applied when the worker woke.
+  CHECK((during + rest).find("global step: 4680 of 4680 (4680 closures done, ") != std::string::npos);
+  CHECK((during + rest).find(" 0 run again after ") == std::string::npos);
+  CHECK((during + rest).find("after 0 worker loss") == std::string::npos);
   std::filesystem::remove_all(dir);
   CHECK(cluster->stop());
 }
