@@ -101,7 +101,8 @@ result<bulk_frame_header> decode_bulk_frame_header(const void* data, std::size_t
 /// How long a bulk endpoint's connection may stay silent: between frames (a sender keeps its
 /// connection across steps, and reconnects when it was closed), and inside a frame (a sender
 /// that stalls mid-frame holds a connection and a buffer). Either ends the connection, with a
-/// line naming the endpoint.
+/// line naming the endpoint. `stall` is the channel's one bound on a silent peer: TCP or TLS
+/// (a record cut off in the middle), endpoint or sender.
 struct bulk_endpoint_timeouts {
   std::chrono::milliseconds idle{std::chrono::minutes(10)};
   std::chrono::milliseconds stall{std::chrono::seconds(30)};

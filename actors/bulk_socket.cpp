@@ -61,16 +61,25 @@ bool read_exact(int fd, void* data, std::size_t size, std::size_t& got,
       // SSL_get_error reads this thread's error queue, which an earlier connection may have
       // left filled: without this a would-block would read as a failure.
       ERR_clear_error();
+      errno = 0;
       auto n = SSL_read(tls, p + got, want);
+      auto read_errno = errno;
       if (n > 0) {
         got += static_cast<std::size_t>(n);
         continue;
       }
       auto error = SSL_get_error(tls, n);
-      if (error == SSL_ERROR_WANT_READ || (error == SSL_ERROR_SYSCALL && errno == EINTR))
+      // SO_RCVTIMEO (start_tls sets it to the stall bound) ran out inside a record: the socket
+      // BIO reports that as "want read", and the part of the record OpenSSL holds keeps
+      // SSL_has_pending true, so waiting again would spin on the same stall forever.
+      auto timed_out = read_errno == EAGAIN || read_errno == EWOULDBLOCK;
+      if ((error == SSL_ERROR_WANT_READ || error == SSL_ERROR_SYSCALL) && timed_out) {
+        stalled = true;
+        return false;
+      }
+      if (error == SSL_ERROR_WANT_READ || (error == SSL_ERROR_SYSCALL && read_errno == EINTR))
         continue;
-      if (error == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))
-        stalled = true; // SO_RCVTIMEO ran out inside a record
+      errno = read_errno;
       return false;
     }
     auto n = ::recv(fd, p + got, size - got, 0);
