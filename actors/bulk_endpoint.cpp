@@ -260,7 +260,7 @@ void bulk_endpoint::accept_loop() {
       log("refusing a connection: " + std::to_string(max_connections) +
           " already open, none idle between frames for " +
           std::to_string(limits_.evictable.count()) + " ms");
-      ::close(fd);
+      refuse_as_full(fd);
       continue;
     }
     auto c = std::make_unique<connection>();
