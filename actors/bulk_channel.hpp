@@ -143,8 +143,9 @@ struct bulk_listen_address {
 
 /// The receiving side of one task: a listener on (host, port 0), an acceptor thread and one
 /// reader thread per accepted connection (at most max_connections; more are refused). Each
-/// complete frame becomes a tensor (allocated once from the default host allocator, read
-/// straight into) handed to `deliver` on the reader thread. The destructor closes every socket
+/// complete frame becomes a tensor (read straight into: up to bulk_receive_chunk_bytes
+/// allocated once from the default host allocator, larger ones mapped and grown as their bytes
+/// arrive) handed to `deliver` on the reader thread. The destructor closes every socket
 /// and joins every thread; it returns once readers finish delivering.
 class bulk_endpoint {
 public:
