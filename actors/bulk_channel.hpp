@@ -35,6 +35,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,6 +68,14 @@ inline constexpr std::size_t bulk_fixed_header_bytes = 32;
 /// The byte an endpoint sends on a new connection once it has let the sender in (after TLS and
 /// the cluster token, when required); a sender waits for it before its first frame.
 inline constexpr std::uint8_t bulk_welcome = 0x57;
+/// The byte an endpoint sends instead, before closing, on a connection it refuses because it
+/// already has bulk_endpoint::max_connections open: the sender's error then names the cap.
+/// Sent before TLS: it is no TLS record type (20..24), so a TLS sender tells it from a
+/// handshake failure.
+inline constexpr std::uint8_t bulk_full = 0x46;
+/// A reader takes budget and grows a frame's buffer this much at a time, as the bytes arrive:
+/// a header's announced size reserves nothing.
+inline constexpr std::size_t bulk_receive_chunk_bytes = std::size_t{4} << 20;
 /// The longest rendezvous key a frame may carry.
 inline constexpr std::size_t max_bulk_key_bytes = 4096;
 
@@ -101,7 +110,8 @@ result<bulk_frame_header> decode_bulk_frame_header(const void* data, std::size_t
 /// How long a bulk endpoint's connection may stay silent: between frames (a sender keeps its
 /// connection across steps, and reconnects when it was closed), and inside a frame (a sender
 /// that stalls mid-frame holds a connection and a buffer). Either ends the connection, with a
-/// line naming the endpoint.
+/// line naming the endpoint. `stall` is the channel's one bound on a silent peer: TCP or TLS
+/// (a record cut off in the middle), endpoint or sender.
 struct bulk_endpoint_timeouts {
   std::chrono::milliseconds idle{std::chrono::minutes(10)};
   std::chrono::milliseconds stall{std::chrono::seconds(30)};
@@ -109,10 +119,16 @@ struct bulk_endpoint_timeouts {
   /// between frames, if that has been idle this long (its sender reconnects when it next
   /// sends); only when none has is the new one refused.
   std::chrono::milliseconds evictable{std::chrono::seconds(1)};
-  /// Bytes of tensors all readers together may be receiving at once: a reader whose frame
-  /// would go beyond waits (and TCP holds its sender back) until others have delivered. A
-  /// frame larger than the whole budget is read alone.
+  /// Bytes of tensors all readers together may hold at once, counted as they arrive (in
+  /// bulk_receive_chunk_bytes steps), not as headers announce them: a reader whose next chunk
+  /// would go beyond waits (and TCP holds its sender back) until others have delivered.
   std::uint64_t in_flight_bytes = std::uint64_t{2} << 30;
+  /// Bytes of in_flight_bytes one connection (one sender: it keeps one per endpoint) may hold:
+  /// a peer holding a huge frame open waits alone, leaving the rest to the others. The oldest
+  /// frame being received never waits (so readers cannot wait on each other in a circle): its
+  /// bytes beyond these limits are its own, not counted against the others', which bounds the
+  /// endpoint's memory at in_flight_bytes plus that one frame (at most max_tensor_bytes()).
+  std::uint64_t peer_in_flight_bytes = std::uint64_t{1} << 30;
 };
 
 /// Where a bulk endpoint listens, and the address it gives peers.
@@ -127,8 +143,9 @@ struct bulk_listen_address {
 
 /// The receiving side of one task: a listener on (host, port 0), an acceptor thread and one
 /// reader thread per accepted connection (at most max_connections; more are refused). Each
-/// complete frame becomes a tensor (allocated once from the default host allocator, read
-/// straight into) handed to `deliver` on the reader thread. The destructor closes every socket
+/// complete frame becomes a tensor (read straight into: up to bulk_receive_chunk_bytes
+/// allocated once from the default host allocator, larger ones mapped and grown as their bytes
+/// arrive) handed to `deliver` on the reader thread. The destructor closes every socket
 /// and joins every thread; it returns once readers finish delivering.
 class bulk_endpoint {
 public:
@@ -162,7 +179,7 @@ public:
 
   /// Tensors received and delivered so far.
   std::uint64_t tensors_received() const { return received_.load(); }
-  /// The most tensor bytes its readers were receiving at once.
+  /// The most tensor bytes its readers were holding at once (the oldest frame's own included).
   std::uint64_t peak_bytes_in_flight() const;
 
 private:
@@ -188,6 +205,10 @@ private:
   void read_loop(connection& c);
   /// Reads one frame; its bytes go to `received`.
   status read_frame(connection& c, bool& clean_end, metric_counter& received);
+  /// Reads a frame's `h.byte_count` tensor bytes into a tensor, taking budget (in `share`)
+  /// and memory as they arrive.
+  struct frame_share;
+  result<tensor> read_tensor(connection& c, const bulk_frame_header& h, frame_share& share);
   /// Shuts the connection idle longest between frames (at least limits_.evictable); false when
   /// there is none. Called with mutex_ held.
   bool evict_idle_connection();
@@ -202,15 +223,30 @@ private:
   std::chrono::milliseconds handshake_timeout_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> received_{0};
-  /// Tensor bytes being received now (under budget_mutex_), and the most there were.
+  /// Under budget_mutex_: tensor bytes held now against the budget; the oldest frame's bytes
+  /// beyond it; the frames being received, by the ticket each drew when it began (the
+  /// smallest is the oldest); and the most bytes ever held at once.
   mutable std::mutex budget_mutex_;
   std::condition_variable budget_freed_;
   std::uint64_t in_flight_ = 0;
+  std::uint64_t oldest_beyond_ = 0;
+  std::set<std::uint64_t> frames_;
+  std::uint64_t next_ticket_ = 0;
   std::uint64_t peak_in_flight_ = 0;
-  /// Waits until `bytes` fit the in-flight budget (or nothing else is in flight), then takes
-  /// them; false when the endpoint is stopping.
-  bool take_budget(std::uint64_t bytes);
-  void return_budget(std::uint64_t bytes);
+  /// A frame's place among the frames being received: begun by begin_frame, ended by
+  /// end_frame (which returns what it holds).
+  struct frame_share {
+    std::uint64_t ticket = 0;
+    /// Bytes held against in_flight_bytes and peer_in_flight_bytes.
+    std::uint64_t counted = 0;
+    /// Bytes held beyond them while it was the oldest frame.
+    std::uint64_t beyond = 0;
+  };
+  frame_share begin_frame();
+  void end_frame(const frame_share& share);
+  /// Waits until `bytes` more fit `share`'s peer limit and the endpoint's budget (the oldest
+  /// frame does not wait), then takes them; false when the endpoint is stopping.
+  bool take_budget(frame_share& share, std::uint64_t bytes);
   std::mutex mutex_;
   std::list<std::unique_ptr<connection>> connections_;
   std::thread acceptor_;

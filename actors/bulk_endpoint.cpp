@@ -13,11 +13,13 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <utility>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -25,6 +27,61 @@
 namespace actorflow {
 
 using namespace bulk_detail;
+
+namespace {
+
+/// Host memory for one large frame's tensor, grown as its bytes arrive: mremap moves pages
+/// instead of copying them, so growing costs no copy, and only what arrived is ever mapped.
+/// Page-aligned (beyond tensor_alignment). Unmapped when dropped, unless handed to a buffer.
+class growing_buffer {
+public:
+  growing_buffer() = default;
+  ~growing_buffer() {
+    if (mapped_ > 0)
+      ::munmap(data_, mapped_);
+  }
+  growing_buffer(const growing_buffer&) = delete;
+  growing_buffer& operator=(const growing_buffer&) = delete;
+
+  /// Maps at least `bytes`; false when the system has no room.
+  bool grow_to(std::size_t bytes) {
+    if (bytes <= mapped_)
+      return true;
+    void* grown = mapped_ == 0
+                    ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                    : ::mremap(data_, mapped_, bytes, MREMAP_MAYMOVE);
+    if (grown == MAP_FAILED)
+      return false;
+    data_ = grown;
+    mapped_ = bytes;
+    return true;
+  }
+  char* data() const { return static_cast<char*>(data_); }
+
+  /// A tensor buffer of the first `bytes` that owns the mapping from here on.
+  std::shared_ptr<buffer> release(std::size_t bytes) {
+    auto mapped = std::exchange(mapped_, 0);
+    return std::make_shared<buffer>(data_, bytes, [mapped](void* p) { ::munmap(p, mapped); });
+  }
+
+private:
+  void* data_ = nullptr;
+  std::size_t mapped_ = 0;
+};
+
+/// Tells a connection refused at the connection cap why, without reading from it: the sender's
+/// bytes (its token, its TLS hello) may already be there, and closing over unread bytes resets
+/// the connection, which loses the reason at the sender.
+void refuse_as_full(int fd) {
+  ::send(fd, &bulk_full, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_WR);
+  char drained[4096];
+  while (::recv(fd, drained, sizeof drained, MSG_DONTWAIT) > 0) {
+  }
+  ::close(fd);
+}
+
+} // namespace
 
 
 result<std::unique_ptr<bulk_endpoint>> bulk_endpoint::listen(const std::string& host,
@@ -114,25 +171,48 @@ bulk_endpoint::~bulk_endpoint() {
   }
 }
 
-bool bulk_endpoint::take_budget(std::uint64_t bytes) {
+bulk_endpoint::frame_share bulk_endpoint::begin_frame() {
+  std::lock_guard<std::mutex> lock{budget_mutex_};
+  frame_share share;
+  share.ticket = next_ticket_++;
+  frames_.insert(share.ticket);
+  return share;
+}
+
+void bulk_endpoint::end_frame(const frame_share& share) {
+  {
+    std::lock_guard<std::mutex> lock{budget_mutex_};
+    in_flight_ -= share.counted;
+    oldest_beyond_ -= share.beyond;
+    frames_.erase(share.ticket);
+  }
+  // Also wakes the frame that has become the oldest.
+  budget_freed_.notify_all();
+}
+
+bool bulk_endpoint::take_budget(frame_share& share, std::uint64_t bytes) {
   std::unique_lock<std::mutex> lock{budget_mutex_};
+  auto fits = [&] {
+    return share.counted + bytes <= limits_.peer_in_flight_bytes &&
+           in_flight_ + bytes <= limits_.in_flight_bytes;
+  };
   // Wakes now and then to notice a stopping endpoint.
-  while (!(in_flight_ == 0 || in_flight_ + bytes <= limits_.in_flight_bytes)) {
+  while (!fits() && share.ticket != *frames_.begin()) {
     if (stopping_)
       return false;
     budget_freed_.wait_for(lock, std::chrono::milliseconds(100));
   }
-  in_flight_ += bytes;
-  peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
-  return true;
-}
-
-void bulk_endpoint::return_budget(std::uint64_t bytes) {
-  {
-    std::lock_guard<std::mutex> lock{budget_mutex_};
-    in_flight_ -= bytes;
+  if (fits()) {
+    share.counted += bytes;
+    in_flight_ += bytes;
+  } else {
+    // The oldest frame: it goes on (someone must, or readers that each hold part of the
+    // budget could wait for each other forever), on its own account.
+    share.beyond += bytes;
+    oldest_beyond_ += bytes;
   }
-  budget_freed_.notify_all();
+  peak_in_flight_ = std::max(peak_in_flight_, in_flight_ + oldest_beyond_);
+  return true;
 }
 
 std::uint64_t bulk_endpoint::peak_bytes_in_flight() const {
@@ -180,7 +260,7 @@ void bulk_endpoint::accept_loop() {
       log("refusing a connection: " + std::to_string(max_connections) +
           " already open, none idle between frames for " +
           std::to_string(limits_.evictable.count()) + " ms");
-      ::close(fd);
+      refuse_as_full(fd);
       continue;
     }
     auto c = std::make_unique<connection>();
@@ -312,26 +392,17 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end, metric_counter&
   auto h = decode_bulk_frame_header(header.data(), header.size());
   if (!h)
     return h.error();
-  if (!take_budget(h->byte_count))
-    return make_error(errc::aborted, "the endpoint is stopping");
-  struct budget_hold {
+  auto share = begin_frame();
+  struct share_hold {
     bulk_endpoint& endpoint;
-    std::uint64_t bytes;
-    ~budget_hold() { endpoint.return_budget(bytes); }
-  } hold{*this, h->byte_count};
-  tensor value;
-  try {
-    value = tensor{h->type, h->shape};
-  } catch (const std::bad_alloc&) {
-    return make_error(errc::resource_exhausted,
-                      "out of memory allocating a tensor of " + std::to_string(h->byte_count) + " bytes");
-  }
-  if (h->byte_count > 0 && !read_exact(fd, value.raw_data(), static_cast<std::size_t>(h->byte_count),
-                                        got, limits_.stall, stalled, tls))
-    return stalled ? stalled_after(got, "inside tensor '" + h->key + "'")
-                   : make_error(errc::data_loss, "connection ended after " + std::to_string(got) +
-                                                   " of " + std::to_string(h->byte_count) +
-                                                   " bytes of '" + h->key + "'");
+    const frame_share& share;
+    // After delivery: the tensor's bytes count until its receiver has it.
+    ~share_hold() { endpoint.end_frame(share); }
+  } hold{*this, share};
+  auto read = read_tensor(c, *h, share);
+  if (!read)
+    return read.error();
+  auto value = std::move(*read);
   if (h->type == dtype::boolean)
     if (auto st = tensor_header::check_booleans(value.raw_data(), h->byte_count, 0); !st.ok())
       return st.with_context("tensor '" + h->key + "'");
@@ -342,6 +413,61 @@ status bulk_endpoint::read_frame(connection& c, bool& clean_end, metric_counter&
   if (auto s = deliver_(h->step_id, std::move(h->key), std::move(value)); !s.ok())
     return s.with_context("tensor '" + key + "'");
   return {};
+}
+
+result<tensor> bulk_endpoint::read_tensor(connection& c, const bulk_frame_header& h,
+                                          frame_share& share) {
+  auto* tls = c.tls.get();
+  std::size_t got = 0;
+  bool stalled = false;
+  auto failed = [&](std::uint64_t at) {
+    return stalled ? make_error(errc::deadline_exceeded,
+                                "the sender stalled for " + std::to_string(limits_.stall.count()) +
+                                  " ms inside tensor '" + h.key + "' after " + std::to_string(at) +
+                                  " bytes")
+                   : make_error(errc::data_loss, "connection ended after " + std::to_string(at) +
+                                                   " of " + std::to_string(h.byte_count) +
+                                                   " bytes of '" + h.key + "'");
+  };
+  auto out_of_memory = [&] {
+    return make_error(errc::resource_exhausted,
+                      "out of memory receiving a tensor of " + std::to_string(h.byte_count) + " bytes");
+  };
+  auto size = static_cast<std::size_t>(h.byte_count);
+  if (size <= bulk_receive_chunk_bytes) {
+    // Small enough to allocate whole, from the host allocator (its pool), and read at once.
+    if (!take_budget(share, size))
+      return make_error(errc::aborted, "the endpoint is stopping");
+    tensor value;
+    try {
+      value = tensor{h.type, h.shape};
+    } catch (const std::bad_alloc&) {
+      return out_of_memory();
+    }
+    if (size > 0 && !read_exact(c.fd, value.raw_data(), size, got, limits_.stall, stalled, tls))
+      return failed(got);
+    return value;
+  }
+  try {
+    check_tensor_allocation_cap(h.type, h.shape);
+  } catch (const std::bad_alloc& e) {
+    return make_error(errc::resource_exhausted, e.what());
+  }
+  // Budget and memory follow the bytes that arrive, a chunk ahead at most: a header that
+  // announces gigabytes and never sends them holds one chunk.
+  growing_buffer memory;
+  std::size_t done = 0;
+  while (done < size) {
+    auto chunk = std::min(size - done, bulk_receive_chunk_bytes);
+    if (!take_budget(share, chunk))
+      return make_error(errc::aborted, "the endpoint is stopping");
+    if (!memory.grow_to(done + chunk))
+      return out_of_memory();
+    if (!read_exact(c.fd, memory.data() + done, chunk, got, limits_.stall, stalled, tls))
+      return failed(done + got);
+    done += chunk;
+  }
+  return tensor{h.type, h.shape, memory.release(size)};
 }
 
 } // namespace actorflow

@@ -26,6 +26,18 @@ namespace actorflow {
 
 using namespace bulk_detail;
 
+namespace {
+
+/// Why an endpoint at its connection cap refused this process (it said so with bulk_full).
+status refused_at_cap(const std::string& address) {
+  return make_error(errc::resource_exhausted,
+                    "bulk endpoint " + address + " refused this process: its task's bulk connection cap is full (" +
+                      std::to_string(bulk_endpoint::max_connections) +
+                      " connections open, none idle between frames long enough to make room)");
+}
+
+} // namespace
+
 
 bulk_sender::bulk_sender(const transport_security& security, credits limits)
     : credits_(limits), handshake_timeout_ms_(security.handshake_timeout_ms) {
@@ -187,9 +199,11 @@ status bulk_sender::write_item(destination& d, const item& it) {
       if (tls_context_) {
         auto started = start_tls(tls_context_.get(), fd, false,
                                  std::chrono::milliseconds(handshake_timeout_ms_),
-                                 std::chrono::seconds(30));
+                                 bulk_endpoint_timeouts{}.stall);
         if (!started) {
           drop_connection(d, fd);
+          if (started.error().code() == errc::resource_exhausted)
+            return refused_at_cap(d.address);
           return started.error().with_context("bulk endpoint " + d.address);
         }
         std::lock_guard<std::mutex> lock{d.mutex};
@@ -226,8 +240,11 @@ status bulk_sender::await_welcome(int fd, ssl_st* tls, const std::string& addres
   bool stalled = false;
   auto bound = std::chrono::milliseconds(handshake_timeout_ms_);
   errno = 0;
-  if (read_exact(fd, &answer, 1, got, bound, stalled, tls) && answer == bulk_welcome)
+  auto answered = read_exact(fd, &answer, 1, got, bound, stalled, tls);
+  if (answered && answer == bulk_welcome)
     return {};
+  if (answered && answer == bulk_full)
+    return refused_at_cap(address);
   // A refusal is an orderly close; a reset is a task that died (its kernel dropped the
   // connection it had not yet taken from its backlog).
   if (errno == ECONNRESET)

@@ -2,6 +2,7 @@
 // bounded waits, notice a peer's hang-up.
 #include "actors/bulk_socket.hpp"
 
+#include "actors/bulk_channel.hpp"
 #include "actors/cluster_spec.hpp"
 
 #include <caf/io/network/native_socket.hpp>
@@ -61,16 +62,25 @@ bool read_exact(int fd, void* data, std::size_t size, std::size_t& got,
       // SSL_get_error reads this thread's error queue, which an earlier connection may have
       // left filled: without this a would-block would read as a failure.
       ERR_clear_error();
+      errno = 0;
       auto n = SSL_read(tls, p + got, want);
+      auto read_errno = errno;
       if (n > 0) {
         got += static_cast<std::size_t>(n);
         continue;
       }
       auto error = SSL_get_error(tls, n);
-      if (error == SSL_ERROR_WANT_READ || (error == SSL_ERROR_SYSCALL && errno == EINTR))
+      // SO_RCVTIMEO (start_tls sets it to the stall bound) ran out inside a record: the socket
+      // BIO reports that as "want read", and the part of the record OpenSSL holds keeps
+      // SSL_has_pending true, so waiting again would spin on the same stall forever.
+      auto timed_out = read_errno == EAGAIN || read_errno == EWOULDBLOCK;
+      if ((error == SSL_ERROR_WANT_READ || error == SSL_ERROR_SYSCALL) && timed_out) {
+        stalled = true;
+        return false;
+      }
+      if (error == SSL_ERROR_WANT_READ || (error == SSL_ERROR_SYSCALL && read_errno == EINTR))
         continue;
-      if (error == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))
-        stalled = true; // SO_RCVTIMEO ran out inside a record
+      errno = read_errno;
       return false;
     }
     auto n = ::recv(fd, p + got, size - got, 0);
@@ -254,6 +264,24 @@ void set_receive_timeout(int fd, std::chrono::milliseconds timeout) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+/// The first byte a connecting side's handshake read, so that a failed handshake can tell an
+/// endpoint's bulk_full (sent in the clear before TLS) from a refusal by TLS.
+struct first_byte {
+  bool seen = false;
+  std::uint8_t value = 0;
+};
+
+long note_first_byte(BIO* bio, int operation, const char* data, std::size_t, int, long, int rc,
+                     std::size_t* processed) {
+  auto* first = reinterpret_cast<first_byte*>(BIO_get_callback_arg(bio));
+  if (first != nullptr && !first->seen && operation == (BIO_CB_READ | BIO_CB_RETURN) && rc > 0 &&
+      processed != nullptr && *processed > 0) {
+    first->seen = true;
+    first->value = static_cast<std::uint8_t>(data[0]);
+  }
+  return rc;
+}
+
 } // namespace
 
 result<std::shared_ptr<ssl_ctx_st>> make_tls_context(const transport_security& security,
@@ -301,8 +329,21 @@ result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool acce
   // The session owns the BIO from here (one reference for both directions).
   SSL_set_bio(tls.get(), socket, socket);
   set_receive_timeout(fd, timeout);
+  first_byte first;
+  if (!accepting) {
+    BIO_set_callback_arg(socket, reinterpret_cast<char*>(&first));
+    BIO_set_callback_ex(socket, note_first_byte);
+  }
   ERR_clear_error();
   auto rc = accepting ? SSL_accept(tls.get()) : SSL_connect(tls.get());
+  if (!accepting) {
+    BIO_set_callback_ex(socket, nullptr);
+    BIO_set_callback_arg(socket, nullptr);
+  }
+  if (rc != 1 && first.seen && first.value == bulk_full) {
+    ERR_clear_error();
+    return make_error(errc::resource_exhausted, "its connection cap is full");
+  }
   if (rc != 1) {
     auto why = tls_errors();
     if (auto verified = SSL_get_verify_result(tls.get()); verified != X509_V_OK)

@@ -53,7 +53,8 @@ result<std::shared_ptr<ssl_ctx_st>> make_tls_context(const transport_security& s
 /// TLS on connected, blocking `fd`, the handshake bounded by `timeout`; reads then wait at most
 /// `stall` inside a record. Its writes (records, handshake, alerts) pass MSG_NOSIGNAL: a closed
 /// connection fails them with EPIPE on any thread, never raising SIGPIPE. An error says why the
-/// peer was refused (its certificate).
+/// peer was refused (its certificate); resource_exhausted when a connecting side was refused
+/// by an endpoint at its connection cap (bulk_full instead of a handshake).
 result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool accepting,
                                           std::chrono::milliseconds timeout,
                                           std::chrono::milliseconds stall);
