@@ -115,9 +115,10 @@ result<bulk_frame_header> decode_bulk_frame_header(const void* data, std::size_t
 struct bulk_endpoint_timeouts {
   std::chrono::milliseconds idle{std::chrono::minutes(10)};
   std::chrono::milliseconds stall{std::chrono::seconds(30)};
-  /// With max_connections open, a new connection takes the place of the one idle longest
-  /// between frames, if that has been idle this long (its sender reconnects when it next
-  /// sends); only when none has is the new one refused.
+  /// With max_connections open, a new connection takes the place of one not yet let in (its
+  /// handshake or token still awaited, the oldest such), else of the one idle longest between
+  /// frames, if that has been idle this long (its sender reconnects when it next sends); only
+  /// when neither exists is the new one refused.
   std::chrono::milliseconds evictable{std::chrono::seconds(1)};
   /// Bytes of tensors all readers together may hold at once, counted as they arrive (in
   /// bulk_receive_chunk_bytes steps), not as headers announce them: a reader whose next chunk
@@ -193,6 +194,12 @@ private:
     std::atomic<std::int64_t> idle_since{0};
     /// Set when the acceptor closed it to make room.
     std::atomic<bool> evicted{false};
+    /// Whether its peer was let in (its TLS and token checked, the welcome sent); until then
+    /// it is the first to make room, so that strangers who connect and say nothing cannot
+    /// hold the cap against members.
+    std::atomic<bool> admitted{false};
+    /// When it was accepted (steady_clock ticks).
+    std::int64_t accepted_at = 0;
     /// TLS on it, under TLS.
     std::shared_ptr<ssl_st> tls;
   };
@@ -209,9 +216,10 @@ private:
   /// and memory as they arrive.
   struct frame_share;
   result<tensor> read_tensor(connection& c, const bulk_frame_header& h, frame_share& share);
-  /// Shuts the connection idle longest between frames (at least limits_.evictable); false when
-  /// there is none. Called with mutex_ held.
-  bool evict_idle_connection();
+  /// Shuts a connection to make room: the oldest not yet let in, else the one idle longest
+  /// between frames (at least limits_.evictable); false when there is none. Called with mutex_
+  /// held.
+  bool make_room();
   void log(const std::string& line) const;
 
   int listen_fd_ = -1;

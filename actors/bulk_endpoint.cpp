@@ -256,15 +256,16 @@ void bulk_endpoint::accept_loop() {
         ++i;
       }
     }
-    if (connections_.size() >= max_connections && !evict_idle_connection()) {
+    if (connections_.size() >= max_connections && !make_room()) {
       log("refusing a connection: " + std::to_string(max_connections) +
-          " already open, none idle between frames for " +
+          " already open, all let in and none idle between frames for " +
           std::to_string(limits_.evictable.count()) + " ms");
       refuse_as_full(fd);
       continue;
     }
     auto c = std::make_unique<connection>();
     c->fd = fd;
+    c->accepted_at = std::chrono::steady_clock::now().time_since_epoch().count();
     auto* raw = c.get();
     c->reader = std::thread{[this, raw] {
       read_loop(*raw);
@@ -274,7 +275,18 @@ void bulk_endpoint::accept_loop() {
   }
 }
 
-bool bulk_endpoint::evict_idle_connection() {
+bool bulk_endpoint::make_room() {
+  // A peer not yet let in first, the one waiting longest: it has shown no right to a place.
+  connection* unproven = nullptr;
+  for (auto& c : connections_)
+    if (!c->finished && !c->evicted && !c->admitted &&
+        (unproven == nullptr || c->accepted_at < unproven->accepted_at))
+      unproven = c.get();
+  if (unproven != nullptr) {
+    unproven->evicted = true;
+    ::shutdown(unproven->fd, SHUT_RDWR);
+    return true;
+  }
   auto now = std::chrono::steady_clock::now().time_since_epoch().count();
   auto bound = std::chrono::duration_cast<std::chrono::steady_clock::duration>(limits_.evictable).count();
   connection* oldest = nullptr;
@@ -337,6 +349,7 @@ void bulk_endpoint::read_loop(connection& c) {
     ::shutdown(c.fd, SHUT_RDWR);
     return;
   }
+  c.admitted = true;
   auto& received = received_from(peer_host(c.fd), "bulk");
   for (;;) {
     bool clean_end = false;

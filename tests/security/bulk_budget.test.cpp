@@ -339,3 +339,45 @@ TEST_CASE("a peer that holds its share of the budget waits alone while another p
   CHECK(watched.endpoint->peak_bytes_in_flight() <= both_hold + legitimate_frame);
   ::close(oldest);
 }
+
+TEST_CASE("strangers who connect and say nothing cannot hold a token endpoint's connection cap against a member",
+          "[security][bulk][cap]") {
+  transport_security security;
+  security.cluster_token = "a token only this cluster knows";
+  security.handshake_timeout_ms = 60000; // the strangers stay for the whole test unless evicted
+  bulk_endpoint_timeouts limits;
+  limits.evictable = 10min; // no member connection is idle long enough to be made room for
+  watched_endpoint watched{limits, security};
+  // Every place taken by a peer that presents no token.
+  std::vector<int> strangers;
+  for (std::size_t i = 0; i < bulk_endpoint::max_connections; ++i)
+    strangers.push_back(connect_raw(watched.port()));
+  // Each member's connection (kept open, as a task's sender keeps it) takes the place of a
+  // stranger, at once.
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<bulk_sender>> members;
+  std::vector<std::future<status>> sent;
+  for (int member = 0; member < 3; ++member) {
+    members.push_back(std::make_unique<bulk_sender>(security));
+    auto written = std::make_shared<std::promise<status>>();
+    sent.push_back(written->get_future());
+    members.back()->send(watched.endpoint->address(), member, "a;b;weights:" + std::to_string(member),
+                         tensor::from_vector<float>(std::vector<float>(784 * 256, 0.5f)),
+                         [written](const status& s) { written->set_value(s); });
+    REQUIRE(sent.back().wait_for(10s) == std::future_status::ready);
+    auto s = sent.back().get();
+    INFO(s.message());
+    CHECK(s.ok());
+  }
+  CHECK(watched.delivered_within(3, 10s));
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+  // Three strangers were closed to make room (without a byte: no welcome), the rest wait on.
+  int closed = 0;
+  for (int fd : strangers) {
+    std::size_t received = 0;
+    closed += closed_within(fd, 100ms, &received) ? 1 : 0;
+    CHECK(received == 0);
+    ::close(fd);
+  }
+  CHECK(closed == 3);
+}
