@@ -9,6 +9,7 @@
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/device.hpp"
 #include "devices/device.hpp"
+#include "devices/cpu/blas_kernels.hpp"
 #include "devices/device_factory.hpp"
 #include "devices/runtime_env.hpp"
 #include "devices/thread_pool.hpp"
@@ -298,6 +299,7 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   // Why a type has no devices here, once per process (TensorFlow logs it at INFO).
   static std::once_flag noted;
   std::call_once(noted, [&] {
+    log_verbose(blas_kernels().summary);
     for (auto& note : made.notes)
       log_verbose(note);
   });

@@ -1,4 +1,5 @@
 #include "devices/device.hpp"
+#include "devices/cpu/blas_kernels.hpp"
 #include "devices/pool_allocator.hpp"
 #include "devices/thread_pool.hpp"
 
@@ -53,12 +54,17 @@ private:
 } // namespace
 
 std::unique_ptr<device> make_cpu_device(device_name name, std::shared_ptr<thread_pool> intra_op) {
+  // Before the first GEMM: the BLAS's kernels by this CPU's features (devices/cpu/blas_kernels.hpp).
+  (void)blas_kernels();
   if (intra_op == nullptr)
     intra_op = std::make_shared<thread_pool>("intra_op", 0);
   return std::make_unique<cpu_device>(std::move(name), std::move(intra_op));
 }
 
-void set_blas_threads(int n) { openblas_set_num_threads(n > 0 ? n : resolve_thread_count(0)); }
+void set_blas_threads(int n) {
+  (void)blas_kernels();
+  openblas_set_num_threads(n > 0 ? n : resolve_thread_count(0));
+}
 
 int blas_threads() { return openblas_get_num_threads(); }
 

@@ -115,6 +115,9 @@ TEST_CASE("ACTORFLOW_VERBOSE=1 logs the devices a session finds, as TensorFlow d
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("actorflow: session 1 on the master: device "
                       "/job:localhost/replica:0/task:0/device:CPU:0") != std::string::npos);
+  // What the CPU can do and the GEMM kernels chosen for it (devices/cpu/blas_kernels.hpp).
+  CHECK(r.output.find("actorflow: cpu: ") != std::string::npos);
+  CHECK(r.output.find("; gemm: OpenBLAS ") != std::string::npos);
   CHECK(run_train("--model linreg --threads 1 --steps 2 --local").output.find("actorflow: ") ==
         std::string::npos);
 }

@@ -1,5 +1,10 @@
 // MatMul with every transpose combination against a naive float64 product.
+#include "devices/cpu/blas_kernels.hpp"
 #include "support/kernel_test_util.hpp"
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
 
 using namespace actorflow;
 using namespace actorflow::testing;
@@ -80,4 +85,99 @@ TEST_CASE("MatMul rejects size-incompatible operands naming both shapes", "[kern
   tensor v{dtype::float32, {3}};
   CHECK(env.run(make_node("MatMul", "mm", dtype::float32), {a, v}).status.code() ==
         errc::invalid_argument);
+}
+
+namespace {
+
+bool same_name(std::string a, std::string b) {
+  for (auto* s : {&a, &b})
+    for (auto& c : *s)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return a == b;
+}
+
+/// The words of /proc/cpuinfo's first "flags" line: the kernel's own view of the CPU.
+std::string kernel_cpu_flags() {
+  std::ifstream info{"/proc/cpuinfo"};
+  std::string line;
+  while (std::getline(info, line))
+    if (line.rfind("flags", 0) == 0)
+      return " " + line.substr(line.find(':') + 1) + " ";
+  return {};
+}
+
+/// Puts back the choice this process made at its start, whatever a test set.
+struct restore_blas_core {
+  ~restore_blas_core() { set_blas_core(blas_kernels().running); }
+};
+
+} // namespace
+
+TEST_CASE("the CPU's features read from CPUID agree with the kernel's flags", "[blas]") {
+  const auto& cpu = detect_cpu_features();
+  auto flags = kernel_cpu_flags();
+  REQUIRE_FALSE(flags.empty());
+  INFO(cpu.summary() << "\nkernel:" << flags);
+  auto has = [&](const char* flag) { return flags.find(std::string{" "} + flag + " ") != std::string::npos; };
+  CHECK(cpu.sse4_2 == has("sse4_2"));
+  CHECK(cpu.avx == has("avx"));
+  CHECK(cpu.avx2 == has("avx2"));
+  CHECK(cpu.fma == has("fma"));
+  CHECK(cpu.avx512f == has("avx512f"));
+  CHECK(cpu.avx512bw == has("avx512bw"));
+  CHECK(cpu.avx512vl == has("avx512vl"));
+  CHECK(cpu.avx512_bf16 == has("avx512_bf16"));
+  CHECK(cpu.amx_tile == has("amx_tile"));
+  CHECK(cpu.summary().find(" family " + std::to_string(cpu.family) + " model ") != std::string::npos);
+}
+
+TEST_CASE("with OpenBLAS's own detection made wrong (Prescott), actorflow still runs GEMMs on the widest kernels this CPU has", "[blas][matmul]") {
+  restore_blas_core restore;
+  const auto& cpu = detect_cpu_features();
+  // What OpenBLAS 0.3.21 does by itself on a CPU model newer than it (family 6 model 207).
+  REQUIRE(set_blas_core("Prescott"));
+  REQUIRE(running_blas_core() == "Prescott");
+  auto choice = choose_blas_kernels(cpu, "");
+  INFO(choice.summary);
+  CHECK(choice.library_chose == "Prescott");
+  CHECK(choice.problem.empty());
+  CHECK(same_name(choice.running, widest_blas_core(cpu)));
+  CHECK(same_name(running_blas_core(), choice.running));
+  if (cpu.avx512_core())
+    CHECK((same_name(choice.running, "SkylakeX") || same_name(choice.running, "Cooperlake")));
+  else if (cpu.avx2 && cpu.fma)
+    CHECK((same_name(choice.running, "Haswell") || same_name(choice.running, "Zen")));
+  CHECK(choice.summary.find("OpenBLAS chose Prescott") != std::string::npos);
+  CHECK(choice.summary.find("the widest kernels this CPU runs") != std::string::npos);
+  // The kernels switched to compute what float64 says.
+  for (bool ta : {false, true}) {
+    check_matmul<float>(64, 130, 33, ta, !ta, 1e-5);
+    check_matmul<double>(17, 9, 11, ta, ta, 1e-12);
+  }
+}
+
+TEST_CASE("ACTORFLOW_BLAS_CORE forces a core type this CPU runs, and one it cannot run or that does not exist is refused with the reason", "[blas][matmul]") {
+  restore_blas_core restore;
+  const auto& cpu = detect_cpu_features();
+  auto forced = choose_blas_kernels(cpu, "prescott");
+  INFO(forced.summary);
+  CHECK(forced.problem.empty());
+  CHECK(running_blas_core() == "Prescott");
+  CHECK(forced.summary.find("forced by ACTORFLOW_BLAS_CORE") != std::string::npos);
+  check_matmul<float>(64, 130, 33, false, true, 1e-5);
+
+  auto unknown = choose_blas_kernels(cpu, "Pentium4000");
+  INFO(unknown.summary);
+  CHECK(unknown.problem.find("ACTORFLOW_BLAS_CORE=Pentium4000 is not a core type") != std::string::npos);
+  CHECK(same_name(running_blas_core(), widest_blas_core(cpu)));
+
+  // A core that needs more than this CPU has, where there is one.
+  for (auto& core : blas_core_types())
+    if (!cpu_runs_blas_core(cpu, core)) {
+      auto refused = choose_blas_kernels(cpu, core);
+      INFO(refused.summary);
+      CHECK(refused.problem.find("needs instructions this CPU lacks") != std::string::npos);
+      CHECK(same_name(running_blas_core(), widest_blas_core(cpu)));
+      break;
+    }
 }
