@@ -652,6 +652,8 @@ struct coordinator_step {
   /// Once the probes have answered: the devices found hung ("" when none was).
   bool judged = false;
   std::string hung;
+  /// Their indices, for step_outcome::hung_calls.
+  std::vector<std::int32_t> hung_calls;
   /// All-or-nothing: the calls that hold first updates, which of them are prepared, and how
   /// many are not yet.
   std::vector<std::int32_t> gated;
@@ -694,7 +696,7 @@ void on_device_result(Self self, std::int64_t step_id,
   step.execution_ns = std::max(step.execution_ns, result.execution_ns);
   if (--step.remaining > 0)
     return;
-  step_outcome outcome{step.first_error, {}, step.execution_ns};
+  step_outcome outcome{step.first_error, {}, step.execution_ns, std::move(step.hung_calls)};
   if (outcome.outcome.ok())
     outcome.fetched = std::move(step.fetched);
   step.promise.deliver(std::move(outcome));
@@ -762,6 +764,8 @@ void judge_timeouts(Self self, std::int64_t step_id, std::int64_t timeout_ms) {
       hung_names += (hung_names.empty() ? "" : ", ") + device_label(s, index);
     s.judged = true;
     s.hung = hung_names;
+    for (auto index : hung)
+      s.hung_calls.push_back(static_cast<std::int32_t>(index));
     // The hung first: the step keeps the first real failure as its cause.
     for (auto index : hung)
       on_device_result(self, step_id, index,

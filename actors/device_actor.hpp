@@ -91,6 +91,10 @@ struct step_outcome {
   std::vector<std::vector<tensor>> fetched;
   /// The longest any device spent executing its partition.
   std::int64_t execution_ns = 0;
+  /// The calls (indices into step_plan::calls) whose devices answered neither the step within
+  /// its bound nor a probe after it: hung or unreachable, so that their caller need not wait
+  /// a bound again for their answer to anything else (a session's close).
+  std::vector<std::int32_t> hung_calls;
 };
 
 /// Wire encoding (for when a coordinator runs in another process); see protocols/wire.hpp.
@@ -103,7 +107,8 @@ typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
 /// Wire encoding of a step's outcome; see protocols/wire.hpp.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_outcome& x) {
-  return f(caf::meta::type_name("step_outcome"), x.outcome, x.fetched, x.execution_ns);
+  return f(caf::meta::type_name("step_outcome"), x.outcome, x.fetched, x.execution_ns,
+           x.hung_calls);
 }
 
 } // namespace protocol
