@@ -21,6 +21,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace actorflow;
 using namespace std::chrono_literals;
@@ -411,6 +412,75 @@ TEST_CASE("a worker killed while actorflow-train runs on it ends training with a
   cluster->task(1).signal(SIGTERM);
   CHECK(cluster->task(0).wait_exit(10000ms) == 0);
   CHECK(cluster->task(1).wait_exit(10000ms) == 0);
+}
+
+namespace {
+
+/// How in-graph training ended once its ps task was stopped: actorflow-train's exit code (-1:
+/// still running after 30 s, then killed), its stderr and how long after the SIGSTOP it exited.
+struct stopped_ps_outcome {
+  int code = -1;
+  std::string errors;
+  std::chrono::steady_clock::duration waited{};
+};
+
+/// actorflow-train's in-graph MLP on a ps and two worker processes with --step-timeout
+/// `step_timeout_s`, as its own master or (`on_a_master_task`) on worker task 0's, and the ps
+/// SIGSTOPped once 20 steps ran. The ps is resumed and every task stopped afterwards.
+stopped_ps_outcome train_while_the_ps_is_stopped(bool on_a_master_task, int step_timeout_s) {
+  auto cluster = start_cluster({{"ps", 1}, {"worker", 2}}, on_a_master_task ? "worker" : "");
+  actorflow::test::temp_dir out;
+  std::vector<std::string> args{"--cluster", cluster->spec_json(), "--epochs", "5", "--threads", "1",
+                                "--log-every", "10", "--step-timeout", std::to_string(step_timeout_s),
+                                "--output-dir", out.path()};
+  if (on_a_master_task)
+    args.insert(args.begin(), {"--target", "caf://" + cluster->address(1)});
+  child_process train{ACTORFLOW_TRAIN_BINARY, args};
+  REQUIRE(train.wait_for_line("step 20 ", 60000ms).has_value());
+  auto& ps = cluster->task(0);
+  ps.signal(SIGSTOP);
+  auto stopped = std::chrono::steady_clock::now();
+  stopped_ps_outcome outcome;
+  outcome.code = train.wait_exit(30000ms);
+  outcome.waited = std::chrono::steady_clock::now() - stopped;
+  if (!train.exited()) {
+    train.signal(SIGKILL);
+    train.wait_exit(5000ms);
+  }
+  outcome.errors = train.stderr_text();
+  ps.signal(SIGCONT);
+  ps.signal(SIGTERM);
+  CHECK(ps.wait_exit(10000ms) != -1);
+  CHECK(cluster->stop());
+  return outcome;
+}
+
+/// The bound both in-graph cases keep, for --step-timeout 3 (T): T, the probe's bound
+/// (device_actor.cpp: T / 4 = 750 ms) and 1.25 s for the client to print and exit (0.1 s
+/// measured) on a loaded machine. Waiting a second T, as the client on a master task did while
+/// its close waited for the stopped ps, takes at least 6 s.
+constexpr auto stopped_ps_bound = 3000ms + 750ms + 1250ms;
+
+void check_the_ps_is_named(const stopped_ps_outcome& outcome) {
+  INFO(outcome.errors);
+  INFO("exited " << std::chrono::duration_cast<std::chrono::milliseconds>(outcome.waited).count()
+                 << " ms after the SIGSTOP");
+  CHECK(outcome.code == 1);
+  CHECK(outcome.errors.find("/job:ps/replica:0/task:0/device:CPU:0 did not answer step") !=
+        std::string::npos);
+  CHECK(outcome.errors.find("within 3000 ms, nor a probe after it: hung or unreachable") !=
+        std::string::npos);
+  CHECK(outcome.waited < stopped_ps_bound);
+}
+
+} // namespace
+
+TEST_CASE("in-graph actorflow-train as its own master names a stopped ps within --step-timeout and a probe, and exits") {
+  check_the_ps_is_named(train_while_the_ps_is_stopped(false, 3));
+}
+
+TEST_CASE("in-graph actorflow-train on a worker's master names a stopped ps within --step-timeout and a probe, and exits") {
+  check_the_ps_is_named(train_while_the_ps_is_stopped(true, 3));
 }
 
 namespace {
