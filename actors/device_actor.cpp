@@ -730,10 +730,6 @@ void fail_waiting_device(Self self, std::int64_t step_id, std::size_t index,
   on_device_result(self, step_id, index, step_result{std::move(outcome), {}, 0});
 }
 
-/// How long a probed device has to answer: a live device actor answers at once.
-caf::duration probe_bound(std::int64_t step_timeout_ms) {
-  return caf::duration{std::chrono::milliseconds(std::clamp<std::int64_t>(step_timeout_ms / 4, 200, 2000))};
-}
 
 /// The devices that did not answer step `step_id` in time are probed; those that do not answer
 /// the probe either are hung and fail the step, named; those that do were waiting on them. With
@@ -786,7 +782,7 @@ void judge_timeouts(Self self, std::int64_t step_id, std::int64_t timeout_ms) {
   };
   auto left = std::make_shared<std::size_t>(probed.size());
   for (auto index : probed) {
-    self->request(step.devices[index], probe_bound(timeout_ms), probe_atom::value)
+    self->request(step.devices[index], caf::duration{probe_bound(timeout_ms)}, probe_atom::value)
       .then([=](std::int64_t) {
               (*alive)[index] = true;
               if (--*left == 0)
@@ -892,6 +888,10 @@ step_coordinator_actor::behavior_type step_coordinator(Self self) {
 }
 
 } // namespace
+
+std::chrono::milliseconds probe_bound(std::int64_t step_timeout_ms) {
+  return std::chrono::milliseconds{std::clamp<std::int64_t>(step_timeout_ms / 4, 200, 2000)};
+}
 
 device_actor spawn_device_actor(caf::actor_system& sys, std::shared_ptr<device> dev,
                                 device_actor_options options) {

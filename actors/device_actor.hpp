@@ -113,6 +113,11 @@ typename Inspector::result_type inspect(Inspector& f, step_outcome& x) {
 
 } // namespace protocol
 
+/// How long an actor that has not answered a step within its bound `step_timeout_ms` (a device,
+/// a master) has to answer a probe then: a live actor answers at once. A quarter of the bound,
+/// within [200 ms, 2 s].
+std::chrono::milliseconds probe_bound(std::int64_t step_timeout_ms);
+
 /// With `on_network_thread` (and a middleman), on the I/O thread like a cluster task's device
 /// actors: run requests leave, and answers from other processes arrive, without waking another
 /// thread.
