@@ -730,7 +730,6 @@ void fail_waiting_device(Self self, std::int64_t step_id, std::size_t index,
   on_device_result(self, step_id, index, step_result{std::move(outcome), {}, 0});
 }
 
-
 /// The devices that did not answer step `step_id` in time are probed; those that do not answer
 /// the probe either are hung and fail the step, named; those that do were waiting on them. With
 /// none hung (every device alive, a tensor lost), each timed-out device is named as before.
