@@ -653,6 +653,8 @@ struct coordinator_step {
   /// Once the probes have answered: the devices found hung ("" when none was).
   bool judged = false;
   std::string hung;
+  /// Their indices, for step_outcome::hung_calls.
+  std::vector<std::int32_t> hung_calls;
   /// All-or-nothing: the calls that hold first updates, which of them are prepared, and how
   /// many are not yet.
   std::vector<std::int32_t> gated;
@@ -695,7 +697,7 @@ void on_device_result(Self self, std::int64_t step_id,
   step.execution_ns = std::max(step.execution_ns, result.execution_ns);
   if (--step.remaining > 0)
     return;
-  step_outcome outcome{step.first_error, {}, step.execution_ns};
+  step_outcome outcome{step.first_error, {}, step.execution_ns, std::move(step.hung_calls)};
   if (outcome.outcome.ok())
     outcome.fetched = std::move(step.fetched);
   step.promise.deliver(std::move(outcome));
@@ -729,12 +731,6 @@ void fail_waiting_device(Self self, std::int64_t step_id, std::size_t index,
   on_device_result(self, step_id, index, step_result{std::move(outcome), {}, 0});
 }
 
-/// How long a probed device has to answer: a live device actor answers at once.
-caf::duration probe_bound(std::int64_t step_timeout_ms) {
-  auto seconds = probe_after_step_seconds(static_cast<double>(step_timeout_ms) / 1000);
-  return caf::duration{std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000))};
-}
-
 /// The devices that did not answer step `step_id` in time are probed; those that do not answer
 /// the probe either are hung and fail the step, named; those that do were waiting on them. With
 /// none hung (every device alive, a tensor lost), each timed-out device is named as before.
@@ -764,6 +760,8 @@ void judge_timeouts(Self self, std::int64_t step_id, std::int64_t timeout_ms) {
       hung_names += (hung_names.empty() ? "" : ", ") + device_label(s, index);
     s.judged = true;
     s.hung = hung_names;
+    for (auto index : hung)
+      s.hung_calls.push_back(static_cast<std::int32_t>(index));
     // The hung first: the step keeps the first real failure as its cause.
     for (auto index : hung)
       on_device_result(self, step_id, index,
@@ -784,7 +782,7 @@ void judge_timeouts(Self self, std::int64_t step_id, std::int64_t timeout_ms) {
   };
   auto left = std::make_shared<std::size_t>(probed.size());
   for (auto index : probed) {
-    self->request(step.devices[index], probe_bound(timeout_ms), probe_atom::value)
+    self->request(step.devices[index], caf::duration{probe_bound(timeout_ms)}, probe_atom::value)
       .then([=](std::int64_t) {
               (*alive)[index] = true;
               if (--*left == 0)
@@ -890,6 +888,11 @@ step_coordinator_actor::behavior_type step_coordinator(Self self) {
 }
 
 } // namespace
+
+std::chrono::milliseconds probe_bound(std::int64_t step_timeout_ms) {
+  auto seconds = probe_after_step_seconds(static_cast<double>(step_timeout_ms) / 1000);
+  return std::chrono::milliseconds{static_cast<std::int64_t>(seconds * 1000)};
+}
 
 device_actor spawn_device_actor(caf::actor_system& sys, std::shared_ptr<device> dev,
                                 device_actor_options options) {

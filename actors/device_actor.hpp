@@ -91,6 +91,10 @@ struct step_outcome {
   std::vector<std::vector<tensor>> fetched;
   /// The longest any device spent executing its partition.
   std::int64_t execution_ns = 0;
+  /// The calls (indices into step_plan::calls) whose devices answered neither the step within
+  /// its bound nor a probe after it: hung or unreachable, so that their caller need not wait
+  /// a bound again for their answer to anything else (a session's close).
+  std::vector<std::int32_t> hung_calls;
 };
 
 /// Wire encoding (for when a coordinator runs in another process); see protocols/wire.hpp.
@@ -103,10 +107,16 @@ typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
 /// Wire encoding of a step's outcome; see protocols/wire.hpp.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_outcome& x) {
-  return f(caf::meta::type_name("step_outcome"), x.outcome, x.fetched, x.execution_ns);
+  return f(caf::meta::type_name("step_outcome"), x.outcome, x.fetched, x.execution_ns,
+           x.hung_calls);
 }
 
 } // namespace protocol
+
+/// How long an actor that has not answered a step within its bound `step_timeout_ms` (a device,
+/// a master) has to answer a probe then: a live actor answers at once. A quarter of the bound,
+/// within [200 ms, 2 s].
+std::chrono::milliseconds probe_bound(std::int64_t step_timeout_ms);
 
 /// With `on_network_thread` (and a middleman), on the I/O thread like a cluster task's device
 /// actors: run requests leave, and answers from other processes arrive, without waking another

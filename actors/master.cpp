@@ -99,6 +99,10 @@ struct master_state {
   /// Device actors seen going away (killed task, lost connection): closing a session frees
   /// nothing on them rather than waiting out the timeout for an answer that cannot come.
   std::set<caf::actor_addr> lost_devices;
+  /// Device actors a step found hung (no answer to the step, nor to a probe after it): closing
+  /// a session still sends them its frees but does not wait a bound for their answers, which a
+  /// stopped process cannot give. One that answers anything again is taken off.
+  std::set<caf::actor_addr> hung_devices;
   /// The master found every task it needs once: later discoveries wait for none.
   bool reached_cluster = false;
 
@@ -275,6 +279,23 @@ result<std::shared_ptr<run_plan>> plan_for(Self self, master_session& s,
   return plan;
 }
 
+/// Remembers the devices `outcome` found hung, and forgets those of `plan` that answered it.
+template <class Self>
+void note_hung_devices(Self self, const run_plan& plan, const step_outcome& outcome) {
+  auto& hung = self->state.hung_devices;
+  std::vector<bool> found(plan.partitions.size(), false);
+  for (auto index : outcome.hung_calls)
+    if (index >= 0 && static_cast<std::size_t>(index) < found.size())
+      found[static_cast<std::size_t>(index)] = true;
+  for (std::size_t k = 0; k < plan.partitions.size(); ++k) {
+    auto address = plan.partitions[k].actor.address();
+    if (found[k])
+      hung.insert(address);
+    else if (!hung.empty())
+      hung.erase(address);
+  }
+}
+
 /// Runs one step of a registered plan and delivers the fetches in request order.
 template <class Self>
 void run_step(Self self, std::shared_ptr<const run_plan> plan, master_run_request& req,
@@ -286,6 +307,7 @@ void run_step(Self self, std::shared_ptr<const run_plan> plan, master_run_reques
   self->request(self->state.coordinator, caf::infinite, run_atom::value, std::move(step))
     .then(
       [=](step_outcome& outcome) mutable {
+        note_hung_devices(self, *plan, outcome);
         master_run_result out;
         out.placed = std::move(placed);
         out.outcome = std::move(outcome.outcome);
@@ -324,6 +346,15 @@ void close_session(Self self, std::int64_t handle, completion done) {
         continue;
       }
       auto where = "freeing a partition on " + p.device;
+      auto address = p.actor.address();
+      if (self->state.hung_devices.count(address) > 0) {
+        // Freed when (if) its process resumes; the close waits for none of it.
+        freed_all->report({});
+        self->request(p.actor, request_bound(self->state.options.timeout_seconds), deregister_atom::value,
+                      p.handle)
+          .then([=](status&) { self->state.hung_devices.erase(address); }, [](caf::error&) {});
+        continue;
+      }
       self->request(p.actor, request_bound(self->state.options.timeout_seconds), deregister_atom::value,
                     p.handle)
         .then([=](status& freed) { freed_all->report(freed.with_context(where)); },

@@ -1,6 +1,7 @@
 #include "actors/session.hpp"
 #include "actors/transport_guard.hpp"
 
+#include "actors/device_actor.hpp"
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
@@ -101,6 +102,9 @@ struct session::impl {
       if (master.owned) {
         // From the owner: the master takes a session's close only from its owner's node.
         caf::send_as(owner, master.master, close_atom::value, handle);
+      } else if (master_hung) {
+        // It would not answer: the close is sent, in case it resumes, and nothing waits.
+        caf::send_as(owner, master.master, close_atom::value, handle);
       } else {
         status closed;
         static_cast<void>(ask(task_timeout(options) > 0 ? task_timeout(options) : 10.0, closed,
@@ -127,29 +131,78 @@ struct session::impl {
   /// `timeout_seconds` (0: without bound), and never past the master going down.
   template <class T, class... Ts>
   status ask(double timeout_seconds, T& answer, Ts&&... args) {
+    return ask_probing(timeout_seconds, 0.0, answer, std::forward<Ts>(args)...);
+  }
+
+  /// ask(), and once `probe_after_seconds` (0: never) passed without the answer, the master is
+  /// probed: one that answers neither that nor the request within probe_bound() is hung or
+  /// unreachable, which fails the request then, not after all of `timeout_seconds` (which
+  /// leaves a live master time to register partitions and probe its tasks).
+  template <class T, class... Ts>
+  status ask_probing(double timeout_seconds, double probe_after_seconds, T& answer, Ts&&... args) {
+    using std::chrono::steady_clock;
+    auto microseconds = [](double seconds) {
+      return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(seconds));
+    };
     caf::scoped_actor self{system};
     self->monitor(master.master);
     self->send(master.master, std::forward<Ts>(args)...);
     if (options.drive)
       options.drive();
     status transport;
-    auto on_error = [&](caf::error& err) { transport = status_from_error(err); };
+    bool done = false;
+    auto on_answer = [&](T& value) {
+      answer = std::move(value);
+      done = true;
+    };
+    auto on_error = [&](caf::error& err) {
+      transport = status_from_error(err);
+      done = true;
+    };
     auto on_down = [&](caf::down_msg& down) {
       transport = make_error(errc::unavailable,
                              master.name + " went down (" + system.render(down.reason) + ")");
+      done = true;
     };
-    if (timeout_seconds > 0) {
-      auto bound = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::duration<double>(timeout_seconds));
-      self->receive([&](T& value) { answer = std::move(value); }, on_error, on_down,
-                    caf::after(bound) >> [&] {
-                      transport = make_error(errc::deadline_exceeded,
-                                             "no answer within " +
-                                               std::to_string(timeout_seconds) + " s");
-                    });
-    } else {
-      self->receive([&](T& value) { answer = std::move(value); }, on_error, on_down);
+    auto deadline = steady_clock::now() + microseconds(timeout_seconds);
+    if (timeout_seconds > 0 && probe_after_seconds > 0 && probe_after_seconds < timeout_seconds) {
+      self->receive(on_answer, on_error, on_down, caf::after(microseconds(probe_after_seconds)) >> [] {});
+      if (!done) {
+        auto bound_ms = static_cast<std::int64_t>(probe_after_seconds * 1000);
+        // Only the probe's own silence counts: its other errors, the step's answer and a down
+        // message are for the loop below.
+        bool silent = false;
+        self->request(master.master, caf::duration{probe_bound(bound_ms)}, sessions_atom::value)
+          .receive([](std::int64_t) {},
+                   [&](caf::error& err) { silent = err == caf::sec::request_timeout; });
+        if (silent) {
+          master_hung = true;
+          transport = make_error(errc::deadline_exceeded,
+                                 "no answer within " + std::to_string(bound_ms) +
+                                   " ms, nor to a probe after it: hung or unreachable");
+          done = true;
+        }
+      }
     }
+    while (!done) {
+      if (timeout_seconds <= 0) {
+        self->receive(on_answer, on_error, on_down);
+        break;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - steady_clock::now());
+      auto expired = [&] {
+        transport = make_error(errc::deadline_exceeded,
+                               "no answer within " + std::to_string(timeout_seconds) + " s");
+        done = true;
+      };
+      if (left.count() <= 0) {
+        expired();
+        break;
+      }
+      self->receive(on_answer, on_error, on_down, caf::after(left) >> expired);
+    }
+    if (transport.ok())
+      master_hung = false;
     // A monitor outlives its observer: without this, every step would leave one behind on the
     // master.
     self->demonitor(master.master.address());
@@ -226,7 +279,11 @@ struct session::impl {
       AF_RETURN_IF_ERROR(sync_graph());
       request->handle = handle;
     }
-    AF_RETURN_IF_ERROR(ask(master_timeout(options), answer, run_atom::value, std::move(*request))
+    // A remote master may hang with its process; it names any other hung task within the
+    // task bound and a probe, so a probe of its own after that bound tells the two apart.
+    auto probe_after = options.target.empty() ? 0.0 : task_timeout(options);
+    AF_RETURN_IF_ERROR(ask_probing(master_timeout(options), probe_after, answer, run_atom::value,
+                                   std::move(*request))
                          .with_context("running a step on " + master.name));
     {
       std::lock_guard<std::mutex> guard{mutex};
@@ -248,6 +305,8 @@ struct session::impl {
   caf::actor owner;
   /// The session's handle on the master; 0 until the first run opens it.
   std::int64_t handle = 0;
+  /// The master's last answer was none, not even to a probe (ask_probing).
+  bool master_hung = false;
   /// Nodes of the client's graph the master has.
   std::size_t sent_nodes = 0;
   std::vector<std::string> devices;

@@ -106,6 +106,7 @@ result<training_target> resolve_target(const train_options& o) {
   if (!o.target.empty() && o.cluster.empty()) {
     // No cluster to lay out towers by: one model, placed by the master.
     t.options.target = o.target;
+    t.options.timeout_seconds = o.step_timeout_seconds;
     t.description = "the master at " + o.target + " (one model on its default device)";
     return t;
   }
@@ -125,6 +126,8 @@ result<training_target> resolve_target(const train_options& o) {
                                                     "' (name it with " + flag + ")");
     layout.ps_tasks = spec->num_tasks(o.ps_job);
     layout.worker_tasks = spec->num_tasks(o.worker_job);
+    // Tasks in other processes can hang: their steps are bounded (in-process ones cannot).
+    t.options.timeout_seconds = o.step_timeout_seconds;
     if (!o.target.empty()) {
       t.options.target = o.target;
       t.description = "the cluster of the master at " + o.target;

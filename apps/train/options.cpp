@@ -103,8 +103,9 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
                          (actorflow-worker) exit once every worker has finished
   --init-timeout S       between-graph, not the chief: wait at most S seconds for the chief to
                          initialise the variables (default 60)
-  --step-timeout S       between-graph and --coordinator: a step or a probe of a task with no
-                         answer after S seconds fails, and a hung task is found out (default 10)
+  --step-timeout S       --cluster or --target (in-graph, between-graph, --coordinator): a step
+                         or a probe of a task with no answer after S seconds fails, and a hung
+                         task is found out (default 10)
   --sync                 between-graph in synchronous rounds: every variable's gradients are
                          averaged over --replicas-to-aggregate workers and applied once per round;
                          stale gradients are dropped (--optimizer sgd)

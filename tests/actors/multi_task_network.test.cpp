@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -100,8 +101,15 @@ struct two_task_cluster {
     return std::move(*answer);
   }
 
-  session_created create(std::shared_ptr<graph> g) {
-    return ask_master<session_created>(create_atom::value, session_config{}, graph_def{std::move(g)});
+  session_created create(std::shared_ptr<graph> g, session_config config = {}) {
+    return ask_master<session_created>(create_atom::value, std::move(config), graph_def{std::move(g)});
+  }
+
+  /// Runs the worker's node alone until it is quiet: the ps node's process is stopped
+  /// (SIGSTOP), so nothing it was sent is read or handled.
+  void run_worker_node_only() {
+    while (worker_node.step())
+      ;
   }
 
   master_run_result run(std::int64_t handle, std::vector<std::pair<std::string, tensor>> feeds,
@@ -383,6 +391,73 @@ TEST_CASE("a node failing on the ps aborts the step on the worker and names the 
   REQUIRE(ok.fetched.size() == 1);
   CHECK(ok.fetched[0].to_vector<float>() == std::vector<float>{16, 36});
   CHECK(cluster.close(created.handle).ok());
+}
+
+TEST_CASE("a step with the ps hung names it after the step bound and a probe, and closing the session does not wait for it") {
+  two_task_cluster cluster;
+  linreg_graph model;
+  constexpr std::int64_t step_bound_ms = 2000;
+  const auto probe_ms = std::chrono::milliseconds{500}; // device_actor.cpp: step bound / 4
+  auto created = cluster.create(model.g, make_session_config(false, false, step_bound_ms));
+  REQUIRE(created.outcome.ok());
+  REQUIRE(cluster.run(created.handle, {}, {}, {model.init}).outcome.ok());
+  auto x = tensor::from_vector<float>({1, 2, 3, 4});
+  // A first step registers the step's partitions.
+  REQUIRE(cluster.run(created.handle, {{model.x, x}}, {model.loss}, {model.train}).outcome.ok());
+
+  // The ps is stopped from here on; only the worker's node runs, and only its clock moves.
+  caf::scoped_actor client{cluster.worker_node.system()};
+  master_run_request step;
+  step.handle = created.handle;
+  step.feeds = {{model.x, x}};
+  step.fetches = {model.loss};
+  step.targets = {model.train};
+  client->send(cluster.master, run_atom::value, std::move(step));
+  cluster.run_worker_node_only();
+  auto& clock = cluster.worker_node.scheduler();
+  auto answer = [&]() -> std::optional<master_run_result> {
+    cluster.run_worker_node_only();
+    std::optional<master_run_result> got;
+    client->receive([&](master_run_result& r) { got = std::move(r); },
+                    caf::after(std::chrono::seconds(0)) >> [] {});
+    return got;
+  };
+  clock.advance_time(std::chrono::milliseconds{step_bound_ms} - std::chrono::milliseconds{1});
+  CHECK_FALSE(answer());
+  // The step's bound passes: both devices are probed, and the worker answers at once.
+  clock.advance_time(std::chrono::milliseconds{1});
+  CHECK_FALSE(answer());
+  clock.advance_time(probe_ms - std::chrono::milliseconds{1});
+  CHECK_FALSE(answer());
+  // The probe's bound passes: the ps is named, nothing waits for a second step bound.
+  clock.advance_time(std::chrono::milliseconds{1});
+  auto failed = answer();
+  REQUIRE(failed.has_value());
+  INFO(failed->outcome.to_string());
+  CHECK(failed->outcome.code() == errc::deadline_exceeded);
+  CHECK(failed->outcome.message().rfind(std::string{ps_device} + " did not answer step", 0) == 0);
+  CHECK(failed->outcome.message().find("nor a probe after it: hung or unreachable") !=
+        std::string::npos);
+
+  // The close answers with the ps still stopped, without any more time passing.
+  client->send(cluster.master, close_atom::value, created.handle);
+  cluster.run_worker_node_only();
+  std::optional<status> closed;
+  client->receive([&](status& s) { closed = s; }, caf::after(std::chrono::seconds(0)) >> [] {});
+  REQUIRE(closed.has_value());
+  INFO(closed->to_string());
+  CHECK(closed->ok());
+
+  // Resumed, the ps still gets the close: its partitions (the initialiser's and the step's)
+  // are freed.
+  auto ps_lines_with = [&](const std::string& word) {
+    return std::count_if(cluster.seen->ps.begin(), cluster.seen->ps.end(),
+                         [&](const std::string& line) { return line.find(word) != std::string::npos; });
+  };
+  CHECK(ps_lines_with(" deregister ") == 0);
+  cluster.net.exec_all();
+  CHECK(ps_lines_with(" register ") == 2);
+  CHECK(ps_lines_with(" deregister ") == 2);
 }
 
 TEST_CASE("a task service published on one node lists its devices to another node") {

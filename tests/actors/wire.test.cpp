@@ -252,13 +252,14 @@ TEST_CASE("peer tables, step plans and step outcomes round-trip with actor handl
   CHECK(plan_out.calls[0].second.fetches == std::vector<std::string>{"b"});
   CHECK(same_bytes(plan_out.calls[0].second.feeds.at(0).second, tensor::scalar(1.f)));
 
-  step_outcome outcome{status{}, {{tensor::scalar(2.f)}, {}}, 99};
+  step_outcome outcome{status{}, {{tensor::scalar(2.f)}, {}}, 99, {1}};
   auto outcome_out = round_trip(sys, outcome);
   CHECK(outcome_out.outcome.ok());
   REQUIRE(outcome_out.fetched.size() == 2);
   CHECK(same_bytes(outcome_out.fetched[0].at(0), tensor::scalar(2.f)));
   CHECK(outcome_out.fetched[1].empty());
   CHECK(outcome_out.execution_ns == 99);
+  CHECK(outcome_out.hung_calls == std::vector<std::int32_t>{1});
   caf::anon_send_exit(dummy, caf::exit_reason::user_shutdown);
   w.run_all();
 }

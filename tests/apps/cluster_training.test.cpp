@@ -21,6 +21,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace actorflow;
 using namespace std::chrono_literals;
@@ -411,6 +412,86 @@ TEST_CASE("a worker killed while actorflow-train runs on it ends training with a
   cluster->task(1).signal(SIGTERM);
   CHECK(cluster->task(0).wait_exit(10000ms) == 0);
   CHECK(cluster->task(1).wait_exit(10000ms) == 0);
+}
+
+namespace {
+
+/// How in-graph training ended once a task was stopped: actorflow-train's exit code (-1: still
+/// running after 30 s, then killed), its stderr and how long after the SIGSTOP it exited.
+struct stopped_task_outcome {
+  int code = -1;
+  std::string errors;
+  std::chrono::steady_clock::duration waited{};
+};
+
+/// actorflow-train's in-graph MLP on a ps and two worker processes with --step-timeout 3, as
+/// its own master or (`on_a_master_task`) on worker task 0's, and task `stopped` (0: the ps,
+/// 1: worker task 0) SIGSTOPped once 20 steps ran. The task is resumed and every task stopped
+/// afterwards.
+stopped_task_outcome train_while_a_task_is_stopped(bool on_a_master_task, std::size_t stopped) {
+  auto cluster = start_cluster({{"ps", 1}, {"worker", 2}}, on_a_master_task ? "worker" : "");
+  actorflow::test::temp_dir out;
+  std::vector<std::string> args{"--cluster", cluster->spec_json(), "--epochs", "5", "--threads", "1",
+                                "--log-every", "10", "--step-timeout", "3", "--output-dir", out.path()};
+  if (on_a_master_task)
+    args.insert(args.begin(), {"--target", "caf://" + cluster->address(1)});
+  child_process train{ACTORFLOW_TRAIN_BINARY, args};
+  REQUIRE(train.wait_for_line("step 20 ", 60000ms).has_value());
+  auto& task = cluster->task(stopped);
+  task.signal(SIGSTOP);
+  auto stopped_at = std::chrono::steady_clock::now();
+  stopped_task_outcome outcome;
+  outcome.code = train.wait_exit(30000ms);
+  outcome.waited = std::chrono::steady_clock::now() - stopped_at;
+  if (!train.exited()) {
+    train.signal(SIGKILL);
+    train.wait_exit(5000ms);
+  }
+  outcome.errors = train.stderr_text();
+  task.signal(SIGCONT);
+  task.signal(SIGTERM);
+  // Only that it ends: a task stopped and resumed may crash on the way out (not this test's
+  // subject). The others must stop cleanly.
+  task.wait_exit(10000ms);
+  CHECK(task.exited());
+  CHECK(cluster->stop());
+  return outcome;
+}
+
+/// The bound the in-graph cases keep, for --step-timeout 3 (T): T, the probe's bound
+/// (device_actor.hpp: T / 4 = 750 ms) and 1.25 s for the client to print and exit (0.1 s
+/// measured) on a loaded machine. Waiting a second T, as the client on a master task did while
+/// its close waited for the stopped ps, takes at least 6 s.
+constexpr auto stopped_task_bound = 3000ms + 750ms + 1250ms;
+
+/// The client exited with an error naming `who` hung within stopped_task_bound.
+void check_named_hung(const stopped_task_outcome& outcome, const std::string& who) {
+  INFO(outcome.errors);
+  INFO("exited " << std::chrono::duration_cast<std::chrono::milliseconds>(outcome.waited).count()
+                 << " ms after the SIGSTOP");
+  CHECK(outcome.code == 1);
+  CHECK(outcome.errors.find(who) != std::string::npos);
+  CHECK(outcome.errors.find("within 3000 ms, nor") != std::string::npos);
+  CHECK(outcome.errors.find("a probe after it: hung or unreachable") != std::string::npos);
+  CHECK(outcome.waited < stopped_task_bound);
+}
+
+} // namespace
+
+TEST_CASE("in-graph actorflow-train as its own master names a stopped ps within --step-timeout and a probe, and exits") {
+  check_named_hung(train_while_a_task_is_stopped(false, 0),
+                   "/job:ps/replica:0/task:0/device:CPU:0 did not answer step");
+}
+
+TEST_CASE("in-graph actorflow-train on a worker's master names a stopped ps within --step-timeout and a probe, and exits") {
+  check_named_hung(train_while_a_task_is_stopped(true, 0),
+                   "/job:ps/replica:0/task:0/device:CPU:0 did not answer step");
+}
+
+TEST_CASE("in-graph actorflow-train names its master hung when the master's task is stopped, within --step-timeout and a probe") {
+  // The master cannot name itself: the client's own probe of it does, by the address it knows.
+  auto outcome = train_while_a_task_is_stopped(true, 1);
+  check_named_hung(outcome, "running a step on the master at caf://127.0.0.1:");
 }
 
 namespace {
