@@ -2,6 +2,7 @@
 /// What the attack tests send: raw loopback connections, BASP headers, and waits for the
 /// peer to hang up.
 
+#include "actors/bulk_channel.hpp"
 #include "actors/transport_security.hpp"
 #include "support/processes.hpp"
 
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,23 @@ namespace actorflow::testing {
 inline int connect_raw(std::uint16_t port) {
   int fd = connect_to_loopback(port);
   REQUIRE(fd >= 0);
+  return fd;
+}
+
+/// The port of "host:port".
+inline std::uint16_t port_of(const std::string& address) {
+  return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+/// A raw connection to the bulk endpoint at `port` that it let in (its welcome byte read,
+/// within 10 s).
+inline int welcomed_connection(std::uint16_t port) {
+  int fd = connect_raw(port);
+  pollfd p{fd, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  std::uint8_t welcome = 0;
+  REQUIRE(::recv(fd, &welcome, 1, 0) == 1);
+  REQUIRE(welcome == bulk_welcome);
   return fd;
 }
 
@@ -95,5 +114,40 @@ inline transport_security tls_of(const std::string& dir, const std::string& name
   s.handshake_timeout_ms = handshake_timeout_ms;
   return s;
 }
+
+/// The README's mutual-TLS between-graph run on loopback: 1 ps (actorflow-worker, serving when
+/// constructed) and 2 workers (actorflow-train with `worker_flags`, worker 1 started first),
+/// with the certificates ps0, worker0 and worker1 in `certs`; worker k writes to
+/// `output_prefix` + k.
+struct tls_between_graph_run {
+  std::vector<std::string> addresses; // ps, worker 0, worker 1
+  std::unique_ptr<child_process> ps, chief, second;
+
+  tls_between_graph_run(const std::string& certs, const std::string& output_prefix,
+                        const std::vector<std::string>& worker_flags) {
+    for (int i = 0; i < 3; ++i)
+      addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+    auto spec = "ps=" + addresses[0] + ";worker=" + addresses[1] + "," + addresses[2];
+    auto with_tls = [&](std::vector<std::string> args, const std::string& name) {
+      for (auto& flag : tls_flags(certs, name))
+        args.push_back(flag);
+      return args;
+    };
+    ps = std::make_unique<child_process>(
+      ACTORFLOW_WORKER_BINARY,
+      with_tls({"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}, "ps0"));
+    REQUIRE(ps->wait_for_line("serving on", std::chrono::seconds(20)));
+    auto worker = [&](int task) {
+      std::vector<std::string> args{"--cluster", spec, "--job", "worker", "--task",
+                                    std::to_string(task), "--threads", "1", "--output-dir",
+                                    output_prefix + std::to_string(task)};
+      args.insert(args.end(), worker_flags.begin(), worker_flags.end());
+      return std::make_unique<child_process>(ACTORFLOW_TRAIN_BINARY,
+                                             with_tls(args, "worker" + std::to_string(task)));
+    };
+    second = worker(1);
+    chief = worker(0);
+  }
+};
 
 } // namespace actorflow::testing

@@ -55,8 +55,7 @@ struct watched_endpoint {
     return arrived.wait_for(lock, limit, [&] { return delivered >= count; });
   }
   std::uint16_t port() const {
-    const auto& address = endpoint->address();
-    return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+    return port_of(endpoint->address());
   }
 };
 
@@ -82,17 +81,6 @@ std::vector<std::uint8_t> huge_header(std::uint64_t bytes) {
   std::memcpy(header.data() + header.size() - 8, &dim, 8);
   REQUIRE(decode_bulk_frame_header(header.data(), header.size()).ok());
   return header;
-}
-
-/// A raw connection to `port` let in by the endpoint (its welcome byte read, bounded).
-int welcomed_connection(std::uint16_t port) {
-  int fd = connect_raw(port);
-  pollfd p{fd, POLLIN, 0};
-  REQUIRE(::poll(&p, 1, 10000) == 1);
-  std::uint8_t welcome = 0;
-  REQUIRE(::recv(fd, &welcome, 1, 0) == 1);
-  REQUIRE(welcome == bulk_welcome);
-  return fd;
 }
 
 /// Waits (at most `limit`) until `done` holds, checking every few milliseconds: for state

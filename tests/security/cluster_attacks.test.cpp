@@ -28,10 +28,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::uint16_t port_of(const std::string& address) {
-  return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
-}
-
 /// Runs the classic example (in_graph_linreg, 300 steps) against `target`; its output and exit
 /// code.
 std::pair<std::string, int> run_classic_example(const std::string& target, const std::string& spec,

@@ -34,10 +34,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::uint16_t port_of(const std::string& address) {
-  return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
-}
-
 /// What a stranger can send: nothing of it may reach a member's other connections.
 struct stranger {
   std::string certificates; // of another CA; empty for a cluster secured by a token only
@@ -145,27 +141,11 @@ std::string progress_of(const std::string& output) {
 /// tasks once the chief has printed its first step. Returns the chief's progress.
 std::string run_between_graph(const std::string& dir, const std::string& certs,
                               const std::string& other, int attack_rounds) {
-  auto address = [] { return "127.0.0.1:" + std::to_string(free_loopback_port()); };
-  std::vector<std::string> addresses{address(), address(), address()};
-  auto spec = "ps=" + addresses[0] + ";worker=" + addresses[1] + "," + addresses[2];
-  auto with_tls = [&](std::vector<std::string> args, const std::string& name) {
-    for (auto& flag : tls_flags(certs, name))
-      args.push_back(flag);
-    return args;
-  };
-  child_process ps{ACTORFLOW_WORKER_BINARY,
-                   with_tls({"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}, "ps0")};
-  REQUIRE(ps.wait_for_line("serving on", 20000ms));
-  auto worker = [&](int task) {
-    return std::make_unique<child_process>(
-      ACTORFLOW_TRAIN_BINARY,
-      with_tls({"--cluster", spec, "--job", "worker", "--task", std::to_string(task), "--sync",
-                "--epochs", "3", "--threads", "1", "--output-dir",
-                dir + "/out" + std::to_string(attack_rounds) + "-" + std::to_string(task)},
-               "worker" + std::to_string(task)));
-  };
-  auto second = worker(1);
-  auto chief = worker(0);
+  tls_between_graph_run run{certs, dir + "/out" + std::to_string(attack_rounds) + "-",
+                            {"--sync", "--epochs", "3"}};
+  auto& ps = *run.ps;
+  auto& chief = run.chief;
+  auto& second = run.second;
   std::string output;
   if (attack_rounds > 0) {
     auto first = chief->wait_for_line("step ", 120000ms);
@@ -173,7 +153,7 @@ std::string run_between_graph(const std::string& dir, const std::string& certs,
     output = *first + "\n";
     stranger intruder{other};
     std::vector<std::uint16_t> ports;
-    for (auto& a : addresses)
+    for (auto& a : run.addresses)
       ports.push_back(port_of(a));
     intruder.attack(ports, attack_rounds);
     // Every attempt was refused, and all of them came while the cluster trained.

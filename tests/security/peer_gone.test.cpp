@@ -175,25 +175,10 @@ TEST_CASE("the README's mutual-TLS between-graph run of 1 ps and 2 workers ends 
   actorflow::test::temp_dir dir;
   auto certs = dir.path() + "/certs";
   make_certificates(certs, {"ps0", "worker0", "worker1"});
-  auto address = [] { return "127.0.0.1:" + std::to_string(free_loopback_port()); };
-  auto spec = "ps=" + address() + ";worker=" + address() + "," + address();
-  auto with_tls = [&](std::vector<std::string> args, const std::string& name) {
-    for (auto& flag : tls_flags(certs, name))
-      args.push_back(flag);
-    return args;
-  };
-  child_process ps{ACTORFLOW_WORKER_BINARY,
-                   with_tls({"--cluster", spec, "--job", "ps", "--task", "0", "--threads", "1"}, "ps0")};
-  REQUIRE(ps.wait_for_line("serving on", 20000ms));
-  auto worker = [&](int task) {
-    return std::make_unique<child_process>(
-      ACTORFLOW_TRAIN_BINARY,
-      with_tls({"--cluster", spec, "--job", "worker", "--task", std::to_string(task), "--epochs",
-                "1", "--threads", "1", "--output-dir", dir.path() + "/out" + std::to_string(task)},
-               "worker" + std::to_string(task)));
-  };
-  auto second = worker(1);
-  auto chief = worker(0);
+  tls_between_graph_run run{certs, dir.path() + "/out", {"--epochs", "1"}};
+  auto& ps = *run.ps;
+  auto& chief = run.chief;
+  auto& second = run.second;
   auto output = chief->read_all_lines(240000ms);
   auto chief_code = chief->wait_exit(20000ms);
   auto second_code = second->wait_exit(60000ms);
