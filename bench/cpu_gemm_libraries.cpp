@@ -98,13 +98,19 @@ double seconds_per_call(const std::function<void()>& f) {
   }
 }
 
-/// Candidates measured round by round; GFLOP/s medians, by name.
+/// Candidates measured round by round (`one_by_one`: each candidate's rounds together); GFLOP/s
+/// medians, by name.
 std::map<std::string, double> measure(const std::vector<std::pair<std::string, std::function<void()>>>& candidates,
-                                      double flops, int rounds) {
+                                      double flops, int rounds, bool one_by_one = false) {
   std::map<std::string, std::vector<double>> rates;
-  for (int r = 0; r < rounds; ++r)
+  if (one_by_one)
     for (auto& [name, f] : candidates)
-      rates[name].push_back(flops / seconds_per_call(f) * 1e-9);
+      for (int r = 0; r < rounds; ++r)
+        rates[name].push_back(flops / seconds_per_call(f) * 1e-9);
+  else
+    for (int r = 0; r < rounds; ++r)
+      for (auto& [name, f] : candidates)
+        rates[name].push_back(flops / seconds_per_call(f) * 1e-9);
   std::map<std::string, double> medians;
   for (auto& [name, values] : rates)
     medians[name] = bench::median(values);
@@ -186,7 +192,10 @@ void bench_gemms(const std::optional<blis_library>& blis, int rounds) {
         stream.wait();
       });
       double flops = 2.0 * s.m * s.n * s.k;
-      auto rates = measure(candidates, flops, rounds);
+      // At 2 threads each library's idle workers spin for a while after its last call (OpenBLAS's
+      // threads, OpenMP's teams) and would take a core from the next one: there they take turns
+      // shape by shape instead of round by round.
+      auto rates = measure(candidates, flops, rounds, threads > 1);
       auto suffix = "_t" + std::to_string(threads);
       for (auto& [name, rate] : rates) {
         if (name != "openblas")
@@ -253,13 +262,21 @@ void run_actorflow_conv(actorflow_conv& c, device& dev) {
   }
 }
 
-/// The three oneDNN convolution primitives of one shape, on `tag` layouts (any: theirs).
+/// The three oneDNN convolution primitives of one shape, on plain NHWC/HWIO memory or on the
+/// layouts each prefers (format any), with memory of each pass's own layouts.
 struct onednn_conv {
   dnnl::convolution_forward forward;
   dnnl::convolution_backward_data input;
   dnnl::convolution_backward_weights filter;
-  dnnl::memory x, w, y, dx, dw, dy;
+  dnnl::memory fwd_x, fwd_w, fwd_y, data_w, data_dy, data_dx, weights_x, weights_dy, weights_dw;
 };
+
+dnnl::memory random_memory(const dnnl::memory::desc& d, const dnnl::engine& engine) {
+  dnnl::memory m(d, engine);
+  auto values = random_values(static_cast<std::int64_t>(d.get_size() / sizeof(float)), 3);
+  std::copy(values.begin(), values.end(), static_cast<float*>(m.get_data_handle()));
+  return m;
+}
 
 onednn_conv make_onednn_conv(const conv_shape& s, const dnnl::engine& engine, bool plain) {
   using tag = dnnl::memory::format_tag;
@@ -279,19 +296,18 @@ onednn_conv make_onednn_conv(const conv_shape& s, const dnnl::engine& engine, bo
   std::fprintf(stderr, "onednn %s %s: forward %s, input %s, filter %s\n", s.name.c_str(),
                plain ? "nhwc" : "any", fwd.impl_info_str(), bwd_data.impl_info_str(),
                bwd_weights.impl_info_str());
-  onednn_conv c{dnnl::convolution_forward(fwd), dnnl::convolution_backward_data(bwd_data),
-                dnnl::convolution_backward_weights(bwd_weights),
-                dnnl::memory(fwd.src_desc(), engine), dnnl::memory(fwd.weights_desc(), engine),
-                dnnl::memory(fwd.dst_desc(), engine), dnnl::memory(bwd_data.diff_src_desc(), engine),
-                dnnl::memory(bwd_weights.diff_weights_desc(), engine),
-                dnnl::memory(bwd_weights.diff_dst_desc(), engine)};
-  // Values do not change the time; zeros would let nothing denormal in.
-  for (auto* m : {&c.x, &c.w, &c.dy}) {
-    auto count = m->get_desc().get_size() / sizeof(float);
-    auto values = random_values(static_cast<std::int64_t>(count), 3);
-    std::copy(values.begin(), values.end(), static_cast<float*>(m->get_data_handle()));
-  }
-  return c;
+  return {dnnl::convolution_forward(fwd),
+          dnnl::convolution_backward_data(bwd_data),
+          dnnl::convolution_backward_weights(bwd_weights),
+          random_memory(fwd.src_desc(), engine),
+          random_memory(fwd.weights_desc(), engine),
+          dnnl::memory(fwd.dst_desc(), engine),
+          random_memory(bwd_data.weights_desc(), engine),
+          random_memory(bwd_data.diff_dst_desc(), engine),
+          dnnl::memory(bwd_data.diff_src_desc(), engine),
+          random_memory(bwd_weights.src_desc(), engine),
+          random_memory(bwd_weights.diff_dst_desc(), engine),
+          dnnl::memory(bwd_weights.diff_weights_desc(), engine)};
 }
 
 void bench_convolutions(int rounds) {
@@ -319,16 +335,17 @@ void bench_convolutions(int rounds) {
     std::vector<pass> passes{
       {"forward", "Conv2D", {x, filter},
        [&](onednn_conv& c) {
-         c.forward.execute(stream, {{DNNL_ARG_SRC, c.x}, {DNNL_ARG_WEIGHTS, c.w}, {DNNL_ARG_DST, c.y}});
+         c.forward.execute(stream, {{DNNL_ARG_SRC, c.fwd_x}, {DNNL_ARG_WEIGHTS, c.fwd_w},
+                                    {DNNL_ARG_DST, c.fwd_y}});
        }},
       {"input", "Conv2DBackpropInput", {x, filter, dy},
        [&](onednn_conv& c) {
-         c.input.execute(stream, {{DNNL_ARG_DIFF_SRC, c.dx}, {DNNL_ARG_WEIGHTS, c.w},
-                                  {DNNL_ARG_DIFF_DST, c.dy}});
+         c.input.execute(stream, {{DNNL_ARG_DIFF_SRC, c.data_dx}, {DNNL_ARG_WEIGHTS, c.data_w},
+                                  {DNNL_ARG_DIFF_DST, c.data_dy}});
        }},
       {"filter", "Conv2DBackpropFilter", {x, filter, dy}, [&](onednn_conv& c) {
-         c.filter.execute(stream, {{DNNL_ARG_SRC, c.x}, {DNNL_ARG_DIFF_WEIGHTS, c.dw},
-                                   {DNNL_ARG_DIFF_DST, c.dy}});
+         c.filter.execute(stream, {{DNNL_ARG_SRC, c.weights_x}, {DNNL_ARG_DIFF_WEIGHTS, c.weights_dw},
+                                   {DNNL_ARG_DIFF_DST, c.weights_dy}});
        }}};
     for (auto& p : passes) {
       // Kernels made under each setting: the choice is read when a kernel is made.

@@ -1,7 +1,5 @@
 #include "devices/cpu/onednn_conv.hpp"
 
-#include "devices/device.hpp"
-
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
@@ -175,12 +173,20 @@ bool onednn_conv_wanted() {
 
 bool onednn_convolution(onednn_conv_pass pass, const conv_sizes& s, const float* x,
                         const float* filter, const float* dy, float* out) {
+  // The input gradient of an image with few channels: oneDNN pads channels to its 16-wide blocks
+  // and ran the CNN's first layer (1 channel) at 0.4x im2col + GEMM, where 16 channels ran at 1.9x
+  // (bench_cpu_gemm_libraries). Training never asks for it on the images themselves.
+  if (pass == onednn_conv_pass::input && s.channels < 4)
+    return false;
   try {
     auto& state = onednn();
     auto plan = state.plan(pass, s);
-    // oneDNN's OpenMP runtime takes omp_get_max_threads() of the calling thread: the BLAS's
-    // count, as the im2col + GEMM path gets (set_blas_threads).
-    omp_set_num_threads(std::max(1, blas_threads()));
+    // oneDNN's OpenMP runtime takes omp_get_max_threads() of the calling thread. One: OpenMP's
+    // teams spin at their barriers, and on 2 shared cores (other processes, our own inter-op and
+    // BLAS threads) every OpenMP library measured here fell to under 0.1x of its 1-thread rate
+    // at 2 threads, where OpenBLAS's threads kept theirs; the CNN's convolutions are small, and
+    // the im2col + GEMM path they replace ran at 1 thread in the CNN benchmark too.
+    omp_set_num_threads(1);
     dnnl::stream stream(state.engine);
     const float* first = pass == onednn_conv_pass::input ? filter : x;
     const float* second = pass == onednn_conv_pass::forward ? filter : dy;

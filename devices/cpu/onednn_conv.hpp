@@ -22,10 +22,11 @@ enum class onednn_conv_pass { forward, input, filter };
 /// the BLAS) is set. Read on every call: kernels ask when they are made.
 bool onednn_conv_wanted();
 
-/// Runs one pass of the convolution `s` describes, on as many threads as the BLAS's
-/// (set_blas_threads), writing all of `out` (y, dx or dfilter). Unused inputs may be null.
-/// False when oneDNN cannot run it (nothing written; the caller falls back); the first reason
-/// is logged under ACTORFLOW_VERBOSE=1. Thread-safe.
+/// Runs one pass of the convolution `s` describes on the calling thread alone (onednn_conv.cpp
+/// says why), writing all of `out` (y, dx or dfilter). Unused inputs may be null. False when
+/// oneDNN cannot run it, or runs it slower than im2col + GEMM (the input gradient of fewer than
+/// 4 channels): nothing written, the caller falls back; the first refusal by oneDNN is said on
+/// stderr under ACTORFLOW_VERBOSE=1. Thread-safe.
 bool onednn_convolution(onednn_conv_pass pass, const conv_sizes& s, const float* x,
                         const float* filter, const float* dy, float* out);
 
