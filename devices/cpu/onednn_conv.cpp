@@ -41,10 +41,20 @@ struct layout_change {
 layout_change make_layout_change(const dnnl::memory::desc& plain, const dnnl::memory::desc& wanted,
                                  const dnnl::engine& engine, bool into_plain) {
   layout_change c{std::nullopt, plain, wanted};
-  if (plain != wanted)
-    c.reorder = into_plain ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, wanted, engine, plain))
-                           : dnnl::reorder(dnnl::reorder::primitive_desc(engine, plain, engine, wanted));
+  if (plain != wanted) {
+    const auto& from = into_plain ? wanted : plain;
+    const auto& to = into_plain ? plain : wanted;
+    c.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from, engine, to));
+  }
   return c;
+}
+
+/// Says on stderr, once per process and only under ACTORFLOW_VERBOSE=1, why oneDNN declined.
+void say_once(const char* what) {
+  static std::atomic<bool> said{false};
+  const char* verbose = std::getenv("ACTORFLOW_VERBOSE");
+  if (verbose != nullptr && std::strcmp(verbose, "1") == 0 && !said.exchange(true))
+    std::fprintf(stderr, "conv: oneDNN cannot run a convolution (%s); im2col + GEMM instead\n", what);
 }
 
 /// One pass of one shape: the primitive on its preferred layouts, the reorders around it, and
@@ -61,6 +71,7 @@ class engine_and_cache {
 public:
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
 
+  /// The plan for `s`, made at the first call; null when oneDNN cannot run it.
   std::shared_ptr<const conv_plan> plan(onednn_conv_pass pass, const conv_sizes& s) {
     auto key = key_of(pass, s);
     {
@@ -69,7 +80,13 @@ public:
         return it->second;
     }
     // Made outside the lock (it takes tens of microseconds); a racing maker's plan is as good.
-    auto made = std::make_shared<const conv_plan>(make_plan(pass, s));
+    // A shape oneDNN refuses is remembered as null: asked again, it falls back at once.
+    std::shared_ptr<const conv_plan> made;
+    try {
+      made = std::make_shared<const conv_plan>(make_plan(pass, s));
+    } catch (const dnnl::error& e) {
+      say_once(e.what());
+    }
     std::lock_guard<std::mutex> guard{mutex_};
     // Bounded: a graph has few convolution shapes; one with many (varying batch) starts again.
     if (plans_.size() >= 256)
@@ -157,13 +174,6 @@ char* scratch(int slot, std::size_t bytes) {
   return v.data()->bytes;
 }
 
-void say_once(const char* what) {
-  static std::atomic<bool> said{false};
-  const char* verbose = std::getenv("ACTORFLOW_VERBOSE");
-  if (verbose != nullptr && std::strcmp(verbose, "1") == 0 && !said.exchange(true))
-    std::fprintf(stderr, "conv: oneDNN cannot run a convolution (%s); im2col + GEMM instead\n", what);
-}
-
 } // namespace
 
 bool onednn_conv_wanted() {
@@ -181,6 +191,8 @@ bool onednn_convolution(onednn_conv_pass pass, const conv_sizes& s, const float*
   try {
     auto& state = onednn();
     auto plan = state.plan(pass, s);
+    if (plan == nullptr)
+      return false;
     // oneDNN's OpenMP runtime takes omp_get_max_threads() of the calling thread. One: OpenMP's
     // teams spin at their barriers, and on 2 shared cores (other processes, our own inter-op and
     // BLAS threads) every OpenMP library measured here fell to under 0.1x of its 1-thread rate

@@ -1,7 +1,7 @@
-// Conv2D and its gradients: float32 on oneDNN's convolution primitives (devices/cpu/onednn_conv.hpp,
-// several times faster here), else, and for float64, by im2col + GEMM on the BLAS; MaxPool and AvgPool and their
-// gradients by direct loops; float32 and float64, NHWC (graph/conv_ops.cpp has the op
-// definitions, graph/conv_geometry.hpp the window arithmetic all of them share).
+// Conv2D and its gradients: float32 on oneDNN's primitives (devices/cpu/onednn_conv.hpp, 2-5x
+// faster here), float64 and what oneDNN declines by im2col + GEMM on the BLAS; MaxPool and
+// AvgPool and their gradients by direct loops; float32 and float64, NHWC (graph/conv_ops.cpp
+// has the op definitions, graph/conv_geometry.hpp the window arithmetic all of them share).
 // im2col unrolls each output position's window into a row of kh*kw*in values (zeros where the
 // window hangs over the padding), so that the convolution of a batch chunk is one GEMM with the
 // filter seen as a [kh*kw*in, out] matrix, which HWIO already is in memory.
@@ -139,7 +139,7 @@ public:
     if constexpr (std::is_same_v<T, float>)
       if (use_onednn_ && onednn_convolution(onednn_pass(Pass), *s, x.data<T>(), filter.data<T>(),
                                             dy, out.data<T>()))
-        return; // else (a shape oneDNN refuses) im2col + GEMM below
+        return; // else (declined: refused, or slower there) im2col + GEMM below
     auto chunk = images_per_chunk(*s);
     // Reused across steps by this thread: a fresh buffer per call would be mapped and faulted
     // in from scratch every time.
