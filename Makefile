@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 BUILD_PACKAGES := cmake ninja-build g++ pkg-config ccache libcaf-dev libcapnp-dev capnproto zlib1g-dev \
-  libspdlog-dev libssl-dev openssl clang libclang-rt-dev catch2 libeigen3-dev libopenblas-dev nlohmann-json3-dev graphviz iproute2 python3-yaml \
+  libspdlog-dev libssl-dev openssl clang libclang-rt-dev catch2 libeigen3-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev graphviz iproute2 python3-yaml \
   libcpp-httplib-dev prometheus libprotobuf-dev protobuf-compiler python3-protobuf python3-crc32c
 DATA_PACKAGES := dataset-fashion-mnist
 BENCH_PACKAGES := python3-torch

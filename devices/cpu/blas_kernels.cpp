@@ -1,4 +1,5 @@
 #include "devices/cpu/blas_kernels.hpp"
+#include "devices/cpu/onednn_conv.hpp"
 
 #include <cblas.h>
 
@@ -155,6 +156,9 @@ blas_kernel_choice choose_blas_kernels(const cpu_features& cpu, const std::strin
     choice.summary += "; narrower than this CPU's " + choice.widest + ")";
   if (!choice.problem.empty())
     choice.summary += "; " + choice.problem;
+  // The float32 convolutions' library (devices/cpu/onednn_conv.hpp), said on the same line.
+  choice.summary += "; conv: " + (onednn_conv_wanted() ? onednn_version()
+                                                       : std::string{"im2col + GEMM (ACTORFLOW_CPU_CONV=gemm)"});
   return choice;
 }
 

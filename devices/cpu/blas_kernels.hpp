@@ -24,7 +24,7 @@ struct blas_kernel_choice {
   std::string forced;        // ACTORFLOW_BLAS_CORE, when set
   std::string problem;       // why a forced or wanted choice was not taken; empty when none
   /// "cpu: <features>; gemm: OpenBLAS 0.3.21 SkylakeX (OpenBLAS chose Prescott; switched to the
-  /// widest kernels this CPU runs)".
+  /// widest kernels this CPU runs); conv: oneDNN 2.6.3".
   std::string summary;
 };
 

@@ -1,8 +1,11 @@
 // Conv2D and its two backprops against direct float64 loops, over both paddings, strides and
-// batch chunks; pooling and its gradients against direct windows; bad attributes and shapes
+// batch chunks, on oneDNN (float32's default) and on im2col + GEMM (ACTORFLOW_CPU_CONV=gemm); pooling and its gradients against direct windows; bad attributes and shapes
 // named.
 #include "graph/conv_geometry.hpp"
 #include "support/kernel_test_util.hpp"
+
+#include <cstdlib>
+#include <optional>
 
 using namespace actorflow;
 using namespace actorflow::testing;
@@ -86,6 +89,45 @@ TEST_CASE("Conv2D and its backprops match direct loops", "[kernels][conv]") {
 TEST_CASE("Conv2D splits a large batch into chunks without changing the result", "[kernels][conv]") {
   // 64 images of 64x64 with a 5x5x4 window unroll to 26 M values: more than one chunk.
   check_conv({{64, 64, 64, 4}, {5, 5, 4, 2}, 1, "SAME"});
+}
+
+TEST_CASE("Conv2D and its backprops match direct loops on the CNN's shapes", "[kernels][conv]") {
+  // apps/train/models.cpp's two convolutions at batch 32: what oneDNN runs in training.
+  check_conv({{32, 28, 28, 1}, {5, 5, 1, 16}, 1, "VALID"});
+  check_conv({{32, 12, 12, 16}, {5, 5, 16, 32}, 1, "VALID"});
+}
+
+namespace {
+
+/// Sets ACTORFLOW_CPU_CONV for one scope (kernels read it when they are made), then restores it.
+class conv_choice {
+public:
+  explicit conv_choice(const char* value) {
+    if (const char* old = std::getenv("ACTORFLOW_CPU_CONV"))
+      saved_ = old;
+    setenv("ACTORFLOW_CPU_CONV", value, 1);
+  }
+  ~conv_choice() {
+    if (saved_)
+      setenv("ACTORFLOW_CPU_CONV", saved_->c_str(), 1);
+    else
+      unsetenv("ACTORFLOW_CPU_CONV");
+  }
+  conv_choice(const conv_choice&) = delete;
+  conv_choice& operator=(const conv_choice&) = delete;
+
+private:
+  std::optional<std::string> saved_;
+};
+
+} // namespace
+
+TEST_CASE("Conv2D and its backprops on im2col + GEMM, as ACTORFLOW_CPU_CONV=gemm asks, match direct loops", "[kernels][conv]") {
+  conv_choice gemm{"gemm"};
+  check_conv({{2, 7, 6, 3}, {3, 3, 3, 4}, 2, "SAME"});
+  check_conv({{1, 9, 7, 2}, {2, 4, 2, 3}, 3, "VALID"});
+  check_conv({{2, 4, 4, 2}, {4, 4, 2, 2}, 1, "SAME"});
+  check_conv({{32, 12, 12, 16}, {5, 5, 16, 32}, 1, "VALID"});
 }
 
 TEST_CASE("MaxPool and AvgPool match direct windows, padding left out", "[kernels][conv]") {

@@ -1,15 +1,18 @@
-// Conv2D and its gradients by im2col + GEMM on the BLAS; MaxPool and AvgPool and their
-// gradients by direct loops; float32 and float64, NHWC (graph/conv_ops.cpp has the op
-// definitions, graph/conv_geometry.hpp the window arithmetic all of them share).
+// Conv2D and its gradients: float32 on oneDNN's primitives (devices/cpu/onednn_conv.hpp, 2-5x
+// faster here), float64 and what oneDNN declines by im2col + GEMM on the BLAS; MaxPool and
+// AvgPool and their gradients by direct loops; float32 and float64, NHWC (graph/conv_ops.cpp
+// has the op definitions, graph/conv_geometry.hpp the window arithmetic all of them share).
 // im2col unrolls each output position's window into a row of kh*kw*in values (zeros where the
 // window hangs over the padding), so that the convolution of a batch chunk is one GEMM with the
 // filter seen as a [kh*kw*in, out] matrix, which HWIO already is in memory.
 #include "devices/cpu/kernels/blas.hpp"
+#include "devices/cpu/onednn_conv.hpp"
 #include "devices/cpu/kernels/kernel_util.hpp"
 #include "graph/conv_geometry.hpp"
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace actorflow {
@@ -90,6 +93,12 @@ void col2im(const conv_sizes& s, const T* col, std::int64_t first, std::int64_t 
 /// Conv2D (pass forward), Conv2DBackpropInput (input), Conv2DBackpropFilter (filter).
 enum class conv_pass { forward, input, filter };
 
+constexpr onednn_conv_pass onednn_pass(conv_pass pass) {
+  return pass == conv_pass::forward ? onednn_conv_pass::forward
+         : pass == conv_pass::input ? onednn_conv_pass::input
+                                    : onednn_conv_pass::filter;
+}
+
 template <class T, conv_pass Pass>
 class conv_kernel : public op_kernel {
 public:
@@ -127,6 +136,10 @@ public:
       view(out.data<T>(), out.num_elements()).setZero();
     if (s->batch == 0 || s->positions() == 0 || s->filters == 0 || s->row() == 0)
       return;
+    if constexpr (std::is_same_v<T, float>)
+      if (use_onednn_ && onednn_convolution(onednn_pass(Pass), *s, x.data<T>(), filter.data<T>(),
+                                            dy, out.data<T>()))
+        return; // else (declined: refused, or slower there) im2col + GEMM below
     auto chunk = images_per_chunk(*s);
     // Reused across steps by this thread: a fresh buffer per call would be mapped and faulted
     // in from scratch every time.
@@ -154,6 +167,10 @@ public:
       }
     }
   }
+
+private:
+  /// Decided when the kernel is made (ACTORFLOW_CPU_CONV=gemm keeps im2col + GEMM).
+  bool use_onednn_ = std::is_same_v<T, float> && onednn_conv_wanted();
 };
 
 template <class T>
