@@ -112,6 +112,11 @@ void set_tcp_options(int fd) {
   abort_when_unacknowledged(fd);
 }
 
+void set_corked(int fd, bool corked) {
+  int on = corked ? 1 : 0;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+}
+
 void abort_when_unacknowledged(int fd) {
   unsigned int limit = unacknowledged_timeout_ms;
   ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &limit, sizeof limit);

@@ -87,6 +87,9 @@ std::string peer_host(int fd);
 /// TCP_NODELAY (frames go out whole at once) and abort_when_unacknowledged.
 void set_tcp_options(int fd);
 
+/// TCP_CORK on `fd` (partial segments wait) or off (what waits goes out now).
+void set_corked(int fd, bool corked);
+
 /// A connected TCP socket to host:port, or an error; registers the socket in `fd_slot` (under
 /// `mutex`) before connecting so that a concurrent shutdown can cut the connect short.
 result<int> connect_to(const std::string& address, std::mutex& mutex, int& fd_slot,
