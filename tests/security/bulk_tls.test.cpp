@@ -2,6 +2,7 @@
 // arrive; a sender of another CA, or one without TLS, is refused before a frame is read, and
 // its send fails saying so (the endpoint's welcome never comes).
 #include "actors/bulk_channel.hpp"
+#include "actors/bulk_socket.hpp"
 #include "security/attack_util.hpp"
 #include "support/temp_dir.hpp"
 
@@ -71,4 +72,47 @@ TEST_CASE("the bulk channel with mutual TLS carries frames between members of th
   CHECK(refused.message().find("refused this process") != std::string::npos);
   CHECK_FALSE(delivered_within(2, std::chrono::milliseconds(500)));
   CHECK(delivered == 1);
+}
+
+TEST_CASE("the bulk channel's TLS says once when its records are encrypted in user space and carries odd-sized large frames whole",
+          "[security][tls][bulk]") {
+  actorflow::test::temp_dir dir;
+  auto certs = dir.path() + "/cluster";
+  make_certificates(certs, {"ps0", "worker0"});
+  std::atomic<int> delivered{0};
+  std::atomic<bool> intact{true};
+  // 9 MiB and 12 bytes: three receive chunks, the last a partial huge page.
+  const std::size_t count = (std::size_t{9} << 18) + 3;
+  auto listening = bulk_endpoint::listen(
+    "127.0.0.1",
+    [&](std::int64_t, std::string, tensor value) {
+      auto got = value.to_vector<float>();
+      for (std::size_t i = 0; i < got.size(); ++i)
+        if (got[i] != float(i % 1000))
+          intact = false;
+      if (got.size() != count)
+        intact = false;
+      ++delivered;
+      return status{};
+    },
+    {}, tls_of(certs, "ps0", certs, 2000));
+  REQUIRE(listening.ok());
+  std::vector<float> values(count);
+  for (std::size_t i = 0; i < count; ++i)
+    values[i] = float(i % 1000);
+  // Two senders: two connections, two handshakes on each side.
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(send_one(tls_of(certs, "worker0", certs, 2000), (*listening)->address(),
+                     tensor::from_vector<float>(values)).ok());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (delivered < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(delivered == 2);
+  CHECK(intact);
+  // Where the kernel has no tls ULP, OpenSSL falls back to user space: said once, not per
+  // connection. Where it has one, the records went through the kernel and nothing is said.
+  if (bulk_detail::kernel_offers_tls())
+    CHECK(bulk_detail::user_space_tls_notes() <= 1);
+  else
+    CHECK(bulk_detail::user_space_tls_notes() == 1);
 }
