@@ -1,5 +1,5 @@
-// _FusedConv2D (graph/fusion.hpp): Conv2D + BiasAdd (+ Relu) by conv.cpp's im2col + GEMM, the
-// bias and Relu applied to each chunk's output right after its GEMM. Inputs: x (NHWC), filter
+// _FusedConv2D (graph/fusion.hpp): Conv2D + BiasAdd (+ Relu) by conv.cpp's im2col + GEMM onto
+// output rows filled with the bias, Relu applied to each block right after its GEMM. Inputs: x (NHWC), filter
 // (HWIO), bias; attrs strides, padding, fused_ops. Kept apart from conv.cpp on purpose: that
 // file may move to another library's convolutions.
 #include "devices/cpu/kernels/bias_epilogue.hpp"
@@ -47,8 +47,9 @@ public:
     const T* bias_data = bias.data<T>();
     auto per_image_out = s->positions() * s->filters;
     if (s->row() == 0) {
-      view(y, out.num_elements()).setZero();
-      bias_epilogue(y, s->batch * s->positions(), s->filters, bias_data, relu_);
+      fill_bias(y, s->batch * s->positions(), s->filters, bias_data);
+      if (relu_)
+        relu_in_place(y, out.num_elements());
       return;
     }
     auto chunk = conv_images_per_chunk(*s);
@@ -65,9 +66,11 @@ public:
       for (std::int64_t r = 0; r < rows; r += block) {
         auto n_rows = std::min(block, rows - r);
         T* c = y + first * per_image_out + r * s->filters;
+        fill_bias(c, n_rows, s->filters, bias_data);
         gemm(false, false, n_rows, s->filters, s->row(), T{1}, col.data() + r * s->row(),
-             s->row(), filter.data<T>(), s->filters, T{0}, c, s->filters);
-        bias_epilogue(c, n_rows, s->filters, bias_data, relu_);
+             s->row(), filter.data<T>(), s->filters, T{1}, c, s->filters);
+        if (relu_)
+          relu_in_place(c, n_rows * s->filters);
       }
     }
   }

@@ -1,5 +1,5 @@
-// _FusedMatMul (graph/fusion.hpp): MatMul + BiasAdd (+ Relu) as one GEMM whose epilogue adds
-// the bias and applies Relu, float32 and float64 through the BLAS. Inputs: a, b, bias; attrs
+// _FusedMatMul (graph/fusion.hpp): MatMul + BiasAdd (+ Relu) as one GEMM onto C filled with
+// the bias, then Relu over each block of C while in cache; float32 and float64 through the BLAS. Inputs: a, b, bias; attrs
 // transpose_a, transpose_b, fused_ops.
 #include "devices/cpu/kernels/bias_epilogue.hpp"
 #include "devices/cpu/kernels/blas.hpp"
@@ -59,8 +59,9 @@ public:
     T* c = out.data<T>();
     const T* bias_data = bias.data<T>();
     if (k == 0) {
-      view(c, m * n).setZero();
-      bias_epilogue(c, m, n, bias_data, relu_);
+      fill_bias(c, m, n, bias_data);
+      if (relu_)
+        relu_in_place(c, m * n);
       return;
     }
     auto lda = a.shape().dim(1);
@@ -70,9 +71,11 @@ public:
       auto rows = std::min(block, m - first);
       // Row `first` of op(A): a row of A, or a column when A is transposed.
       const T* a_block = a.data<T>() + (transpose_a_ ? first : first * lda);
+      fill_bias(c + first * n, rows, n, bias_data);
       gemm(transpose_a_, transpose_b_, rows, n, k, T{1}, a_block, lda, b.data<T>(),
-           b.shape().dim(1), T{0}, c + first * n, n);
-      bias_epilogue(c + first * n, rows, n, bias_data, relu_);
+           b.shape().dim(1), T{1}, c + first * n, n);
+      if (relu_)
+        relu_in_place(c + first * n, rows * n);
     }
   }
 
