@@ -7,6 +7,7 @@
 #include "actors/session_master.hpp"
 #include "actors/device_directory.hpp"
 #include "actors/io_thread.hpp"
+#include "actors/logging.hpp"
 #include "actors/master_plan.hpp"
 #include "actors/protocols/device.hpp"
 #include "actors/protocols/master.hpp"
@@ -15,6 +16,7 @@
 #include "devices/device_factory.hpp"
 #include "devices/kernel.hpp"
 #include "graph/device_name.hpp"
+#include "graph/fusion.hpp"
 #include "graph/metrics.hpp"
 #include "graph/partition.hpp"
 #include "graph/placement.hpp"
@@ -260,9 +262,15 @@ result<std::shared_ptr<run_plan>> plan_for(Self self, master_session& s,
   placement.allow_soft_placement = s.config.allow_soft_placement;
   placement.default_task = st.directory.default_task(s.config.default_task, st.options.own_task);
   placement.device_priority = device_type_priority;
-  auto made = make_run_plan(*s.g, req, st.directory, placement, st.next_handle, placed);
+  auto made = make_run_plan(*s.g, req, st.directory, placement, st.next_handle, placed,
+                            fusion_enabled(s.config.fuse_ops));
   if (!made)
     return made.error();
+  // ACTORFLOW_VERBOSE=1 says what fused even without log_device_placement.
+  if (verbose())
+    for (auto& line : placed)
+      if (parse_fusion_line(line))
+        log_verbose(line);
   auto plan = *made;
   s.plans.insert(signature, plan);
   // Registration replies may outlive the session (closed meanwhile): they hold the plan.

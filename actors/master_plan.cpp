@@ -2,6 +2,7 @@
 
 #include "devices/commit_gate.hpp"
 #include "devices/kernel.hpp"
+#include "graph/fusion.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/partition.hpp"
 
@@ -70,7 +71,8 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
                                                 const device_directory& directory,
                                                 const placement_options& placement,
                                                 std::int64_t& next_handle,
-                                                std::vector<std::string>& placed) {
+                                                std::vector<std::string>& placed,
+                                                bool fuse_ops) {
   std::vector<int> roots;
   std::vector<output> fetches;
   for (auto& name : request.fetches) {
@@ -106,6 +108,24 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
   if (!parts)
     return parts.error();
   auto first_updates = first_updates_of(g, needed, fed);
+  if (fuse_ops) {
+    // Fetched and fed tensors must keep their producers.
+    std::set<std::string> keep;
+    for (auto& o : fetches)
+      keep.insert(g.at(o.node_id).name);
+    for (auto& o : feeds)
+      keep.insert(g.at(o.node_id).name);
+    kernel_support has_kernel = [&directory](const std::string& op, const std::string& type,
+                                             dtype t) { return directory.has_kernel(op, type, t); };
+    for (auto& [device, part] : *parts) {
+      auto fused = fuse_partition(part, keep, has_kernel);
+      if (!fused)
+        return fused.error().with_context("fusing the partition for " + device);
+      part = fused->partition;
+      for (auto& record : fused->fusions)
+        placed.push_back(fusion_line(record));
+    }
+  }
 
   auto plan = std::make_shared<run_plan>();
   for (auto& [device, part] : *parts) {

@@ -8,6 +8,7 @@
 #include "actors/session_master.hpp"
 #include "actors/sigpipe.hpp"
 #include "devices/runtime_env.hpp"
+#include "graph/fusion.hpp"
 #include "graph/metrics.hpp"
 
 #include <caf/all.hpp>
@@ -255,6 +256,10 @@ struct session::impl {
       if (options.log_device_placement)
         std::cerr << line << '\n';
       placement_log.push_back(line);
+      if (auto fused = parse_fusion_line(line)) {
+        note_fusion(g, *fused);
+        continue;
+      }
       auto colon = line.find(": ");
       if (colon == std::string::npos)
         continue;

@@ -51,6 +51,10 @@ struct session_options {
   bool log_device_placement = false;
   /// Pinned nodes that cannot run where they are pinned fall back to a device that can.
   bool allow_soft_placement = false;
+  /// Fuse MatMul/Conv2D + bias Add (+ Relu) into one kernel where a device has one
+  /// (graph/fusion.hpp); the master's environment ACTORFLOW_FUSION=0 turns it off as well.
+  /// Each fusion adds a "fused ..." line to placement_log.
+  bool fuse_ops = true;
   /// Deterministic mode for tests: no inter-op pool, every node runs inside its device actor.
   bool run_inline = false;
   /// Deterministic tests: runs the test scheduler before every wait for an answer.

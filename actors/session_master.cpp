@@ -152,6 +152,7 @@ protocol::session_config session_config_for(const session_options& options, caf:
     static_cast<std::int64_t>(task_timeout(options) * 1000), std::move(owner),
     options.default_task);
   config.memory_limit_bytes = static_cast<std::int64_t>(options.memory_limit_bytes);
+  config.fuse_ops = options.fuse_ops;
   return config;
 }
 

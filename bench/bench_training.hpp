@@ -40,6 +40,8 @@ struct model_run {
   std::string device;
   /// Test devices the session makes (session_options::test_device_count).
   int test_devices = -1;
+  /// The fusion pass (session_options::fuse_ops): off to measure what it gains.
+  bool fuse_ops = true;
 };
 
 /// Fashion-MNIST's training split, every pixel read once (and checked to lie in [0, 1]) after
@@ -79,6 +81,7 @@ inline actorflow::result<measured> train_actorflow(const actorflow::dataset& dat
   options.run_inline = run.inline_nodes;
   options.allow_soft_placement = !run.device.empty();
   options.test_device_count = run.test_devices;
+  options.fuse_ops = run.fuse_ops;
   session s{g, options};
   AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
   batch_options shuffled;

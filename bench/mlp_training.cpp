@@ -16,6 +16,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -75,6 +76,34 @@ double gemm_bound(int threads) {
       step();
   });
   return timed_steps * batch_size / seconds;
+}
+
+/// The fusion pass on and off side by side at 1 thread (graph/fusion.hpp), `runs` alternating
+/// runs of each; emits the medians, on over off, with every run in the note.
+void compare_fusion(const dataset& data, model_run run, const std::string& name, int runs) {
+  std::vector<double> on, off;
+  std::string each;
+  for (int i = 0; i < runs; ++i)
+    for (bool fuse : {false, true}) {
+      run.fuse_ops = fuse;
+      auto r = train_actorflow(data, 1, run);
+      if (!r) {
+        std::fprintf(stderr, "mlp_training: %s: %s\n", name.c_str(), r.error().to_string().c_str());
+        return;
+      }
+      (fuse ? on : off).push_back(r->examples_per_second);
+      each += std::string{each.empty() ? "" : ", "} + (fuse ? "on " : "off ") +
+              bench::json_number(r->examples_per_second);
+    }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  bench::figure f{name + "_fused_examples_per_s_t1", median(on), "examples/s", median(off)};
+  f.ratio = median(on) / median(off);
+  f.note = "fusion on (median of " + std::to_string(runs) + "); baseline: fusion off, same run, "
+           "alternating; runs: " + each;
+  bench::emit(f);
 }
 
 } // namespace
@@ -145,5 +174,7 @@ int main() {
   if (torch_cnn)
     c.ratio = ours_cnn->examples_per_second / *torch_cnn;
   bench::emit(c);
+  compare_fusion(*data, {}, "mlp", 3);
+  compare_fusion(*data, cnn, "cnn", 3);
   return 0;
 }

@@ -192,7 +192,9 @@ std::function<status(shape_context&)> like_input(int from) {
 
 void register_conv_ops(op_registry& r) {
   r.add(op_def{"Conv2D", 2, false, false, conv2d});
-  r.add(op_def{"Conv2DBackpropInput", 3, false, false, like_input(0)});
+  op_def backprop_input{"Conv2DBackpropInput", 3, false, false, like_input(0)};
+  backprop_input.shape_only_inputs = {0};
+  r.add(std::move(backprop_input));
   r.add(op_def{"Conv2DBackpropFilter", 3, false, false, like_input(1)});
   r.add(op_def{"MaxPool", 1, false, false, pool});
   r.add(op_def{"AvgPool", 1, false, false, pool});

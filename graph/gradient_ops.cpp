@@ -108,8 +108,11 @@ status split_to_shapes_of(shape_context& c) {
 } // namespace
 
 void register_gradient_ops(op_registry& r) {
-  auto add = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer) {
-    r.add(op_def{std::move(name), inputs, false, false, std::move(infer)});
+  auto add = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer,
+                  std::vector<int> shape_only = {}) {
+    op_def def{std::move(name), inputs, false, false, std::move(infer)};
+    def.shape_only_inputs = std::move(shape_only);
+    r.add(std::move(def));
   };
   add("AddN", -1, [](shape_context& c) {
     if (c.input_types.empty())
@@ -131,8 +134,8 @@ void register_gradient_ops(op_registry& r) {
   add("SumToShapeOf", 2, [](shape_context& c) {
     // x may have another dtype (only its shape matters); the result has grad's dtype.
     return like_input(c, 0, 1);
-  });
-  add("BroadcastToShapeOf", 2, [](shape_context& c) { return like_input(c, 0, 1); });
+  }, {1});
+  add("BroadcastToShapeOf", 2, [](shape_context& c) { return like_input(c, 0, 1); }, {1});
   add("ReshapeLike", 2, [](shape_context& c) {
     auto& dy = c.input_shapes[0];
     auto& x = c.input_shapes[1];
@@ -140,10 +143,10 @@ void register_gradient_ops(op_registry& r) {
       return error("ReshapeLike: " + dy.to_string() + " and " + x.to_string() +
                    " have different element counts");
     return like_input(c, 0, 1);
-  });
+  }, {1});
   add("SplitToShapesOf", -1, split_to_shapes_of);
-  add("OnesLike", 1, [](shape_context& c) { return like_input(c, 0, 0); });
-  add("ZerosLike", 1, [](shape_context& c) { return like_input(c, 0, 0); });
+  add("OnesLike", 1, [](shape_context& c) { return like_input(c, 0, 0); }, {0});
+  add("ZerosLike", 1, [](shape_context& c) { return like_input(c, 0, 0); }, {0});
 }
 
 } // namespace actorflow

@@ -108,10 +108,21 @@ std::string graph_to_dot(const graph& g, const graph_dot_options& options) {
     auto node_id = "n" + std::to_string(id);
     auto last = n.name.rfind('/');
     auto label = (last == std::string::npos ? n.name : n.name.substr(last + 1)) + "\n" + n.op;
+    // Fusion (graph/fusion.hpp): a fused node, in a partition or recorded in a client's graph,
+    // says what it runs; the nodes it absorbed are drawn dashed.
+    auto fused_op = n.attr_or<std::string>("_fused_op", n.has_attr("fused_ops") ? n.op : "");
+    auto fused_ops = n.attr_or<std::string>("_fused_ops", n.attr_or<std::string>("fused_ops", ""));
+    std::string style;
+    if (!fused_op.empty())
+      label += "\n= " + fused_op + " [" + fused_ops + "]";
+    if (auto* into = n.attr<std::string>("_fused_into")) {
+      label += "\n(fused into " + *into + ")";
+      style = ", style=\"rounded,filled,dashed\"";
+    }
     box_of(n.name)
       .statements.push_back(node_id + " [label=" + quoted(label) + ", tooltip=" +
                             quoted(n.name + " on " + device) + ", fillcolor=\"" +
-                            colour(devices.at(device)) + "\"];");
+                            colour(devices.at(device)) + "\"" + style + "];");
     for (auto& input : n.inputs) {
       const auto& producer = g.at(input.node_id);
       auto from = "n" + std::to_string(input.node_id);

@@ -48,6 +48,18 @@ struct op_def {
   /// and ApplyAdam): the kernel reaches their variables through the device's resources, so the
   /// executor neither reads their value at run time nor rejects them when uninitialised.
   std::vector<int> variable_ref_inputs{};
+  /// Inputs whose value is never read, only their run-time shape (SumToShapeOf's x): any
+  /// tensor of the same shape may stand in for them, which lets the fusion pass
+  /// (graph/fusion.hpp) absorb a producer whose output only such inputs see besides its fused
+  /// consumer.
+  std::vector<int> shape_only_inputs{};
+
+  bool is_shape_only_input(int k) const {
+    for (auto i : shape_only_inputs)
+      if (i == k)
+        return true;
+    return false;
+  }
 
   /// Whether input `k` is a variable ref (input 0 with takes_variable_ref, or listed above).
   bool is_variable_ref_input(int k) const {
@@ -77,6 +89,8 @@ private:
 void register_standard_ops(op_registry& registry);
 /// Ops only gradients use: ReluGrad, SigmoidGrad, ... (graph/gradient_ops.cpp).
 void register_gradient_ops(op_registry& registry);
+/// The fused ops the fusion pass makes, _FusedMatMul and _FusedConv2D (graph/fusion.cpp).
+void register_fused_ops(op_registry& registry);
 /// Convolution and pooling ops and their gradients' ops (graph/conv_ops.cpp).
 void register_conv_ops(op_registry& registry);
 /// Optimizer update ops: ApplyGradientDescent, ApplyMomentum, ApplyAdam (graph/training_ops.cpp).

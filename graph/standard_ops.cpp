@@ -299,6 +299,7 @@ void register_standard_ops(op_registry& r) {
   register_gradient_ops(r);
   register_training_ops(r);
   register_conv_ops(r);
+  register_fused_ops(r);
   register_control_flow_ops(r);
   auto add = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer,
                   bool stateful = false, bool takes_ref = false) {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -305,4 +306,45 @@ TEST_CASE("linreg takes --checkpoint-dir, --resume and --output-dir as the class
   CHECK(std::filesystem::exists(parts + "/curve.svg"));
   std::filesystem::remove_all(whole);
   std::filesystem::remove_all(parts);
+}
+
+TEST_CASE("the MLP trains an epoch to the same losses with fusion on and with ACTORFLOW_FUSION=0") {
+  require_fashion_mnist();
+  auto on = fresh_dir("fusion-on"), off = fresh_dir("fusion-off");
+  auto common = std::string{" --local --epochs 1 --threads 1 --log-every 50 --log-device-placement"};
+  auto fused = run_train("--output-dir " + on + common);
+  REQUIRE(fused.exit_code == 0);
+  auto plain = actorflow::testing::run_command("ACTORFLOW_FUSION=0 " +
+                                               std::string{ACTORFLOW_TRAIN_BINARY} +
+                                               " --output-dir " + off + common);
+  REQUIRE(plain.exit_code == 0);
+  // Every layer of the MLP fuses: two MatMul + bias + Relu, the logits' MatMul + bias.
+  int relu_layers = 0, bias_layers = 0;
+  for (auto& line : lines_of(fused.output)) {
+    if (line.rfind("fused ", 0) != 0 || line.find("= _FusedMatMul(") == std::string::npos)
+      continue;
+    if (line.find("fused_ops=[BiasAdd,Relu]") != std::string::npos)
+      ++relu_layers;
+    else if (line.find("fused_ops=[BiasAdd]") != std::string::npos)
+      ++bias_layers;
+  }
+  CHECK(relu_layers >= 2);
+  CHECK(bias_layers >= 1);
+  CHECK(plain.output.find("_FusedMatMul") == std::string::npos);
+  // step,epoch,loss,accuracy: the same within float32 rounding.
+  auto a = metrics_without_speed(on + "/metrics.csv");
+  auto b = metrics_without_speed(off + "/metrics.csv");
+  REQUIRE(a.size() == b.size());
+  REQUIRE(a.size() > 5);
+  for (std::size_t i = 1; i < a.size(); ++i) {
+    double step_a = 0, epoch_a = 0, loss_a = 0, acc_a = 0, step_b = 0, epoch_b = 0, loss_b = 0, acc_b = 0;
+    REQUIRE(std::sscanf(a[i].c_str(), "%lf,%lf,%lf,%lf", &step_a, &epoch_a, &loss_a, &acc_a) == 4);
+    REQUIRE(std::sscanf(b[i].c_str(), "%lf,%lf,%lf,%lf", &step_b, &epoch_b, &loss_b, &acc_b) == 4);
+    INFO("fused: " << a[i] << " unfused: " << b[i]);
+    CHECK(step_a == step_b);
+    CHECK(std::abs(loss_a - loss_b) <= 1e-4 * (1.0 + std::abs(loss_b)));
+    CHECK(std::abs(acc_a - acc_b) <= 0.01);
+  }
+  std::filesystem::remove_all(on);
+  std::filesystem::remove_all(off);
 }

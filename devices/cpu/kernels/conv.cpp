@@ -6,6 +6,7 @@
 // window hangs over the padding), so that the convolution of a batch chunk is one GEMM with the
 // filter seen as a [kh*kw*in, out] matrix, which HWIO already is in memory.
 #include "devices/cpu/kernels/blas.hpp"
+#include "devices/cpu/kernels/im2col.hpp"
 #include "devices/cpu/onednn_conv.hpp"
 #include "devices/cpu/kernels/kernel_util.hpp"
 #include "graph/conv_geometry.hpp"
@@ -301,6 +302,18 @@ template <class T>
 using avg_pool_grad_kernel = pool_kernel<T, pool_kind::average, true>;
 
 } // namespace
+
+// Exposed for fused_conv.cpp (devices/cpu/kernels/im2col.hpp).
+template <class T>
+void cpu::unroll_windows(const conv_sizes& s, const T* x, std::int64_t first, std::int64_t count,
+                         T* col) {
+  im2col(s, x, first, count, col);
+}
+template void cpu::unroll_windows<float>(const conv_sizes&, const float*, std::int64_t,
+                                         std::int64_t, float*);
+template void cpu::unroll_windows<double>(const conv_sizes&, const double*, std::int64_t,
+                                          std::int64_t, double*);
+std::int64_t cpu::conv_images_per_chunk(const conv_sizes& s) { return images_per_chunk(s); }
 
 void register_conv_kernels(kernel_registry& registry) {
   add_typed_kernels<conv2d_kernel, float, double>(registry, "Conv2D");

@@ -19,6 +19,8 @@ void register_binary_kernels(kernel_registry& registry);     // Add, Sub, Mul, D
 void register_cast_kernels(kernel_registry& registry);       // Cast
 void register_matmul_kernels(kernel_registry& registry);     // MatMul
 void register_conv_kernels(kernel_registry& registry);       // Conv2D (+ backprops), MaxPool, AvgPool (+ grads)
+void register_fused_matmul_kernels(kernel_registry& registry); // _FusedMatMul (graph/fusion.hpp)
+void register_fused_conv_kernels(kernel_registry& registry);   // _FusedConv2D (graph/fusion.hpp)
 void register_reduction_kernels(kernel_registry& registry);  // Sum, Mean, Max
 void register_argmax_kernels(kernel_registry& registry);     // ArgMax
 void register_reshape_kernels(kernel_registry& registry);    // Reshape

@@ -17,6 +17,8 @@ void register_cpu_kernels(kernel_registry& registry) {
   register_cast_kernels(registry);
   register_conv_kernels(registry);
   register_matmul_kernels(registry);
+  register_fused_matmul_kernels(registry);
+  register_fused_conv_kernels(registry);
   register_reduction_kernels(registry);
   register_argmax_kernels(registry);
   register_reshape_kernels(registry);

@@ -1,0 +1,94 @@
+// _FusedMatMul (graph/fusion.hpp): MatMul + BiasAdd (+ Relu) as one GEMM onto C filled with
+// the bias, then Relu over each block of C while in cache; float32 and float64 through the BLAS. Inputs: a, b, bias; attrs
+// transpose_a, transpose_b, fused_ops.
+#include "devices/cpu/kernels/bias_epilogue.hpp"
+#include "devices/cpu/kernels/blas.hpp"
+#include "devices/cpu/kernels/kernel_util.hpp"
+
+#include <climits>
+
+namespace actorflow {
+
+namespace {
+
+using namespace cpu;
+
+template <class T>
+class fused_matmul_kernel : public op_kernel {
+public:
+  bool is_expensive() const override { return true; }
+  explicit fused_matmul_kernel(const node& n)
+    : op_kernel(n), transpose_a_(n.attr_or<bool>("transpose_a", false)),
+      transpose_b_(n.attr_or<bool>("transpose_b", false)),
+      relu_(fuses_relu(n.attr_or<std::string>("fused_ops", ""))) {}
+
+  void compute(kernel_context& ctx) override {
+    if (!check_inputs(ctx, 3, dtype_of<T>()))
+      return;
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    const tensor& bias = ctx.input(2);
+    if (a.shape().rank() != 2 || b.shape().rank() != 2 || bias.shape().rank() != 1) {
+      ctx.fail(make_error(errc::invalid_argument,
+                          "_FusedMatMul needs two matrices and a vector, got shapes " +
+                            a.shape().to_string() + ", " + b.shape().to_string() + " and " +
+                            bias.shape().to_string()));
+      return;
+    }
+    auto m = a.shape().dim(transpose_a_ ? 1 : 0);
+    auto k = a.shape().dim(transpose_a_ ? 0 : 1);
+    auto k_b = b.shape().dim(transpose_b_ ? 1 : 0);
+    auto n = b.shape().dim(transpose_b_ ? 0 : 1);
+    if (k != k_b || bias.shape().dim(0) != n) {
+      ctx.fail(make_error(errc::invalid_argument,
+                          "Matrix size-incompatible: In[0]: " + a.shape().to_string() +
+                            (transpose_a_ ? " (transposed)" : "") + ", In[1]: " +
+                            b.shape().to_string() + (transpose_b_ ? " (transposed)" : "") +
+                            ", bias: " + bias.shape().to_string()));
+      return;
+    }
+    for (auto d : {m, n, k})
+      if (d > INT_MAX) {
+        ctx.fail(make_error(errc::invalid_argument,
+                            "MatMul dimension " + std::to_string(d) + " exceeds the BLAS's int range"));
+        return;
+      }
+    tensor out = ctx.allocate_output(0, dtype_of<T>(), tensor_shape{m, n});
+    if (m == 0 || n == 0)
+      return;
+    T* c = out.data<T>();
+    const T* bias_data = bias.data<T>();
+    if (k == 0) {
+      fill_bias(c, m, n, bias_data);
+      if (relu_)
+        relu_in_place(c, m * n);
+      return;
+    }
+    auto lda = a.shape().dim(1);
+    // Row blocks of C small enough to stay in L2 between the GEMM and the epilogue.
+    auto block = epilogue_block_rows<T>(n);
+    for (std::int64_t first = 0; first < m; first += block) {
+      auto rows = std::min(block, m - first);
+      // Row `first` of op(A): a row of A, or a column when A is transposed.
+      const T* a_block = a.data<T>() + (transpose_a_ ? first : first * lda);
+      fill_bias(c + first * n, rows, n, bias_data);
+      gemm(transpose_a_, transpose_b_, rows, n, k, T{1}, a_block, lda, b.data<T>(),
+           b.shape().dim(1), T{1}, c + first * n, n);
+      if (relu_)
+        relu_in_place(c + first * n, rows * n);
+    }
+  }
+
+private:
+  bool transpose_a_;
+  bool transpose_b_;
+  bool relu_;
+};
+
+} // namespace
+
+void register_fused_matmul_kernels(kernel_registry& registry) {
+  add_typed_kernels<fused_matmul_kernel, float, double>(registry, "_FusedMatMul");
+}
+
+} // namespace actorflow
