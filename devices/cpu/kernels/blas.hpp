@@ -4,11 +4,42 @@
 /// C[m,n] = alpha op(A) op(B) + beta C; lda/ldb/ldc are the stored row lengths. Internal to the
 /// CPU kernels: it brings in cblas.h.
 
+#include "graph/status.hpp"
+#include "graph/tensor_shape.hpp"
+
 #include <cblas.h>
 
+#include <climits>
 #include <cstdint>
+#include <string>
 
 namespace actorflow::cpu {
+
+/// The sizes of C[m,n] = op(A[.., k]) op(B[k, ..]).
+struct gemm_dims {
+  std::int64_t m = 0, n = 0, k = 0;
+};
+
+/// gemm_dims of two matrices (rank 2, checked by the caller), transposed as asked: an error
+/// naming both shapes (`what` names the op) when the inner dimensions differ, or when one
+/// exceeds the BLAS's int range.
+inline result<gemm_dims> gemm_dims_of(const tensor_shape& a, bool transpose_a,
+                                      const tensor_shape& b, bool transpose_b) {
+  gemm_dims d;
+  d.m = a.dim(transpose_a ? 1 : 0);
+  d.k = a.dim(transpose_a ? 0 : 1);
+  d.n = b.dim(transpose_b ? 0 : 1);
+  if (d.k != b.dim(transpose_b ? 1 : 0))
+    return make_error(errc::invalid_argument,
+                      "Matrix size-incompatible: In[0]: " + a.to_string() +
+                        (transpose_a ? " (transposed)" : "") + ", In[1]: " + b.to_string() +
+                        (transpose_b ? " (transposed)" : ""));
+  for (auto size : {d.m, d.n, d.k})
+    if (size > INT_MAX)
+      return make_error(errc::invalid_argument, "MatMul dimension " + std::to_string(size) +
+                                                  " exceeds the BLAS's int range");
+  return d;
+}
 
 inline void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
                  std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,

@@ -35,24 +35,18 @@ public:
                             bias.shape().to_string()));
       return;
     }
-    auto m = a.shape().dim(transpose_a_ ? 1 : 0);
-    auto k = a.shape().dim(transpose_a_ ? 0 : 1);
-    auto k_b = b.shape().dim(transpose_b_ ? 1 : 0);
-    auto n = b.shape().dim(transpose_b_ ? 0 : 1);
-    if (k != k_b || bias.shape().dim(0) != n) {
-      ctx.fail(make_error(errc::invalid_argument,
-                          "Matrix size-incompatible: In[0]: " + a.shape().to_string() +
-                            (transpose_a_ ? " (transposed)" : "") + ", In[1]: " +
-                            b.shape().to_string() + (transpose_b_ ? " (transposed)" : "") +
-                            ", bias: " + bias.shape().to_string()));
+    auto dims = gemm_dims_of(a.shape(), transpose_a_, b.shape(), transpose_b_);
+    if (!dims) {
+      ctx.fail(dims.error());
       return;
     }
-    for (auto d : {m, n, k})
-      if (d > INT_MAX) {
-        ctx.fail(make_error(errc::invalid_argument,
-                            "MatMul dimension " + std::to_string(d) + " exceeds the BLAS's int range"));
-        return;
-      }
+    auto [m, n, k] = *dims;
+    if (bias.shape().dim(0) != n) {
+      ctx.fail(make_error(errc::invalid_argument,
+                          "the bias " + bias.shape().to_string() + " does not match the " +
+                            std::to_string(n) + " columns of the product"));
+      return;
+    }
     tensor out = ctx.allocate_output(0, dtype_of<T>(), tensor_shape{m, n});
     if (m == 0 || n == 0)
       return;
