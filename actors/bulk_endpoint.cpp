@@ -354,11 +354,17 @@ status bulk_endpoint::check_token(connection& c) {
   std::uint8_t presented[token_preamble_bytes];
   std::size_t got = 0;
   bool stalled = false;
-  if (!wait_readable(c.fd, handshake_timeout_, c.tls.get()) ||
-      !read_exact(c.fd, presented, sizeof presented, got, handshake_timeout_, stalled, c.tls.get()))
-    return make_error(errc::permission_denied,
-                      "no cluster token within " + std::to_string(handshake_timeout_.count()) +
-                        " ms (" + std::to_string(got) + " bytes)");
+  bool readable = wait_readable(c.fd, handshake_timeout_, c.tls.get());
+  if (!readable || !read_exact(c.fd, presented, sizeof presented, got, handshake_timeout_,
+                               stalled, c.tls.get())) {
+    if (!readable || stalled)
+      return make_error(errc::permission_denied,
+                        "no cluster token within " + std::to_string(handshake_timeout_.count()) +
+                          " ms (" + std::to_string(got) + " bytes)");
+    return make_error(errc::permission_denied, "it closed the connection after " +
+                                                 std::to_string(got) +
+                                                 " bytes, before presenting the cluster token");
+  }
   if (!preamble_matches(presented, *preamble_))
     return make_error(errc::permission_denied, "it did not present the cluster token");
   return {};

@@ -198,8 +198,7 @@ void connect_unreached(Self self) {
     if (patient)
       connector = spawn_patient_connector(
         self->system(), options.timeout_seconds,
-        {options.connect_timeout_seconds,
-         "task " + where + " at " + host + ":" + std::to_string(port)});
+        {options.connect_timeout_seconds, "task " + where}); // where: "NAME at HOST:PORT"
     self->request(connector, bound, caf::connect_atom::value, host, port)
       .then(
         [=, where = where](const caf::node_id&, caf::strong_actor_ptr& service,
