@@ -4,6 +4,7 @@
 
 #include "actors/bulk_channel.hpp"
 #include "actors/cluster_spec.hpp"
+#include "actors/sigpipe.hpp"
 
 #include <caf/io/network/native_socket.hpp>
 
@@ -14,7 +15,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <csignal>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -22,7 +22,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -235,22 +234,13 @@ std::string tls_errors() {
 /// send would turn into application data. It writes with write(2), so SIGPIPE is blocked on
 /// this thread for the call, and one it raised is taken back before the mask is restored.
 int kernel_tls_write(BIO* bio, const char* data, int size) {
-  sigset_t pipe_only, previous;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_only, &previous);
-  sigset_t pending;
-  sigpending(&pending);
-  bool was_pending = sigismember(&pending, SIGPIPE) == 1;
-  auto n = BIO_meth_get_write(BIO_s_socket())(bio, data, size);
-  auto write_errno = errno;
-  if (n <= 0 && write_errno == EPIPE && !was_pending) {
-    timespec now{};
-    while (sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
-    }
+  int n = 0, write_errno = 0;
+  {
+    sigpipe_blocked during_write;
+    n = BIO_meth_get_write(BIO_s_socket())(bio, data, size);
+    write_errno = errno;
   }
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  errno = write_errno;
+  errno = write_errno; // the unblocking may have touched errno
   return n;
 }
 

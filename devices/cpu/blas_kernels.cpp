@@ -149,8 +149,7 @@ blas_kernel_choice choose_blas_kernels(const cpu_features& cpu, const std::strin
     choice.summary += " (OpenBLAS chose " + choice.library_chose;
   if (!choice.forced.empty() && choice.problem.empty())
     choice.summary += "; forced by ACTORFLOW_BLAS_CORE)";
-  else if (lower(choice.running) == lower(choice.widest) ||
-           width_of(choice.running) == width_of(choice.widest))
+  else if (width_of(choice.running) == width_of(choice.widest))
     choice.summary += "; the widest kernels this CPU runs)";
   else
     choice.summary += "; narrower than this CPU's " + choice.widest + ")";

@@ -36,13 +36,13 @@ namespace {
 
 /// What a stranger can send: nothing of it may reach a member's other connections.
 struct stranger {
-  std::string certificates; // of another CA; empty for a cluster secured by a token only
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> node;
   std::shared_ptr<ssl_ctx_st> tls;
   int refused = 0; // attempts the target closed (or never let through) within the bound
 
-  explicit stranger(const std::string& other_ca_dir) : certificates(other_ca_dir) {
+  /// With the certificates of another CA in `other_ca_dir`; none (empty) for a token cluster.
+  explicit stranger(const std::string& other_ca_dir) {
     auto own = other_ca_dir.empty() ? transport_security{}
                                     : tls_of(other_ca_dir, "intruder", other_ca_dir, 5000);
     use_guarded_transport(config, own);

@@ -30,6 +30,14 @@ void fill_bias(T* c, std::int64_t rows, std::int64_t n, const T* bias) {
     std::copy(bias, bias + n, c + r * n);
 }
 
+/// c[r, j] += bias[j] for rows [0, rows) of width n (an output another library wrote).
+template <class T>
+void add_bias(T* c, std::int64_t rows, std::int64_t n, const T* bias) {
+  for (std::int64_t r = 0; r < rows; ++r, c += n)
+    for (std::int64_t j = 0; j < n; ++j)
+      c[j] += bias[j];
+}
+
 /// c = max(c, 0) over `count` elements.
 template <class T>
 void relu_in_place(T* c, std::int64_t count) {

@@ -1,6 +1,6 @@
 // _FusedConv2D (graph/fusion.hpp): Conv2D + BiasAdd (+ Relu). float32 runs the convolution on
 // oneDNN as Conv2D does (devices/cpu/onednn_conv.hpp, 2-5x im2col + GEMM on the CNN's shapes),
-// then adds the bias and applies Relu in one pass over the output; otherwise conv.cpp's im2col +
+// then adds the bias and applies Relu over the output (bias_epilogue.hpp); otherwise conv.cpp's im2col +
 // GEMM onto output rows filled with the bias, Relu applied to each block right after its GEMM. Inputs: x (NHWC), filter
 // (HWIO), bias; attrs strides, padding, fused_ops. Kept apart from conv.cpp on purpose: that
 // file may move to another library's convolutions.
@@ -61,6 +61,8 @@ public:
       if (use_onednn_ && onednn_convolution(onednn_conv_pass::forward, *s, x.data<T>(),
                                             filter.data<T>(), nullptr, y)) {
         add_bias(y, s->batch * s->positions(), s->filters, bias_data);
+        if (relu_)
+          relu_in_place(y, out.num_elements());
         return;
       }
     }
@@ -88,15 +90,6 @@ public:
   }
 
 private:
-  /// c[rows, n] += bias, then Relu where fused: one pass over an output oneDNN wrote.
-  void add_bias(T* c, std::int64_t rows, std::int64_t n, const T* bias) const {
-    for (std::int64_t r = 0; r < rows; ++r, c += n)
-      for (std::int64_t j = 0; j < n; ++j) {
-        auto v = c[j] + bias[j];
-        c[j] = relu_ && v < T{0} ? T{0} : v;
-      }
-  }
-
   bool relu_;
   bool use_onednn_;
 };
