@@ -4,6 +4,7 @@
 #include "actors/logging.hpp"
 #include "actors/task_client.hpp"
 #include "actors/tensor_route.hpp"
+#include "graph/device_name.hpp"
 
 #include "devices/commit_gate.hpp"
 #include "devices/executor.hpp"
@@ -641,6 +642,7 @@ struct coordinator_step {
   std::vector<std::vector<tensor>> fetched;
   std::vector<device_actor> devices;
   std::vector<std::string> names;
+  std::vector<std::uint64_t> incarnations;
   /// Calls whose answer (or failure) was counted: a lost device may also fail its request.
   std::vector<bool> answered;
   status first_error;
@@ -682,6 +684,12 @@ void on_device_result(Self self, std::int64_t step_id,
     return;
   step.answered[index] = true;
   if (!result.outcome.ok()) {
+    // The failure is this device's task's, unless it already names where it came from.
+    if (index < step.names.size())
+      if (auto from = task_origin_of(step.names[index], index < step.incarnations.size()
+                                                         ? step.incarnations[index]
+                                                         : 0))
+        result.outcome = result.outcome.with_origin(std::move(*from));
     // Keep the root cause: an "aborted" from a bystander never hides the real failure.
     if (step.first_error.ok() ||
         (step.first_error.code() == errc::aborted && result.outcome.code() != errc::aborted))
@@ -823,6 +831,7 @@ step_coordinator_actor::behavior_type step_coordinator(Self self) {
       step.fetched.resize(plan.calls.size());
       step.answered.assign(plan.calls.size(), false);
       step.names = plan.device_names;
+      step.incarnations = plan.device_incarnations;
       for (auto& call : plan.calls) {
         step.devices.push_back(call.first);
         if (self->state.monitored.insert(call.first.address()).second)

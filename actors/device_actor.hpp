@@ -78,6 +78,8 @@ struct step_plan {
   std::vector<std::pair<device_actor, run_request>> calls;
   /// Full device name of each call, for errors ("... /job:ps/replica:0/task:1/device:CPU:0").
   std::vector<std::string> device_names;
+  /// Each call's task incarnation (0: not known), for the origin of its errors.
+  std::vector<std::uint64_t> device_incarnations;
   /// A device that has not answered after this long fails the step; 0 waits without bound.
   std::int64_t timeout_ms = 0;
   /// The calls whose devices hold first updates (run_request::all_or_nothing): once each has
@@ -100,8 +102,8 @@ struct step_outcome {
 /// Wire encoding (for when a coordinator runs in another process); see protocols/wire.hpp.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
-  return f(caf::meta::type_name("step_plan"), x.step_id, x.calls, x.device_names, x.timeout_ms,
-           x.gated);
+  return f(caf::meta::type_name("step_plan"), x.step_id, x.calls, x.device_names,
+           x.device_incarnations, x.timeout_ms, x.gated);
 }
 
 /// Wire encoding of a step's outcome; see protocols/wire.hpp.

@@ -141,7 +141,7 @@ device_directory::unreached(const cluster_spec& cluster, const std::vector<std::
       auto split = parse_host_port(*address);
       if (!split)
         return split.error();
-      out.push_back({name + " at " + *address, split->host, split->port});
+      out.push_back({name + " at " + *address, split->host, split->port, {job, task, 0}});
     }
   }
   return out;

@@ -31,6 +31,8 @@ struct unreached_task {
   std::string where;
   std::string host;
   std::uint16_t port = 0;
+  /// The task, as the origin of the errors of reaching it.
+  task_origin task;
 };
 
 class device_directory {

@@ -126,11 +126,12 @@ std::int64_t random_session_handle(const std::map<std::int64_t, master_session>&
 
 template <class Self>
 void ask_devices(Self self, const task_actor& service, const std::string& where,
-                 std::shared_ptr<countdown> done) {
+                 const std::optional<task_origin>& task, std::shared_ptr<countdown> done) {
   self->request(service, request_bound(self->state.options.timeout_seconds), devices_atom::value)
     .then([=](device_list& listed) { done->report(self->state.directory.add_task(where, listed)); },
           [=](caf::error& err) {
-            done->report(status_from_error(err).with_context("task " + where));
+            auto failed = status_from_error(err).with_context("task " + where);
+            done->report(task ? failed.with_origin(*task) : failed);
           });
 }
 
@@ -193,7 +194,7 @@ void connect_unreached(Self self) {
   auto bound = request_bound(options.timeout_seconds);
   if (patient && options.timeout_seconds > 0)
     bound = request_bound(options.connect_timeout_seconds + 2 * options.timeout_seconds + 1);
-  for (auto& [where, host, port] : tasks) {
+  for (auto& [where, host, port, task] : tasks) {
     auto connector = caf::actor_cast<caf::actor>(mm);
     if (patient)
       connector = spawn_patient_connector(
@@ -201,25 +202,28 @@ void connect_unreached(Self self) {
         {options.connect_timeout_seconds, "task " + where}); // where: "NAME at HOST:PORT"
     self->request(connector, bound, caf::connect_atom::value, host, port)
       .then(
-        [=, where = where](const caf::node_id&, caf::strong_actor_ptr& service,
-                           const std::set<std::string>& interface) {
+        [=, where = where, task = task](const caf::node_id&, caf::strong_actor_ptr& service,
+                                        const std::set<std::string>& interface) {
           if (!service) {
             done->report(make_error(errc::unavailable,
-                                    "task " + where + " published no actor at its address"));
+                                    "task " + where + " published no actor at its address")
+                           .with_origin(task));
             return;
           }
           if (!self->system().template assignable<task_actor>(interface)) {
             done->report(make_error(errc::unavailable,
                                     "the actor at task " + where +
                                       " is not an actorflow task (another program, or a "
-                                      "different actorflow version listens there)"));
+                                      "different actorflow version listens there)")
+                           .with_origin(task));
             return;
           }
-          ask_devices(self, caf::actor_cast<task_actor>(service), where, done);
+          ask_devices(self, caf::actor_cast<task_actor>(service), where, task, done);
         },
-        [=, where = where, host = host, port = port](caf::error& err) {
+        [=, where = where, host = host, port = port, task = task](caf::error& err) {
           done->report(make_error(errc::unavailable, "cannot reach task " + where + ": " +
-                                                       describe_connect_error(self->system(), err, host, port)));
+                                                       describe_connect_error(self->system(), err, host, port))
+                         .with_origin(task));
         });
   }
 }
@@ -244,7 +248,8 @@ void with_devices(Self self, completion then) {
       finish_discovery(self, s);
   });
   for (std::size_t i = 0; i < services.size(); ++i)
-    ask_devices(self, services[i], "known to the master (service " + std::to_string(i) + ")", done);
+    ask_devices(self, services[i], "known to the master (service " + std::to_string(i) + ")",
+                std::nullopt, done);
 }
 
 /// The plan for `req`'s signature: placed, partitioned and sent for registration the first

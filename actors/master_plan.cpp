@@ -134,6 +134,8 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
       return make_error(errc::internal, "no device actor for " + device);
     entry.actor = directory.find(device);
     entry.device = device;
+    if (auto known = directory.incarnations().find(device); known != directory.incarnations().end())
+      entry.incarnation = known->second;
     entry.handle = ++next_handle;
     entry.partition = part;
     for (std::size_t i = 0; i < feeds.size(); ++i)
@@ -163,6 +165,7 @@ step_plan make_step_plan(const run_plan& plan, std::int64_t step_id,
   step.timeout_ms = timeout_ms;
   for (auto& p : plan.partitions) {
     step.device_names.push_back(p.device);
+    step.device_incarnations.push_back(p.incarnation);
     std::vector<std::pair<std::string, tensor>> device_feeds;
     for (auto& [index, name] : p.feeds)
       device_feeds.emplace_back(name, request.feeds[index].second);

@@ -27,8 +27,9 @@ namespace actorflow {
 
 /// One device's share of a run signature.
 struct partition_entry {
-  /// Full device name.
+  /// Full device name, and its task's incarnation (0: not known).
   std::string device;
+  std::uint64_t incarnation = 0;
   protocol::device_actor actor;
   /// What the partition is registered under on its device.
   std::int64_t handle = 0;

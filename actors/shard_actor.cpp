@@ -115,7 +115,7 @@ void deliver(caf::typed_response_promise<std::int64_t>& rp, const result<std::in
   if (r)
     rp.deliver(*r);
   else
-    rp.deliver(make_wire_error(r.error().code(), r.error().message()));
+    rp.deliver(make_wire_error(r.error()));
 }
 
 /// Applies a closed round's average once and answers everyone who contributed to it.
@@ -131,7 +131,7 @@ void apply_round(shard_self self, const tensor& average) {
                              st.accumulator->last_round().accuracy,
                              st.accumulator->last_round().gradients});
     else
-      w.deliver(make_wire_error(applied.error().code(), applied.error().message()));
+      w.deliver(make_wire_error(applied.error()));
   }
 }
 
@@ -144,7 +144,7 @@ void accumulate(shard_self self, sync_gradient& offered,
   if (!st.accumulator) {
     auto now = s.read();
     if (!now) {
-      rp.deliver(make_wire_error(now.error().code(), now.error().message()));
+      rp.deliver(make_wire_error(now.error()));
       return;
     }
     // Rounds start at the first gradient's step: 0 in a new job, the restored global step on a
@@ -157,7 +157,7 @@ void accumulate(shard_self self, sync_gradient& offered,
   auto outcome = acc.offer(offered.local_step, offered.worker, offered.gradient, offered.incarnation,
                            offered.loss, offered.accuracy);
   if (!outcome) {
-    rp.deliver(make_wire_error(outcome.error().code(), outcome.error().message()));
+    rp.deliver(make_wire_error(outcome.error()));
     return;
   }
   if (*outcome != gradient_accumulator::offer_outcome::accepted) {
@@ -192,7 +192,7 @@ template <class T>
 caf::result<T> answer(result<T> r) {
   if (r)
     return std::move(*r);
-  return make_wire_error(r.error().code(), r.error().message());
+  return make_wire_error(r.error());
 }
 
 /// `update()`'s version, unless `from` is a retired life of its worker.
@@ -246,7 +246,7 @@ shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard s
     [&s](read_atom) -> caf::result<shard_value> {
       auto now = s.read();
       if (!now)
-        return make_wire_error(now.error().code(), now.error().message());
+        return make_wire_error(now.error());
       return shard_value{std::move(now->value), now->version};
     },
     [&s](assign_atom, tensor& value) { return answer(s.assign(std::move(value))); },
@@ -279,7 +279,7 @@ shard_actor_impl::behavior_type shard_behavior(shard_self self, variable_shard s
                                                       "' has no bulk channel to write reads from");
       auto now = s.read();
       if (!now)
-        return make_wire_error(now.error().code(), now.error().message());
+        return make_wire_error(now.error());
       auto rp = self->make_response_promise<std::int64_t>();
       auto id = ++st.next_read;
       st.reads.emplace(id, std::make_pair(rp, now->version));

@@ -38,9 +38,12 @@ result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_sp
     return split.error();
   auto reached = reach_published_actor(sys, split->host, split->port, timeout_seconds);
   if (!reached)
-    return reached.error().with_context("cannot reach task " + name + " at " + address);
+    return reached.error()
+      .with_context("cannot reach task " + name + " at " + address)
+      .with_origin({job, index, 0});
   if (!sys.assignable<protocol::task_actor>(reached->interface))
-    return make_error(errc::unavailable, "the actor at " + address + " is not an actorflow task");
+    return make_error(errc::unavailable, "the actor at " + address + " is not an actorflow task")
+      .with_origin({job, index, 0});
   return caf::actor_cast<protocol::task_actor>(reached->actor);
 }
 
@@ -57,8 +60,9 @@ status probe_task(caf::actor_system& sys, const cluster_spec& cluster, const std
   self->request(*target, request_bound(timeout_seconds), protocol::probe_atom::value)
     .receive([](std::int64_t) {},
              [&](caf::error& err) {
-               outcome = status_from_error(err).with_context("probing task " + name + " at " +
-                                                             address);
+               outcome = status_from_error(err)
+                           .with_context("probing task " + name + " at " + address)
+                           .with_origin({job, index, 0});
              });
   return outcome;
 }
@@ -135,10 +139,13 @@ find_shards(caf::actor_system& sys, const cluster_spec& cluster, const std::stri
       .receive(
         [&](protocol::task_manifest& manifest) {
           for (auto& [variable, shard] : manifest.shards)
-            shards[variable] = shard_location{shard, manifest.devices.bulk_address};
+            shards[variable] = shard_location{shard, manifest.devices.bulk_address,
+                                              task_origin{job, i, manifest.devices.incarnation}};
         },
         [&](caf::error& err) {
-          outcome = status_from_error(err).with_context("asking task " + name + " for its shards");
+          outcome = status_from_error(err)
+                      .with_context("asking task " + name + " for its shards")
+                      .with_origin({job, i, 0});
         });
     AF_RETURN_IF_ERROR(outcome);
   }

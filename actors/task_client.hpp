@@ -52,6 +52,8 @@ bool connection_like(const status& failure);
 struct shard_location {
   protocol::shard_actor shard;
   std::string bulk_address;
+  /// The shard's task: the origin of the shard's errors.
+  task_origin task;
 };
 
 /// The parameter shards of every task of `job`, by variable name (from each task's manifest).

@@ -294,7 +294,7 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   } else {
     // The task ends with the error (its behavior below serves nobody).
     std::cerr << "actorflow: task " << st.task_name() << ": " << tried.error().message() << '\n';
-    self->quit(make_wire_error(tried.error().code(), tried.error().message()));
+    self->quit(make_wire_error(tried.error()));
   }
   // Why a type has no devices here, once per process (TensorFlow logs it at INFO).
   static std::once_flag noted;

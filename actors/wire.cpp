@@ -55,10 +55,6 @@ caf::error check_block(caf::deserializer& source, std::uint64_t claimed, std::si
   return caf::none;
 }
 
-caf::error as_wire_error(const status& st) {
-  return st.ok() ? caf::error{} : make_wire_error(st.code(), st.message());
-}
-
 /// Reads a dtype code, refusing unknown ones.
 caf::error load_dtype(caf::deserializer& source, dtype& type) {
   std::uint8_t raw = 0;
@@ -66,7 +62,7 @@ caf::error load_dtype(caf::deserializer& source, dtype& type) {
     return err;
   auto checked = tensor_header::dtype_of_code(raw);
   if (!checked)
-    return as_wire_error(checked.error());
+    return make_wire_error(checked.error());
   type = *checked;
   return caf::none;
 }
@@ -79,14 +75,14 @@ caf::error load_dims(caf::deserializer& source, dtype type, tensor_shape& shape,
   if (auto err = source(rank))
     return err;
   if (auto st = tensor_header::check_rank(rank); !st.ok())
-    return as_wire_error(st);
+    return make_wire_error(st);
   std::vector<std::int64_t> dims(rank);
   for (auto& dim : dims)
     if (auto err = source(dim))
       return err;
   auto sized = tensor_header::sized_shape(std::move(dims), type);
   if (!sized)
-    return as_wire_error(sized.error());
+    return make_wire_error(sized.error());
   shape = std::move(sized->first);
   bytes = sized->second;
   return caf::none;
@@ -94,7 +90,7 @@ caf::error load_dims(caf::deserializer& source, dtype type, tensor_shape& shape,
 
 /// Refuses boolean bytes other than 0 and 1; `first_index` names the first byte's element.
 caf::error check_booleans(const void* data, std::uint64_t size, std::uint64_t first_index) {
-  return as_wire_error(tensor_header::check_booleans(data, size, first_index));
+  return make_wire_error(tensor_header::check_booleans(data, size, first_index));
 }
 
 } // namespace
@@ -104,6 +100,17 @@ caf::error make_wire_error(errc code, std::string message) {
                     caf::make_message(std::move(message))};
 }
 
+caf::error make_wire_error(const status& s) {
+  if (s.ok())
+    return caf::error{};
+  if (!s.origin())
+    return make_wire_error(s.code(), s.message());
+  auto& from = *s.origin();
+  return caf::error{static_cast<std::uint8_t>(s.code()), error_category,
+                    caf::make_message(s.message(), from.job, std::int32_t{from.task},
+                                      from.incarnation)};
+}
+
 status status_from_error(const caf::error& err) {
   if (!err)
     return status{};
@@ -111,9 +118,14 @@ status status_from_error(const caf::error& err) {
     auto code = err.code() <= static_cast<std::uint8_t>(last_errc)
                   ? static_cast<errc>(err.code())
                   : errc::internal;
+    auto& context = err.context();
+    if (context.match_elements<std::string, std::string, std::int32_t, std::uint64_t>())
+      return status{code, context.get_as<std::string>(0)}.with_origin(
+        {context.get_as<std::string>(1), context.get_as<std::int32_t>(2),
+         context.get_as<std::uint64_t>(3)});
     std::string message;
-    if (err.context().match_elements<std::string>())
-      message = err.context().get_as<std::string>(0);
+    if (context.match_elements<std::string>())
+      message = context.get_as<std::string>(0);
     return status{code, std::move(message)};
   }
   auto code = err.category() == caf::atom("system") ? errc::data_loss : errc::unavailable;
@@ -125,18 +137,36 @@ namespace wire {
 caf::error save(caf::serializer& sink, const status& x) {
   auto code = static_cast<std::uint8_t>(x.code());
   auto message = x.message();
-  return sink(code, message);
+  bool has_origin = x.origin().has_value();
+  if (auto err = sink(code, message, has_origin))
+    return err;
+  if (!has_origin)
+    return caf::none;
+  auto job = x.origin()->job;
+  auto task = std::int32_t{x.origin()->task};
+  auto incarnation = x.origin()->incarnation;
+  return sink(job, task, incarnation);
 }
 
 caf::error load(caf::deserializer& source, status& x) {
   std::uint8_t code = 0;
   std::string message;
-  if (auto err = source(code, message))
+  bool has_origin = false;
+  if (auto err = source(code, message, has_origin))
     return err;
   if (code > static_cast<std::uint8_t>(last_errc))
     return make_wire_error(errc::data_loss,
                            "status with unknown error code " + std::to_string(code));
-  x = status{static_cast<errc>(code), std::move(message)};
+  status loaded{static_cast<errc>(code), std::move(message)};
+  if (has_origin) {
+    std::string job;
+    std::int32_t task = 0;
+    std::uint64_t incarnation = 0;
+    if (auto err = source(job, task, incarnation))
+      return err;
+    loaded = loaded.with_origin({std::move(job), task, incarnation});
+  }
+  x = std::move(loaded);
   return caf::none;
 }
 

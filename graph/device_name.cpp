@@ -251,4 +251,11 @@ std::string task_name(const std::string& job, int task) {
   return "/job:" + job + "/replica:0/task:" + std::to_string(task);
 }
 
+std::optional<task_origin> task_origin_of(const std::string& device, std::uint64_t incarnation) {
+  auto name = device_name::parse(device);
+  if (!name || !name->job || !name->task)
+    return std::nullopt;
+  return task_origin{*name->job, *name->task, incarnation};
+}
+
 } // namespace actorflow

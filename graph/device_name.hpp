@@ -60,4 +60,8 @@ struct device_name {
 /// A task's name, the prefix of its devices' names: "/job:ps/replica:0/task:1".
 std::string task_name(const std::string& job, int task);
 
+/// The task of device `device` ("/job:ps/replica:0/task:1/device:CPU:0": ps, 1), with
+/// `incarnation`; nullopt when the name names no job and task (a device of this process).
+std::optional<task_origin> task_origin_of(const std::string& device, std::uint64_t incarnation = 0);
+
 } // namespace actorflow

@@ -1,5 +1,7 @@
 #include "graph/status.hpp"
 
+#include "graph/device_name.hpp"
+
 namespace actorflow {
 
 const char* to_string(errc code) {
@@ -25,8 +27,19 @@ const char* to_string(errc code) {
 status status::with_context(const std::string& context) const {
   if (ok())
     return *this;
-  return status{code_, context + ": " + message_};
+  auto out = status{code_, context + ": " + message_};
+  out.origin_ = origin_;
+  return out;
 }
+
+status status::with_origin(task_origin from) const {
+  auto out = *this;
+  if (!ok() && !origin_)
+    out.origin_ = std::move(from);
+  return out;
+}
+
+std::string task_origin::name() const { return task_name(job, task); }
 
 std::string status::to_string() const {
   if (ok())

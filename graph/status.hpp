@@ -50,7 +50,25 @@ inline constexpr errc last_errc = errc::permission_denied;
 /// The printable name of a code, e.g. "invalid_argument".
 const char* to_string(errc code);
 
-/// The outcome of an operation: ok, or a code with a message that names what is at fault.
+/// The task an error came from: the task whose device failed, hung or went away, or whose
+/// shard refused an update. Code that must tell a lost ps from a bad feed tests this field
+/// (origin()->job), never the message's text.
+struct task_origin {
+  std::string job;
+  int task = 0;
+  /// The task's incarnation (drawn when it started); 0 where it is not known.
+  std::uint64_t incarnation = 0;
+
+  /// "/job:ps/replica:0/task:1".
+  std::string name() const;
+
+  friend bool operator==(const task_origin& a, const task_origin& b) {
+    return a.job == b.job && a.task == b.task && a.incarnation == b.incarnation;
+  }
+};
+
+/// The outcome of an operation: ok, or a code with a message that names what is at fault, and
+/// where it is known, the task it came from.
 class [[nodiscard]] status {
 public:
   status() = default;
@@ -61,20 +79,27 @@ public:
   bool ok() const { return code_ == errc::ok; }
   errc code() const { return code_; }
   const std::string& message() const { return message_; }
+  /// The task the error came from; nullopt when it is this process's own, or not known.
+  const std::optional<task_origin>& origin() const { return origin_; }
 
-  /// A copy whose message is prefixed with `context`, e.g. "node 'mul' on /device:CPU:0".
+  /// A copy whose message is prefixed with `context`, e.g. "node 'mul' on /device:CPU:0". The
+  /// origin stays.
   status with_context(const std::string& context) const;
+  /// A copy from task `from`, unless it already names a task: the attribution made nearest to
+  /// the failure wins (a ps's refusal relayed by a worker stays the ps's). Ok stays ok.
+  status with_origin(task_origin from) const;
 
   /// "invalid_argument: <message>", or "ok".
   std::string to_string() const;
 
   friend bool operator==(const status& a, const status& b) {
-    return a.code_ == b.code_ && a.message_ == b.message_;
+    return a.code_ == b.code_ && a.message_ == b.message_ && a.origin_ == b.origin_;
   }
 
 private:
   errc code_ = errc::ok;
   std::string message_;
+  std::optional<task_origin> origin_;
 };
 
 inline status make_error(errc code, std::string message) { return status{code, std::move(message)}; }

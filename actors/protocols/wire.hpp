@@ -14,7 +14,8 @@
 ///
 /// Encodings (all integers in CAF's binary format; tensor bytes in host order, which must be
 /// little-endian):
-///   status:  uint8 code, string message
+///   status:  uint8 code, string message, bool has_origin; if has_origin: string job,
+///            int32 task, uint64 incarnation (status::origin(), the task it came from)
 ///   tensor:  uint8 dtype, bool initialized; if initialized: bool rank_known, uint32 rank,
 ///            int64 dims..., uint64 byte count, the raw bytes as one block
 ///            (byte count <= max_tensor_message_bytes)
@@ -97,6 +98,8 @@ void add_master_message_types(caf::actor_system_config& cfg);
 
 /// An error in the "actorflow" category carrying `code` and `message`.
 caf::error make_wire_error(errc code, std::string message);
+/// The same for `s`, with its origin (status_from_error gives it back); no error for ok.
+caf::error make_wire_error(const status& s);
 
 /// The status a caf::error stands for: actorflow-category errors map back to their code and
 /// message; any other error becomes data_loss (for CAF's serialization errors) or unavailable

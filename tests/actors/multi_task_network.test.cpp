@@ -358,6 +358,11 @@ TEST_CASE("a node failing on the ps aborts the step on the worker and names the 
   INFO(failed.outcome.to_string());
   CHECK(failed.outcome.message().find(std::string{"node 'broken' on "} + ps_device) !=
         std::string::npos);
+  // Where it came from is a field: the ps task, in the incarnation it listed its devices with.
+  REQUIRE(failed.outcome.origin());
+  CHECK(failed.outcome.origin()->job == "ps");
+  CHECK(failed.outcome.origin()->task == 0);
+  CHECK(failed.outcome.origin()->incarnation != 0);
   CHECK(failed.fetched.empty());
 
   // The ps reports its failure; the master's step coordinator aborts the step on both tasks;
@@ -438,6 +443,8 @@ TEST_CASE("a step with the ps hung names it after the step bound and a probe, an
   CHECK(failed->outcome.message().rfind(std::string{ps_device} + " did not answer step", 0) == 0);
   CHECK(failed->outcome.message().find("nor a probe after it: hung or unreachable") !=
         std::string::npos);
+  REQUIRE(failed->outcome.origin());
+  CHECK(failed->outcome.origin()->name() == "/job:ps/replica:0/task:0");
 
   // The close answers with the ps still stopped, without any more time passing.
   client->send(cluster.master, close_atom::value, created.handle);
@@ -534,4 +541,6 @@ TEST_CASE("a master that cannot reach the ps fails the session once its bound pa
   CHECK(created->outcome.code() == errc::unavailable);
   CHECK(created->outcome.message().find("cannot reach task /job:ps/replica:0/task:0 at ps:2221") !=
         std::string::npos);
+  REQUIRE(created->outcome.origin());
+  CHECK(created->outcome.origin()->name() == "/job:ps/replica:0/task:0");
 }

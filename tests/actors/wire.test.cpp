@@ -195,6 +195,27 @@ TEST_CASE("a status keeps its code and message on the wire", "[actors][wire]") {
   CHECK(round_trip(w.system(), status{}).ok());
 }
 
+TEST_CASE("a status keeps the task it came from on the wire and in an error", "[actors][wire]") {
+  wire_system w;
+  auto from_ps = make_error(errc::unavailable, "shard 'w' is unreachable")
+                   .with_origin({"ps", 1, 0xfeedULL});
+  auto out = round_trip(w.system(), from_ps);
+  REQUIRE(out.origin());
+  CHECK(out.origin()->job == "ps");
+  CHECK(out.origin()->task == 1);
+  CHECK(out.origin()->incarnation == 0xfeedULL);
+  CHECK(out == from_ps);
+  // As a caf::error (a refused request), serialized as CAF sends it to another node.
+  auto relayed = status_from_error(round_trip(w.system(), make_wire_error(from_ps)));
+  CHECK(relayed == from_ps);
+  CHECK(relayed.origin()->name() == "/job:ps/replica:0/task:1");
+  // Context keeps the origin; a later attribution does not replace the first.
+  auto wrapped = relayed.with_context("pushing 'w'").with_origin({"worker", 0, 7});
+  CHECK(wrapped.origin()->job == "ps");
+  CHECK_FALSE(round_trip(w.system(), make_error(errc::aborted, "x")).origin());
+  CHECK_FALSE(status{}.with_origin({"ps", 0, 0}).origin());
+}
+
 TEST_CASE("run requests, step results and tensor transfers round-trip with their tensors",
           "[actors][wire]") {
   wire_system w;
