@@ -11,6 +11,7 @@
 #include "actors/session.hpp"
 #include "actors/server.hpp"
 #include "actors/session_actor.hpp"
+#include "actors/sync_rounds.hpp"
 #include "actors/task_client.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
@@ -24,6 +25,7 @@
 #include "train/metrics.hpp"
 #include "train/models.hpp"
 #include "train/options.hpp"
+#include "train/session_manager.hpp"
 #include "train/trainer.hpp"
 
 #include <chrono>
@@ -39,7 +41,6 @@
 #include <random>
 #include <thread>
 
-#include <caf/all.hpp>
 
 #include <unistd.h>
 
@@ -318,80 +319,28 @@ status report_results(const train_options& o, const graph& g, const train::metri
   return {};
 }
 
-/// The checkpoint to restore: the newest in `checkpoints` that verifies, after a line on
-/// standard error for each newer one that is damaged; nullopt when the directory has none. When
-/// it has some and none verifies, the error says so and why the newest failed.
-result<std::optional<std::string>> checkpoint_to_restore(const checkpoint_manager& checkpoints) {
-  auto found = checkpoints.find_latest();
-  for (auto& why : found.skipped)
-    std::cerr << "actorflow-train: skipping a damaged checkpoint: " << why.message() << '\n';
-  if (!found.path && !found.skipped.empty())
-    return make_error(errc::data_loss, "every checkpoint in '" + checkpoints.directory() +
-                                         "' is damaged (" + std::to_string(found.skipped.size()) +
-                                         "); the newest: " + found.skipped.front().message());
-  return found.path;
+/// --checkpoint-dir's checkpoints; none without the flag, or for a process that writes none.
+train::checkpoint_files checkpoints_of(const train_options& o, saver& from, bool writes = true) {
+  if (!writes)
+    return {};
+  return train::checkpoint_files{o.checkpoint_dir, o.keep_checkpoints, from};
 }
 
-/// A checkpoint restored into a session's variables: where from, and its step.
-struct restored_checkpoint {
-  std::string path;
-  std::int64_t step = 0;
-};
-
-/// Restores the latest usable checkpoint of `checkpoints` (checkpoint_to_restore) into `s`;
-/// nothing when the directory has none.
-result<std::optional<restored_checkpoint>> restore_latest(saver& from, session& s,
-                                                          const checkpoint_manager& checkpoints) {
-  auto latest = checkpoint_to_restore(checkpoints);
-  if (!latest)
-    return latest.error();
-  if (!*latest)
-    return std::optional<restored_checkpoint>{};
-  auto data = read_checkpoint(**latest);
-  if (!data)
-    return data.error();
-  AF_RETURN_IF_ERROR(from.restore(s, *data, **latest));
-  return std::optional<restored_checkpoint>{restored_checkpoint{**latest, data->step}};
+/// --resume: the step of the latest checkpoint, restored into `s` and said on standard output;
+/// 0 without the flag. Errors when there is none.
+result<std::int64_t> resume(const train_options& o, train::checkpoint_files& checkpoints, session& s) {
+  if (!o.resume)
+    return std::int64_t{0};
+  if (!checkpoints)
+    return make_error(errc::invalid_argument, "--resume needs --checkpoint-dir");
+  auto restored = checkpoints.restore_latest(s);
+  if (!restored)
+    return restored.error().with_context("--resume");
+  if (!*restored)
+    return make_error(errc::not_found, "--resume: no checkpoint in '" + o.checkpoint_dir + "'");
+  std::cout << "resumed from " << (*restored)->path << " at step " << (*restored)->step << '\n';
+  return (*restored)->step;
 }
-
-/// --checkpoint-dir: where checkpoints go, written on a thread of their own (training waits for
-/// the snapshot only). Empty without the flag, or for a process that writes none.
-struct checkpoint_files {
-  std::unique_ptr<checkpoint_manager> manager;
-  std::unique_ptr<background_saver> writer;
-
-  checkpoint_files(const train_options& o, saver& from, bool writes = true) {
-    if (!writes || o.checkpoint_dir.empty())
-      return;
-    manager = std::make_unique<checkpoint_manager>(o.checkpoint_dir, o.keep_checkpoints);
-    writer = std::make_unique<background_saver>(from, *manager);
-  }
-  explicit operator bool() const { return manager != nullptr; }
-  /// Waits for the write in progress: its error, or ok (also without checkpoints).
-  status written() { return writer ? writer->wait() : status{}; }
-
-  /// restore_latest, once a write still running is done (it would race the search); a write
-  /// that failed is said on standard error, and an older checkpoint restored.
-  result<std::optional<restored_checkpoint>> restore_latest(saver& from, session& s) {
-    if (auto written = writer->wait(); !written.ok())
-      std::cerr << "actorflow-train: " << written.message() << '\n';
-    return ::restore_latest(from, s, *manager);
-  }
-
-  /// --resume: the step of the latest checkpoint, restored into `s` and said on standard
-  /// output; 0 without the flag. Errors when there is none.
-  result<std::int64_t> resume(const train_options& o, saver& from, session& s) {
-    if (!o.resume)
-      return std::int64_t{0};
-    auto restored = restore_latest(from, s);
-    if (!restored)
-      return restored.error().with_context("--resume");
-    if (!*restored)
-      return make_error(errc::not_found, "--resume: no checkpoint in '" + o.checkpoint_dir + "'");
-    std::cout << "resumed from " << (*restored)->path << " at step " << (*restored)->step << '\n';
-    return (*restored)->step;
-  }
-};
 
 /// metrics.csv (and the event files) begun, or with --resume continued from `step`.
 status begin_metrics(const train_options& o, std::int64_t step, train::metrics_log& metrics) {
@@ -403,10 +352,10 @@ status begin_metrics(const train_options& o, std::int64_t step, train::metrics_l
 /// initialised, or with --resume restored from the latest checkpoint; metrics.csv begun, or
 /// continued up to that step (and so the curve). The step training starts at.
 result<std::int64_t> begin_run(const train_options& o, graph& g, session& s, saver& from,
-                               checkpoint_files& checkpoints, train::metrics_log& metrics) {
+                               train::checkpoint_files& checkpoints, train::metrics_log& metrics) {
   AF_RETURN_IF_ERROR(from.status());
   AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
-  auto step = checkpoints.resume(o, from, s);
+  auto step = resume(o, checkpoints, s);
   if (!step)
     return step.error();
   AF_RETURN_IF_ERROR(begin_metrics(o, *step, metrics));
@@ -445,7 +394,7 @@ int run_linreg(const train_options& o, const training_target& where) {
   // --checkpoint-dir: a checkpoint every 100 steps and at the end; --resume goes on from the
   // latest (the data are fixed, so a resumed run ends as an uninterrupted one does).
   // --output-dir: metrics.csv and curve.svg, as for the classifiers (stdout keeps its lines).
-  checkpoint_files checkpoints{o, checkpoints_saver};
+  auto checkpoints = checkpoints_of(o, checkpoints_saver);
   train::metrics_log metrics;
   auto begun = begin_run(o, g, s, checkpoints_saver, checkpoints, metrics);
   if (!begun)
@@ -461,7 +410,7 @@ int run_linreg(const train_options& o, const training_target& where) {
   }));
   if (checkpoints)
     hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) -> status {
-      return at % 100 == 0 || at == o.steps ? checkpoints.writer->save(s, at) : status{};
+      return at % 100 == 0 || at == o.steps ? checkpoints.writer().save(s, at) : status{};
     }, 1));
   train::trainer loop{std::move(hooks)};
   auto trained = loop.run(first_step, o.steps, [&](std::int64_t step) -> result<train::step_report> {
@@ -524,7 +473,7 @@ int run_mlp(const train_options& o, const training_target& where) {
   if (!g.status().ok())
     return fail(g.status());
   session s{g, where.options};
-  checkpoint_files checkpoints{o, checkpoints_saver};
+  auto checkpoints = checkpoints_of(o, checkpoints_saver);
   train::metrics_log metrics;
   auto begun = begin_run(o, g, s, checkpoints_saver, checkpoints, metrics);
   if (!begun)
@@ -549,7 +498,7 @@ int run_mlp(const train_options& o, const training_target& where) {
   hooks.push_back(train::make_finite_loss_hook());
   hooks.push_back(progress_hook(o, total_steps, throughput, progress, &metrics, g));
   if (checkpoints)
-    hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) { return checkpoints.writer->save(s, at); },
+    hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) { return checkpoints.writer().save(s, at); },
                                                 steps_per_epoch));
   train::trainer loop{std::move(hooks)};
   auto trained = loop.run(step, total_steps, [&](std::int64_t next) -> result<train::step_report> {
@@ -589,40 +538,6 @@ result<dataset> shard_of(const dataset& all, int task, int workers) {
   if (!labels)
     return labels.error();
   return dataset{std::move(*images), std::move(*labels)};
-}
-
-/// The values of `reads` once every one can be read (the chief initialised or restored them, a
-/// ps came back), waited for up to --init-timeout; the error then names what is still
-/// uninitialised or unreachable. With `uninitialised_ends`, a variable read as uninitialised
-/// ends the wait at once, with no values (a ps that came back empty).
-result<std::optional<std::vector<tensor>>> read_variables(session& s, const std::vector<output>& reads,
-                                                          int timeout_seconds,
-                                                          bool uninitialised_ends) {
-  std::optional<std::vector<tensor>> values;
-  train::readiness_wait wait;
-  wait.check = [&]() -> status {
-    auto read = s.run(reads);
-    if (read)
-      values = std::move(*read);
-    else if (uninitialised_ends && read.error().code() == errc::failed_precondition)
-      return {};
-    return read.error();
-  };
-  wait.timeout = std::chrono::seconds(timeout_seconds);
-  wait.waiting = [timeout_seconds](const status& why) {
-    std::fprintf(stderr, "actorflow-train: waiting up to %d s (--init-timeout) until the "
-                         "variables can be read: %s\n", timeout_seconds, why.message().c_str());
-  };
-  auto waited = train::wait_until_ready(wait);
-  if (!waited)
-    return waited.error();
-  return values;
-}
-
-/// Waits until every variable in `reads` can be read (read_variables).
-status wait_for_variables(session& s, const std::vector<output>& reads, int timeout_seconds) {
-  auto read = read_variables(s, reads, timeout_seconds, false);
-  return read ? status{} : read.error();
 }
 
 /// The classifier of --model as replicas share it: its variables and a global step (how many
@@ -670,42 +585,25 @@ result<shared_classifier> build_shared_classifier(graph& g, const train_options&
   return out;
 }
 
-/// Whether `failure` is a lost ps task (which training outlives): a failure a lost connection or
-/// a timeout causes, naming a ps task, or with a ps task that does not answer a probe now (a
-/// shard push's failure names none). When it is, says so and what training waits for.
-bool lost_ps_task(const train_options& o, const cluster_spec& cluster, const status& failure) {
-  if (!connection_like(failure))
-    return false;
-  bool lost = failure.message().find("/job:" + o.ps_job + "/") != std::string::npos ||
-              !probe_job(default_actor_system(), cluster, o.ps_job, 2).ok();
-  if (lost)
-    std::cerr << "actorflow-train: lost a " << o.ps_job << " task (" << failure.message()
-              << "); waiting up to " << o.init_timeout_seconds
-              << " s (--init-timeout) for it to come back\n";
-  return lost;
-}
-
-/// After a failure judged a lost ps, once the ps tasks answer: the global step when they still
-/// hold every variable of `g` (`global_step` included), which `progress` then says; nullopt
-/// when one came back empty (a restarted ps). A ps that was only frozen or cut off keeps what
-/// it had: restoring a checkpoint or initialising again would throw that training away. A ps
-/// that does not answer is waited for (read_variables), never taken for empty.
-result<std::optional<std::int64_t>> variables_kept(session& s, const graph& g,
-                                                   const actorflow::variable& global_step,
-                                                   const train_options& o,
-                                                   progress_printer& progress) {
-  std::vector<output> reads{global_step.read};
+/// The variables of `g` made ready on the ps tasks of `cluster` (train::session_manager), from
+/// `checkpoints`, said through `progress`.
+train::session_manager variables_manager(const train_options& o, const cluster_spec& cluster,
+                                         graph& g, const actorflow::variable& global_step,
+                                         train::checkpoint_files& checkpoints,
+                                         progress_printer& progress) {
+  train::session_manager_options ready;
+  ready.global_step = global_step.read;
   for (auto& v : g.global_variables())
-    reads.push_back(v.read);
-  auto held = read_variables(s, reads, o.init_timeout_seconds, true);
-  if (!held)
-    return held.error();
-  if (!*held)
-    return std::optional<std::int64_t>{};
-  auto step = (*held)->at(0).scalar_value<std::int64_t>();
-  progress.line("the " + o.ps_job + " tasks still hold every variable: training goes on from "
-                "global step " + std::to_string(step));
-  return std::optional<std::int64_t>{step};
+    ready.variables.push_back(v.read);
+  ready.initializer = ops::global_variables_initializer(g);
+  ready.checkpoints = &checkpoints;
+  ready.init_timeout_seconds = o.init_timeout_seconds;
+  ready.ps_job = o.ps_job;
+  ready.probe_ps = [&cluster, job = o.ps_job] {
+    return probe_job(default_actor_system(), cluster, job, 2);
+  };
+  ready.say = [&progress](const std::string& line) { progress.line(line); };
+  return train::session_manager{std::move(ready)};
 }
 
 /// Between-graph replication, asynchronous: this process is one worker with a graph of its own.
@@ -790,7 +688,8 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   options.log_device_placement = o.log_device_placement;
   progress_printer progress{o.log_every};
   // The chief alone writes checkpoints.
-  checkpoint_files checkpoints{o, checkpoints_saver, chief};
+  auto checkpoints = checkpoints_of(o, checkpoints_saver, chief);
+  auto manager = variables_manager(o, cluster, g, global_step, checkpoints, progress);
   int exit_code = 0;
   {
     session s{g, options};
@@ -805,40 +704,11 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         std::cerr << "actorflow-train: " << joined.message() << '\n';
     };
     auto make_variables_ready = [&](bool after_loss) -> status {
-      if (!chief) {
-        AF_RETURN_IF_ERROR(wait_for_variables(s, all_variables, o.init_timeout_seconds));
-      } else {
-        if (after_loss) {
-          // Waits for the ps itself (up to --init-timeout).
-          auto kept = variables_kept(s, g, global_step, o, progress);
-          if (!kept)
-            return kept.error();
-          if (*kept) {
-            report_joined();
-            return {};
-          }
-        } else {
-          AF_RETURN_IF_ERROR(wait_for_variables(s, {}, o.init_timeout_seconds));
-        }
-        std::optional<restored_checkpoint> restored;
-        if (checkpoints) {
-          auto found = checkpoints.restore_latest(checkpoints_saver, s);
-          if (!found)
-            return found.error();
-          restored = *found;
-        }
-        if (restored) {
-          progress.line("restored " + restored->path + ": training " +
-                        (after_loss ? "returns to" : "goes on from") + " global step " +
-                        std::to_string(restored->step) +
-                        (after_loss ? "; the updates since are lost" : ""));
-        } else {
-          AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
-          if (after_loss)
-            progress.line("no checkpoint to restore (--checkpoint-dir): the variables start "
-                          "again from their initial values");
-        }
-      }
+      auto step = after_loss ? manager.recover_session(s, chief)
+                  : chief    ? manager.prepare_session(s, {true, false})
+                             : manager.wait_for_session(s);
+      if (!step)
+        return step.error();
       report_joined();
       return {};
     };
@@ -865,8 +735,20 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     if (o.sync && !global_order)
       steps_per_epoch = (train_set->size() / workers) / o.batch_size;
     auto total_steps = steps_per_epoch * o.epochs;
-    std::map<std::string, shard_location> shards;
-    shard_pusher pusher;
+    // This process's life: once it has a successor (restarted with the same --task), its
+    // gradients no longer count, even if it resumes after being frozen.
+    const std::uint64_t life = new_incarnation();
+    sync_round_settings round_settings;
+    round_settings.worker_task = task;
+    round_settings.incarnation = life;
+    round_settings.learning_rate = o.learning_rate;
+    round_settings.replicas_to_aggregate = replicas;
+    round_settings.round_timeout_ms = std::int64_t{o.round_timeout_seconds} * 1000;
+    round_settings.answer_bound = std::chrono::seconds(std::max(60, o.init_timeout_seconds));
+    sync_round_client rounds{cluster, o.ps_job, round_settings};
+    std::vector<std::string> variable_names;
+    for (auto& [gradient, variable] : gradients)
+      variable_names.push_back(variable.name());
     // The global step the gradients of the next round are computed at (sync), and the rounds
     // that closed short of gradients (a worker lost), as the shards count them.
     std::int64_t round = 0;
@@ -878,13 +760,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     // Sync: the shards of every variable, and the round to go on from, the global step's (0,
     // or the round a restored checkpoint holds). At the start, and after a lost ps came back.
     auto resume_rounds = [&]() -> status {
-      auto found = find_shards(default_actor_system(), cluster, o.ps_job, 10);
-      if (!found)
-        return found.error();
-      shards = std::move(*found);
-      for (auto& [gradient, variable] : gradients)
-        if (shards.count(variable.name()) == 0)
-          return make_error(errc::not_found, "no ps task holds a shard of '" + variable.name() + "'");
+      AF_RETURN_IF_ERROR(rounds.find_shards(variable_names));
       auto at = s.run({global_step.read});
       if (!at)
         return at.error();
@@ -902,9 +778,6 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
     if (o.sync)
       if (auto st = resume_rounds(); !st.ok())
         return fail(st);
-    // This process's life: once it has a successor (restarted with the same --task), its
-    // gradients no longer count, even if it resumes after being frozen.
-    const std::uint64_t life = new_incarnation();
     progress.line("worker " + me + (chief ? " (chief)" : "") + ": training on " +
                   (global_order ? "its share (1 in " + std::to_string(workers) +
                                     ") of one shared order of " + std::to_string(mine->size())
@@ -922,7 +795,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
           if (o.sync)
             AF_RETURN_IF_ERROR(s.run_targets({set_global_step},
                                              {{round_value, tensor::scalar(std::int64_t{at})}}));
-          return checkpoints.writer->save(s, at);
+          return checkpoints.writer().save(s, at);
         },
         steps_per_epoch));
     train::trainer loop{std::move(hooks)};
@@ -938,69 +811,24 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         return r.error();
       // This batch's loss and accuracy go with its gradients (the round averages them).
       auto own = mlp_report(round + 1, steps_per_epoch, *r, b, started);
-      // Every gradient goes out before any answer is awaited: a round closes only once every
-      // worker's gradient for it arrived. Large ones travel over the bulk channel.
-      std::vector<std::optional<protocol::bulk_tensor>> tickets;
-      for (std::size_t i = 0; i < gradients.size(); ++i) {
-        auto& variable = gradients[i].second.name();
-        tickets.push_back(pusher.ship(shards.at(variable), variable, r->at(i + 2)));
-      }
-      AF_RETURN_IF_ERROR(pusher.flush());
-      caf::scoped_actor self{default_actor_system()};
-      // A shard whose ps dies would never answer: its down message ends the wait at once.
-      for (auto& [variable, where] : shards)
-        self->monitor(where.shard);
-      for (std::size_t i = 0; i < gradients.size(); ++i) {
-        auto& shard = shards.at(gradients[i].second.name()).shard;
-        auto offer = protocol::make_sync_gradient(
-          round, task, tensor{}, o.learning_rate, replicas,
-          std::int64_t{o.round_timeout_seconds} * 1000, life, own.loss, own.batch_accuracy);
-        if (tickets[i]) {
-          self->send(shard, protocol::accumulate_atom::value, std::move(offer), *tickets[i]);
-        } else {
-          offer.gradient = r->at(i + 2);
-          self->send(shard, protocol::accumulate_atom::value, std::move(offer));
-        }
-      }
-      auto bound = std::chrono::seconds(std::max(60, o.init_timeout_seconds));
-      std::int64_t reached = round;
-      std::optional<protocol::sync_outcome> applied;
-      status failure;
-      for (std::size_t answered = 0; answered < gradients.size() && failure.ok(); ++answered)
-        self->receive(
-          [&](protocol::sync_outcome& outcome) {
-            if (outcome.applied && !applied)
-              applied = outcome;
-            reached = std::max(reached, outcome.global_step);
-            short_rounds = std::max(short_rounds, outcome.short_rounds);
-            stale_dropped = std::max(stale_dropped, outcome.stale_dropped);
-          },
-          [&](caf::error& err) {
-            failure = status_from_error(err).with_context("pushing a gradient to its shard");
-          },
-          [&](caf::down_msg& down) {
-            failure = make_error(errc::unavailable,
-                                 "a shard on a " + o.ps_job + " task went down (" +
-                                   default_actor_system().render(down.reason) +
-                                   ") during a synchronous round");
-          },
-          caf::after(bound) >> [&] {
-            failure = make_error(errc::deadline_exceeded,
-                                 "a synchronous round did not complete within " +
-                                   std::to_string(bound.count()) + " s");
-          });
-      for (auto& [variable, where] : shards)
-        self->demonitor(where.shard.address());
-      AF_RETURN_IF_ERROR(failure);
-      round = reached;
+      std::vector<std::pair<std::string, tensor>> pushed;
+      for (std::size_t i = 0; i < gradients.size(); ++i)
+        pushed.emplace_back(variable_names[i], r->at(i + 2));
+      auto outcome = rounds.push(round, pushed, own.loss, own.batch_accuracy);
+      if (!outcome)
+        return outcome.error();
+      auto& applied = *outcome;
+      short_rounds = std::max(short_rounds, applied.short_rounds);
+      stale_dropped = std::max(stale_dropped, applied.stale_dropped);
+      round = applied.global_step;
       // The step is the shared global step (the rounds applied so far); its loss and accuracy
       // are the round's, over every batch in it, when this worker's gradient was part of it.
       auto report = mlp_report(round, steps_per_epoch, *r, b, started);
-      if (applied) {
-        fewest_gradients = std::min(fewest_gradients, applied->round_gradients);
-        most_gradients = std::max(most_gradients, applied->round_gradients);
-        report.loss = applied->round_loss;
-        report.batch_accuracy = applied->round_accuracy;
+      if (applied.applied) {
+        fewest_gradients = std::min(fewest_gradients, applied.round_gradients);
+        most_gradients = std::max(most_gradients, applied.round_gradients);
+        report.loss = applied.round_loss;
+        report.batch_accuracy = applied.round_accuracy;
       }
       return report;
     };
@@ -1022,7 +850,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
       auto started = clock_type::now();
       if (o.sync) {
         auto report = sync_step(batch_of_round(), started);
-        if (!report && lost_ps_task(o, cluster, report.error())) {
+        if (!report && manager.lost_ps(report.error())) {
           AF_RETURN_IF_ERROR(recover());
           report = sync_step(batch_of_round(), started);
         }
@@ -1042,7 +870,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
                           {{m.images, batch.images}, {m.labels, batch.one_hot}}, {train_op});
       };
       auto r = async_step();
-      if (!r && lost_ps_task(o, cluster, r.error())) {
+      if (!r && manager.lost_ps(r.error())) {
         AF_RETURN_IF_ERROR(recover());
         r = async_step();
       }
@@ -1142,37 +970,16 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   on_ps.device_filters = {"/job:" + o.ps_job};
   on_ps.default_task = "/job:" + o.ps_job + "/task:0";
   session ps_session{g, on_ps};
-  checkpoint_files checkpoints{o, checkpoints_saver};
+  auto checkpoints = checkpoints_of(o, checkpoints_saver);
   progress_printer progress{o.log_every};
   // At the start (--resume restores), and after a lost ps came back empty (restores when there
   // are checkpoints): the global step training goes on from.
-  auto make_variables_ready = [&](bool after_loss) -> result<std::int64_t> {
-    if (after_loss) {
-      // Waits for the ps itself (up to --init-timeout).
-      auto kept = variables_kept(ps_session, g, global_step, o, progress);
-      if (!kept)
-        return kept.error();
-      if (*kept)
-        return **kept;
-    } else {
-      AF_RETURN_IF_ERROR(wait_for_variables(ps_session, {}, o.init_timeout_seconds));
-    }
-    if ((after_loss || o.resume) && checkpoints) {
-      auto found = checkpoints.restore_latest(checkpoints_saver, ps_session);
-      if (!found)
-        return found.error();
-      if (*found) {
-        progress.line("restored " + (*found)->path + ": training " +
-                      (after_loss ? "returns to" : "goes on from") + " global step " +
-                      std::to_string((*found)->step));
-        return (*found)->step;
-      }
-    }
-    AF_RETURN_IF_ERROR(ps_session.run_targets({ops::global_variables_initializer(g)}));
-    if (after_loss || o.resume)
-      progress.line("no checkpoint to restore (--checkpoint-dir): the variables start again "
-                    "from their initial values");
-    return std::int64_t{0};
+  auto manager = variables_manager(o, cluster, g, global_step, checkpoints, progress);
+  // --resume restores at the start; after a lost ps came back empty, the latest checkpoint is
+  // restored when there is one.
+  auto make_variables_ready = [&](bool after_loss) {
+    return after_loss ? manager.recover_session(ps_session, true)
+                      : manager.prepare_session(ps_session, {o.resume, o.resume});
   };
   auto ready = make_variables_ready(false);
   if (!ready)
@@ -1324,7 +1131,7 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
       auto joined = coordinator.join();
       if (joined.ok())
         joined = failed;
-      if (!lost_ps_task(o, cluster, joined))
+      if (!manager.lost_ps(joined))
         return fail(joined);
       ps_session.reopen();
       auto back = make_variables_ready(true);
@@ -1334,7 +1141,7 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
       continue;
     }
     if (save_there)
-      if (auto st = checkpoints.writer->save(ps_session, done); !st.ok())
+      if (auto st = checkpoints.writer().save(ps_session, done); !st.ok())
         return fail(st);
   }
   if (auto written = checkpoints.written(); !written.ok())

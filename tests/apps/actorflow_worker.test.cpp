@@ -5,6 +5,7 @@
 #include "actors/protocols/wire.hpp"
 #include "actors/session.hpp"
 #include "actors/bulk_channel.hpp"
+#include "actors/sync_rounds.hpp"
 #include "actors/task_client.hpp"
 #include "graph/graph.hpp"
 #include "graph/ops.hpp"
@@ -415,4 +416,93 @@ TEST_CASE("a task whose spec address is not a local interface serves with --bind
   // SIGTERM at once after the start line: a clean stop, not death by signal.
   task.signal(SIGTERM);
   CHECK(task.wait_exit(10000ms) == 0);
+}
+
+TEST_CASE("sync_round_client: two workers' gradients make one round, a late one is dropped as stale, and a lost ps fails the push from the ps",
+          "[apps][worker][sync]") {
+  auto port = free_loopback_port();
+  REQUIRE(port != 0);
+  auto address = "127.0.0.1:" + std::to_string(port);
+  worker_process ps{{"--cluster", "ps=" + address, "--job", "ps", "--task", "0", "--threads", "1"}};
+  REQUIRE(ps.wait_for_line("serving on", 20s));
+
+  // w: 256 KiB, over the bulk channel; b: in the message.
+  constexpr std::int64_t n = 65536;
+  graph g;
+  actorflow::variable w, b;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    w = ops::variable(g, ops::constant(g, std::vector<float>(n, 1.f), {n}), "w");
+    b = ops::variable(g, ops::constant(g, std::vector<float>{1.f}, {1}), "b");
+  }
+  session_options options;
+  options.target = "caf://" + address;
+  options.timeout_seconds = 10;
+  session trainer{g, options};
+  REQUIRE(trainer.run_targets({ops::global_variables_initializer(g)}).ok());
+
+  auto cluster = cluster_spec::parse("ps=" + address);
+  REQUIRE(cluster.ok());
+  auto settings_of = [](int task) {
+    sync_round_settings s;
+    s.worker_task = task;
+    s.incarnation = 100 + static_cast<std::uint64_t>(task);
+    s.learning_rate = 0.5;
+    s.replicas_to_aggregate = 2;
+    s.answer_bound = 20s;
+    return s;
+  };
+  sync_round_client first{*cluster, "ps", settings_of(0)};
+  sync_round_client second{*cluster, "ps", settings_of(1)};
+  auto missing = first.find_shards({"w", "nope"});
+  CHECK(missing.code() == errc::not_found);
+  CHECK(missing.message().find("'nope'") != std::string::npos);
+  REQUIRE(first.find_shards({"w", "b"}).ok());
+  REQUIRE(second.find_shards({"w", "b"}).ok());
+
+  auto gradients = [&](float value) {
+    return std::vector<std::pair<std::string, tensor>>{
+      {"w", tensor::from_vector<float>(std::vector<float>(n, value))},
+      {"b", tensor::from_vector<float>({value})}};
+  };
+  // A round closes only with both gradients: the first push waits for the second.
+  result<sync_round_outcome> by_first{make_error(errc::internal, "not pushed")};
+  std::thread pushing{[&] { by_first = first.push(0, gradients(1.f), 0.5, 0.25); }};
+  auto by_second = second.push(0, gradients(3.f), 1.5, 0.75);
+  pushing.join();
+  INFO(by_first.error().to_string() + " / " + by_second.error().to_string());
+  REQUIRE(by_first.ok());
+  REQUIRE(by_second.ok());
+  for (auto* outcome : {&*by_first, &*by_second}) {
+    CHECK(outcome->applied);
+    CHECK(outcome->global_step == 1);
+    CHECK(outcome->round_gradients == 2);
+    CHECK(outcome->round_loss == 1.0);
+    CHECK(outcome->round_accuracy == 0.5);
+  }
+  // The mean gradient (2) applied once: 1 - 0.5 * 2 = 0.
+  auto values = trainer.run({w.read, b.read});
+  REQUIRE(values.ok());
+  CHECK(values->at(0).to_vector<float>().back() == 0.f);
+  CHECK(values->at(1).to_vector<float>() == std::vector<float>{0.f});
+
+  // A gradient of round 0 now is late (a backup worker's): answered at once, dropped.
+  auto late = second.push(0, gradients(9.f), 0, 0);
+  REQUIRE(late.ok());
+  CHECK_FALSE(late->applied);
+  CHECK(late->global_step == 1);
+  CHECK(late->stale_dropped >= 1);
+  auto unchanged = trainer.run({b.read});
+  REQUIRE(unchanged.ok());
+  CHECK(unchanged->at(0).to_vector<float>() == std::vector<float>{0.f});
+
+  // The ps goes away: the push fails at once, and says it came from the ps task.
+  ps.signal(SIGKILL);
+  CHECK(ps.wait_exit(10s) != 0);
+  auto lost = first.push(1, gradients(1.f), 0, 0);
+  REQUIRE_FALSE(lost.ok());
+  INFO(lost.error().to_string());
+  CHECK((lost.error().code() == errc::unavailable || lost.error().code() == errc::data_loss));
+  REQUIRE(lost.error().origin());
+  CHECK(lost.error().origin()->name() == "/job:ps/replica:0/task:0");
 }

@@ -1,13 +1,17 @@
 // Between-graph initialisation (TensorFlow's SessionManager), on CAF's test scheduler: a worker
 // that is not the chief waits until the chief has initialised the variables it shares on the
 // ps, each worker through a master of its own; the wait is bounded and says what is missing.
+// train::session_manager: the chief restores or initialises, recovers after a lost ps (keeping
+// what a ps still holds), and a lost ps is told by the failure's origin.
 #include "actors/master.hpp"
 #include "actors/session.hpp"
 #include "actors/session_actor.hpp"
 #include "actors/task_service.hpp"
 #include "actors/testing.hpp"
+#include "train/session_manager.hpp"
 #include "train/trainer.hpp"
 #include "graph/ops.hpp"
+#include "support/temp_dir.hpp"
 
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
@@ -21,7 +25,8 @@ namespace {
 /// through its own master.
 struct worker_program {
   graph g;
-  actorflow::variable w;
+  actorflow::variable w, global_step;
+  std::unique_ptr<saver> checkpoints_saver;
   protocol::master_actor master;
   std::unique_ptr<session> s;
 
@@ -31,7 +36,9 @@ struct worker_program {
     {
       auto on_ps = g.device("/job:ps/task:0");
       w = ops::variable(g, ops::constant(g, std::vector<float>{1, 2}, {2}), "w");
+      global_step = ops::variable(g, ops::constant(g, std::int64_t{0}), "global_step");
     }
+    checkpoints_saver = std::make_unique<saver>(g);
     master_options config;
     config.task_services = {ps};
     config.id_base = id_base;
@@ -131,4 +138,131 @@ TEST_CASE("a non-chief's wait for the variables is bounded and names what is sti
     CHECK(refused.error().code() == errc::invalid_argument);
     CHECK(checks == 1);
   }
+}
+
+namespace {
+
+/// The session_manager of `p`'s variables, restoring from `checkpoints`, its lines in `said`.
+train::session_manager manager_of(worker_program& p, train::checkpoint_files& checkpoints,
+                                  std::vector<std::string>& said) {
+  train::session_manager_options ready;
+  ready.global_step = p.global_step.read;
+  ready.variables = {p.w.read, p.global_step.read};
+  ready.initializer = ops::global_variables_initializer(p.g);
+  ready.checkpoints = &checkpoints;
+  ready.init_timeout_seconds = 0;
+  ready.say = [&said](const std::string& line) { said.push_back(line); };
+  return train::session_manager{std::move(ready)};
+}
+
+/// Sets `p`'s variables to w = {7, 8} at global step `step`.
+void train_to(worker_program& p, std::int64_t step) {
+  auto set_w = ops::assign(p.w, ops::constant(p.g, std::vector<float>{7, 8}, {2}));
+  auto set_step = ops::assign(p.global_step, ops::constant(p.g, step));
+  REQUIRE(p.s->run_targets({set_w, set_step}).ok());
+}
+
+} // namespace
+
+TEST_CASE("session_manager: the chief initialises or restores, the others wait, and after a lost ps the chief keeps what it holds or restores") {
+  testing::deterministic_system sys;
+  actorflow::test::temp_dir dir;
+  ps_task ps{sys};
+  worker_program chief{sys, ps.actor, 0};
+  train::checkpoint_files checkpoints{dir.path(), 3, *chief.checkpoints_saver};
+  std::vector<std::string> said;
+  auto manager = manager_of(chief, checkpoints, said);
+
+  // Nothing to restore yet: initialised, at step 0; the non-chief then reads step 0.
+  auto started = manager.prepare_session(*chief.s, {true, false});
+  REQUIRE(started.ok());
+  CHECK(*started == 0);
+  CHECK(said.empty());
+  worker_program other{sys, ps.actor, std::int64_t{1} << 40};
+  train::checkpoint_files none;
+  std::vector<std::string> other_said;
+  auto waited = manager_of(other, none, other_said).wait_for_session(*other.s);
+  REQUIRE(waited.ok());
+  CHECK(*waited == 0);
+
+  train_to(chief, 40);
+  REQUIRE(checkpoints.writer().save(*chief.s, 40).ok());
+  REQUIRE(checkpoints.written().ok());
+
+  SECTION("a ps that kept its variables (frozen, cut off) is not initialised again") {
+    auto kept = manager.recover_session(*chief.s, true);
+    REQUIRE(kept.ok());
+    CHECK(*kept == 40);
+    REQUIRE(said.size() == 1);
+    CHECK(said[0] == "the ps tasks still hold every variable: training goes on from global step 40");
+  }
+
+  SECTION("a ps that came back empty gets the latest checkpoint, said") {
+    ps_task restarted{sys};
+    worker_program after{sys, restarted.actor, std::int64_t{2} << 40};
+    std::vector<std::string> after_said;
+    // The same directory, through this program's saver (a saver belongs to one graph).
+    train::checkpoint_files same{dir.path(), 3, *after.checkpoints_saver};
+    auto recovered = manager_of(after, same, after_said).recover_session(*after.s, true);
+    INFO(recovered.error().to_string());
+    REQUIRE(recovered.ok());
+    CHECK(*recovered == 40);
+    REQUIRE(after_said.size() == 1);
+    CHECK(after_said[0] == "restored " + dir.path() +
+                             "/ckpt-40.afckpt: training returns to global step 40; the updates "
+                             "since are lost");
+    auto w = after.s->run({after.w.read});
+    REQUIRE(w.ok());
+    CHECK(w->at(0).to_vector<float>() == std::vector<float>{7, 8});
+  }
+
+  SECTION("a ps that came back empty, with no checkpoints, starts again from the initial values") {
+    ps_task restarted{sys};
+    worker_program after{sys, restarted.actor, std::int64_t{2} << 40};
+    std::vector<std::string> after_said;
+    auto recovered = manager_of(after, none, after_said).recover_session(*after.s, true);
+    REQUIRE(recovered.ok());
+    CHECK(*recovered == 0);
+    REQUIRE(after_said.size() == 1);
+    CHECK(after_said[0].rfind("no checkpoint to restore", 0) == 0);
+  }
+
+  SECTION("a chief started again restores the latest checkpoint") {
+    ps_task restarted{sys};
+    worker_program again{sys, restarted.actor, std::int64_t{2} << 40};
+    std::vector<std::string> again_said;
+    train::checkpoint_files same{dir.path(), 3, *again.checkpoints_saver};
+    auto restored = manager_of(again, same, again_said).prepare_session(*again.s, {true, false});
+    INFO(restored.error().to_string());
+    REQUIRE(restored.ok());
+    CHECK(*restored == 40);
+    REQUIRE(again_said.size() == 1);
+    CHECK(again_said[0] == "restored " + dir.path() + "/ckpt-40.afckpt: training goes on from global step 40");
+  }
+}
+
+TEST_CASE("session_manager: a lost ps is told by the failure's origin, or by a ps that does not answer") {
+  train::checkpoint_files none;
+  train::session_manager_options options;
+  options.ps_job = "ps";
+  bool ps_answers = true;
+  int probes = 0;
+  options.probe_ps = [&]() -> status {
+    ++probes;
+    return ps_answers ? status{} : make_error(errc::unavailable, "cannot reach task /job:ps/replica:0/task:0");
+  };
+  train::session_manager manager{options};
+  auto lost = make_error(errc::unavailable, "connection closed");
+  CHECK(manager.lost_ps(lost.with_origin({"ps", 1, 0})));
+  // The text does not count: a worker's failure that mentions the ps is the worker's.
+  auto worker = make_error(errc::unavailable, "waiting for /job:ps/replica:0/task:0's tensor")
+                  .with_origin({"worker", 1, 0});
+  CHECK_FALSE(manager.lost_ps(worker));
+  // Unless the ps does not answer now.
+  ps_answers = false;
+  CHECK(manager.lost_ps(worker));
+  // A failure no connection causes is never a lost ps, and asks nobody.
+  probes = 0;
+  CHECK_FALSE(manager.lost_ps(make_error(errc::invalid_argument, "bad feed").with_origin({"ps", 0, 0})));
+  CHECK(probes == 0);
 }

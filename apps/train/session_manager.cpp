@@ -1,0 +1,147 @@
+#include "train/session_manager.hpp"
+
+#include "actors/task_client.hpp"
+#include "train/trainer.hpp"
+
+#include <cstdio>
+#include <iostream>
+
+namespace actorflow::train {
+
+checkpoint_files::checkpoint_files(const std::string& directory, int keep, saver& from)
+    : saver_(&from) {
+  if (directory.empty())
+    return;
+  manager_ = std::make_unique<checkpoint_manager>(directory, keep);
+  writer_ = std::make_unique<background_saver>(from, *manager_);
+}
+
+const std::string& checkpoint_files::directory() const { return manager_->directory(); }
+
+status checkpoint_files::written() { return writer_ ? writer_->wait() : status{}; }
+
+result<std::optional<restored_checkpoint>> checkpoint_files::restore_latest(session& s) {
+  if (auto written = writer_->wait(); !written.ok())
+    std::cerr << "actorflow-train: " << written.message() << '\n';
+  auto found = manager_->find_latest();
+  for (auto& why : found.skipped)
+    std::cerr << "actorflow-train: skipping a damaged checkpoint: " << why.message() << '\n';
+  if (!found.path && !found.skipped.empty())
+    return make_error(errc::data_loss, "every checkpoint in '" + manager_->directory() +
+                                         "' is damaged (" + std::to_string(found.skipped.size()) +
+                                         "); the newest: " + found.skipped.front().message());
+  if (!found.path)
+    return std::optional<restored_checkpoint>{};
+  auto data = read_checkpoint(*found.path);
+  if (!data)
+    return data.error();
+  AF_RETURN_IF_ERROR(saver_->restore(s, *data, *found.path));
+  return std::optional<restored_checkpoint>{restored_checkpoint{*found.path, data->step}};
+}
+
+session_manager::session_manager(session_manager_options options) : options_(std::move(options)) {}
+
+void session_manager::say(const std::string& line) const {
+  if (options_.say)
+    options_.say(line);
+  else
+    std::cout << line << '\n';
+}
+
+result<std::optional<std::vector<tensor>>>
+session_manager::read_when_ready(session& s, const std::vector<output>& reads,
+                                 bool uninitialised_ends) const {
+  std::optional<std::vector<tensor>> values;
+  readiness_wait wait;
+  wait.check = [&]() -> status {
+    auto read = s.run(reads);
+    if (read)
+      values = std::move(*read);
+    else if (uninitialised_ends && read.error().code() == errc::failed_precondition)
+      return {};
+    return read.error();
+  };
+  wait.timeout = std::chrono::seconds(options_.init_timeout_seconds);
+  wait.timeout_source = options_.timeout_source;
+  wait.waiting = [this](const status& why) {
+    std::fprintf(stderr, "actorflow-train: waiting up to %d s (%s) until the variables can be "
+                         "read: %s\n",
+                 options_.init_timeout_seconds, options_.timeout_source.c_str(),
+                 why.message().c_str());
+  };
+  auto waited = wait_until_ready(wait);
+  if (!waited)
+    return waited.error();
+  return values;
+}
+
+result<std::int64_t> session_manager::restore_or_initialise(session& s, bool restore,
+                                                            bool after_loss, bool say_when_none) {
+  if (restore && options_.checkpoints && *options_.checkpoints) {
+    auto found = options_.checkpoints->restore_latest(s);
+    if (!found)
+      return found.error();
+    if (*found) {
+      say("restored " + (*found)->path + ": training " +
+          (after_loss ? "returns to" : "goes on from") + " global step " +
+          std::to_string((*found)->step) + (after_loss ? "; the updates since are lost" : ""));
+      return (*found)->step;
+    }
+  }
+  AF_RETURN_IF_ERROR(s.run_targets({options_.initializer}));
+  if (say_when_none)
+    say("no checkpoint to restore (--checkpoint-dir): the variables start again from their "
+        "initial values");
+  return std::int64_t{0};
+}
+
+result<std::int64_t> session_manager::prepare_session(session& s, const prepare_options& how) {
+  // Reading nothing still places nothing but reaches every ps task: the wait for them.
+  auto reached = read_when_ready(s, {}, false);
+  if (!reached)
+    return reached.error();
+  return restore_or_initialise(s, how.restore, false, how.say_when_none);
+}
+
+result<std::int64_t> session_manager::wait_for_session(session& s) {
+  std::vector<output> reads{options_.global_step};
+  reads.insert(reads.end(), options_.variables.begin(), options_.variables.end());
+  auto read = read_when_ready(s, reads, false);
+  if (!read)
+    return read.error();
+  return (*read)->at(0).scalar_value<std::int64_t>();
+}
+
+result<std::int64_t> session_manager::recover_session(session& s, bool chief) {
+  if (!chief)
+    return wait_for_session(s);
+  // A ps that was only frozen or cut off keeps what it had: restoring a checkpoint or
+  // initialising again would throw that training away. One that does not answer is waited
+  // for, never taken for empty.
+  std::vector<output> reads{options_.global_step};
+  reads.insert(reads.end(), options_.variables.begin(), options_.variables.end());
+  auto held = read_when_ready(s, reads, true);
+  if (!held)
+    return held.error();
+  if (*held) {
+    auto step = (*held)->at(0).scalar_value<std::int64_t>();
+    say("the " + options_.ps_job + " tasks still hold every variable: training goes on from "
+        "global step " + std::to_string(step));
+    return step;
+  }
+  return restore_or_initialise(s, true, true, true);
+}
+
+bool session_manager::lost_ps(const status& failure) const {
+  if (!connection_like(failure))
+    return false;
+  bool lost = (failure.origin() && failure.origin()->job == options_.ps_job) ||
+              (options_.probe_ps && !options_.probe_ps().ok());
+  if (lost)
+    std::cerr << "actorflow-train: lost a " << options_.ps_job << " task (" << failure.message()
+              << "); waiting up to " << options_.init_timeout_seconds << " s ("
+              << options_.timeout_source << ") for it to come back\n";
+  return lost;
+}
+
+} // namespace actorflow::train
