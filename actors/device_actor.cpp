@@ -662,16 +662,33 @@ struct coordinator_step {
   std::vector<std::int32_t> gated;
   std::vector<bool> prepared;
   std::size_t unprepared = 0;
+  /// The step's bound (plan.timeout_ms) and when it runs out; none without a bound. Once it
+  /// has run out (expired), answers of the devices in timed_out are dropped, as CAF drops the
+  /// answer to a request that timed out.
+  std::int64_t timeout_ms = 0;
+  std::optional<caf::actor_clock::time_point> deadline;
+  bool expired = false;
 };
+
+/// Local only: the coordinator's deadline timer (armed for the time point it carries, as a count
+/// of the clock's ticks) fired.
+using step_deadline_atom = caf::atom_constant<caf::atom("stepdead")>;
+
+/// What a step coordinator handles: the public protocol plus its own deadline timer.
+using step_coordinator_impl =
+  step_coordinator_actor::extend<caf::reacts_to<step_deadline_atom, std::int64_t>>;
 
 struct coordinator_state {
   std::unordered_map<std::int64_t, coordinator_step> steps;
   std::unordered_set<caf::actor_addr> monitored;
+  /// When the one pending deadline timer fires; every unexpired step's deadline is at or
+  /// after it.
+  std::optional<caf::actor_clock::time_point> next_sweep;
   static inline const char* name = "actorflow.step_coordinator";
 };
 
-using coordinator_self = step_coordinator_actor::stateful_pointer<coordinator_state>;
-using coordinator_broker_self = io_thread_self<coordinator_state, step_coordinator_actor>;
+using coordinator_self = step_coordinator_impl::stateful_pointer<coordinator_state>;
+using coordinator_broker_self = io_thread_self<coordinator_state, step_coordinator_impl>;
 
 template <class Self>
 void on_device_result(Self self, std::int64_t step_id,
@@ -803,8 +820,53 @@ void judge_timeouts(Self self, std::int64_t step_id, std::int64_t timeout_ms) {
   }
 }
 
+/// Arms the deadline timer for `when` unless the pending one fires no later.
 template <class Self>
-step_coordinator_actor::behavior_type step_coordinator(Self self) {
+void arm_step_deadline(Self self, caf::actor_clock::time_point when) {
+  auto& next = self->state.next_sweep;
+  if (next && *next <= when)
+    return;
+  next = when;
+  auto now = self->clock().now();
+  auto delay = when > now ? when - now : caf::actor_clock::duration_type::zero();
+  self->delayed_send(self, delay, step_deadline_atom::value,
+                     static_cast<std::int64_t>(when.time_since_epoch().count()));
+}
+
+/// The steps whose deadline has passed: each device that has not answered timed out, and the
+/// probes decide who is to blame (judge_timeouts). Then the timer is armed for the earliest
+/// deadline left.
+template <class Self>
+void expire_steps(Self self, std::int64_t fired_for) {
+  auto& st = self->state;
+  if (st.next_sweep && st.next_sweep->time_since_epoch().count() == fired_for)
+    st.next_sweep.reset();
+  auto now = self->clock().now();
+  std::vector<std::int64_t> expired;
+  for (auto& [step_id, step] : st.steps)
+    if (step.deadline && !step.expired && *step.deadline <= now)
+      expired.push_back(step_id);
+  for (auto step_id : expired) {
+    auto i = st.steps.find(step_id);
+    if (i == st.steps.end())
+      continue;
+    auto& step = i->second;
+    step.expired = true;
+    for (std::size_t index = 0; index < step.devices.size(); ++index)
+      if (!step.answered[index])
+        step.timed_out.push_back(index);
+    judge_timeouts(self, step_id, step.timeout_ms);
+  }
+  std::optional<caf::actor_clock::time_point> earliest;
+  for (auto& [step_id, step] : st.steps)
+    if (step.deadline && !step.expired && (!earliest || *step.deadline < *earliest))
+      earliest = step.deadline;
+  if (earliest)
+    arm_step_deadline(self, *earliest);
+}
+
+template <class Self>
+step_coordinator_impl::behavior_type step_coordinator(Self self) {
   self->set_down_handler([=](caf::down_msg& down) {
     // A device went away: every step still waiting on it fails, naming it.
     self->state.monitored.erase(down.source);
@@ -841,26 +903,31 @@ step_coordinator_actor::behavior_type step_coordinator(Self self) {
       step.prepared.assign(plan.calls.size(), false);
       step.unprepared = plan.gated.size();
       auto step_id = plan.step_id;
-      auto timeout = plan.timeout_ms > 0 ? caf::duration{std::chrono::milliseconds(plan.timeout_ms)}
-                                         : caf::duration{caf::infinite};
+      // One deadline timer for every step in flight, not a timed request per device: each timed
+      // request wakes CAF's clock thread twice (set, cancel), eight wake-ups for a step on four
+      // devices, where this arms a timer only when the earliest deadline changes.
+      step.timeout_ms = plan.timeout_ms;
+      if (plan.timeout_ms > 0) {
+        step.deadline = self->clock().now() + std::chrono::milliseconds(plan.timeout_ms);
+        arm_step_deadline(self, *step.deadline);
+      }
       for (std::size_t index = 0; index < plan.calls.size(); ++index) {
-        self->request(plan.calls[index].first, timeout, run_atom::value, plan.calls[index].second)
+        self->request(plan.calls[index].first, caf::infinite, run_atom::value,
+                      plan.calls[index].second)
           .then(
-            [=](step_result& result) { on_device_result(self, step_id, index, std::move(result)); },
+            [=](step_result& result) {
+              auto i = self->state.steps.find(step_id);
+              if (i == self->state.steps.end())
+                return;
+              auto& late = i->second.timed_out;
+              if (i->second.expired && std::find(late.begin(), late.end(), index) != late.end())
+                return;
+              on_device_result(self, step_id, index, std::move(result));
+            },
             [=](caf::error& err) {
               auto i = self->state.steps.find(step_id);
               if (i == self->state.steps.end())
                 return;
-              if (err == caf::sec::request_timeout) {
-                // Who is to blame is decided once the probes have answered.
-                if (i->second.judged) {
-                  fail_waiting_device(self, step_id, index, plan.timeout_ms);
-                  return;
-                }
-                i->second.timed_out.push_back(index);
-                judge_timeouts(self, step_id, plan.timeout_ms);
-                return;
-              }
               auto message = device_label(i->second, index) + " did not answer step " +
                              std::to_string(step_id) + ": " + self->system().render(err);
               on_device_result(self, step_id, index,
@@ -893,6 +960,7 @@ step_coordinator_actor::behavior_type step_coordinator(Self self) {
         self->send(step.devices[static_cast<std::size_t>(index)], commit_atom::value, step_id,
                    participants);
     },
+    [=](step_deadline_atom, std::int64_t fired_for) { expire_steps(self, fired_for); },
   };
 }
 
@@ -914,7 +982,7 @@ device_actor spawn_device_actor(caf::actor_system& sys, std::shared_ptr<device> 
 step_coordinator_actor spawn_step_coordinator(caf::actor_system& sys, bool on_network_thread) {
   if (on_network_thread && sys.has_middleman())
     return spawn_on_io_thread<step_coordinator_actor>(sys, step_coordinator<coordinator_broker_self>);
-  return sys.spawn(step_coordinator<coordinator_self>);
+  return caf::actor_cast<step_coordinator_actor>(sys.spawn(step_coordinator<coordinator_self>));
 }
 
 bulk_endpoint::deliver_function

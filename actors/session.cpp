@@ -145,7 +145,8 @@ struct session::impl {
     auto microseconds = [](double seconds) {
       return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(seconds));
     };
-    caf::scoped_actor self{system};
+    auto holder = take_waiter();
+    auto& self = *holder;
     self->monitor(master.master);
     self->send(master.master, std::forward<Ts>(args)...);
     if (options.drive)
@@ -207,6 +208,11 @@ struct session::impl {
     // A monitor outlives its observer: without this, every step would leave one behind on the
     // master.
     self->demonitor(master.master.address());
+    // Only a waiter that got its answer and holds nothing else may serve the next call: after a
+    // timeout, an error or a down message a late answer could still arrive and be taken for
+    // the next call's.
+    if (transport.ok() && self->mailbox().empty())
+      give_back_waiter(std::move(holder));
     return transport;
   }
 
@@ -299,9 +305,32 @@ struct session::impl {
     return std::move(answer.fetched);
   }
 
+  /// A blocking actor to wait for one answer with, idle from an earlier call if there is one:
+  /// destroying a scoped_actor wakes CAF's clock thread (it cancels the actor's timeouts
+  /// there), once per step when each call made its own.
+  std::unique_ptr<caf::scoped_actor> take_waiter() {
+    {
+      std::lock_guard<std::mutex> guard{waiters_mutex};
+      if (!idle_waiters.empty()) {
+        auto waiter = std::move(idle_waiters.back());
+        idle_waiters.pop_back();
+        return waiter;
+      }
+    }
+    return std::make_unique<caf::scoped_actor>(system);
+  }
+
+  void give_back_waiter(std::unique_ptr<caf::scoped_actor> waiter) {
+    std::lock_guard<std::mutex> guard{waiters_mutex};
+    idle_waiters.push_back(std::move(waiter));
+  }
+
   caf::actor_system& system;
   graph& g;
   session_options options;
+  /// Waiters of finished calls (take_waiter), as many as calls ran at once at most.
+  std::mutex waiters_mutex;
+  std::vector<std::unique_ptr<caf::scoped_actor>> idle_waiters;
   /// Why the session cannot run (a bad or unreachable target, an unfit actor system), or ok.
   status setup;
   session_master master;

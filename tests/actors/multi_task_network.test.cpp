@@ -467,6 +467,72 @@ TEST_CASE("a step with the ps hung names it after the step bound and a probe, an
   CHECK(ps_lines_with(" deregister ") == 2);
 }
 
+TEST_CASE("steps in flight on a hung ps each fail at their own bound, though the coordinator keeps one timer") {
+  two_task_cluster cluster;
+  linreg_graph model;
+  constexpr std::int64_t step_bound_ms = 2000;
+  const auto ms = [](std::int64_t n) { return std::chrono::milliseconds{n}; };
+  auto created = cluster.create(model.g, make_session_config(false, false, step_bound_ms));
+  REQUIRE(created.outcome.ok());
+  REQUIRE(cluster.run(created.handle, {}, {}, {model.init}).outcome.ok());
+  auto x = tensor::from_vector<float>({1, 2, 3, 4});
+  REQUIRE(cluster.run(created.handle, {{model.x, x}}, {model.loss}, {model.train}).outcome.ok());
+
+  // The ps is stopped; step A starts at 0 ms, step B at 1000 ms.
+  caf::scoped_actor client{cluster.worker_node.system()};
+  auto send_step = [&] {
+    master_run_request step;
+    step.handle = created.handle;
+    step.feeds = {{model.x, x}};
+    step.fetches = {model.loss};
+    step.targets = {model.train};
+    client->send(cluster.master, run_atom::value, std::move(step));
+    cluster.run_worker_node_only();
+  };
+  auto& clock = cluster.worker_node.scheduler();
+  auto answers = [&] {
+    cluster.run_worker_node_only();
+    std::vector<master_run_result> got;
+    bool more = true;
+    while (more)
+      client->receive([&](master_run_result& r) { got.push_back(std::move(r)); },
+                      caf::after(std::chrono::seconds(0)) >> [&] { more = false; });
+    return got;
+  };
+  send_step();
+  clock.advance_time(ms(1000));
+  send_step();
+  CHECK(answers().empty());
+  // A's bound passes at 2000 ms: its devices are probed; B's bound has not passed.
+  clock.advance_time(ms(999));
+  CHECK(answers().empty());
+  clock.advance_time(ms(1));
+  CHECK(answers().empty());
+  // A's probe bound (a quarter of the step's) passes at 2500 ms: A alone fails, naming the ps.
+  clock.advance_time(ms(499));
+  CHECK(answers().empty());
+  clock.advance_time(ms(1));
+  auto first = answers();
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].outcome.code() == errc::deadline_exceeded);
+  CHECK(first[0].outcome.message().rfind(std::string{ps_device} + " did not answer step", 0) == 0);
+  // B's bound passes at 3000 ms, its probe's at 3500 ms.
+  clock.advance_time(ms(499));
+  CHECK(answers().empty());
+  clock.advance_time(ms(1));
+  CHECK(answers().empty());
+  clock.advance_time(ms(499));
+  CHECK(answers().empty());
+  clock.advance_time(ms(1));
+  auto second = answers();
+  REQUIRE(second.size() == 1);
+  INFO(second[0].outcome.to_string());
+  CHECK(second[0].outcome.code() == errc::deadline_exceeded);
+  CHECK(second[0].outcome.message().find("nor a probe after it: hung or unreachable") !=
+        std::string::npos);
+  cluster.net.exec_all();
+}
+
 TEST_CASE("a task service published on one node lists its devices to another node") {
   testing::test_network net;
   auto& server = net.add_node();
