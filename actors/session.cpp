@@ -103,7 +103,7 @@ struct session::impl {
       if (master.owned) {
         // From the owner: the master takes a session's close only from its owner's node.
         caf::send_as(owner, master.master, close_atom::value, handle);
-      } else if (master_hung) {
+      } else if (master_hung || master_down) {
         // It would not answer: the close is sent, in case it resumes, and nothing waits.
         caf::send_as(owner, master.master, close_atom::value, handle);
       } else {
@@ -164,6 +164,7 @@ struct session::impl {
     auto on_down = [&](caf::down_msg& down) {
       transport = make_error(errc::unavailable,
                              master.name + " went down (" + system.render(down.reason) + ")");
+      master_down = !options.target.empty();
       done = true;
     };
     auto deadline = steady_clock::now() + microseconds(timeout_seconds);
@@ -219,6 +220,10 @@ struct session::impl {
   /// Opens the session on the master the first time, and sends the graph again when it has
   /// grown since (TensorFlow's ExtendSession).
   status sync_graph() {
+    if (master_down && handle == 0) {
+      setup = connect_target();
+      master_down = !setup.ok();
+    }
     AF_RETURN_IF_ERROR(setup);
     if (handle != 0 && g.size() == sent_nodes)
       return {};
@@ -341,6 +346,9 @@ struct session::impl {
   std::int64_t handle = 0;
   /// The master's last answer was none, not even to a probe (ask_probing).
   bool master_hung = false;
+  /// The master reached at options.target went down: the next session opened reaches the
+  /// target again (a master restarted at its address), instead of the dead actor.
+  bool master_down = false;
   /// Nodes of the client's graph the master has.
   std::size_t sent_nodes = 0;
   std::vector<std::string> devices;

@@ -6,6 +6,8 @@
 #include "actors/session.hpp"
 #include "actors/bulk_channel.hpp"
 #include "actors/sync_rounds.hpp"
+#include "train/monitored_session.hpp"
+#include "support/temp_dir.hpp"
 #include "actors/task_client.hpp"
 #include "graph/graph.hpp"
 #include "graph/ops.hpp"
@@ -505,4 +507,59 @@ TEST_CASE("sync_round_client: two workers' gradients make one round, a late one 
   CHECK((lost.error().code() == errc::unavailable || lost.error().code() == errc::data_loss));
   REQUIRE(lost.error().origin());
   CHECK(lost.error().origin()->name() == "/job:ps/replica:0/task:0");
+}
+
+TEST_CASE("monitored_session outlives a lost ps: the step fails, the ps comes back empty, the chief restores the latest checkpoint and the step runs again",
+          "[apps][worker][monitored]") {
+  auto port = free_loopback_port();
+  REQUIRE(port != 0);
+  auto address = "127.0.0.1:" + std::to_string(port);
+  std::vector<std::string> ps_args{"--cluster", "ps=" + address, "--job", "ps", "--task", "0",
+                                   "--threads", "1"};
+  auto ps = std::make_unique<worker_process>(ps_args);
+  REQUIRE(ps->wait_for_line("serving on", 20s));
+
+  actorflow::test::temp_dir dir;
+  graph g;
+  auto w = ops::variable(g, ops::constant(g, std::vector<float>{1.f}, {1}), "w");
+  auto global_step = ops::variable(g, ops::constant(g, std::int64_t{0}), "global_step");
+  auto train = ops::group(g, {ops::assign_add(w, ops::constant(g, std::vector<float>{1.f}, {1})),
+                              ops::assign_add(global_step, ops::constant(g, std::int64_t{1}))},
+                          "train");
+  REQUIRE(g.status().ok());
+  auto cluster = cluster_spec::parse("ps=" + address);
+  REQUIRE(cluster.ok());
+  train::monitored_session_options o;
+  o.session.target = "caf://" + address;
+  o.session.timeout_seconds = 10;
+  o.global_step = global_step;
+  o.checkpoint_dir = dir.path();
+  o.save_checkpoint_steps = 5;
+  o.init_timeout_seconds = 20;
+  o.cluster = std::make_shared<const cluster_spec>(*cluster);
+  std::vector<std::string> said;
+  o.say = [&](const std::string& line) { said.push_back(line); };
+  auto s = train::monitored_session::create(g, std::move(o));
+  REQUIRE(s.ok());
+  for (int i = 0; i < 7; ++i)
+    REQUIRE((*s)->run({}, {}, {train}).ok());
+
+  // The ps dies and comes back at its address with nothing: the next step restores step 5.
+  ps->signal(SIGKILL);
+  CHECK(ps->wait_exit(10s) != 0);
+  ps = std::make_unique<worker_process>(ps_args);
+  REQUIRE(ps->wait_for_line("serving on", 20s));
+  auto after = (*s)->run({w.read}, {}, {train});
+  INFO(after.error().to_string());
+  REQUIRE(after.ok());
+  REQUIRE(said.size() == 1);
+  CHECK(said[0] == "restored " + dir.path() +
+                     "/ckpt-5.afckpt: training returns to global step 5; the updates since are lost");
+  // w was 6 at step 5; the step ran again once: 6, or 7 when its read followed its update.
+  auto value = after->at(0).to_vector<float>().at(0);
+  CHECK((value == 6.f || value == 7.f));
+  REQUIRE((*s)->close().ok());
+  CHECK((*s)->global_step() == 6);
+  ps->signal(SIGTERM);
+  CHECK(ps->wait_exit(10s) == 0);
 }

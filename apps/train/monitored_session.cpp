@@ -1,0 +1,249 @@
+#include "train/monitored_session.hpp"
+
+#include "actors/saver.hpp"
+#include "actors/task_client.hpp"
+#include "graph/ops.hpp"
+#include "train/session_manager.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <optional>
+
+namespace actorflow::train {
+
+namespace {
+
+/// The int64 global step a read gave.
+std::int64_t step_of(const tensor& t) { return t.scalar_value<std::int64_t>(); }
+
+class stop_at_step final : public session_run_hook {
+public:
+  stop_at_step(output global_step, std::int64_t last_step)
+      : global_step_(global_step), last_step_(last_step) {}
+  result<session_run_args> before_run(session_run_context&) override {
+    return session_run_args{{global_step_}, {}};
+  }
+  status after_run(session_run_context& context, const std::vector<tensor>& values) override {
+    // The read may have run before the step's own increment (TF's hook reasons the same way):
+    // only when it may have reached the last step is the exact value read.
+    if (step_of(values.at(0)) + 1 < last_step_)
+      return {};
+    auto now = context.raw_session().run({global_step_});
+    if (!now)
+      return now.error();
+    if (step_of(now->at(0)) >= last_step_)
+      context.request_stop();
+    return {};
+  }
+
+private:
+  output global_step_;
+  std::int64_t last_step_;
+};
+
+class nan_loss final : public session_run_hook {
+public:
+  nan_loss(output loss, output global_step) : loss_(loss), global_step_(global_step) {}
+  result<session_run_args> before_run(session_run_context&) override {
+    return session_run_args{{loss_, global_step_}, {}};
+  }
+  status after_run(session_run_context&, const std::vector<tensor>& values) override {
+    auto loss = values.at(0).scalar_value<double>();
+    if (std::isfinite(loss))
+      return {};
+    return make_error(errc::out_of_range, std::string{"the loss is "} +
+                                            (std::isnan(loss) ? "nan" : "infinite") +
+                                            " at global step " +
+                                            std::to_string(step_of(values.at(1))));
+  }
+
+private:
+  output loss_, global_step_;
+};
+
+class logging final : public session_run_hook {
+public:
+  logging(std::vector<output> tensors, std::int64_t every_n,
+          std::function<void(std::int64_t, const std::vector<tensor>&)> log)
+      : tensors_(std::move(tensors)), every_n_(std::max<std::int64_t>(every_n, 1)), log_(std::move(log)) {}
+  result<session_run_args> before_run(session_run_context&) override {
+    if (steps_ % every_n_ != 0)
+      return session_run_args{};
+    return session_run_args{tensors_, {}};
+  }
+  status after_run(session_run_context&, const std::vector<tensor>& values) override {
+    if (steps_++ % every_n_ == 0)
+      log_(steps_, values);
+    return {};
+  }
+
+private:
+  std::vector<output> tensors_;
+  std::int64_t every_n_;
+  std::function<void(std::int64_t, const std::vector<tensor>&)> log_;
+  std::int64_t steps_ = 0;
+};
+
+/// Whether a failed step is worth a new session and one more try (TF's _RecoverableSession):
+/// the cluster lost a task (unavailable, aborted: the master itself may have gone with it, so
+/// no ps need be named) or a lost ps is told (session_manager::lost_ps).
+bool preempted(const status& failure, const session_manager& manager) {
+  if (failure.code() == errc::unavailable || failure.code() == errc::aborted) {
+    std::cerr << "monitored_session: " << failure.message()
+              << "; making the session ready again\n";
+    return true;
+  }
+  return manager.lost_ps(failure);
+}
+
+} // namespace
+
+std::unique_ptr<session_run_hook> stop_at_step_hook(output global_step, std::int64_t last_step) {
+  return std::make_unique<stop_at_step>(global_step, last_step);
+}
+
+std::unique_ptr<session_run_hook> nan_loss_hook(output loss, output global_step) {
+  return std::make_unique<nan_loss>(loss, global_step);
+}
+
+std::unique_ptr<session_run_hook>
+logging_hook(std::vector<output> tensors, std::int64_t every_n,
+             std::function<void(std::int64_t, const std::vector<tensor>&)> log) {
+  return std::make_unique<logging>(std::move(tensors), every_n, std::move(log));
+}
+
+struct monitored_session::state {
+  monitored_session_options options;
+  std::unique_ptr<saver> checkpoint_saver;
+  std::unique_ptr<session> s;
+  checkpoint_files checkpoints;
+  std::optional<session_manager> manager;
+  std::int64_t last_saved = 0;
+};
+
+monitored_session::monitored_session(std::unique_ptr<state> st) : state_(std::move(st)) {}
+
+monitored_session::~monitored_session() = default;
+
+session& monitored_session::raw_session() { return *state_->s; }
+
+result<std::unique_ptr<monitored_session>> monitored_session::create(graph& g,
+                                                                     monitored_session_options options) {
+  if (!options.global_step.read.valid())
+    return make_error(errc::invalid_argument, "monitored_session needs a global_step variable");
+  for (auto& hook : options.hooks)
+    AF_RETURN_IF_ERROR(hook->begin(g));
+  auto st = std::make_unique<state>();
+  st->options = std::move(options);
+  auto& o = st->options;
+  // The saver adds its ops now: before the session first runs the graph.
+  if (!o.checkpoint_dir.empty() && o.is_chief) {
+    st->checkpoint_saver = std::make_unique<saver>(g);
+    AF_RETURN_IF_ERROR(st->checkpoint_saver->status());
+  }
+  session_manager_options ready;
+  ready.global_step = o.global_step.read;
+  for (auto& v : g.global_variables())
+    ready.variables.push_back(v.read);
+  ready.initializer = ops::global_variables_initializer(g);
+  ready.init_timeout_seconds = o.init_timeout_seconds;
+  ready.timeout_source = "monitored_session_options::init_timeout_seconds";
+  ready.ps_job = o.ps_job;
+  if (o.cluster)
+    ready.probe_ps = [cluster = o.cluster, job = o.ps_job] {
+      return probe_job(default_actor_system(), *cluster, job, 2);
+    };
+  ready.say = o.say;
+  AF_RETURN_IF_ERROR(g.status());
+  st->s = std::make_unique<session>(g, o.session);
+  if (st->checkpoint_saver)
+    st->checkpoints = checkpoint_files{o.checkpoint_dir, o.keep_checkpoints, *st->checkpoint_saver};
+  ready.checkpoints = &st->checkpoints;
+  st->manager.emplace(std::move(ready));
+  auto step = o.is_chief ? st->manager->prepare_session(*st->s, {true, false})
+                         : st->manager->wait_for_session(*st->s);
+  if (!step)
+    return step.error();
+  st->last_saved = *step;
+  for (auto& hook : o.hooks)
+    AF_RETURN_IF_ERROR(hook->after_create_session(*st->s));
+  std::unique_ptr<monitored_session> out{new monitored_session{std::move(st)}};
+  out->global_step_ = *step;
+  return out;
+}
+
+result<std::vector<tensor>> monitored_session::run(const std::vector<output>& fetches,
+                                                   const feed_list& feeds,
+                                                   const std::vector<output>& targets) {
+  auto& st = *state_;
+  auto& o = st.options;
+  session_run_context context{fetches, *st.s};
+  // The caller's fetches, the global step, then each hook's, in order.
+  std::vector<output> all = fetches;
+  all.push_back(o.global_step.read);
+  feed_list all_feeds = feeds;
+  std::vector<std::size_t> hook_fetches;
+  for (auto& hook : o.hooks) {
+    auto args = hook->before_run(context);
+    if (!args)
+      return args.error();
+    hook_fetches.push_back(args->fetches.size());
+    all.insert(all.end(), args->fetches.begin(), args->fetches.end());
+    all_feeds.insert(all_feeds.end(), args->feeds.begin(), args->feeds.end());
+  }
+  auto values = st.s->run(all, all_feeds, targets);
+  if (!values && preempted(values.error(), *st.manager)) {
+    // Training outlives a lost ps: once it is back, its variables are kept, restored or
+    // initialised (said), and the step runs again on the cluster as it is now.
+    st.s->reopen();
+    auto back = st.manager->recover_session(*st.s, o.is_chief);
+    if (!back)
+      return back.error();
+    st.last_saved = std::min(st.last_saved, *back);
+    values = st.s->run(all, all_feeds, targets);
+  }
+  if (!values)
+    return values.error();
+  auto& got = *values;
+  global_step_ = step_of(got.at(fetches.size()));
+  auto next = got.begin() + static_cast<std::ptrdiff_t>(fetches.size() + 1);
+  for (std::size_t i = 0; i < o.hooks.size(); ++i) {
+    std::vector<tensor> mine(next, next + static_cast<std::ptrdiff_t>(hook_fetches[i]));
+    next += static_cast<std::ptrdiff_t>(hook_fetches[i]);
+    AF_RETURN_IF_ERROR(o.hooks[i]->after_run(context, mine));
+  }
+  stop_ = stop_ || context.stop_requested();
+  // The read may precede the step's own increment: the exact step only when one may be due.
+  if (st.checkpoints && o.save_checkpoint_steps > 0 &&
+      global_step_ + 1 >= st.last_saved + o.save_checkpoint_steps) {
+    auto now = st.s->run({o.global_step.read});
+    if (!now)
+      return now.error();
+    global_step_ = step_of(now->at(0));
+    if (global_step_ >= st.last_saved + o.save_checkpoint_steps) {
+      AF_RETURN_IF_ERROR(st.checkpoints.writer().save(*st.s, global_step_));
+      st.last_saved = global_step_;
+    }
+  }
+  got.resize(fetches.size());
+  return std::move(got);
+}
+
+status monitored_session::close() {
+  auto& st = *state_;
+  for (auto& hook : st.options.hooks)
+    AF_RETURN_IF_ERROR(hook->end(*st.s));
+  if (st.checkpoints) {
+    auto now = st.s->run({st.options.global_step.read});
+    if (!now)
+      return now.error();
+    global_step_ = step_of(now->at(0));
+    if (global_step_ != st.last_saved) {
+      AF_RETURN_IF_ERROR(st.checkpoints.writer().save(*st.s, global_step_));
+      st.last_saved = global_step_;
+    }
+  }
+  return st.checkpoints.written();
+}
+
+} // namespace actorflow::train
