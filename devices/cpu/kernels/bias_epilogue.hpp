@@ -45,6 +45,27 @@ void relu_in_place(T* c, std::int64_t count) {
     c[i] = std::max(c[i], T{0});
 }
 
+/// ReluGrad on rows [0, rows) of width n in place: c = c where y > 0, else 0 (y: the forward
+/// Relu's output). With `column_sums` (n of them), also adds each row of the result into them:
+/// the bias gradient, while the rows are in cache.
+template <class T>
+void relu_grad_in_place(T* c, const T* y, std::int64_t rows, std::int64_t n, T* column_sums) {
+  for (std::int64_t r = 0; r < rows; ++r, c += n, y += n) {
+    // ReluGrad's own rule (a multiply by the 0/1 mask, which vectorises and keeps a NaN).
+    for (std::int64_t j = 0; j < n; ++j)
+      c[j] *= static_cast<T>(y[j] > T{0});
+    if (column_sums != nullptr)
+      for (std::int64_t j = 0; j < n; ++j)
+        column_sums[j] += c[j];
+  }
+}
+
+/// Whether a fused gradient's attr fused_ops ("ReluGrad" or "ReluGrad,BiasAddGrad") also
+/// yields the bias gradient.
+inline bool fuses_bias_grad(const std::string& fused_ops) {
+  return fused_ops.find("BiasAddGrad") != std::string::npos;
+}
+
 /// Whether a fused node's attr fused_ops ("BiasAdd" or "BiasAdd,Relu") ends with a Relu.
 inline bool fuses_relu(const std::string& fused_ops) {
   return fused_ops.size() >= 4 && fused_ops.compare(fused_ops.size() - 4, 4, "Relu") == 0;
