@@ -263,16 +263,23 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
   st.intra_op = pools.intra_op;
 
   device_actor_options actor_options;
-  // One inter-op thread runs no two nodes at once either: nodes then run on the device
-  // actor's thread, saving a thread handoff per node (1.04x on the MLP at one thread,
-  // bench_mlp_training's inline figure).
-  bool one_thread = st.inter_op && st.inter_op->num_threads() <= 1;
-  actor_options.inter_op_pool = options.run_inline || one_thread ? nullptr : st.inter_op;
   // A task of a cluster runs its device actors on the I/O thread: a tensor hop between tasks
   // then wakes no scheduler thread on either side (the classic example on 4 processes:
   // 2326-2508 steps/s against 1667-2011, alternating; the between-graph MLP unchanged).
   // In-process clusters keep theirs on the scheduler, where their devices run side by side.
   actor_options.on_network_thread = options.cluster != nullptr && self->system().has_middleman();
+  // One inter-op thread runs no two nodes at once either: nodes then run on the device
+  // actor's thread, saving a thread handoff per node. On the scheduler the same holds when
+  // the intra-op pool (its threads and the calling one; the BLAS has as many) spans the
+  // inter-op pool: expensive kernels use every core themselves, so a second one beside them
+  // only oversubscribes the cores (the MLP at 2 threads: 0.41-0.47 of its GEMM bound with
+  // the pool, 0.59-0.76 inline, alternating runs). On the I/O thread a kernel would hold up
+  // the process's connections, so there only a one-thread pool runs inline.
+  bool one_thread = st.inter_op && st.inter_op->num_threads() <= 1;
+  bool spanned = st.inter_op && st.intra_op &&
+                 st.inter_op->num_threads() <= st.intra_op->num_threads() + 1;
+  bool on_actor = one_thread || (spanned && !actor_options.on_network_thread);
+  actor_options.inter_op_pool = options.run_inline || on_actor ? nullptr : st.inter_op;
   actor_options.trace = options.trace;
   actor_options.bulk = st.bulk_out;
   if (options.cluster) {

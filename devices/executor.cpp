@@ -331,22 +331,46 @@ void step_execution::abort(status reason) {
 }
 
 void step_execution::dispatch(std::vector<tagged_node>& ready, bool on_pool) {
-  std::vector<tagged_node> local;
-  if (hooks_.schedule) {
-    // On a pool thread keep the first node here; on an actor's thread keep only inexpensive
-    // ones (a pool handoff costs more than they do) and hand the rest to the pool.
-    for (auto& t : ready) {
-      if (on_pool ? local.empty() : inexpensive(t))
-        local.push_back(t);
-      else
-        hooks_.schedule([self = shared_from_this(), t] { self->run_from(t, true); });
-    }
-  } else {
-    local = std::move(ready); // inline mode: everything runs here, in order
-  }
+  std::vector<tagged_node> local = std::move(ready);
   ready.clear();
-  for (auto& t : local)
+  keep_or_hand_off(local, on_pool);
+  if (local.size() == 1) {
+    run_from(local.front(), on_pool);
+    return;
+  }
+  // Several at once (a step's roots): each runs before any node it makes ready. A node that
+  // waits on one of them and on a long chain (an update on its learning rate and on its
+  // gradient) is then ready when the chain ends, not after the chains of the roots before.
+  std::vector<tagged_node> next;
+  std::vector<tagged_node> made_ready;
+  for (auto& t : local) {
+    made_ready.clear();
+    if (!process(t, made_ready))
+      continue;
+    // Counted before any can run elsewhere, so the total never dips to zero early.
+    outstanding_.fetch_add(static_cast<std::int64_t>(made_ready.size()), std::memory_order_acq_rel);
+    next.insert(next.end(), made_ready.begin(), made_ready.end());
+    finish_one();
+  }
+  keep_or_hand_off(next, on_pool);
+  for (auto& t : next)
     run_from(t, on_pool);
+}
+
+void step_execution::keep_or_hand_off(std::vector<tagged_node>& ready, bool on_pool) {
+  if (!hooks_.schedule)
+    return; // inline mode: everything runs here, in order
+  // On a pool thread keep the first node here; on an actor's thread keep only inexpensive
+  // ones (a pool handoff costs more than they do) and hand the rest to the pool.
+  std::size_t kept = 0;
+  for (std::size_t k = 0; k < ready.size(); ++k) {
+    auto t = ready[k];
+    if (on_pool ? kept == 0 : inexpensive(t))
+      ready[kept++] = t;
+    else
+      hooks_.schedule([self = shared_from_this(), t] { self->run_from(t, true); });
+  }
+  ready.resize(kept);
 }
 
 bool step_execution::inexpensive(const tagged_node& t) {
@@ -392,19 +416,7 @@ void step_execution::run_from(tagged_node first, bool on_pool) {
       auto newly = made_ready.size();
       // Count the new nodes before any can run elsewhere, so the total never dips to zero early.
       outstanding_.fetch_add(static_cast<std::int64_t>(newly), std::memory_order_acq_rel);
-      if (hooks_.schedule) {
-        // On a pool thread keep one for this thread and hand the others to the pool; on an
-        // actor's thread keep the inexpensive ones.
-        std::size_t kept = 0;
-        for (std::size_t k = 0; k < made_ready.size(); ++k) {
-          auto other = made_ready[k];
-          if (on_pool ? kept == 0 : inexpensive(other))
-            made_ready[kept++] = other;
-          else
-            hooks_.schedule([self = shared_from_this(), other] { self->run_from(other, true); });
-        }
-        made_ready.resize(kept);
-      }
+      keep_or_hand_off(made_ready, on_pool);
       ready.insert(ready.end(), made_ready.rbegin(), made_ready.rend());
       finish_one();
     }

@@ -247,9 +247,14 @@ private:
   /// One outstanding node is done; the last one ends the step. Nodes a finished node makes
   /// ready are added to outstanding_ before it calls this.
   void finish_one();
-  /// Runs `ready` nodes. From an actor's thread (`on_pool` false) every node goes to the pool
-  /// when there is one, so the actor stays free for aborts and transfers.
+  /// Runs `ready` nodes, each before any node it makes ready. From an actor's thread
+  /// (`on_pool` false) the expensive ones go to the pool when there is one, so the actor stays
+  /// free for aborts and transfers.
   void dispatch(std::vector<tagged_node>& ready, bool on_pool);
+  /// Hands the nodes of `ready` that this thread should not run to the pool (none without
+  /// one) and leaves the others in `ready`, in order: a pool thread keeps the first, an
+  /// actor's thread the inexpensive ones.
+  void keep_or_hand_off(std::vector<tagged_node>& ready, bool on_pool);
   /// Drops this node's hold on its input slots; a slot with no reader left is freed.
   void release_inputs(const tagged_node& t);
 

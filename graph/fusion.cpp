@@ -17,14 +17,27 @@ struct use {
   int input;
 };
 
-/// A chain to fuse: contraction (MatMul or Conv2D), its bias Add, and optionally a Relu.
+/// A chain to fuse: contraction (MatMul or Conv2D), its bias Add, and optionally a Relu; or,
+/// in the backward pass, a MatMul, the ReluGrad of its product (relu_grad) and optionally the
+/// bias gradient of the result (bias_grad: a SumToShapeOf down to the bias's shape).
 struct chain {
   int contraction = -1;
   int bias_add = -1;
   int relu = -1;
   /// The Add's input that is the bias.
   edge_source bias;
-  int last() const { return relu >= 0 ? relu : bias_add; }
+  int relu_grad = -1;
+  int bias_grad = -1;
+  /// The node whose place and name the fused node takes.
+  int last() const { return relu_grad >= 0 ? relu_grad : relu >= 0 ? relu : bias_add; }
+  /// Every node of the chain, the fused node's own last (the placement log's order).
+  std::vector<int> members() const {
+    std::vector<int> out;
+    for (auto id : {contraction, bias_add, relu, bias_grad, relu_grad})
+      if (id >= 0)
+        out.push_back(id);
+    return out;
+  }
 };
 
 const char* fused_op_for(const std::string& contraction_op) {
@@ -84,14 +97,63 @@ public:
     return std::nullopt;
   }
 
+  /// The backward chain whose ReluGrad is `id`, if it fuses: ReluGrad(MatMul(a, b), y), with
+  /// the bias gradient SumToShapeOf(ReluGrad, bias) when there is one that may be absorbed.
+  std::optional<chain> match_relu_grad(int id) const {
+    const auto& relu_grad = g_.at(id);
+    if (relu_grad.op != "ReluGrad" || relu_grad.inputs.size() != 2 || taken(id))
+      return std::nullopt;
+    auto from = relu_grad.inputs[0];
+    const auto& product = g_.at(from.node_id);
+    if (from.index != 0 || product.op != "MatMul" || taken(from.node_id))
+      return std::nullopt;
+    for (auto member : {from.node_id, id})
+      if (g_.at(member).assigned_device != relu_grad.assigned_device)
+        return std::nullopt;
+    auto device = device_name::parse(relu_grad.assigned_device);
+    if (!device || !device->type ||
+        !has_kernel_("_FusedMatMulReluGrad", device_name::canonical_type(*device->type),
+                     product.kernel_type))
+      return std::nullopt;
+    chain c;
+    c.contraction = from.node_id;
+    c.relu_grad = id;
+    if (!absorbable(c.contraction, id, c))
+      return std::nullopt;
+    c.bias_grad = bias_grad_of(id);
+    return c;
+  }
+
   bool taken(int id) const { return in_chain_.count(id) > 0; }
   void take(const chain& c) {
-    for (auto id : {c.contraction, c.bias_add, c.relu})
-      if (id >= 0)
-        in_chain_.insert(id);
+    for (auto id : c.members())
+      in_chain_.insert(id);
   }
 
 private:
+  /// A SumToShapeOf of ReluGrad `id`'s [m, n] output down to a rank-1 [n] (a bias's
+  /// gradient: the column sums) that may disappear into the fused node, or -1. It must not be
+  /// fetched, fed or waited for, nor wait for anything (the fused node comes before it).
+  int bias_grad_of(int id) const {
+    auto* out = shape_of(g_, {id, 0});
+    if (out == nullptr || !out->rank_known() || out->rank() != 2 || out->dim(1) < 0)
+      return -1;
+    for (auto& u : uses_[static_cast<std::size_t>(id)]) {
+      const auto& sum = g_.at(u.node_id);
+      if (sum.op != "SumToShapeOf" || u.input != 0 || sum.inputs.size() != 2 ||
+          sum.inputs[0].index != 0 || taken(u.node_id) || keep_.count(sum.name) > 0 ||
+          control_uses_[static_cast<std::size_t>(u.node_id)] > 0 || !sum.control_inputs.empty() ||
+          sum.assigned_device != g_.at(id).assigned_device ||
+          sum.kernel_type != g_.at(id).kernel_type)
+        continue;
+      auto* target = shape_of(g_, sum.inputs[1]);
+      if (target != nullptr && target->rank_known() && target->rank() == 1 &&
+          target->dim(0) == out->dim(1))
+        return u.node_id;
+    }
+    return -1;
+  }
+
   bool allowed(const chain& c) const {
     const auto& last = g_.at(c.last());
     const auto& contraction = g_.at(c.contraction);
@@ -158,17 +220,23 @@ result<fusion_result> fuse_partition(const std::shared_ptr<graph>& partition,
       f.take(*c);
       chains.push_back(*c);
     }
+  for (std::size_t id = 0; id < g.size(); ++id)
+    if (auto c = f.match_relu_grad(static_cast<int>(id))) {
+      f.take(*c);
+      chains.push_back(*c);
+    }
   if (chains.empty())
     return fusion_result{partition, {}};
 
-  // Absorbed node -> the fused node (its chain's last) that replaces it.
-  std::map<int, int> replaced_by;
+  // Absorbed node -> the output of the fused node (its chain's last) that replaces it: output
+  // 0 (a shape-only reader of an absorbed node reads it: same shape), or 1 for a bias gradient.
+  std::map<int, edge_source> replaced_by;
   std::map<int, const chain*> chain_at;
   for (auto& c : chains) {
     chain_at[c.last()] = &c;
-    replaced_by[c.contraction] = c.last();
-    if (c.relu >= 0)
-      replaced_by[c.bias_add] = c.last();
+    for (auto member : c.members())
+      if (member != c.last())
+        replaced_by[member] = {c.last(), member == c.bias_grad ? 1 : 0};
   }
   std::vector<int> new_id(g.size(), -1);
   int next = 0;
@@ -177,9 +245,8 @@ result<fusion_result> fuse_partition(const std::shared_ptr<graph>& partition,
       new_id[id] = next++;
   auto remap = [&](edge_source e) {
     auto r = replaced_by.find(e.node_id);
-    // A shape-only reader of an absorbed node reads the fused node's output (same shape).
     if (r != replaced_by.end())
-      return edge_source{new_id[static_cast<std::size_t>(r->second)], 0};
+      return edge_source{new_id[static_cast<std::size_t>(r->second.node_id)], r->second.index};
     return edge_source{new_id[static_cast<std::size_t>(e.node_id)], e.index};
   };
 
@@ -196,13 +263,13 @@ result<fusion_result> fuse_partition(const std::shared_ptr<graph>& partition,
       const auto& contraction = g.at(ch.contraction);
       fusion_record record;
       record.name = n.name;
-      record.op = fused_op_for(contraction.op);
-      record.fused_ops = ch.relu >= 0 ? "BiasAdd,Relu" : "BiasAdd";
+      auto backward = ch.relu_grad >= 0;
+      record.op = backward ? "_FusedMatMulReluGrad" : fused_op_for(contraction.op);
+      record.fused_ops = backward ? (ch.bias_grad >= 0 ? "ReluGrad,BiasAddGrad" : "ReluGrad")
+                                  : (ch.relu >= 0 ? "BiasAdd,Relu" : "BiasAdd");
       record.device = n.assigned_device;
       std::vector<int> control;
-      for (auto member : {ch.contraction, ch.bias_add, ch.relu}) {
-        if (member < 0)
-          continue;
+      for (auto member : ch.members()) {
         record.nodes.push_back(g.at(member).name);
         for (auto k : g.at(member).control_inputs)
           control.push_back(k);
@@ -210,7 +277,8 @@ result<fusion_result> fuse_partition(const std::shared_ptr<graph>& partition,
       node fused;
       fused.name = n.name;
       fused.op = record.op;
-      fused.inputs = {contraction.inputs[0], contraction.inputs[1], ch.bias};
+      // Backward: the product's operands and the forward Relu's output, which ReluGrad read.
+      fused.inputs = {contraction.inputs[0], contraction.inputs[1], backward ? n.inputs[1] : ch.bias};
       fused.control_inputs = control;
       // The contraction's attrs (transposes; strides, padding) drive the kernel.
       fused.attrs = contraction.attrs;
@@ -223,6 +291,11 @@ result<fusion_result> fuse_partition(const std::shared_ptr<graph>& partition,
       fused.assigned_device = n.assigned_device;
       fused.output_types = n.output_types;
       fused.output_shapes = n.output_shapes;
+      if (ch.bias_grad >= 0) {
+        const auto& sum = g.at(ch.bias_grad);
+        fused.output_types.push_back(sum.output_types.at(0));
+        fused.output_shapes.push_back(sum.output_shapes.at(0));
+      }
       fused.kernel_type = contraction.kernel_type;
       n = std::move(fused);
       done.fusions.push_back(std::move(record));
@@ -325,6 +398,33 @@ void register_fused_ops(op_registry& r) {
     };
   };
   r.add(op_def{"_FusedMatMul", 3, false, false, fused("MatMul")});
+  // MatMul's shape inference on inputs 0 and 1; the Relu output y must have the product's
+  // shape; with BiasAddGrad a second output, the product's column sums.
+  r.add(op_def{"_FusedMatMulReluGrad", 3, false, false, [&r](shape_context& c) -> status {
+    auto* def = r.find("MatMul");
+    if (def == nullptr || c.input_shapes.size() != 3)
+      return make_error(errc::internal, "_FusedMatMulReluGrad needs three inputs");
+    shape_context inner{c.n, {c.input_types[0], c.input_types[1]},
+                        {c.input_shapes[0], c.input_shapes[1]}, {}, {}};
+    AF_RETURN_IF_ERROR(def->infer(inner));
+    auto& out = inner.output_shapes[0];
+    auto& y = c.input_shapes[2];
+    if (c.input_types[2] != c.input_types[0])
+      return make_error(errc::invalid_argument, "the Relu output's dtype differs from the input's");
+    if (out.rank_known() && y.rank_known()) {
+      bool same = y.rank() == out.rank();
+      for (int d = 0; same && d < out.rank(); ++d)
+        same = out.dim(d) < 0 || y.dim(d) < 0 || out.dim(d) == y.dim(d);
+      if (!same)
+        return make_error(errc::invalid_argument, "the Relu output " + y.to_string() +
+                                                    " does not match the product " + out.to_string());
+    }
+    c.set_output(0, inner.output_types[0], out);
+    if (c.n.attr_or<std::string>("fused_ops", "").find("BiasAddGrad") != std::string::npos)
+      c.set_output(1, inner.output_types[0],
+                   tensor_shape{out.rank_known() ? out.dim(out.rank() - 1) : -1});
+    return {};
+  }});
   r.add(op_def{"_FusedConv2D", 3, false, false, fused("Conv2D")});
 }
 

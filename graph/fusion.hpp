@@ -11,8 +11,13 @@
 /// under a Relu) are neither fetched nor fed and have no consumer besides the next node of the
 /// chain, except inputs that read only their shape (op_def::shape_only_inputs, the gradients'
 /// SumToShapeOf), which are rewired to the fused node's output of the same shape.
-/// The fused node keeps the last node's name; attr "fused_ops" lists what it absorbed
-/// ("BiasAdd" or "BiasAdd,Relu"), attr "fused_nodes" the names it replaces.
+/// In the backward pass, ReluGrad(MatMul(a, b), y) becomes one _FusedMatMulReluGrad(a, b, y)
+/// (the MatMul absorbed under the same rules), and a bias gradient of its result (a
+/// SumToShapeOf down to a rank-1 [n], neither fetched, fed nor ordered by control edges) becomes
+/// its output 1, so the kernel masks and sums each block of the product while it is in cache.
+/// The fused node keeps the last node's name (the ReluGrad's in the backward pass); attr
+/// "fused_ops" lists what it absorbed ("BiasAdd", "BiasAdd,Relu", "ReluGrad" or
+/// "ReluGrad,BiasAddGrad"), attr "fused_nodes" the names it replaces.
 
 #include "graph/graph.hpp"
 #include "graph/placement.hpp"
@@ -29,9 +34,10 @@ namespace actorflow {
 struct fusion_record {
   /// The fused node's name (the chain's last node).
   std::string name;
-  /// "_FusedMatMul" or "_FusedConv2D".
+  /// "_FusedMatMul", "_FusedConv2D" or "_FusedMatMulReluGrad".
   std::string op;
-  /// "BiasAdd" or "BiasAdd,Relu" (TensorFlow's fused_ops list, comma-separated).
+  /// "BiasAdd", "BiasAdd,Relu", "ReluGrad" or "ReluGrad,BiasAddGrad" (TensorFlow's fused_ops
+  /// list, comma-separated).
   std::string fused_ops;
   /// The names of the chain's nodes, contraction first, the fused node's own name last.
   std::vector<std::string> nodes;

@@ -1,6 +1,6 @@
 // The fusion pass in a real session (graph/fusion.hpp, actors/master_plan.cpp): a dense layer,
-// a logits layer and a convolution layer with their gradients give the same values fused and
-// unfused (session_options::fuse_ops), and the placement log says what fused.
+// a logits layer and a convolution layer with their gradients (the hidden layer's backward
+// GEMM, ReluGrad and bias gradient fused too) give the same values fused and unfused (session_options::fuse_ops), and the placement log says what fused.
 #include "actors/session.hpp"
 #include "graph/gradients.hpp"
 #include "graph/ops.hpp"
@@ -33,7 +33,8 @@ struct layers_run {
 };
 
 /// relu(x w + b) w2 + b2 and relu(conv(image, f) + c), summed into a loss, with the gradients
-/// for every weight; fetches the loss, both activations and the gradients.
+/// for every weight; fetches the loss, both activations and the gradients (b's through an
+/// Identity).
 template <class T>
 layers_run run_layers(bool fuse, bool fetch_matmul = false) {
   graph g;
@@ -62,6 +63,9 @@ layers_run run_layers(bool fuse, bool fetch_matmul = false) {
                   {f, random_tensor<T>(engine, {3, 3, 2, 4})}, {c, random_tensor<T>(engine, {4})}};
   std::vector<output> fetches{loss, hidden, logits, conv};
   fetches.insert(fetches.end(), grads.begin(), grads.end());
+  // b's gradient through a node of its own: the sum that makes it is then no fetch, and fuses
+  // into the backward GEMM's ReluGrad (w's gradient, fetched, keeps the rest unfused).
+  fetches[5] = ops::identity(grads[1], "db");
   if (fetch_matmul)
     fetches.push_back(mm);
   session_options options;
@@ -112,13 +116,18 @@ TEST_CASE("dense and convolution layers with their gradients give the same value
   require_same(fused32, plain64, 1e-4);
 
   CHECK(plain64.fusion_lines.empty());
-  REQUIRE(fused64.fusion_lines.size() == 3);
+  REQUIRE(fused64.fusion_lines.size() == 4);
   CHECK(has_line_starting(fused64.fusion_lines,
                           "fused hidden = _FusedMatMul(mm, add, hidden) fused_ops=[BiasAdd,Relu] on "));
   CHECK(has_line_starting(fused64.fusion_lines,
                           "fused logits = _FusedMatMul(mm2, logits) fused_ops=[BiasAdd] on "));
   CHECK(has_line_starting(fused64.fusion_lines, "fused conv_relu = _FusedConv2D(conv, conv_add, "
                                                 "conv_relu) fused_ops=[BiasAdd,Relu] on "));
+  // The hidden layer's backward: the GEMM of its input gradient, the ReluGrad and b's gradient.
+  CHECK(has_line_starting(fused64.fusion_lines,
+                          "fused gradients/hidden_grad/ReluGrad = _FusedMatMulReluGrad("
+                          "gradients/mm2_grad/MatMul, gradients/add_grad/SumToShapeOf_1, "
+                          "gradients/hidden_grad/ReluGrad) fused_ops=[ReluGrad,BiasAddGrad] on "));
 }
 
 TEST_CASE("a fetched MatMul is not fused away and still gives its value") {

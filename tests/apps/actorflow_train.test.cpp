@@ -319,8 +319,13 @@ TEST_CASE("the MLP trains an epoch to the same losses with fusion on and with AC
                                                " --output-dir " + off + common);
   REQUIRE(plain.exit_code == 0);
   // Every layer of the MLP fuses: two MatMul + bias + Relu, the logits' MatMul + bias.
-  int relu_layers = 0, bias_layers = 0;
+  // Backward: both hidden layers' input-gradient GEMM, ReluGrad and bias gradient.
+  int relu_layers = 0, bias_layers = 0, relu_grads = 0;
   for (auto& line : lines_of(fused.output)) {
+    if (line.rfind("fused ", 0) == 0 &&
+        line.find("= _FusedMatMulReluGrad(") != std::string::npos &&
+        line.find("fused_ops=[ReluGrad,BiasAddGrad]") != std::string::npos)
+      ++relu_grads;
     if (line.rfind("fused ", 0) != 0 || line.find("= _FusedMatMul(") == std::string::npos)
       continue;
     if (line.find("fused_ops=[BiasAdd,Relu]") != std::string::npos)
@@ -330,6 +335,7 @@ TEST_CASE("the MLP trains an epoch to the same losses with fusion on and with AC
   }
   CHECK(relu_layers >= 2);
   CHECK(bias_layers >= 1);
+  CHECK(relu_grads >= 2);
   CHECK(plain.output.find("_FusedMatMul") == std::string::npos);
   // step,epoch,loss,accuracy: the same within float32 rounding.
   auto a = metrics_without_speed(on + "/metrics.csv");

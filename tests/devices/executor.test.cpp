@@ -186,3 +186,34 @@ TEST_CASE("a step that fails here after its first updates are prepared leaves th
   CHECK_FALSE(step.outcome->ok());
   CHECK(value() == before);
 }
+
+TEST_CASE("a step's roots all run before the nodes they make ready, so a join waiting on a root and a chain runs when the chain ends") {
+  kernel_test_env env;
+  auto g = std::make_shared<graph>();
+  // Roots in this order: the start of a chain, the start of another, and a constant that only
+  // the first chain's join waits for (as an update waits for its learning rate).
+  auto first = ops::constant(*g, 2.f, "first");
+  auto second = ops::constant(*g, 3.f, "second");
+  auto rate = ops::constant(*g, 10.f, "rate");
+  auto chain = ops::square(ops::square(first));
+  auto join = ops::mul(chain, rate, "join");
+  auto other = ops::square(ops::square(second));
+  ops::make(*g, "_Send", "send_join", {join}, {{"key", attr_value{std::string{"join"}}}});
+  ops::make(*g, "_Send", "send_other", {other}, {{"key", attr_value{std::string{"other"}}}});
+  auto plan = executor_plan::make(g, env.dev(), kernel_registry::global());
+  REQUIRE(plan.ok());
+  std::vector<std::string> sent;
+  step_hooks hooks; // no pool: every node runs on this thread, in the executor's order
+  hooks.send = [&](const std::string& key, const tensor& value) {
+    sent.push_back(key + "=" + std::to_string(value.scalar_value<float>()));
+  };
+  std::optional<status> outcome;
+  auto step = std::make_shared<step_execution>(*plan, 1, std::move(hooks));
+  step->start({}, {}, [&](status s, std::vector<tensor>) { outcome = std::move(s); });
+  REQUIRE(outcome.has_value());
+  REQUIRE(outcome->ok());
+  // The join ran as soon as its chain ended, before the second chain (which ran first when
+  // each root's descendants ran before the next root).
+  CHECK(sent == std::vector<std::string>{"join=" + std::to_string(160.f),
+                                         "other=" + std::to_string(81.f)});
+}

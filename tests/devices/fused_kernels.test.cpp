@@ -1,5 +1,6 @@
 // _FusedMatMul and _FusedConv2D (graph/fusion.hpp) against float64 references of
-// MatMul/Conv2D + bias (+ Relu), and against the unfused kernels run one after another. CPU
+// MatMul/Conv2D + bias (+ Relu), _FusedMatMulReluGrad against MatMul + ReluGrad (+ the bias
+// gradient), and all against the unfused kernels run one after another. CPU
 // only (the fused kernels exist only there), so not tagged [kernels].
 #include "graph/conv_geometry.hpp"
 #include "support/kernel_test_util.hpp"
@@ -61,6 +62,56 @@ void check_fused_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool ta,
   require_near(fused, tensor_shape{m, n}, ref, tolerance);
   auto chain = unfused(env, make_node("MatMul", "mm", dtype_of<T>(), attrs), a, b, bias, relu);
   require_near(fused, tensor_shape{m, n}, as_doubles(chain), tolerance);
+}
+
+/// _FusedMatMulReluGrad: dz = (op(a) op(b)) where y > 0, else 0, and with `bias_grad` the
+/// column sums of dz as output 1.
+template <class T>
+void check_fused_matmul_relu_grad(std::int64_t m, std::int64_t k, std::int64_t n, bool ta,
+                                  bool tb, bool bias_grad, double tolerance) {
+  INFO("dtype " << to_string(dtype_of<T>()) << ", m=" << m << " k=" << k << " n=" << n
+                << ", transpose_a=" << ta << ", transpose_b=" << tb << ", bias_grad=" << bias_grad
+                << ", seed " << seed);
+  kernel_test_env env;
+  test_random random{seed};
+  auto a = random.uniform<T>(ta ? tensor_shape{k, m} : tensor_shape{m, k});
+  auto b = random.uniform<T>(tb ? tensor_shape{n, k} : tensor_shape{k, n});
+  // A Relu's output: about half the entries zero.
+  auto y = random.uniform<T>(tensor_shape{m, n});
+  for (std::int64_t i = 0; i < m * n; ++i)
+    y.template data<T>()[i] = std::max(y.template data<T>()[i], T{0});
+  auto va = as_doubles(a), vb = as_doubles(b), vy = as_doubles(y);
+  std::vector<double> ref(static_cast<std::size_t>(m * n), 0.0);
+  std::vector<double> sums(static_cast<std::size_t>(n), 0.0);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < k; ++p)
+        s += (ta ? va[p * m + i] : va[i * k + p]) * (tb ? vb[j * k + p] : vb[p * n + j]);
+      auto at = static_cast<std::size_t>(i * n + j);
+      ref[at] = vy[at] > 0 ? s : 0.0;
+      sums[static_cast<std::size_t>(j)] += ref[at];
+    }
+  std::map<std::string, attr_value> attrs{{"transpose_a", ta}, {"transpose_b", tb}};
+  auto fused_attrs = attrs;
+  fused_attrs["fused_ops"] = std::string{bias_grad ? "ReluGrad,BiasAddGrad" : "ReluGrad"};
+  auto fused = env.run(make_node("_FusedMatMulReluGrad", "fused", dtype_of<T>(), fused_attrs),
+                       {a, b, y});
+  REQUIRE(fused.status.ok());
+  REQUIRE(fused.outputs.size() == (bias_grad ? 2u : 1u));
+  require_near(fused.outputs[0], tensor_shape{m, n}, ref, tolerance);
+  auto t = dtype_of<T>();
+  auto product = env.run_ok(make_node("MatMul", "mm", t, attrs), {a, b});
+  auto dz = env.run_ok(make_node("ReluGrad", "relu_grad", t), {product, y});
+  require_near(fused.outputs[0], tensor_shape{m, n}, as_doubles(dz), tolerance);
+  if (bias_grad) {
+    // Sums over m rows: the tolerance grows with them.
+    require_near(fused.outputs[1], tensor_shape{n}, sums, tolerance * static_cast<double>(m));
+    auto bias = random.uniform<T>(tensor_shape{n});
+    auto unfused_sums = env.run_ok(make_node("SumToShapeOf", "sum", t), {dz, bias});
+    require_near(fused.outputs[1], tensor_shape{n}, as_doubles(unfused_sums),
+                 tolerance * static_cast<double>(m));
+  }
 }
 
 struct conv_case {
@@ -127,6 +178,32 @@ TEST_CASE("_FusedMatMul matches MatMul plus bias and Relu for every transpose co
     check_fused_matmul<float>(2100, 8, 40, ta, false, true, 1e-5);
     check_fused_matmul<double>(1100, 6, 40, ta, true, true, 1e-12);
   }
+}
+
+TEST_CASE("_FusedMatMulReluGrad matches MatMul, ReluGrad and the bias gradient for every transpose combination",
+          "[fusion][matmul]") {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool bias_grad : {false, true}) {
+        check_fused_matmul_relu_grad<float>(5, 7, 3, ta, tb, bias_grad, 1e-5);
+        check_fused_matmul_relu_grad<double>(17, 9, 11, ta, tb, bias_grad, 1e-12);
+      }
+  // More rows than one epilogue block (256 KiB of output): the sums run across blocks.
+  for (bool ta : {false, true}) {
+    check_fused_matmul_relu_grad<float>(2100, 8, 40, ta, false, true, 1e-5);
+    check_fused_matmul_relu_grad<double>(1100, 6, 40, ta, true, true, 1e-12);
+  }
+}
+
+TEST_CASE("_FusedMatMulReluGrad refuses a Relu output that does not match the product", "[fusion]") {
+  kernel_test_env env;
+  test_random random{seed};
+  auto r = env.run(make_node("_FusedMatMulReluGrad", "fused", dtype::float32,
+                             {{"fused_ops", std::string{"ReluGrad,BiasAddGrad"}}}),
+                   {random.uniform<float>({4, 3}), random.uniform<float>({3, 5}),
+                    random.uniform<float>({4, 4})});
+  REQUIRE_FALSE(r.status.ok());
+  CHECK(r.status.message().find("Relu output") != std::string::npos);
 }
 
 TEST_CASE("_FusedConv2D matches Conv2D plus bias and Relu over paddings and strides",

@@ -245,3 +245,82 @@ TEST_CASE("ACTORFLOW_FUSION=0 turns the pass off as the session option does") {
   CHECK(fusion_enabled(true));
   ::unsetenv("ACTORFLOW_FUSION");
 }
+
+namespace {
+
+/// relu(x w + b) w2 with the gradients of w and b: the backward MatMul of the hidden layer's
+/// input gradient feeds a ReluGrad whose result b's gradient sums; `db` reads that sum.
+struct two_layers {
+  dense d{true};
+  output w2, out, loss, db;
+  std::vector<output> grads;
+  std::string relu_grad, bias_sum;
+  two_layers() {
+    auto& g = *d.g;
+    w2 = ops::placeholder(g, dtype::float32, {3, 2}, "w2");
+    out = ops::matmul(d.y, w2, false, false, "mm2");
+    loss = ops::reduce_sum(out, {}, false, "loss");
+    grads = gradients({loss}, {d.w, d.b});
+    db = ops::identity(grads[1], "db");
+    REQUIRE(g.status().ok());
+    for (std::size_t id = 0; id < g.size(); ++id)
+      if (g.at(static_cast<int>(id)).op == "ReluGrad")
+        relu_grad = g.at(static_cast<int>(id)).name;
+    bias_sum = grads[1].name();
+    place_all(g, cpu0);
+  }
+};
+
+} // namespace
+
+TEST_CASE("a backward MatMul, the ReluGrad of its product and the bias gradient below it become one _FusedMatMulReluGrad") {
+  two_layers t;
+  REQUIRE_FALSE(t.relu_grad.empty());
+  auto& before = *t.d.g;
+  auto product = before.at(before.at(before.find(t.relu_grad)).inputs[0].node_id).name;
+  auto r = fuse(t.d.g, {t.grads[0].name(), t.db.name(), t.loss.name()});
+  auto& g = *r.partition;
+  auto& fused = named(g, t.relu_grad);
+  CHECK(fused.op == "_FusedMatMulReluGrad");
+  CHECK(fused.attr_or<std::string>("fused_ops", "") == "ReluGrad,BiasAddGrad");
+  CHECK(fused.attr_or<std::string>("fused_nodes", "") ==
+        product + "," + t.bias_sum + "," + t.relu_grad);
+  // dY w2^T: the product's transposes drive the kernel; the forward Relu's output is input 2.
+  CHECK(fused.attr_or<bool>("transpose_b", false));
+  REQUIRE(fused.inputs.size() == 3);
+  CHECK(g.at(fused.inputs[2].node_id).name == "relu");
+  REQUIRE(fused.output_shapes.size() == 2);
+  CHECK(fused.output_shapes[1] == tensor_shape{3});
+  CHECK(g.find(product) < 0);
+  CHECK(g.find(t.bias_sum) < 0);
+  // The bias gradient's reader now reads the fused node's second output.
+  auto& db = named(g, "db");
+  CHECK(db.inputs.at(0).node_id == g.find(t.relu_grad));
+  CHECK(db.inputs.at(0).index == 1);
+  bool logged = false;
+  for (auto& f : r.fusions)
+    logged = logged || (f.op == "_FusedMatMulReluGrad" && f.name == t.relu_grad);
+  CHECK(logged);
+}
+
+TEST_CASE("a fetched bias gradient stays its own node and the backward GEMM fuses with the ReluGrad alone") {
+  two_layers t;
+  auto r = fuse(t.d.g, {t.grads[0].name(), t.grads[1].name(), t.loss.name()});
+  auto& g = *r.partition;
+  auto& fused = named(g, t.relu_grad);
+  CHECK(fused.op == "_FusedMatMulReluGrad");
+  CHECK(fused.attr_or<std::string>("fused_ops", "") == "ReluGrad");
+  CHECK(fused.output_shapes.size() == 1);
+  auto& sum = named(g, t.bias_sum);
+  CHECK(sum.op == "SumToShapeOf");
+  CHECK(sum.inputs.at(0).node_id == g.find(t.relu_grad));
+  CHECK(sum.inputs.at(0).index == 0);
+}
+
+TEST_CASE("nothing of the backward pass fuses on a device without the fused kernel") {
+  two_layers t;
+  place_all(*t.d.g, gpu0);
+  auto r = fuse(t.d.g, {t.grads[0].name(), t.db.name(), t.loss.name()});
+  CHECK(r.fusions.empty());
+  CHECK(named(*r.partition, t.relu_grad).op == "ReluGrad");
+}
