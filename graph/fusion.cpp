@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <utility>
 
 namespace actorflow {
 
@@ -324,8 +325,11 @@ void register_fused_ops(op_registry& r) {
       return {};
     };
   };
-  r.add(op_def{"_FusedMatMul", 3, false, false, fused("MatMul")});
-  r.add(op_def{"_FusedConv2D", 3, false, false, fused("Conv2D")});
+  for (auto [name, base] : {std::pair{"_FusedMatMul", "MatMul"}, {"_FusedConv2D", "Conv2D"}}) {
+    op_def def{name, 3, false, false, fused(base)};
+    def.bf16_compute = true;
+    r.add(std::move(def));
+  }
 }
 
 } // namespace actorflow
