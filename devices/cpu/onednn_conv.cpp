@@ -200,17 +200,24 @@ bool onednn_convolution(onednn_conv_pass pass, const conv_sizes& s, const float*
   // (bench_cpu_gemm_libraries). Training never asks for it on the images themselves.
   if (pass == onednn_conv_pass::input && s.channels < 4)
     return false;
+  // bf16 on AMX pairs channels into 16-wide tile rows: the CNN's first layer (1 channel) ran its
+  // forward pass at 0.65x and its filter gradient at 0.22x of float32 there, where 16 channels
+  // ran at 1.5x / 1.7x (input gradient) / 1.0x (filter): few channels stay float32.
+  if (s.channels < 16)
+    bf16 = false;
+  // oneDNN's OpenMP runtime takes omp_get_max_threads() of the calling thread, and some of its
+  // primitives (the bf16 reorders and matmuls) fix their thread count when made: so it is set
+  // before the plan is made (made at 2, a bf16 MLP's reorders took 10 ms instead of 0.08).
+  // One: OpenMP's teams spin at their barriers, and on 2 shared cores (other processes, our own inter-op and
+  // BLAS threads) every OpenMP library measured here fell to under 0.1x of its 1-thread rate
+  // at 2 threads, where OpenBLAS's threads kept theirs; the CNN's convolutions are small, and
+  // the im2col + GEMM path they replace ran at 1 thread in the CNN benchmark too.
+  omp_set_num_threads(1);
   try {
     auto& state = onednn();
     auto plan = state.plan(pass, s, bf16);
     if (plan == nullptr)
       return false;
-    // oneDNN's OpenMP runtime takes omp_get_max_threads() of the calling thread. One: OpenMP's
-    // teams spin at their barriers, and on 2 shared cores (other processes, our own inter-op and
-    // BLAS threads) every OpenMP library measured here fell to under 0.1x of its 1-thread rate
-    // at 2 threads, where OpenBLAS's threads kept theirs; the CNN's convolutions are small, and
-    // the im2col + GEMM path they replace ran at 1 thread in the CNN benchmark too.
-    omp_set_num_threads(1);
     dnnl::stream stream(state.engine);
     const float* first = pass == onednn_conv_pass::input ? filter : x;
     const float* second = pass == onednn_conv_pass::forward ? filter : dy;
@@ -350,13 +357,13 @@ bool onednn_bf16_wanted(const node& n) {
 bool onednn_matmul_bf16(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
                         std::int64_t k, const float* a, std::int64_t lda, const float* b,
                         std::int64_t ldb, const float* bias, bool relu, float* c) {
+  omp_set_num_threads(1); // before the plan is made, as the convolutions (onednn_convolution)
   try {
     auto plan = matmuls().plan({transpose_a ? 1 : 0, transpose_b ? 1 : 0, m, n, k, lda, ldb,
                                 bias != nullptr ? 1 : 0, relu ? 1 : 0});
     if (plan == nullptr)
       return false;
     auto& engine = onednn().engine;
-    omp_set_num_threads(1); // as the convolutions (onednn_convolution says why)
     dnnl::stream stream(engine);
     auto bring_in = [&](const layout_change& change, const float* data, int slot) {
       dnnl::memory plain(change.plain, engine, const_cast<float*>(data));

@@ -32,7 +32,8 @@ bool onednn_conv_wanted();
 /// 4 channels): nothing written, the caller falls back; the first refusal by oneDNN is said on
 /// stderr under ACTORFLOW_VERBOSE=1. Thread-safe. With `bf16` (mixed precision, only when
 /// onednn_bf16_available()), the inputs are rounded to bfloat16 and the primitive accumulates
-/// and writes float32: on AMX tiles where the CPU has them.
+/// and writes float32: on AMX tiles where the CPU has them; a convolution of fewer than 16 input
+/// channels stays float32 (slower in bf16 here).
 bool onednn_convolution(onednn_conv_pass pass, const conv_sizes& s, const float* x,
                         const float* filter, const float* dy, float* out, bool bf16 = false);
 
