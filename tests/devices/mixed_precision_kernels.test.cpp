@@ -184,6 +184,8 @@ TEST_CASE("a CPU whose oneDNN finds no bf16 instructions computes marked contrac
           "[.bf16_fallback]") {
   // Run with DNNL_MAX_CPU_ISA=AVX512_CORE (tests/CMakeLists.txt): oneDNN's own detection then
   // reports no bf16, as on a CPU without it.
+  INFO("this test needs DNNL_MAX_CPU_ISA=AVX512_CORE (or a CPU without bf16), as its ctest "
+       "entry sets");
   REQUIRE_FALSE(onednn_bf16_available());
   check_matmul(33, 70, 20, false, true, true);
   check_conv({{2, 7, 6, 16}, {3, 3, 16, 16}, 1, "SAME"});
