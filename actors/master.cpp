@@ -17,6 +17,7 @@
 #include "devices/kernel.hpp"
 #include "graph/device_name.hpp"
 #include "graph/fusion.hpp"
+#include "graph/mixed_precision.hpp"
 #include "graph/metrics.hpp"
 #include "graph/partition.hpp"
 #include "graph/placement.hpp"
@@ -266,14 +267,17 @@ result<std::shared_ptr<run_plan>> plan_for(Self self, master_session& s,
   placement.allow_soft_placement = s.config.allow_soft_placement;
   placement.default_task = st.directory.default_task(s.config.default_task, st.options.own_task);
   placement.device_priority = device_type_priority;
+  auto policy = mixed_precision_policy(s.config.mixed_precision);
+  if (!policy)
+    return policy.error();
   auto made = make_run_plan(*s.g, req, st.directory, placement, st.next_handle, placed,
-                            fusion_enabled(s.config.fuse_ops));
+                            fusion_enabled(s.config.fuse_ops), *policy);
   if (!made)
     return made.error();
   // ACTORFLOW_VERBOSE=1 says what fused even without log_device_placement.
   if (verbose())
     for (auto& line : placed)
-      if (parse_fusion_line(line))
+      if (parse_fusion_line(line) || is_mixed_precision_line(line))
         log_verbose(line);
   auto plan = *made;
   s.plans.insert(signature, plan);

@@ -3,6 +3,7 @@
 #include "devices/commit_gate.hpp"
 #include "devices/kernel.hpp"
 #include "graph/fusion.hpp"
+#include "graph/mixed_precision.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/partition.hpp"
 
@@ -72,7 +73,8 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
                                                 const placement_options& placement,
                                                 std::int64_t& next_handle,
                                                 std::vector<std::string>& placed,
-                                                bool fuse_ops) {
+                                                bool fuse_ops,
+                                                const std::string& mixed_precision) {
   std::vector<int> roots;
   std::vector<output> fetches;
   for (auto& name : request.fetches) {
@@ -126,6 +128,12 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
         placed.push_back(fusion_line(record));
     }
   }
+  // After fusion, so that the fused contractions are the ones marked. Only the CPU kernels
+  // read the mark (their oneDNN path, devices/cpu/onednn_conv.hpp); elsewhere it would lie.
+  auto honours = [](const std::string& device_type) { return device_type == "CPU"; };
+  for (auto& [device, part] : *parts)
+    for (auto& record : apply_mixed_precision(*part, mixed_precision, honours))
+      placed.push_back(mixed_precision_line(record));
 
   auto plan = std::make_shared<run_plan>();
   for (auto& [device, part] : *parts) {

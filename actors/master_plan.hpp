@@ -67,13 +67,15 @@ std::string run_signature(const protocol::master_run_request& request);
 /// appended to `placed`. Errors name the fetch, feed or target that is not in the graph, or
 /// the node that cannot be placed. With `fuse_ops`, each partition goes through the fusion
 /// pass (graph/fusion.hpp), fetched and fed nodes kept, and each fusion adds a fusion_line to
-/// `placed`.
+/// `placed`. A `mixed_precision` policy (graph/mixed_precision.hpp) then marks each partition's
+/// contractions, each adding a mixed_precision_line to `placed`.
 result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const protocol::master_run_request& request,
                                                 const device_directory& directory,
                                                 const placement_options& placement,
                                                 std::int64_t& next_handle,
                                                 std::vector<std::string>& placed,
-                                                bool fuse_ops = false);
+                                                bool fuse_ops = false,
+                                                const std::string& mixed_precision = {});
 
 /// The step the coordinator runs for `plan`: each partition's feeds and fetches.
 protocol::step_plan make_step_plan(const run_plan& plan, std::int64_t step_id,

@@ -55,6 +55,12 @@ struct session_options {
   /// (graph/fusion.hpp); the master's environment ACTORFLOW_FUSION=0 turns it off as well.
   /// Each fusion adds a "fused ..." line to placement_log.
   bool fuse_ops = true;
+  /// TensorFlow's mixed_bfloat16 policy: "bfloat16" makes the CPU's float32 MatMuls and
+  /// convolutions (and their gradients) compute with bfloat16 operands and float32 accumulation,
+  /// on AMX where the CPU has it; variables and all else stay float32 (graph/mixed_precision.hpp).
+  /// Empty: the master's ACTORFLOW_MIXED_PRECISION decides (float32 when unset). Each marked
+  /// node adds a "mixed_precision ..." line to placement_log.
+  std::string mixed_precision;
   /// Deterministic mode for tests: no inter-op pool, every node runs inside its device actor.
   bool run_inline = false;
   /// Deterministic tests: runs the test scheduler before every wait for an answer.

@@ -153,6 +153,7 @@ protocol::session_config session_config_for(const session_options& options, caf:
     options.default_task);
   config.memory_limit_bytes = static_cast<std::int64_t>(options.memory_limit_bytes);
   config.fuse_ops = options.fuse_ops;
+  config.mixed_precision = options.mixed_precision;
   return config;
 }
 

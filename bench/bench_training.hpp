@@ -42,6 +42,8 @@ struct model_run {
   int test_devices = -1;
   /// The fusion pass (session_options::fuse_ops): off to measure what it gains.
   bool fuse_ops = true;
+  /// session_options::mixed_precision: "bfloat16" for bf16 MatMuls and convolutions.
+  std::string mixed_precision;
 };
 
 /// Fashion-MNIST's training split, every pixel read once (and checked to lie in [0, 1]) after
@@ -82,6 +84,7 @@ inline actorflow::result<measured> train_actorflow(const actorflow::dataset& dat
   options.allow_soft_placement = !run.device.empty();
   options.test_device_count = run.test_devices;
   options.fuse_ops = run.fuse_ops;
+  options.mixed_precision = run.mixed_precision;
   session s{g, options};
   AF_RETURN_IF_ERROR(s.run_targets({ops::global_variables_initializer(g)}));
   batch_options shuffled;

@@ -106,6 +106,35 @@ void compare_fusion(const dataset& data, model_run run, const std::string& name,
   bench::emit(f);
 }
 
+/// Mixed precision (graph/mixed_precision.hpp) against float32 at 1 thread, `runs` alternating
+/// runs of each: `name`_train_examples_per_s_bf16_t1, the bf16 median over the float32 one.
+void compare_mixed_precision(const dataset& data, model_run run, const std::string& name,
+                             int runs) {
+  std::vector<double> bf16, f32;
+  std::string each;
+  for (int i = 0; i < runs; ++i)
+    for (std::string policy : {"float32", "bfloat16"}) {
+      run.mixed_precision = policy;
+      auto r = train_actorflow(data, 1, run);
+      if (!r) {
+        std::fprintf(stderr, "mlp_training: %s %s: %s\n", name.c_str(), policy.c_str(),
+                     r.error().to_string().c_str());
+        return;
+      }
+      (policy == "bfloat16" ? bf16 : f32).push_back(r->examples_per_second);
+      each += (each.empty() ? "" : ", ") + policy + " " + bench::json_number(r->examples_per_second);
+    }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  bench::figure f{name + "_train_examples_per_s_bf16_t1", median(bf16), "examples/s", median(f32)};
+  f.ratio = median(bf16) / median(f32);
+  f.note = "mixed precision bfloat16 (bf16 operands on oneDNN, AMX where present; median of " +
+           std::to_string(runs) + "); baseline: float32, same run, alternating; runs: " + each;
+  bench::emit(f);
+}
+
 } // namespace
 
 int main() {
@@ -176,5 +205,7 @@ int main() {
   bench::emit(c);
   compare_fusion(*data, {}, "mlp", 3);
   compare_fusion(*data, cnn, "cnn", 3);
+  compare_mixed_precision(*data, {}, "mlp", 3);
+  compare_mixed_precision(*data, cnn, "cnn", 3);
   return 0;
 }

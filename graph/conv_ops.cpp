@@ -191,11 +191,16 @@ std::function<status(shape_context&)> like_input(int from) {
 } // namespace
 
 void register_conv_ops(op_registry& r) {
-  r.add(op_def{"Conv2D", 2, false, false, conv2d});
+  op_def forward{"Conv2D", 2, false, false, conv2d};
+  forward.bf16_compute = true;
+  r.add(std::move(forward));
   op_def backprop_input{"Conv2DBackpropInput", 3, false, false, like_input(0)};
   backprop_input.shape_only_inputs = {0};
+  backprop_input.bf16_compute = true;
   r.add(std::move(backprop_input));
-  r.add(op_def{"Conv2DBackpropFilter", 3, false, false, like_input(1)});
+  op_def backprop_filter{"Conv2DBackpropFilter", 3, false, false, like_input(1)};
+  backprop_filter.bf16_compute = true;
+  r.add(std::move(backprop_filter));
   r.add(op_def{"MaxPool", 1, false, false, pool});
   r.add(op_def{"AvgPool", 1, false, false, pool});
   r.add(op_def{"MaxPoolGrad", 3, false, false, like_input(0)});

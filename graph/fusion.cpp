@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <utility>
 
 namespace actorflow {
 
@@ -397,7 +398,13 @@ void register_fused_ops(op_registry& r) {
       return {};
     };
   };
-  r.add(op_def{"_FusedMatMul", 3, false, false, fused("MatMul")});
+  // Under mixed precision the forward fused contractions take bf16 operands (their kernels
+  // honour _mixed_precision); the fused backward GEMM keeps float32 (its kernel is the BLAS's).
+  for (auto [name, base] : {std::pair{"_FusedMatMul", "MatMul"}, {"_FusedConv2D", "Conv2D"}}) {
+    op_def def{name, 3, false, false, fused(base)};
+    def.bf16_compute = true;
+    r.add(std::move(def));
+  }
   // MatMul's shape inference on inputs 0 and 1; the Relu output y must have the product's
   // shape; with BiasAddGrad a second output, the product's column sums.
   r.add(op_def{"_FusedMatMulReluGrad", 3, false, false, [&r](shape_context& c) -> status {
@@ -425,7 +432,6 @@ void register_fused_ops(op_registry& r) {
                    tensor_shape{out.rank_known() ? out.dim(out.rank() - 1) : -1});
     return {};
   }});
-  r.add(op_def{"_FusedConv2D", 3, false, false, fused("Conv2D")});
 }
 
 } // namespace actorflow

@@ -53,6 +53,10 @@ struct op_def {
   /// (graph/fusion.hpp) absorb a producer whose output only such inputs see besides its fused
   /// consumer.
   std::vector<int> shape_only_inputs{};
+  /// A contraction (MatMul, Conv2D and their gradients and fused forms) whose float32 kernels
+  /// may compute with bfloat16 operands and float32 accumulation and results under the
+  /// mixed_bfloat16 policy (graph/mixed_precision.hpp).
+  bool bf16_compute = false;
 
   bool is_shape_only_input(int k) const {
     for (auto i : shape_only_inputs)

@@ -346,7 +346,9 @@ void register_standard_ops(op_registry& r) {
     c.set_output(0, *c.n.attr<dtype>("dtype"), c.input_shapes[0]);
     return status{};
   });
-  add("MatMul", 2, matmul);
+  op_def matmul_def{"MatMul", 2, false, false, matmul};
+  matmul_def.bf16_compute = true;
+  r.add(std::move(matmul_def));
   for (auto name : {"Sum", "Mean", "Max"})
     add(name, 1, reduction);
   add("ArgMax", 1, argmax);

@@ -51,6 +51,8 @@ struct session_config {
   std::int64_t memory_limit_bytes = 0;
   /// Run the fusion pass on the partitions (session_options::fuse_ops).
   bool fuse_ops = true;
+  /// The mixed-precision policy (session_options::mixed_precision): "", "bfloat16".
+  std::string mixed_precision;
   /// An actor that lives as long as the client's session: the master monitors it and closes
   /// the session when it goes down (the client process died or its connection dropped).
   caf::actor owner;
@@ -141,7 +143,7 @@ result<master_run_request> make_master_run_request(std::int64_t handle,
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_config& x) {
   return f(caf::meta::type_name("session_config"), x.allow_soft_placement,
-           x.log_device_placement, x.default_task, x.timeout_ms, x.memory_limit_bytes, x.fuse_ops, x.owner);
+           x.log_device_placement, x.default_task, x.timeout_ms, x.memory_limit_bytes, x.fuse_ops, x.mixed_precision, x.owner);
 }
 
 /// Encoded with the partition codec (wire::save/load of a graph), whose loads are checked.

@@ -68,6 +68,10 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
                          --batch-size N x B) or shard (each worker shuffles its own contiguous
                          share, with seed + task) (default global)
   --threads N            caps every thread pool and the BLAS; 0 = one per core (default 0)
+  --mixed-precision P    float32 or bfloat16 (TensorFlow's mixed_bfloat16: the CPU's MatMuls
+                         and convolutions take bf16 operands, on AMX where the CPU has it, and
+                         accumulate in float32; variables stay float32) (default float32, or
+                         ACTORFLOW_MIXED_PRECISION)
   --steps N              linreg: training steps (default 1000)
   --data-dir DIR         Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)
   --output-dir DIR       where metrics.csv, curve.svg and the TensorBoard event files
@@ -164,6 +168,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
      }},
     {"--data-order", [&](auto& v) { return one_of("--data-order", v, {"shard", "global"}, o.data_order); }},
     {"--seed", [&](auto& v) { return apps::parse_int_flag<std::uint64_t>("--seed", v, 0, o.seed); }},
+    {"--mixed-precision",
+     [&](auto& v) { return one_of("--mixed-precision", v, {"float32", "bfloat16"}, o.mixed_precision); }},
     {"--threads", [&](auto& v) { return apps::parse_int_flag("--threads", v, 0, o.threads, apps::max_threads_flag); }},
     {"--steps", [&](auto& v) { return apps::parse_int_flag("--steps", v, 1, o.steps); }},
     {"--data-dir", [&](auto& v) { o.data_dir = v; return status{}; }},

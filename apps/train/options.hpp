@@ -28,6 +28,9 @@ struct train_options {
   std::string data_order = "global";
   /// Caps every pool, the BLAS's included; 0 means one per core.
   int threads = 0;
+  /// session_options::mixed_precision: "" (ACTORFLOW_MIXED_PRECISION decides, else float32),
+  /// "float32", or "bfloat16" (mixed_bfloat16: bf16 MatMuls and convolutions, float32 variables).
+  std::string mixed_precision;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   /// metrics.csv and curve.svg go here.
   std::string output_dir = "actorflow-train-output";

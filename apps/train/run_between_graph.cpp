@@ -125,6 +125,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
   options.inter_op_parallelism_threads = o.threads;
   options.intra_op_parallelism_threads = o.threads;
   options.log_device_placement = o.log_device_placement;
+  options.mixed_precision = o.mixed_precision;
   progress_printer progress{o.log_every};
   // The chief alone writes checkpoints.
   auto checkpoints = checkpoints_of(o, checkpoints_saver, chief);

@@ -68,6 +68,7 @@ result<training_target> resolve_target(const train_options& o) {
   t.options.inter_op_parallelism_threads = o.threads;
   t.options.intra_op_parallelism_threads = o.threads;
   t.options.log_device_placement = o.log_device_placement;
+  t.options.mixed_precision = o.mixed_precision;
   t.options.connect_timeout_seconds = o.connect_timeout_seconds;
   if (o.local) {
     t.description = "this process (local devices)";

@@ -112,6 +112,7 @@ int run_coordinated(const train_options& o, const cluster_spec& cluster) {
   coordinating.session.inter_op_parallelism_threads = o.threads;
   coordinating.session.intra_op_parallelism_threads = o.threads;
   coordinating.session.log_device_placement = o.log_device_placement;
+  coordinating.session.mixed_precision = o.mixed_precision;
   cluster_coordinator coordinator{cluster, coordinating};
   auto workers = coordinator.num_workers();
   // --data-order global (the default): closure s trains on batch s of one shuffled order of

@@ -123,12 +123,21 @@ TEST_CASE("bad flags give one message naming the flag") {
   CHECK(tower_type.error().message() == "--tower-device-type: 'TPU' is neither GPU nor TEST");
 }
 
+TEST_CASE("the mixed-precision flag takes float32 or bfloat16 and names anything else") {
+  CHECK(parse({})->mixed_precision.empty()); // ACTORFLOW_MIXED_PRECISION, else float32
+  CHECK(parse({"--mixed-precision", "bfloat16"})->mixed_precision == "bfloat16");
+  CHECK(parse({"--mixed-precision=float32"})->mixed_precision == "float32");
+  auto bad = parse({"--mixed-precision", "float16"});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message() == "--mixed-precision: 'float16' is not one of float32, bfloat16");
+}
+
 TEST_CASE("help lists every flag") {
   auto usage = train_usage();
   for (auto flag : {"--model", "--epochs", "--batch-size", "--learning-rate", "--optimizer",
                     "--seed", "--threads", "--checkpoint-dir", "--resume", "--output-dir",
                     "--data-dir", "--keep-checkpoints", "--log-every", "--steps", "--step-timeout",
-                    "--data-order", "--help"})
+                    "--data-order", "--mixed-precision", "--help"})
     CHECK(usage.find(flag) != std::string::npos);
   CHECK(parse({"--help"})->help);
   // It names every way of training, not only the one in this process.

@@ -104,7 +104,8 @@ template <class T, conv_pass Pass>
 class conv_kernel : public op_kernel {
 public:
   bool is_expensive() const override { return true; }
-  using op_kernel::op_kernel;
+  explicit conv_kernel(const node& n)
+    : op_kernel(n), bf16_(std::is_same_v<T, float> && onednn_bf16_wanted(n)) {}
 
   void compute(kernel_context& ctx) override {
     int inputs = Pass == conv_pass::forward ? 2 : 3;
@@ -139,7 +140,7 @@ public:
       return;
     if constexpr (std::is_same_v<T, float>)
       if (use_onednn_ && onednn_convolution(onednn_pass(Pass), *s, x.data<T>(), filter.data<T>(),
-                                            dy, out.data<T>()))
+                                            dy, out.data<T>(), bf16_))
         return; // else (declined: refused, or slower there) im2col + GEMM below
     auto chunk = images_per_chunk(*s);
     // Reused across steps by this thread: a fresh buffer per call would be mapped and faulted
@@ -172,6 +173,8 @@ public:
 private:
   /// Decided when the kernel is made (ACTORFLOW_CPU_CONV=gemm keeps im2col + GEMM).
   bool use_onednn_ = std::is_same_v<T, float> && onednn_conv_wanted();
+  /// Mixed precision (graph/mixed_precision.hpp): bf16 operands on oneDNN, float32 results.
+  bool bf16_;
 };
 
 template <class T>

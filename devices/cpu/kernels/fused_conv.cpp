@@ -26,7 +26,8 @@ public:
   bool is_expensive() const override { return true; }
   explicit fused_conv2d_kernel(const node& n)
     : op_kernel(n), relu_(fuses_relu(n.attr_or<std::string>("fused_ops", ""))),
-      use_onednn_(std::is_same_v<T, float> && onednn_conv_wanted()) {}
+      use_onednn_(std::is_same_v<T, float> && onednn_conv_wanted()),
+      bf16_(std::is_same_v<T, float> && onednn_bf16_wanted(n)) {}
 
   void compute(kernel_context& ctx) override {
     if (!check_inputs(ctx, 3, dtype_of<T>()))
@@ -59,7 +60,7 @@ public:
     }
     if constexpr (std::is_same_v<T, float>) {
       if (use_onednn_ && onednn_convolution(onednn_conv_pass::forward, *s, x.data<T>(),
-                                            filter.data<T>(), nullptr, y)) {
+                                            filter.data<T>(), nullptr, y, bf16_)) {
         add_bias(y, s->batch * s->positions(), s->filters, bias_data);
         if (relu_)
           relu_in_place(y, out.num_elements());
@@ -92,6 +93,7 @@ public:
 private:
   bool relu_;
   bool use_onednn_;
+  bool bf16_; // mixed precision (graph/mixed_precision.hpp)
 };
 
 } // namespace

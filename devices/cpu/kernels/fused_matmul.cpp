@@ -8,8 +8,10 @@
 #include "devices/cpu/kernels/bias_epilogue.hpp"
 #include "devices/cpu/kernels/blas.hpp"
 #include "devices/cpu/kernels/kernel_util.hpp"
+#include "devices/cpu/onednn_conv.hpp"
 
 #include <climits>
+#include <type_traits>
 
 namespace actorflow {
 
@@ -24,7 +26,8 @@ public:
   explicit fused_matmul_kernel(const node& n)
     : op_kernel(n), transpose_a_(n.attr_or<bool>("transpose_a", false)),
       transpose_b_(n.attr_or<bool>("transpose_b", false)),
-      relu_(fuses_relu(n.attr_or<std::string>("fused_ops", ""))) {}
+      relu_(fuses_relu(n.attr_or<std::string>("fused_ops", ""))),
+      bf16_(std::is_same_v<T, float> && onednn_bf16_wanted(n)) {}
 
   void compute(kernel_context& ctx) override {
     if (!check_inputs(ctx, 3, dtype_of<T>()))
@@ -63,6 +66,11 @@ public:
       return;
     }
     auto lda = a.shape().dim(1);
+    // Mixed precision: bias and Relu are the primitive's post-ops.
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16_ && onednn_matmul_bf16(transpose_a_, transpose_b_, m, n, k, a.data<T>(), lda,
+                                      b.data<T>(), b.shape().dim(1), bias_data, relu_, c))
+        return;
     // Row blocks of C small enough to stay in L2 between the GEMM and the epilogue.
     auto block = epilogue_block_rows<T>(n);
     for (std::int64_t first = 0; first < m; first += block) {
@@ -81,6 +89,7 @@ private:
   bool transpose_a_;
   bool transpose_b_;
   bool relu_;
+  bool bf16_; // mixed precision (graph/mixed_precision.hpp)
 };
 
 template <class T>

@@ -1,8 +1,10 @@
 // MatMul: float32/float64 through the BLAS (cblas_sgemm/dgemm), integers through Eigen.
 #include "devices/cpu/kernels/blas.hpp"
 #include "devices/cpu/kernels/kernel_util.hpp"
+#include "devices/cpu/onednn_conv.hpp"
 
 #include <climits>
+#include <type_traits>
 
 namespace actorflow {
 
@@ -48,7 +50,8 @@ public:
   bool is_expensive() const override { return true; }
   explicit matmul_kernel(const node& n)
     : op_kernel(n), transpose_a_(n.attr_or<bool>("transpose_a", false)),
-      transpose_b_(n.attr_or<bool>("transpose_b", false)) {}
+      transpose_b_(n.attr_or<bool>("transpose_b", false)),
+      bf16_(std::is_same_v<T, float> && onednn_bf16_wanted(n)) {}
 
   void compute(kernel_context& ctx) override {
     if (!check_inputs(ctx, 2, dtype_of<T>()))
@@ -74,6 +77,11 @@ public:
       view(out.data<T>(), m * n).setZero();
       return;
     }
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16_ && onednn_matmul_bf16(transpose_a_, transpose_b_, m, n, k, a.data<T>(),
+                                      a.shape().dim(1), b.data<T>(), b.shape().dim(1), nullptr,
+                                      false, out.data<T>()))
+        return; // else (oneDNN declined) float32 on the BLAS
     gemm(transpose_a_, transpose_b_, m, n, k, a.data<T>(), a.shape().dim(1), b.data<T>(),
          b.shape().dim(1), out.data<T>());
   }
@@ -81,6 +89,8 @@ public:
 private:
   bool transpose_a_;
   bool transpose_b_;
+  /// Mixed precision (graph/mixed_precision.hpp), decided when the kernel is made.
+  bool bf16_;
 };
 
 } // namespace
