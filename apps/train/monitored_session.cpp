@@ -233,11 +233,11 @@ status monitored_session::close() {
   auto& st = *state_;
   for (auto& hook : st.options.hooks)
     AF_RETURN_IF_ERROR(hook->end(*st.s));
+  auto now = st.s->run({st.options.global_step.read});
+  if (!now)
+    return now.error();
+  global_step_ = step_of(now->at(0));
   if (st.checkpoints) {
-    auto now = st.s->run({st.options.global_step.read});
-    if (!now)
-      return now.error();
-    global_step_ = step_of(now->at(0));
     if (global_step_ != st.last_saved) {
       AF_RETURN_IF_ERROR(st.checkpoints.writer().save(*st.s, global_step_));
       st.last_saved = global_step_;

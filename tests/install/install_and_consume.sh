@@ -152,18 +152,21 @@ for s in held: s.bind(("127.0.0.1", 0))
 for s in held: print(s.getsockname()[1])')
   echo "== running between_graph: 2 ps, 2 workers, 400 global steps"
   run_between_graph 400
-  # The chief ends at exactly the global step asked for; each worker's last loss is near the
-  # noise-free model's 0 (it starts at about 1.9).
-  grep -qE "^worker 0: global step 400, last loss 0\.00[0-9]+$" "$work/worker0.log" \
-    || fail "the chief did not end at global step 400 with a loss below 0.01" "$work/worker0.log"
-  grep -qE "^worker 1: global step [0-9]+, last loss 0\.00[0-9]+$" "$work/worker1.log" \
-    || fail "worker 1 did not end with a loss below 0.01" "$work/worker1.log"
-  [[ -f "$work/checkpoints/ckpt-400.afckpt" ]] || fail "the chief wrote no checkpoint at step 400"
+  # Each worker stops once it sees the global step at 400; the other's steps in flight may
+  # take it a little past (asynchronous workers, as TF's StopAtStepHook). Each worker's last
+  # loss is near the noise-free model's 0 (it starts at about 1.3).
+  grep -qE "^worker 0: global step 40[0-9], last loss 0\.00[0-9]+$" "$work/worker0.log" \
+    || fail "the chief did not end at global step 400-409 with a loss below 0.01" "$work/worker0.log"
+  grep -qE "^worker 1: global step 40[0-9], last loss 0\.00[0-9]+$" "$work/worker1.log" \
+    || fail "worker 1 did not end at global step 400-409 with a loss below 0.01" "$work/worker1.log"
+  # The chief's last checkpoint is of the global step it ended at.
+  last=$(sed -nE 's/^worker 0: global step ([0-9]+),.*/\1/p' "$work/worker0.log")
+  [[ -f "$work/checkpoints/ckpt-$last.afckpt" ]] || fail "the chief wrote no checkpoint at step $last"
   echo "== running between_graph again on the same checkpoints, to 500 global steps"
   run_between_graph 500
-  grep -q "restored .*ckpt-400.afckpt: training goes on from global step 400" "$work/worker0.log" \
-    || fail "the chief did not restore the checkpoint of step 400" "$work/worker0.log"
-  grep -qE "^worker 0: global step 500, last loss 0\.00[0-9]+$" "$work/worker0.log" \
+  grep -q "restored .*ckpt-$last.afckpt: training goes on from global step $last" "$work/worker0.log" \
+    || fail "the chief did not restore the checkpoint of step $last" "$work/worker0.log"
+  grep -qE "^worker 0: global step 50[0-9], last loss 0\.00[0-9]+$" "$work/worker0.log" \
     || fail "the chief did not go on to global step 500" "$work/worker0.log"
   echo "install test passed: examples/between_graph trains on the installed training library"
 elif [[ "$mode" == consumer ]]; then
