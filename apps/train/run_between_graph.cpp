@@ -1,30 +1,12 @@
 // actorflow-train, between-graph replication (async and --sync).
 #include "train/modes.hpp"
-
-#include "actors/cluster_coordinator.hpp"
-#include "actors/cluster_liveness.hpp"
-#include "actors/cluster_spec.hpp"
-#include "actors/protocols/ps.hpp"
-#include "actors/saver.hpp"
-#include "actors/session.hpp"
 #include "actors/server.hpp"
 #include "actors/session_actor.hpp"
 #include "actors/sync_rounds.hpp"
 #include "actors/task_client.hpp"
 #include "graph/ops.hpp"
-#include "graph/optimizers.hpp"
 #include "graph/rendezvous_key.hpp"
-#include "graph/replica_device_setter.hpp"
-#include "serialization/checkpoint.hpp"
-#include "serialization/file_io.hpp"
-#include "serialization/graph_picture.hpp"
-#include "serialization/idx_reader.hpp"
-#include "support/metrics_http.hpp"
-#include "train/metrics.hpp"
-#include "train/models.hpp"
-#include "train/options.hpp"
-#include "train/session_manager.hpp"
-#include "train/trainer.hpp"
+
 #include <chrono>
 #include <cstdlib>
 #include <cmath>

@@ -1,29 +1,10 @@
 #include "train/run_common.hpp"
-
-#include "actors/cluster_coordinator.hpp"
-#include "actors/cluster_liveness.hpp"
-#include "actors/cluster_spec.hpp"
-#include "actors/protocols/ps.hpp"
-#include "actors/saver.hpp"
-#include "actors/session.hpp"
-#include "actors/server.hpp"
-#include "actors/session_actor.hpp"
-#include "actors/sync_rounds.hpp"
 #include "actors/task_client.hpp"
 #include "graph/ops.hpp"
-#include "graph/optimizers.hpp"
-#include "graph/rendezvous_key.hpp"
 #include "graph/replica_device_setter.hpp"
-#include "serialization/checkpoint.hpp"
 #include "serialization/file_io.hpp"
 #include "serialization/graph_picture.hpp"
-#include "serialization/idx_reader.hpp"
-#include "support/metrics_http.hpp"
-#include "train/metrics.hpp"
-#include "train/models.hpp"
-#include "train/options.hpp"
-#include "train/session_manager.hpp"
-#include "train/trainer.hpp"
+
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
@@ -381,5 +362,4 @@ train::session_manager variables_manager(const train_options& o, const cluster_s
   return train::session_manager{std::move(ready)};
 }
 
-/// Between-graph replication, asynchronous: this process is one worker with a graph of its own.
 } // namespace actorflow::train_app

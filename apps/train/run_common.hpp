@@ -142,6 +142,7 @@ status begin_metrics(const train_options& o, std::int64_t step, train::metrics_l
 result<std::int64_t> begin_run(const train_options& o, graph& g, session& s, saver& from,
                                train::checkpoint_files& checkpoints, train::metrics_log& metrics);
 
+/// "MLP", "CNN" or "RNN", for titles.
 std::string model_title(const train_options& o);
 
 /// This worker's share of the training set: rows [task * n / workers, (task + 1) * n /

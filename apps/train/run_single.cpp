@@ -1,30 +1,7 @@
 // actorflow-train, in one session: linreg and the classifiers, locally or on a cluster.
 #include "train/modes.hpp"
-
-#include "actors/cluster_coordinator.hpp"
-#include "actors/cluster_liveness.hpp"
-#include "actors/cluster_spec.hpp"
-#include "actors/protocols/ps.hpp"
-#include "actors/saver.hpp"
-#include "actors/session.hpp"
-#include "actors/server.hpp"
-#include "actors/session_actor.hpp"
-#include "actors/sync_rounds.hpp"
-#include "actors/task_client.hpp"
 #include "graph/ops.hpp"
-#include "graph/optimizers.hpp"
-#include "graph/rendezvous_key.hpp"
-#include "graph/replica_device_setter.hpp"
-#include "serialization/checkpoint.hpp"
-#include "serialization/file_io.hpp"
-#include "serialization/graph_picture.hpp"
-#include "serialization/idx_reader.hpp"
-#include "support/metrics_http.hpp"
-#include "train/metrics.hpp"
-#include "train/models.hpp"
-#include "train/options.hpp"
-#include "train/session_manager.hpp"
-#include "train/trainer.hpp"
+
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
@@ -129,7 +106,6 @@ int run_linreg(const train_options& o, const training_target& where) {
   return 0;
 }
 
-/// "MLP", "CNN" or "RNN", for titles.
 int run_mlp(const train_options& o, const training_target& where) {
   if (auto st = prepare_output_directories(o); !st.ok())
     return fail(st);

@@ -16,8 +16,6 @@ checkpoint_files::checkpoint_files(const std::string& directory, int keep, saver
   writer_ = std::make_unique<background_saver>(from, *manager_);
 }
 
-const std::string& checkpoint_files::directory() const { return manager_->directory(); }
-
 status checkpoint_files::written() { return writer_ ? writer_->wait() : status{}; }
 
 result<std::optional<restored_checkpoint>> checkpoint_files::restore_latest(session& s) {

@@ -45,7 +45,6 @@ public:
   checkpoint_files(const std::string& directory, int keep, saver& from);
 
   explicit operator bool() const { return manager_ != nullptr; }
-  const std::string& directory() const;
   background_saver& writer() { return *writer_; }
   /// Waits for the write in progress: its error, or ok (also without checkpoints).
   status written();

@@ -63,6 +63,32 @@ struct client_system {
   std::unique_ptr<caf::actor_system> system;
 };
 
+/// A ps task (actorflow-worker on a free loopback port) holding w, 256 KiB of ones (beyond
+/// bulk_min_bytes(), so it travels over the bulk channel), and b, one float (in the message),
+/// and a session on its master.
+struct ps_with_two_shards {
+  static constexpr std::int64_t n = 65536;
+  std::string address = "127.0.0.1:" + std::to_string(free_loopback_port());
+  worker_process ps{{"--cluster", "ps=" + address, "--job", "ps", "--task", "0", "--threads", "1"}};
+  graph g;
+  actorflow::variable w, b;
+  std::unique_ptr<session> trainer;
+
+  ps_with_two_shards() {
+    REQUIRE(address != "127.0.0.1:0");
+    REQUIRE(ps.wait_for_line("serving on", 20s));
+    {
+      auto on_ps = g.device("/job:ps/task:0");
+      w = ops::variable(g, ops::constant(g, std::vector<float>(n, 1.f), {n}), "w");
+      b = ops::variable(g, ops::constant(g, std::vector<float>{1.f}, {1}), "b");
+    }
+    session_options options;
+    options.target = "caf://" + address;
+    options.timeout_seconds = 10;
+    trainer = std::make_unique<session>(g, options);
+  }
+};
+
 /// The worker's exit code and stderr when run with `args` (it is expected to fail quickly).
 std::pair<int, std::string> run_failing_worker(const std::vector<std::string>& args) {
   worker_process worker{args};
@@ -255,25 +281,10 @@ TEST_CASE("a plain CAF actor of another program pulls and pushes a shard of a ru
 
 TEST_CASE("large pushes to and reads of a shard travel over its ps task's bulk channel",
           "[apps][worker]") {
-  auto port = free_loopback_port();
-  REQUIRE(port != 0);
-  auto address = "127.0.0.1:" + std::to_string(port);
-  worker_process ps{{"--cluster", "ps=" + address, "--job", "ps", "--task", "0", "--threads", "1"}};
-  REQUIRE(ps.wait_for_line("serving on", 20s));
-
-  // w: 256 KiB of ones, beyond bulk_min_bytes(); b: small.
-  constexpr std::int64_t n = 65536;
-  graph g;
-  actorflow::variable w, b;
-  {
-    auto on_ps = g.device("/job:ps/task:0");
-    w = ops::variable(g, ops::constant(g, std::vector<float>(n, 1.f), {n}), "w");
-    b = ops::variable(g, ops::constant(g, std::vector<float>{1.f}, {1}), "b");
-  }
-  session_options options;
-  options.target = "caf://" + address;
-  options.timeout_seconds = 10;
-  session trainer{g, options};
+  ps_with_two_shards setup;
+  auto& [address, ps, g, w, b, trainer_session] = setup;
+  auto& trainer = *trainer_session;
+  constexpr std::int64_t n = ps_with_two_shards::n;
   REQUIRE(trainer.run_targets({ops::global_variables_initializer(g)}).ok());
 
   client_system client;
@@ -422,25 +433,10 @@ TEST_CASE("a task whose spec address is not a local interface serves with --bind
 
 TEST_CASE("sync_round_client: two workers' gradients make one round, a late one is dropped as stale, and a lost ps fails the push from the ps",
           "[apps][worker][sync]") {
-  auto port = free_loopback_port();
-  REQUIRE(port != 0);
-  auto address = "127.0.0.1:" + std::to_string(port);
-  worker_process ps{{"--cluster", "ps=" + address, "--job", "ps", "--task", "0", "--threads", "1"}};
-  REQUIRE(ps.wait_for_line("serving on", 20s));
-
-  // w: 256 KiB, over the bulk channel; b: in the message.
-  constexpr std::int64_t n = 65536;
-  graph g;
-  actorflow::variable w, b;
-  {
-    auto on_ps = g.device("/job:ps/task:0");
-    w = ops::variable(g, ops::constant(g, std::vector<float>(n, 1.f), {n}), "w");
-    b = ops::variable(g, ops::constant(g, std::vector<float>{1.f}, {1}), "b");
-  }
-  session_options options;
-  options.target = "caf://" + address;
-  options.timeout_seconds = 10;
-  session trainer{g, options};
+  ps_with_two_shards setup;
+  auto& [address, ps, g, w, b, trainer_session] = setup;
+  auto& trainer = *trainer_session;
+  constexpr std::int64_t n = ps_with_two_shards::n;
   REQUIRE(trainer.run_targets({ops::global_variables_initializer(g)}).ok());
 
   auto cluster = cluster_spec::parse("ps=" + address);

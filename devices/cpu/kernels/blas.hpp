@@ -20,11 +20,14 @@ struct gemm_dims {
   std::int64_t m = 0, n = 0, k = 0;
 };
 
-/// gemm_dims of two matrices (rank 2, checked by the caller), transposed as asked: an error
-/// naming both shapes (`what` names the op) when the inner dimensions differ, or when one
-/// exceeds the BLAS's int range.
-inline result<gemm_dims> gemm_dims_of(const tensor_shape& a, bool transpose_a,
-                                      const tensor_shape& b, bool transpose_b) {
+/// gemm_dims of two matrices transposed as asked: an error naming both shapes when either is
+/// not a matrix (`op` names the op), when the inner dimensions differ, or when one exceeds the
+/// BLAS's int range.
+inline result<gemm_dims> gemm_dims_of(const std::string& op, const tensor_shape& a,
+                                      bool transpose_a, const tensor_shape& b, bool transpose_b) {
+  if (a.rank() != 2 || b.rank() != 2)
+    return make_error(errc::invalid_argument, op + " needs two matrices, got shapes " +
+                                                a.to_string() + " and " + b.to_string());
   gemm_dims d;
   d.m = a.dim(transpose_a ? 1 : 0);
   d.k = a.dim(transpose_a ? 0 : 1);

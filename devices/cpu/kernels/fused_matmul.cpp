@@ -35,14 +35,12 @@ public:
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& bias = ctx.input(2);
-    if (a.shape().rank() != 2 || b.shape().rank() != 2 || bias.shape().rank() != 1) {
+    if (bias.shape().rank() != 1) {
       ctx.fail(make_error(errc::invalid_argument,
-                          "_FusedMatMul needs two matrices and a vector, got shapes " +
-                            a.shape().to_string() + ", " + b.shape().to_string() + " and " +
-                            bias.shape().to_string()));
+                          "_FusedMatMul's bias must be a vector, got shape " + bias.shape().to_string()));
       return;
     }
-    auto dims = gemm_dims_of(a.shape(), transpose_a_, b.shape(), transpose_b_);
+    auto dims = gemm_dims_of("_FusedMatMul", a.shape(), transpose_a_, b.shape(), transpose_b_);
     if (!dims) {
       ctx.fail(dims.error());
       return;
@@ -107,13 +105,7 @@ public:
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& y = ctx.input(2);
-    if (a.shape().rank() != 2 || b.shape().rank() != 2) {
-      ctx.fail(make_error(errc::invalid_argument,
-                          "_FusedMatMulReluGrad needs two matrices, got shapes " +
-                            a.shape().to_string() + " and " + b.shape().to_string()));
-      return;
-    }
-    auto dims = gemm_dims_of(a.shape(), transpose_a_, b.shape(), transpose_b_);
+    auto dims = gemm_dims_of("_FusedMatMulReluGrad", a.shape(), transpose_a_, b.shape(), transpose_b_);
     if (!dims) {
       ctx.fail(dims.error());
       return;

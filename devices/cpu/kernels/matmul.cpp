@@ -58,13 +58,7 @@ public:
       return;
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
-    if (a.shape().rank() != 2 || b.shape().rank() != 2) {
-      ctx.fail(make_error(errc::invalid_argument, "MatMul needs two matrices, got shapes " +
-                                                    a.shape().to_string() + " and " +
-                                                    b.shape().to_string()));
-      return;
-    }
-    auto dims = gemm_dims_of(a.shape(), transpose_a_, b.shape(), transpose_b_);
+    auto dims = gemm_dims_of("MatMul", a.shape(), transpose_a_, b.shape(), transpose_b_);
     if (!dims) {
       ctx.fail(dims.error());
       return;
