@@ -1,4 +1,5 @@
 #include "actors/cluster_liveness.hpp"
+#include "actors/session.hpp"
 
 #include "actors/task_client.hpp"
 #include "graph/metrics.hpp"
@@ -7,6 +8,9 @@
 #include <vector>
 
 namespace actorflow {
+
+cluster_liveness::cluster_liveness(cluster_spec cluster)
+  : cluster_liveness(default_actor_system(), std::move(cluster)) {}
 
 cluster_liveness::cluster_liveness(caf::actor_system& sys, cluster_spec cluster,
                                    std::chrono::milliseconds interval, double probe_timeout_seconds)

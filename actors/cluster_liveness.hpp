@@ -22,6 +22,8 @@ public:
   cluster_liveness(caf::actor_system& sys, cluster_spec cluster,
                    std::chrono::milliseconds interval = std::chrono::seconds(5),
                    double probe_timeout_seconds = 2);
+  /// The same from the process's default system (default_actor_system()), for plain code.
+  explicit cluster_liveness(cluster_spec cluster);
   /// Stops the thread (a probe in flight ends within its timeout).
   ~cluster_liveness();
   cluster_liveness(const cluster_liveness&) = delete;

@@ -1,7 +1,10 @@
 #include "actors/server.hpp"
+#include "actors/task_client.hpp"
 
 #include "actors/master.hpp"
 #include "actors/protocols/wire.hpp"
+#include "actors/session.hpp"
+#include "actors/session_actor.hpp"
 #include "actors/session_master.hpp"
 #include "actors/sigpipe.hpp"
 #include "actors/task_service.hpp"
@@ -25,6 +28,10 @@ struct server::impl {
   std::string host;
   std::uint16_t port = 0;
   std::string name;
+  /// The cluster, job and task index start() served (null for the others).
+  std::shared_ptr<const cluster_spec> cluster;
+  std::string job;
+  int task_index = -1;
   /// The task's bulk endpoint as peers reach it (its device list says); empty without one.
   std::string bulk_address;
   std::mutex mutex;
@@ -62,9 +69,10 @@ std::unique_ptr<caf::actor_system_config> serving_config() { return network_conf
 
 /// Prepares the system the server runs in: the host's (checked) or its own.
 status prepare_system(server::impl& state, const server_options& options) {
-  if (options.system != nullptr) {
-    AF_RETURN_IF_ERROR(check_network_system(*options.system, "a server"));
-    state.sys = options.system;
+  if (options.system != nullptr || options.in_default_system) {
+    auto& sys = options.system != nullptr ? *options.system : default_actor_system();
+    AF_RETURN_IF_ERROR(check_network_system(sys, "a server"));
+    state.sys = &sys;
     return {};
   }
   AF_RETURN_IF_ERROR(process_transport_security_usable().with_context("a server"));
@@ -130,6 +138,9 @@ result<std::unique_ptr<server>> server::start(std::shared_ptr<const cluster_spec
   auto state = std::make_unique<impl>();
   AF_RETURN_IF_ERROR(prepare_system(*state, options));
   state->name = name;
+  state->cluster = cluster;
+  state->job = job;
+  state->task_index = task;
   state->host = options.bind_host.empty() ? split->host : options.bind_host;
   state->port = split->port;
   task_service_options task_options;
@@ -196,7 +207,25 @@ protocol::master_actor server::master() const { return impl_->master; }
 
 protocol::task_actor server::task() const { return impl_->task; }
 
+std::shared_ptr<const master_ref> server::local_master() const {
+  return existing_master(impl_->master);
+}
+
 caf::actor_system& server::system() { return *impl_->sys; }
+
+status server::report_joined(const std::string& to_job, double timeout_seconds) {
+  if (!impl_->cluster)
+    return make_error(errc::failed_precondition, name_ + " is not a task of a cluster");
+  return report_task_joined(*impl_->sys, *impl_->cluster, to_job, impl_->job, impl_->task_index,
+                            impl_->task, timeout_seconds);
+}
+
+status server::report_done(const std::string& to_job, double timeout_seconds) {
+  if (!impl_->cluster)
+    return make_error(errc::failed_precondition, name_ + " is not a task of a cluster");
+  return report_task_done(*impl_->sys, *impl_->cluster, to_job, impl_->job, impl_->task_index,
+                          timeout_seconds);
+}
 
 void server::join() {
   caf::scoped_actor self{*impl_->sys};

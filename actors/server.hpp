@@ -24,6 +24,7 @@
 namespace actorflow {
 
 class runtime_env;
+struct master_ref;
 
 struct server_options {
   /// Address to listen on. Empty: the host of the task's address in the cluster spec (for
@@ -52,6 +53,9 @@ struct server_options {
   /// message types; check_actor_system says what is missing) instead of one of its own. The
   /// system must outlive the server.
   caf::actor_system* system = nullptr;
+  /// Runs them in the process's default system (default_actor_system(), where sessions run),
+  /// so that a session of this process reaches the server with local messages.
+  bool in_default_system = false;
   /// A ps whose between-graph workers all went away without finishing stops this long after
   /// the last one (task_service_options::abandoned_grace_seconds); 0 never.
   double abandoned_grace_seconds = 60;
@@ -93,10 +97,20 @@ public:
 
   /// The served master protocol: the task service, or the bare master.
   protocol::master_actor master() const;
+  /// The served master for a session of this process (session_options::master), which then
+  /// reaches it with local messages when the server runs in the session's system.
+  std::shared_ptr<const master_ref> local_master() const;
   /// The task service; a null handle for start_master.
   protocol::task_actor task() const;
   /// The actor system the server runs in.
   caf::actor_system& system();
+
+  /// For a worker task that trains with the tasks of `to_job` (its ps tasks): tells them it
+  /// joined (they watch it, and stop once every worker that joined went away without
+  /// finishing), or that it finished (once all have, they stop). start() servers only; errors
+  /// name the task that could not be told (actors/task_client.hpp).
+  status report_joined(const std::string& to_job, double timeout_seconds);
+  status report_done(const std::string& to_job, double timeout_seconds);
 
   /// Blocks until the server has stopped: stop() from another thread, or a stop message to
   /// its task (protocols/task.hpp).

@@ -5,6 +5,7 @@
 #include "actors/tensor_route.hpp"
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
+#include "actors/session.hpp"
 #include "actors/session_master.hpp"
 
 #include <caf/all.hpp>
@@ -72,6 +73,10 @@ status probe_job(caf::actor_system& sys, const cluster_spec& cluster, const std:
   for (int i = 0; i < cluster.num_tasks(job); ++i)
     AF_RETURN_IF_ERROR(probe_task(sys, cluster, job, i, timeout_seconds));
   return {};
+}
+
+status probe_job(const cluster_spec& cluster, const std::string& job, double timeout_seconds) {
+  return probe_job(default_actor_system(), cluster, job, timeout_seconds);
 }
 
 double probe_after_step_seconds(double step_timeout_seconds) {

@@ -39,6 +39,9 @@ status probe_task(caf::actor_system& sys, const cluster_spec& cluster, const std
 status probe_job(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
                  double timeout_seconds);
 
+/// probe_job from the process's default system (default_actor_system()), for plain code.
+status probe_job(const cluster_spec& cluster, const std::string& job, double timeout_seconds);
+
 /// How long a task that did not answer a step within `step_timeout_seconds` has to answer a
 /// probe after it before it counts as hung: a live task answers at once (a quarter of the
 /// step's bound, from 0.2 to 2 s). Step coordinators and the cluster coordinator use it.

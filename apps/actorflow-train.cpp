@@ -50,7 +50,7 @@ int run(int argc, char** argv) {
     }
     metrics_served = std::move(*served);
     if (metrics_served && cluster != nullptr)
-      liveness = std::make_unique<cluster_liveness>(default_actor_system(), *cluster);
+      liveness = std::make_unique<cluster_liveness>(*cluster);
     return std::nullopt;
   };
   if (o.coordinator) {

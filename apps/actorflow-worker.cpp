@@ -15,7 +15,6 @@
 #include "support/security_flags.hpp"
 #include "support/server.hpp"
 
-#include <caf/actor.hpp>
 
 #include <iostream>
 #include <memory>

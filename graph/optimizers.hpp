@@ -52,6 +52,7 @@ public:
   explicit gradient_descent_optimizer(double learning_rate) : learning_rate_(learning_rate) {}
   output apply_gradients(const std::vector<gradient_and_variable>& pairs,
                          const std::string& name = "") override;
+  double learning_rate() const { return learning_rate_; }
 
 private:
   double learning_rate_;

@@ -24,6 +24,11 @@ public:
     return session_run_args{{global_step_}, {}};
   }
   status after_run(session_run_context& context, const std::vector<tensor>& values) override {
+    if (auto& counted = context.global_step()) {
+      if (*counted >= last_step_)
+        context.request_stop();
+      return {};
+    }
     // The read may have run before the step's own increment (TF's hook reasons the same way):
     // only when it may have reached the last step is the exact value read.
     if (step_of(values.at(0)) + 1 < last_step_)
@@ -88,12 +93,14 @@ private:
 /// the cluster lost a task (unavailable, aborted: the master itself may have gone with it, so
 /// no ps need be named) or a lost ps is told (session_manager::lost_ps).
 bool preempted(const status& failure, const session_manager& manager) {
+  if (manager.lost_ps(failure))
+    return true;
   if (failure.code() == errc::unavailable || failure.code() == errc::aborted) {
     std::cerr << "monitored_session: " << failure.message()
               << "; making the session ready again\n";
     return true;
   }
-  return manager.lost_ps(failure);
+  return false;
 }
 
 } // namespace
@@ -119,6 +126,18 @@ struct monitored_session::state {
   checkpoint_files checkpoints;
   std::optional<session_manager> manager;
   std::int64_t last_saved = 0;
+  /// Whether a hook counts the global step (session_run_context::set_global_step): then the
+  /// variable is not read for it.
+  bool hooks_count_steps = false;
+
+  /// The chief's checkpoint at `step`, after the hooks' before_save.
+  status save(std::int64_t step) {
+    for (auto& hook : options.hooks)
+      AF_RETURN_IF_ERROR(hook->before_save(*s, step));
+    AF_RETURN_IF_ERROR(checkpoints.writer().save(*s, step));
+    last_saved = step;
+    return {};
+  }
 };
 
 monitored_session::monitored_session(std::unique_ptr<state> st) : state_(std::move(st)) {}
@@ -147,11 +166,11 @@ result<std::unique_ptr<monitored_session>> monitored_session::create(graph& g,
     ready.variables.push_back(v.read);
   ready.initializer = ops::global_variables_initializer(g);
   ready.init_timeout_seconds = o.init_timeout_seconds;
-  ready.timeout_source = "monitored_session_options::init_timeout_seconds";
+  ready.timeout_source = o.init_timeout_source;
   ready.ps_job = o.ps_job;
   if (o.cluster)
     ready.probe_ps = [cluster = o.cluster, job = o.ps_job] {
-      return probe_job(default_actor_system(), *cluster, job, 2);
+      return probe_job(*cluster, job, 2);
     };
   ready.say = o.say;
   AF_RETURN_IF_ERROR(g.status());
@@ -172,77 +191,93 @@ result<std::unique_ptr<monitored_session>> monitored_session::create(graph& g,
   return out;
 }
 
-result<std::vector<tensor>> monitored_session::run(const std::vector<output>& fetches,
-                                                   const feed_list& feeds,
-                                                   const std::vector<output>& targets) {
+result<std::vector<tensor>> monitored_session::run_with(const run_options& step,
+                                                        const std::vector<output>& fetches,
+                                                        const feed_list& feeds,
+                                                        const std::vector<output>& targets) {
   auto& st = *state_;
   auto& o = st.options;
-  session_run_context context{fetches, *st.s};
-  // The caller's fetches, the global step, then each hook's, in order.
-  std::vector<output> all = fetches;
-  all.push_back(o.global_step.read);
-  feed_list all_feeds = feeds;
-  std::vector<std::size_t> hook_fetches;
-  for (auto& hook : o.hooks) {
-    auto args = hook->before_run(context);
-    if (!args)
-      return args.error();
-    hook_fetches.push_back(args->fetches.size());
-    all.insert(all.end(), args->fetches.begin(), args->fetches.end());
-    all_feeds.insert(all_feeds.end(), args->feeds.begin(), args->feeds.end());
-  }
-  auto values = st.s->run(all, all_feeds, targets);
-  if (!values && preempted(values.error(), *st.manager)) {
-    // Training outlives a lost ps: once it is back, its variables are kept, restored or
-    // initialised (said), and the step runs again on the cluster as it is now.
+  // One try of the step with every hook around it: the caller's fetches, the global step,
+  // then each hook's, in order.
+  auto attempt = [&](session_run_context& context) -> result<std::vector<tensor>> {
+    std::vector<output> all = fetches;
+    all.push_back(o.global_step.read);
+    feed_list all_feeds = feeds;
+    std::vector<std::size_t> hook_fetches;
+    for (auto& hook : o.hooks) {
+      auto args = hook->before_run(context);
+      if (!args)
+        return args.error();
+      hook_fetches.push_back(args->fetches.size());
+      all.insert(all.end(), args->fetches.begin(), args->fetches.end());
+      all_feeds.insert(all_feeds.end(), args->feeds.begin(), args->feeds.end());
+    }
+    auto values = st.s->run_with(step, all, all_feeds, targets);
+    if (!values)
+      return values.error();
+    auto& got = *values;
+    global_step_ = step_of(got.at(fetches.size()));
+    auto next = got.begin() + static_cast<std::ptrdiff_t>(fetches.size() + 1);
+    for (std::size_t i = 0; i < o.hooks.size(); ++i) {
+      std::vector<tensor> mine(next, next + static_cast<std::ptrdiff_t>(hook_fetches[i]));
+      next += static_cast<std::ptrdiff_t>(hook_fetches[i]);
+      AF_RETURN_IF_ERROR(o.hooks[i]->after_run(context, mine));
+    }
+    got.resize(fetches.size());
+    return values;
+  };
+  std::optional<session_run_context> context{std::in_place, fetches, *st.s};
+  auto got = attempt(*context);
+  // A lost task may fail the step or a hook (a sync push to a ps that went away). Training
+  // outlives it, as TF's _RecoverableSession does: once the task is back, the variables are
+  // kept, restored or initialised (said), and the whole step, hooks and all, runs again on the
+  // cluster as it is now.
+  if (!got && preempted(got.error(), *st.manager)) {
     st.s->reopen();
     auto back = st.manager->recover_session(*st.s, o.is_chief);
     if (!back)
       return back.error();
     st.last_saved = std::min(st.last_saved, *back);
-    values = st.s->run(all, all_feeds, targets);
+    global_step_ = *back;
+    for (auto& hook : o.hooks)
+      AF_RETURN_IF_ERROR(hook->after_create_session(*st.s));
+    context.emplace(fetches, *st.s);
+    got = attempt(*context);
   }
-  if (!values)
-    return values.error();
-  auto& got = *values;
-  global_step_ = step_of(got.at(fetches.size()));
-  auto next = got.begin() + static_cast<std::ptrdiff_t>(fetches.size() + 1);
-  for (std::size_t i = 0; i < o.hooks.size(); ++i) {
-    std::vector<tensor> mine(next, next + static_cast<std::ptrdiff_t>(hook_fetches[i]));
-    next += static_cast<std::ptrdiff_t>(hook_fetches[i]);
-    AF_RETURN_IF_ERROR(o.hooks[i]->after_run(context, mine));
+  if (!got)
+    return got.error();
+  stop_ = stop_ || context->stop_requested();
+  if (auto& counted = context->global_step()) {
+    global_step_ = *counted;
+    st.hooks_count_steps = true;
   }
-  stop_ = stop_ || context.stop_requested();
   // The read may precede the step's own increment: the exact step only when one may be due.
   if (st.checkpoints && o.save_checkpoint_steps > 0 &&
       global_step_ + 1 >= st.last_saved + o.save_checkpoint_steps) {
-    auto now = st.s->run({o.global_step.read});
-    if (!now)
-      return now.error();
-    global_step_ = step_of(now->at(0));
-    if (global_step_ >= st.last_saved + o.save_checkpoint_steps) {
-      AF_RETURN_IF_ERROR(st.checkpoints.writer().save(*st.s, global_step_));
-      st.last_saved = global_step_;
+    if (!st.hooks_count_steps) {
+      auto now = st.s->run({o.global_step.read});
+      if (!now)
+        return now.error();
+      global_step_ = step_of(now->at(0));
     }
+    if (global_step_ >= st.last_saved + o.save_checkpoint_steps)
+      AF_RETURN_IF_ERROR(st.save(global_step_));
   }
-  got.resize(fetches.size());
-  return std::move(got);
+  return got;
 }
 
 status monitored_session::close() {
   auto& st = *state_;
   for (auto& hook : st.options.hooks)
     AF_RETURN_IF_ERROR(hook->end(*st.s));
-  auto now = st.s->run({st.options.global_step.read});
-  if (!now)
-    return now.error();
-  global_step_ = step_of(now->at(0));
-  if (st.checkpoints) {
-    if (global_step_ != st.last_saved) {
-      AF_RETURN_IF_ERROR(st.checkpoints.writer().save(*st.s, global_step_));
-      st.last_saved = global_step_;
-    }
+  if (!st.hooks_count_steps) {
+    auto now = st.s->run({st.options.global_step.read});
+    if (!now)
+      return now.error();
+    global_step_ = step_of(now->at(0));
   }
+  if (st.checkpoints && global_step_ != st.last_saved)
+    AF_RETURN_IF_ERROR(st.save(global_step_));
   return st.checkpoints.written();
 }
 

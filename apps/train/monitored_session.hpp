@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,11 +45,17 @@ public:
   /// should_stop() is true once this step ends.
   void request_stop() { stop_ = true; }
   bool stop_requested() const { return stop_; }
+  /// For a hook that knows the global step this step ended at when no graph op counts it (the
+  /// synchronous rounds, applied on the shards): the hooks after it and the session take this
+  /// instead of reading the variable.
+  void set_global_step(std::int64_t step) { global_step_ = step; }
+  const std::optional<std::int64_t>& global_step() const { return global_step_; }
 
 private:
   const std::vector<output>& fetches_;
   session& session_;
   bool stop_ = false;
+  std::optional<std::int64_t> global_step_;
 };
 
 /// TF's SessionRunHook. Every method may fail; its error ends the run (or creation) with it.
@@ -60,7 +67,8 @@ public:
     static_cast<void>(g);
     return {};
   }
-  /// Once the variables are ready.
+  /// Once the variables are ready: after creation, and again after a lost task, once they are
+  /// ready again in the reopened session (TF calls it for every session it creates).
   virtual status after_create_session(session& s) {
     static_cast<void>(s);
     return {};
@@ -74,6 +82,13 @@ public:
   virtual status after_run(session_run_context& context, const std::vector<tensor>& values) {
     static_cast<void>(context);
     static_cast<void>(values);
+    return {};
+  }
+  /// Just before the chief saves a checkpoint at `step` (TF's CheckpointSaverListener): a hook
+  /// that counts the step itself writes it into the global step variable here.
+  virtual status before_save(session& s, std::int64_t step) {
+    static_cast<void>(s);
+    static_cast<void>(step);
     return {};
   }
   /// When the session closes after training ended without an error.
@@ -104,8 +119,10 @@ struct monitored_session_options {
   std::string checkpoint_dir;
   std::int64_t save_checkpoint_steps = 0;
   int keep_checkpoints = 5;
-  /// How long a worker waits for the chief and for a lost ps to come back.
+  /// How long a worker waits for the chief and for a lost ps to come back, and what errors
+  /// name as that bound (a program's flag).
   int init_timeout_seconds = 30;
+  std::string init_timeout_source = "monitored_session_options::init_timeout_seconds";
   /// The ps job, and the cluster to probe it in when telling a lost ps (null: only the
   /// failure's origin tells).
   std::string ps_job = "ps";
@@ -125,17 +142,25 @@ public:
   monitored_session& operator=(const monitored_session&) = delete;
 
   /// One step with every hook around it. A step failed by a lost task (unavailable, aborted,
-  /// or a lost ps told by session_manager::lost_ps) runs once more, in a reopened session, once
-  /// the variables are ready again (kept, restored or initialised, said), as TF's
-  /// MonitoredSession does. Checkpoints every
-  /// save_checkpoint_steps steps of the global step.
+  /// or a lost ps told by session_manager::lost_ps), in the session or in a hook, runs once
+  /// more, hooks and all (before_run again), in a reopened session, once the variables are
+  /// ready again (kept, restored or initialised, said) and the hooks saw after_create_session,
+  /// as TF's MonitoredSession does. Checkpoints every save_checkpoint_steps steps of the
+  /// global step.
   result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds = {},
-                                  const std::vector<output>& targets = {});
+                                  const std::vector<output>& targets = {}) {
+    return run_with({}, fetches, feeds, targets);
+  }
+  /// run() with per-step options (all_or_nothing, a fence), the retry's too.
+  result<std::vector<tensor>> run_with(const run_options& step, const std::vector<output>& fetches,
+                                       const feed_list& feeds = {},
+                                       const std::vector<output>& targets = {});
   /// Whether a hook asked to stop.
   bool should_stop() const { return stop_; }
   /// The global step as the last step read it, which may be before that step's own increment
   /// (TF's run values: the read and the increment are not ordered); exact where the variables
-  /// were made ready, after a checkpoint and after close().
+  /// were made ready, after a checkpoint, after close(), and always when a hook counts the
+  /// steps (session_run_context::set_global_step).
   std::int64_t global_step() const { return global_step_; }
   /// The hooks' end, a last checkpoint (chief), and waits for the checkpoint writes.
   status close();

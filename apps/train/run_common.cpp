@@ -356,7 +356,7 @@ train::session_manager variables_manager(const train_options& o, const cluster_s
   ready.init_timeout_seconds = o.init_timeout_seconds;
   ready.ps_job = o.ps_job;
   ready.probe_ps = [&cluster, job = o.ps_job] {
-    return probe_job(default_actor_system(), cluster, job, 2);
+    return probe_job(cluster, job, 2);
   };
   ready.say = [&progress](const std::string& line) { progress.line(line); };
   return train::session_manager{std::move(ready)};

@@ -1,14 +1,17 @@
 // One worker of a between-graph job: its own graph (a linear model of 8 features), the variables
 // round robin on the ps tasks, a monitored_session that makes them ready (the chief initialises
 // or restores from --checkpoint-dir, the others wait), checkpoints, stops at --steps global steps
-// and outlives a lost ps. Start the ps tasks with actorflow-worker, then one of these per worker:
-//   between_graph --cluster '{"ps": [...], "worker": [...]}' --task N [--checkpoint-dir D]
+// and outlives a lost ps; asynchronous, or with --sync in rounds of every worker's gradient
+// (sync_replicas_optimizer). Start the ps tasks with actorflow-worker, then one per worker:
+//   between_graph --cluster '{"ps": [...], "worker": [...]}' --task N [--checkpoint-dir D] [--sync]
 #include "actors/server.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
 #include "train/monitored_session.hpp"
+#include "train/sync_replicas_optimizer.hpp"
 
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -19,8 +22,11 @@ constexpr int features = 8;
 int main(int argc, char** argv) {
   std::string spec, checkpoint_dir;
   int task = 0, steps = 400;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i], value = argv[i + 1];
+  bool sync = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value = i + 1 < argc ? argv[i + 1] : "";
+    if (flag == "--sync") { sync = true; continue; }
+    ++i;
     if (flag == "--cluster") spec = value;
     else if (flag == "--task") task = std::stoi(value);
     else if (flag == "--steps") steps = std::stoi(value);
@@ -42,6 +48,8 @@ int main(int argc, char** argv) {
   graph g;
   output x, y, loss, train;
   actorflow::variable global_step;
+  gradient_descent_optimizer sgd{0.1};
+  std::optional<train::sync_replicas_optimizer> rounds;
   {
     replica_device_setter_options placement_options;
     placement_options.worker_device = me;
@@ -55,9 +63,14 @@ int main(int argc, char** argv) {
     auto b = ops::variable(g, ops::zeros(g, {1}), "b");
     global_step = ops::variable(g, ops::constant(g, std::int64_t{0}), "global_step");
     loss = ops::reduce_mean(ops::square(ops::sub(ops::add(ops::matmul(x, w), b), y)), {}, false, "loss");
-    gradient_descent_optimizer sgd{0.1};
-    train = ops::group(g, {sgd.minimize(loss, {w, b}),
-                           ops::assign_add(global_step, ops::constant(g, std::int64_t{1}))}, "train");
+    if (sync) {
+      // Every round averages both workers' gradients; the rounds are the global step.
+      rounds.emplace(sgd, global_step, train::sync_replicas_settings{2, 2});
+      train = rounds->minimize(loss, {w, b});
+    } else {
+      train = ops::group(g, {sgd.minimize(loss, {w, b}),
+                             ops::assign_add(global_step, ops::constant(g, std::int64_t{1}))}, "train");
+    }
   }
 
   train::monitored_session_options o;
@@ -67,6 +80,8 @@ int main(int argc, char** argv) {
   o.checkpoint_dir = checkpoint_dir;
   o.save_checkpoint_steps = 100;
   o.cluster = shared;
+  if (rounds)
+    o.hooks.push_back(rounds->make_session_run_hook(task == 0, {shared, task}));  // first
   o.hooks.push_back(train::stop_at_step_hook(global_step.read, steps));
   o.hooks.push_back(train::nan_loss_hook(loss, global_step.read));
   auto session = train::monitored_session::create(g, std::move(o));

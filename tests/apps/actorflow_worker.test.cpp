@@ -7,6 +7,8 @@
 #include "actors/bulk_channel.hpp"
 #include "actors/sync_rounds.hpp"
 #include "train/monitored_session.hpp"
+#include "train/sync_replicas_optimizer.hpp"
+#include "graph/optimizers.hpp"
 #include "support/temp_dir.hpp"
 #include "actors/task_client.hpp"
 #include "graph/graph.hpp"
@@ -22,6 +24,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <memory>
 #include <netinet/in.h>
 #include <optional>
@@ -558,4 +561,125 @@ TEST_CASE("monitored_session outlives a lost ps: the step fails, the ps comes ba
   CHECK((*s)->global_step() == 6);
   ps->signal(SIGTERM);
   CHECK(ps->wait_exit(10s) == 0);
+}
+
+TEST_CASE("sync_replicas_optimizer: two workers' plain run(train_op) steps make rounds of both gradients on the ps, stop at the round, and the chief's checkpoint holds the rounds",
+          "[apps][worker][sync]") {
+  auto port = free_loopback_port();
+  REQUIRE(port != 0);
+  auto address = "127.0.0.1:" + std::to_string(port);
+  worker_process ps{{"--cluster", "ps=" + address, "--job", "ps", "--task", "0", "--threads", "1"}};
+  REQUIRE(ps.wait_for_line("serving on", 20s));
+  auto cluster = cluster_spec::parse("ps=" + address);
+  REQUIRE(cluster.ok());
+  actorflow::test::temp_dir dir;
+  constexpr std::int64_t rounds = 3;
+  constexpr double learning_rate = 0.25;
+
+  // Each worker its own graph, as between-graph replicas build it: loss = sum(w * x), so the
+  // gradient is the fed x, and a round's update is -learning_rate * the mean of both x.
+  struct replica {
+    graph g;
+    actorflow::variable w, global_step;
+    output x, loss, train_op;
+    gradient_descent_optimizer sgd{learning_rate};
+    std::unique_ptr<train::sync_replicas_optimizer> sync;
+    train::sync_replicas_hook* hook = nullptr;
+    std::unique_ptr<train::monitored_session> session;
+    std::vector<std::int64_t> steps_seen;
+    status failure;
+  };
+  auto build = [&](replica& r, int task) {
+    {
+      auto on_ps = r.g.device("/job:ps/task:0");
+      r.w = ops::variable(r.g, ops::constant(r.g, std::vector<float>{1.f, 2.f}, {2}), "w");
+      r.global_step = ops::variable(r.g, ops::constant(r.g, std::int64_t{0}), "global_step");
+    }
+    r.x = ops::placeholder(r.g, dtype::float32, {2}, "x");
+    r.loss = ops::reduce_sum(r.w.read * r.x);
+    r.sync = std::make_unique<train::sync_replicas_optimizer>(r.sgd, r.global_step,
+                                                             train::sync_replicas_settings{2, 2, 0});
+    r.train_op = r.sync->minimize(r.loss);
+    REQUIRE(r.g.status().ok());
+    train::monitored_session_options o;
+    o.session.target = "caf://" + address;
+    o.session.timeout_seconds = 20;
+    o.global_step = r.global_step;
+    o.is_chief = task == 0;
+    if (task == 0)
+      o.checkpoint_dir = dir.path();
+    o.init_timeout_seconds = 20;
+    o.cluster = std::make_shared<const cluster_spec>(*cluster);
+    auto hook = r.sync->make_session_run_hook(task == 0, {o.cluster, task, "ps", r.loss, {}, 20s});
+    r.hook = hook.get();
+    o.hooks.push_back(std::move(hook));
+    o.hooks.push_back(train::stop_at_step_hook(r.global_step.read, rounds));
+    auto created = train::monitored_session::create(r.g, std::move(o));
+    REQUIRE(created.ok());
+    r.session = std::move(*created);
+  };
+  replica chief, other;
+  build(chief, 0);
+  build(other, 1);
+  auto train_on = [&](replica& r, float x) {
+    while (!r.session->should_stop()) {
+      auto ran = r.session->run({}, {{r.x, tensor::from_vector<float>({x, x}, {2})}}, {r.train_op});
+      if (!ran) {
+        r.failure = ran.error();
+        return;
+      }
+      r.steps_seen.push_back(r.session->global_step());
+    }
+  };
+  std::thread second{[&] { train_on(other, 3.f); }};
+  train_on(chief, 1.f);
+  second.join();
+  INFO(chief.failure.to_string() + " / " + other.failure.to_string());
+  REQUIRE(chief.failure.ok());
+  REQUIRE(other.failure.ok());
+  // One round per step, each of both gradients, and both stop at the last round.
+  for (auto* r : {&chief, &other}) {
+    CHECK(r->steps_seen == std::vector<std::int64_t>{1, 2, 3});
+    CHECK(r->hook->last_round().applied);
+    CHECK(r->hook->last_round().gradients == 2);
+    CHECK(r->hook->last_round().stale_dropped == 0);
+    // The round's loss is the mean of both batches' (sum(w * x) at the round's w).
+    CHECK(r->hook->round() == rounds);
+  }
+  // w -= 0.25 * mean(1, 3) each round: 1 - 3 * 0.5 and 2 - 3 * 0.5.
+  auto w = chief.session->raw_session().run({chief.w.read});
+  REQUIRE(w.ok());
+  CHECK(w->at(0).to_vector<float>() == std::vector<float>{-0.5f, 0.5f});
+  REQUIRE(other.session->close().ok());
+  REQUIRE(chief.session->close().ok());
+  // The chief wrote the rounds into the global step before its checkpoint at close.
+  CHECK(chief.session->global_step() == rounds);
+  auto step = chief.session->raw_session().run({chief.global_step.read});
+  REQUIRE(step.ok());
+  CHECK(step->at(0).scalar_value<std::int64_t>() == rounds);
+  CHECK(std::filesystem::exists(dir.path() + "/ckpt-3.afckpt"));
+  ps.signal(SIGTERM);
+  CHECK(ps.wait_exit(10s) == 0);
+}
+
+TEST_CASE("sync_replicas_optimizer refuses to wrap an optimizer the shards cannot apply, and a round bigger than the replicas",
+          "[apps][sync]") {
+  graph g;
+  auto w = ops::variable(g, ops::constant(g, std::vector<float>{1.f}, {1}), "w");
+  auto global_step = ops::variable(g, ops::constant(g, std::int64_t{0}), "global_step");
+  auto loss = ops::reduce_sum(w.read * w.read);
+  adam_optimizer adam;
+  train::sync_replicas_optimizer wrapped_adam{adam, global_step, {1, 1, 0}};
+  wrapped_adam.minimize(loss);
+  CHECK(g.status().code() == errc::unimplemented);
+  CHECK(g.status().message().find("gradient_descent_optimizer") != std::string::npos);
+
+  graph h;
+  auto v = ops::variable(h, ops::constant(h, std::vector<float>{1.f}, {1}), "v");
+  auto step = ops::variable(h, ops::constant(h, std::int64_t{0}), "global_step");
+  gradient_descent_optimizer sgd{0.1};
+  train::sync_replicas_optimizer too_many{sgd, step, {3, 2, 0}};
+  too_many.minimize(ops::reduce_sum(v.read * v.read));
+  CHECK(h.status().code() == errc::invalid_argument);
+  CHECK(h.status().message().find("replicas_to_aggregate 3") != std::string::npos);
 }

@@ -7,7 +7,8 @@
 #             its deterministic test (embedding_deterministic_test) build and pass.
 #   between_graph examples/between_graph: a program of its own on the installed training
 #             library, run as two workers beside two installed actorflow-worker ps tasks on
-#             loopback ports, once, then again on the same checkpoints (it goes on from them).
+#             loopback ports, once, then again on the same checkpoints (it goes on from them),
+#             then in synchronous rounds (--sync) from checkpoints of their own.
 #   usage: install_and_consume.sh <actorflow build dir> <actorflow source dir> [consumer|embedding|between_graph]
 set -euo pipefail
 
@@ -117,8 +118,10 @@ run_program() {
 
 # Two ps tasks (the installed actorflow-worker) and two workers (the example) on free loopback
 # ports; every process is bounded, and the ps tasks this script started are stopped at the end.
+# usage: run_between_graph STEPS CHECKPOINT_DIR [--sync]
 run_between_graph() {
-  local steps=$1
+  local steps=$1 checkpoints=$2
+  shift 2
   local spec="{\"ps\": [\"127.0.0.1:${ports[0]}\", \"127.0.0.1:${ports[1]}\"], \"worker\": [\"127.0.0.1:${ports[2]}\", \"127.0.0.1:${ports[3]}\"]}"
   local ps_pids=()
   for task in 0 1; do
@@ -129,7 +132,7 @@ run_between_graph() {
   local worker_pids=()
   for task in 0 1; do
     timeout 180 "$consumer_build/between_graph" --cluster "$spec" --task $task --steps "$steps" \
-      --checkpoint-dir "$work/checkpoints" >"$work/worker$task.log" 2>&1 &
+      --checkpoint-dir "$checkpoints" "$@" >"$work/worker$task.log" 2>&1 &
     worker_pids+=($!)
   done
   local failed=""
@@ -151,7 +154,7 @@ held = [socket.socket() for _ in range(4)]
 for s in held: s.bind(("127.0.0.1", 0))
 for s in held: print(s.getsockname()[1])')
   echo "== running between_graph: 2 ps, 2 workers, 400 global steps"
-  run_between_graph 400
+  run_between_graph 400 "$work/checkpoints"
   # Each worker stops once it sees the global step at 400; the other's steps in flight may
   # take it a little past (asynchronous workers, as TF's StopAtStepHook). Each worker's last
   # loss is near the noise-free model's 0 (it starts at about 1.3).
@@ -163,11 +166,19 @@ for s in held: print(s.getsockname()[1])')
   last=$(sed -nE 's/^worker 0: global step ([0-9]+),.*/\1/p' "$work/worker0.log")
   [[ -f "$work/checkpoints/ckpt-$last.afckpt" ]] || fail "the chief wrote no checkpoint at step $last"
   echo "== running between_graph again on the same checkpoints, to 500 global steps"
-  run_between_graph 500
+  run_between_graph 500 "$work/checkpoints"
   grep -q "restored .*ckpt-$last.afckpt: training goes on from global step $last" "$work/worker0.log" \
     || fail "the chief did not restore the checkpoint of step $last" "$work/worker0.log"
   grep -qE "^worker 0: global step 50[0-9], last loss 0\.00[0-9]+$" "$work/worker0.log" \
     || fail "the chief did not go on to global step 500" "$work/worker0.log"
+  echo "== running between_graph --sync: 200 rounds of both workers' gradients"
+  run_between_graph 200 "$work/sync-checkpoints" --sync
+  # The rounds are the global step: both stop at exactly 200, and the chief's checkpoint holds it.
+  for task in 0 1; do
+    grep -qE "^worker $task: global step 200, last loss 0\.00[0-9]+$" "$work/worker$task.log" \
+      || fail "worker $task did not end at global step 200 with a loss below 0.01" "$work/worker$task.log"
+  done
+  [[ -f "$work/sync-checkpoints/ckpt-200.afckpt" ]] || fail "the chief wrote no checkpoint at round 200"
   echo "install test passed: examples/between_graph trains on the installed training library"
 elif [[ "$mode" == consumer ]]; then
   run_program actorflow_consumer
