@@ -3,9 +3,13 @@
 #include "actors/saver.hpp"
 #include "actors/task_client.hpp"
 #include "graph/ops.hpp"
+#include "train/metrics.hpp"
 #include "train/session_manager.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -89,6 +93,81 @@ private:
   std::int64_t steps_ = 0;
 };
 
+/// What summary_dir asks for (TF's SummarySaverHook and StepCounterHook in one): a metrics
+/// row every `every` global steps, the graph once it was placed.
+class summary final : public session_run_hook {
+public:
+  summary(const graph& g, output global_step, output loss, output accuracy, std::int64_t every,
+          std::int64_t examples_per_step)
+      : graph_(g), global_step_(global_step), loss_(loss), accuracy_(accuracy),
+        every_(std::max<std::int64_t>(every, 1)), examples_per_step_(examples_per_step) {}
+  /// The directory made, for after_create_session.
+  status open(const std::string& directory) {
+    std::error_code failed;
+    std::filesystem::create_directories(directory, failed);
+    if (failed)
+      return make_error(errc::invalid_argument, "summary_dir '" + directory +
+                                                  "' cannot be made: " + failed.message());
+    path_ = (std::filesystem::path{directory} / "metrics.csv").string();
+    return {};
+  }
+  /// The first session continues a metrics.csv there up to its global step (a restored run's
+  /// rows beyond it are dropped), or starts one.
+  status after_create_session(session& s) override {
+    since_ = std::chrono::steady_clock::now();
+    if (opened_)
+      return {};
+    auto at = s.run({global_step_});
+    if (!at)
+      return at.error();
+    AF_RETURN_IF_ERROR(log_.resume(path_, step_of(at->at(0))));
+    opened_ = true;
+    return {};
+  }
+  result<session_run_args> before_run(session_run_context&) override {
+    session_run_args args{{global_step_}, {}};
+    for (auto& scalar : {loss_, accuracy_})
+      if (scalar.valid())
+        args.fetches.push_back(scalar);
+    return args;
+  }
+  status after_run(session_run_context& context, const std::vector<tensor>& values) override {
+    ++steps_since_;
+    log_.add_graph(graph_);
+    auto step = context.global_step() ? *context.global_step() : step_of(values.at(0));
+    if (last_row_ && step < *last_row_ + every_)
+      return {};
+    auto now = std::chrono::steady_clock::now();
+    auto seconds = std::chrono::duration<double>(now - since_).count();
+    metrics_row row;
+    row.step = step;
+    std::size_t next = 1;
+    row.loss = loss_.valid() ? values.at(next++).scalar_value<double>() : 0;
+    row.accuracy = accuracy_.valid() ? values.at(next++).scalar_value<double>() : -1;
+    if (seconds > 0) {
+      row.examples_per_second =
+        static_cast<double>(steps_since_ * examples_per_step_) / seconds;
+      row.step_seconds = seconds / static_cast<double>(steps_since_);
+    }
+    log_.add(row);
+    last_row_ = step;
+    since_ = now;
+    steps_since_ = 0;
+    return {};
+  }
+
+private:
+  const graph& graph_;
+  output global_step_, loss_, accuracy_;
+  std::int64_t every_, examples_per_step_;
+  std::string path_;
+  bool opened_ = false;
+  metrics_log log_;
+  std::optional<std::int64_t> last_row_;
+  std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+  std::int64_t steps_since_ = 0;
+};
+
 /// Whether a failed step is worth a new session and one more try (TF's _RecoverableSession):
 /// the cluster lost a task (unavailable, aborted: the master itself may have gone with it, so
 /// no ps need be named) or a lost ps is told (session_manager::lost_ps).
@@ -96,8 +175,7 @@ bool preempted(const status& failure, const session_manager& manager) {
   if (manager.lost_ps(failure))
     return true;
   if (failure.code() == errc::unavailable || failure.code() == errc::aborted) {
-    std::cerr << "monitored_session: " << failure.message()
-              << "; making the session ready again\n";
+    manager.warn(failure.message() + "; making the session ready again");
     return true;
   }
   return false;
@@ -150,6 +228,14 @@ result<std::unique_ptr<monitored_session>> monitored_session::create(graph& g,
                                                                      monitored_session_options options) {
   if (!options.global_step.read.valid())
     return make_error(errc::invalid_argument, "monitored_session needs a global_step variable");
+  if (!options.summary_dir.empty() && options.is_chief) {
+    auto summaries = std::make_unique<summary>(g, options.global_step.read, options.summary_loss,
+                                               options.summary_accuracy,
+                                               options.save_summaries_steps,
+                                               options.examples_per_step);
+    AF_RETURN_IF_ERROR(summaries->open(options.summary_dir));
+    options.hooks.push_back(std::move(summaries));
+  }
   for (auto& hook : options.hooks)
     AF_RETURN_IF_ERROR(hook->begin(g));
   auto st = std::make_unique<state>();
@@ -173,6 +259,9 @@ result<std::unique_ptr<monitored_session>> monitored_session::create(graph& g,
       return probe_job(*cluster, job, 2);
     };
   ready.say = o.say;
+  ready.warn = o.warn ? o.warn : [](const std::string& line) {
+    std::cerr << "monitored_session: " << line << '\n';
+  };
   AF_RETURN_IF_ERROR(g.status());
   st->s = std::make_unique<session>(g, o.session);
   if (st->checkpoint_saver)

@@ -119,6 +119,15 @@ struct monitored_session_options {
   std::string checkpoint_dir;
   std::int64_t save_checkpoint_steps = 0;
   int keep_checkpoints = 5;
+  /// Summaries (TF's summary_dir; the chief only): metrics.csv and TensorBoard event files
+  /// there (train/metrics.hpp), a row every save_summaries_steps global steps with
+  /// summary_loss and summary_accuracy (scalars, optional) and examples per second
+  /// (examples_per_step of them per step), and the placed graph after the first step. Empty: none.
+  std::string summary_dir;
+  std::int64_t save_summaries_steps = 100;
+  output summary_loss;
+  output summary_accuracy;
+  std::int64_t examples_per_step = 0;
   /// How long a worker waits for the chief and for a lost ps to come back, and what errors
   /// name as that bound (a program's flag).
   int init_timeout_seconds = 30;
@@ -129,6 +138,9 @@ struct monitored_session_options {
   std::shared_ptr<const cluster_spec> cluster;
   /// Lines for the user (restored, recovered); standard output by default.
   std::function<void(const std::string&)> say;
+  /// Warnings (a ps lost, a step run again, a damaged checkpoint skipped); standard error as
+  /// "monitored_session: LINE" by default.
+  std::function<void(const std::string&)> warn;
   std::vector<std::unique_ptr<session_run_hook>> hooks;
 };
 

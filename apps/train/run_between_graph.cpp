@@ -176,6 +176,7 @@ train::monitored_session_options worker_session_options(const train_options& o, 
   monitored.init_timeout_source = "--init-timeout";
   monitored.ps_job = o.ps_job;
   monitored.say = [&progress](const std::string& line) { progress.line(line); };
+  monitored.warn = warn;
   return monitored;
 }
 

@@ -30,6 +30,8 @@ int fail(const status& s) {
   return 1;
 }
 
+void warn(const std::string& line) { std::cerr << "actorflow-train: " << line << '\n'; }
+
 /// A usage error: the message, and exit code 2 (as for bad flags).
 int usage_error(const status& s) {
   std::cerr << "actorflow-train: " << s.message() << '\n';
@@ -259,7 +261,7 @@ result<std::int64_t> resume(const train_options& o, train::checkpoint_files& che
     return std::int64_t{0};
   if (!checkpoints)
     return make_error(errc::invalid_argument, "--resume needs --checkpoint-dir");
-  auto restored = checkpoints.restore_latest(s);
+  auto restored = checkpoints.restore_latest(s, warn);
   if (!restored)
     return restored.error().with_context("--resume");
   if (!*restored)
@@ -359,6 +361,7 @@ train::session_manager variables_manager(const train_options& o, const cluster_s
     return probe_job(cluster, job, 2);
   };
   ready.say = [&progress](const std::string& line) { progress.line(line); };
+  ready.warn = warn;
   return train::session_manager{std::move(ready)};
 }
 

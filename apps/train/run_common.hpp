@@ -30,6 +30,9 @@ using clock_type = std::chrono::steady_clock;
 
 int fail(const status& s);
 
+/// A warning of the library for the user, on standard error as "actorflow-train: LINE".
+void warn(const std::string& line);
+
 /// A usage error: the message, and exit code 2 (as for bad flags).
 int usage_error(const status& s);
 

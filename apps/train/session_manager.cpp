@@ -3,7 +3,7 @@
 #include "actors/task_client.hpp"
 #include "train/trainer.hpp"
 
-#include <cstdio>
+#include <string>
 #include <iostream>
 
 namespace actorflow::train {
@@ -18,12 +18,24 @@ checkpoint_files::checkpoint_files(const std::string& directory, int keep, saver
 
 status checkpoint_files::written() { return writer_ ? writer_->wait() : status{}; }
 
-result<std::optional<restored_checkpoint>> checkpoint_files::restore_latest(session& s) {
+namespace {
+
+void warn_to(const warning_sink& sink, const char* piece, const std::string& line) {
+  if (sink)
+    sink(line);
+  else
+    std::cerr << piece << ": " << line << '\n';
+}
+
+} // namespace
+
+result<std::optional<restored_checkpoint>> checkpoint_files::restore_latest(session& s,
+                                                                            const warning_sink& warn) {
   if (auto written = writer_->wait(); !written.ok())
-    std::cerr << "actorflow-train: " << written.message() << '\n';
+    warn_to(warn, "checkpoint_files", written.message());
   auto found = manager_->find_latest();
   for (auto& why : found.skipped)
-    std::cerr << "actorflow-train: skipping a damaged checkpoint: " << why.message() << '\n';
+    warn_to(warn, "checkpoint_files", "skipping a damaged checkpoint: " + why.message());
   if (!found.path && !found.skipped.empty())
     return make_error(errc::data_loss, "every checkpoint in '" + manager_->directory() +
                                          "' is damaged (" + std::to_string(found.skipped.size()) +
@@ -38,6 +50,10 @@ result<std::optional<restored_checkpoint>> checkpoint_files::restore_latest(sess
 }
 
 session_manager::session_manager(session_manager_options options) : options_(std::move(options)) {}
+
+void session_manager::warn(const std::string& line) const {
+  warn_to(options_.warn, "session_manager", line);
+}
 
 void session_manager::say(const std::string& line) const {
   if (options_.say)
@@ -62,10 +78,8 @@ session_manager::read_when_ready(session& s, const std::vector<output>& reads,
   wait.timeout = std::chrono::seconds(options_.init_timeout_seconds);
   wait.timeout_source = options_.timeout_source;
   wait.waiting = [this](const status& why) {
-    std::fprintf(stderr, "actorflow-train: waiting up to %d s (%s) until the variables can be "
-                         "read: %s\n",
-                 options_.init_timeout_seconds, options_.timeout_source.c_str(),
-                 why.message().c_str());
+    warn("waiting up to " + std::to_string(options_.init_timeout_seconds) + " s (" +
+         options_.timeout_source + ") until the variables can be read: " + why.message());
   };
   auto waited = wait_until_ready(wait);
   if (!waited)
@@ -76,7 +90,7 @@ session_manager::read_when_ready(session& s, const std::vector<output>& reads,
 result<std::int64_t> session_manager::restore_or_initialise(session& s, bool restore,
                                                             bool after_loss, bool say_when_none) {
   if (restore && options_.checkpoints && *options_.checkpoints) {
-    auto found = options_.checkpoints->restore_latest(s);
+    auto found = options_.checkpoints->restore_latest(s, options_.warn);
     if (!found)
       return found.error();
     if (*found) {
@@ -136,9 +150,9 @@ bool session_manager::lost_ps(const status& failure) const {
   bool lost = (failure.origin() && failure.origin()->job == options_.ps_job) ||
               (options_.probe_ps && !options_.probe_ps().ok());
   if (lost)
-    std::cerr << "actorflow-train: lost a " << options_.ps_job << " task (" << failure.message()
-              << "); waiting up to " << options_.init_timeout_seconds << " s ("
-              << options_.timeout_source << ") for it to come back\n";
+    warn("lost a " + options_.ps_job + " task (" + failure.message() + "); waiting up to " +
+         std::to_string(options_.init_timeout_seconds) + " s (" + options_.timeout_source +
+         ") for it to come back");
   return lost;
 }
 

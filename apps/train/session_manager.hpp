@@ -29,6 +29,11 @@
 
 namespace actorflow::train {
 
+/// Where a library piece says what the user should know but that is no error (a damaged
+/// checkpoint skipped, a wait begun, a ps lost): one line each. Empty: standard error, the line
+/// prefixed with the piece's name ("session_manager: ").
+using warning_sink = std::function<void(const std::string&)>;
+
 /// A checkpoint restored into a session's variables: where from, and its step.
 struct restored_checkpoint {
   std::string path;
@@ -49,9 +54,9 @@ public:
   /// Waits for the write in progress: its error, or ok (also without checkpoints).
   status written();
   /// The newest checkpoint that verifies restored into `s`, once a write still running is done
-  /// (it would race the search; its failure is said on standard error). A damaged newer one is
-  /// said and skipped; nothing when the directory has none; an error when none verifies.
-  result<std::optional<restored_checkpoint>> restore_latest(session& s);
+  /// (it would race the search; its failure is said to `warn`). A damaged newer one is said and
+  /// skipped; nothing when the directory has none; an error when none verifies.
+  result<std::optional<restored_checkpoint>> restore_latest(session& s, const warning_sink& warn = {});
 
 private:
   saver* saver_ = nullptr;
@@ -77,6 +82,8 @@ struct session_manager_options {
   std::function<status()> probe_ps;
   /// Lines for the user (restored, kept, initialised again): standard output by default.
   std::function<void(const std::string&)> say;
+  /// Warnings (a damaged checkpoint skipped, waiting for the variables, a ps lost).
+  warning_sink warn;
 };
 
 /// How the chief prepares at the start.
@@ -106,8 +113,10 @@ public:
   /// Whether `failure` is a lost ps task, which training outlives: a failure a lost connection
   /// or a timeout causes (connection_like) that comes from a ps task (status::origin), or with
   /// a ps task that does not answer probe_ps now (the failure's origin may be a bystander). When
-  /// it is, says so on standard error, and what training waits for.
+  /// it is, says so (options' warn), and what training waits for.
   bool lost_ps(const status& failure) const;
+  /// A warning through the options' warn.
+  void warn(const std::string& line) const;
 
 private:
   /// The values of `reads` once each can be read, waited for (readiness_wait); with

@@ -10,6 +10,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <tuple>
 
 using namespace actorflow;
 
@@ -144,4 +147,68 @@ TEST_CASE("monitored_session: a NaN loss ends the run with an error naming the g
   auto refused = train::monitored_session::create(model.g, train::monitored_session_options{});
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message().find("global_step") != std::string::npos);
+}
+
+TEST_CASE("monitored_session: summary_dir gets a metrics row every N global steps and TensorBoard events, and a restored chief goes on with them") {
+  actorflow::test::temp_dir dir;
+  auto summaries = dir.path() + "/summaries";
+  // The rows of metrics.csv: (step, loss, examples/s).
+  auto rows = [&] {
+    std::vector<std::tuple<std::int64_t, double, double>> out;
+    std::ifstream in{summaries + "/metrics.csv"};
+    std::string line;
+    std::getline(in, line);
+    CHECK(line == "step,epoch,loss,accuracy,examples_per_second");
+    while (std::getline(in, line)) {
+      std::stringstream fields{line};
+      std::string step, epoch, loss, accuracy, rate;
+      std::getline(fields, step, ',');
+      std::getline(fields, epoch, ',');
+      std::getline(fields, loss, ',');
+      std::getline(fields, accuracy, ',');
+      std::getline(fields, rate, ',');
+      out.emplace_back(std::stoll(step), std::stod(loss), std::stod(rate));
+    }
+    return out;
+  };
+  auto train_to = [&](std::int64_t last_step) {
+    linreg model{0.5};
+    train::monitored_session_options o;
+    o.global_step = model.global_step;
+    o.checkpoint_dir = dir.path() + "/ckpt";
+    o.summary_dir = summaries;
+    o.save_summaries_steps = 10;
+    o.summary_loss = model.loss;
+    o.examples_per_step = 5;
+    o.say = [](const std::string&) {};
+    o.hooks.push_back(train::stop_at_step_hook(model.global_step.read, last_step));
+    auto s = train::monitored_session::create(model.g, std::move(o));
+    REQUIRE(s.ok());
+    while (!(*s)->should_stop())
+      REQUIRE((*s)->run({}, model.batch(), {model.train}).ok());
+    REQUIRE((*s)->close().ok());
+  };
+  train_to(30);
+  auto first = rows();
+  REQUIRE(first.size() == 3);
+  for (std::size_t i = 1; i < first.size(); ++i) {
+    INFO("row " << i);
+    // The global step as the step read it: at least 10 after the row before.
+    CHECK(std::get<0>(first[i]) >= std::get<0>(first[i - 1]) + 10);
+    CHECK(std::get<1>(first[i]) < std::get<1>(first[i - 1]));
+    CHECK(std::get<2>(first[i]) > 0);
+  }
+  bool events = false;
+  for (auto& name : actorflow::test::directory_entries(summaries))
+    events = events || name.rfind("events.out.tfevents.", 0) == 0;
+  CHECK(events);
+
+  // Restored at 30: the rows so far are kept, the new ones follow them.
+  train_to(50);
+  auto both = rows();
+  REQUIRE(both.size() >= first.size() + 2);
+  for (std::size_t i = 0; i < first.size(); ++i)
+    CHECK(std::get<0>(both[i]) == std::get<0>(first[i]));
+  CHECK(std::get<0>(both[first.size()]) >= 30);
+  CHECK(std::get<0>(both.back()) >= 40);
 }
