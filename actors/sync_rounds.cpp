@@ -13,6 +13,7 @@
 namespace actorflow {
 
 struct sync_round_client::state {
+  caf::actor_system* system = nullptr;
   cluster_spec cluster;
   std::string ps_job;
   sync_round_settings settings;
@@ -20,18 +21,34 @@ struct sync_round_client::state {
   shard_pusher pusher;
 };
 
+/// A push whose gradients went out: the actor their answers come to, and what it waits for.
+class sync_round_client::pending {
+public:
+  explicit pending(caf::actor_system& sys) : self(sys) {}
+  caf::scoped_actor self;
+  /// Copies: finding the shards again between the halves changes nothing here.
+  std::vector<shard_location> targets;
+  std::int64_t round = 0;
+};
+
 sync_round_client::sync_round_client(cluster_spec cluster, std::string ps_job,
                                      sync_round_settings settings)
+    : sync_round_client(default_actor_system(), std::move(cluster), std::move(ps_job),
+                        std::move(settings)) {}
+
+sync_round_client::sync_round_client(caf::actor_system& system, cluster_spec cluster,
+                                     std::string ps_job, sync_round_settings settings)
     : state_(std::make_unique<state>()) {
+  state_->system = &system;
   state_->cluster = std::move(cluster);
   state_->ps_job = std::move(ps_job);
-  state_->settings = settings;
+  state_->settings = std::move(settings);
 }
 
 sync_round_client::~sync_round_client() = default;
 
 status sync_round_client::find_shards(const std::vector<std::string>& variables) {
-  auto found = actorflow::find_shards(default_actor_system(), state_->cluster, state_->ps_job,
+  auto found = actorflow::find_shards(*state_->system, state_->cluster, state_->ps_job,
                                       state_->settings.find_timeout_seconds);
   if (!found)
     return found.error();
@@ -43,10 +60,24 @@ status sync_round_client::find_shards(const std::vector<std::string>& variables)
   return {};
 }
 
+void sync_round_client::use_shards(const std::map<std::string, shard_location>& shards) {
+  state_->shards = shards;
+}
+
 result<sync_round_outcome>
 sync_round_client::push(std::int64_t round,
                         const std::vector<std::pair<std::string, tensor>>& gradients,
                         double loss, double accuracy) {
+  auto sent = begin_push(round, gradients, loss, accuracy);
+  if (!sent)
+    return sent.error();
+  return finish_push(**sent);
+}
+
+result<std::shared_ptr<sync_round_client::pending>>
+sync_round_client::begin_push(std::int64_t round,
+                              const std::vector<std::pair<std::string, tensor>>& gradients,
+                              double loss, double accuracy) {
   auto& st = *state_;
   std::vector<const shard_location*> targets;
   for (auto& [variable, gradient] : gradients) {
@@ -75,7 +106,11 @@ sync_round_client::push(std::int64_t round,
     return from && one_task ? written.with_origin(*from) : written;
   }
   auto& s = st.settings;
-  caf::scoped_actor self{default_actor_system()};
+  auto sent = std::make_shared<pending>(*st.system);
+  for (auto* where : targets)
+    sent->targets.push_back(*where);
+  sent->round = round;
+  auto& self = sent->self;
   // A shard whose ps dies would never answer: its down message ends the wait at once.
   for (auto* where : targets)
     self->monitor(where->shard);
@@ -90,16 +125,26 @@ sync_round_client::push(std::int64_t round,
       self->send(targets[i]->shard, protocol::accumulate_atom::value, std::move(offer));
     }
   }
+  return sent;
+}
+
+result<sync_round_outcome> sync_round_client::finish_push(pending& sent) {
+  auto& st = *state_;
+  auto& s = st.settings;
+  auto& self = sent.self;
+  auto& targets = sent.targets;
+  if (s.drive)
+    s.drive();
   auto task_of = [&](const caf::actor_addr& source) -> std::optional<task_origin> {
-    for (auto* where : targets)
-      if (where->shard.address() == source)
-        return where->task;
+    for (auto& where : targets)
+      if (where.shard.address() == source)
+        return where.task;
     return std::nullopt;
   };
   sync_round_outcome out;
-  out.global_step = round;
+  out.global_step = sent.round;
   status failure;
-  for (std::size_t answered = 0; answered < gradients.size() && failure.ok(); ++answered)
+  for (std::size_t answered = 0; answered < targets.size() && failure.ok(); ++answered)
     self->receive(
       [&](protocol::sync_outcome& outcome) {
         if (outcome.applied && !out.applied) {
@@ -120,7 +165,7 @@ sync_round_client::push(std::int64_t round,
       [&](caf::down_msg& down) {
         failure = make_error(errc::unavailable, "a shard on a " + st.ps_job +
                                                   " task went down (" +
-                                                  default_actor_system().render(down.reason) +
+                                                  st.system->render(down.reason) +
                                                   ") during a synchronous round");
         if (auto from = task_of(down.source))
           failure = failure.with_origin(*from);
@@ -130,8 +175,8 @@ sync_round_client::push(std::int64_t round,
                              "a synchronous round did not complete within " +
                                std::to_string(s.answer_bound.count() / 1000) + " s");
       });
-  for (auto* where : targets)
-    self->demonitor(where->shard.address());
+  for (auto& where : targets)
+    self->demonitor(where.shard.address());
   if (!failure.ok())
     return failure;
   return out;

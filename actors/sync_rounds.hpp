@@ -8,20 +8,30 @@
 ///   auto applied = rounds.push(round, {{"w", dw}, {"b", db}}, loss, accuracy);
 ///   if (applied) round = applied->global_step;
 /// Large gradients go over the shards' bulk channel (shard_pusher). Errors carry the ps task
-/// they came from (status::origin). No CAF in this header. Not thread-safe: one per worker.
+/// they came from (status::origin). Only CAF's forward declarations here. Not thread-safe: one
+/// per worker. On CAF's test scheduler (actors/testing.hpp), give the system and a drive, and
+/// push in two halves, so that every worker's gradients are out before the scheduler runs:
+///   auto sent = rounds.begin_push(round, gradients, loss, accuracy);   // every worker's
+///   auto applied = rounds.finish_push(**sent);                          // drives, then waits
 
 #include "actors/cluster_spec.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
 
+#include <caf/fwd.hpp>
+
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace actorflow {
+
+struct shard_location;
 
 struct sync_round_settings {
   /// This worker's task index, and its process's life (new_incarnation()): once it has a
@@ -37,6 +47,9 @@ struct sync_round_settings {
   std::chrono::milliseconds answer_bound{std::chrono::seconds(60)};
   /// How long finding the shards waits for each ps task.
   double find_timeout_seconds = 10;
+  /// Runs before each wait for the shards' answers: a deterministic test's scheduler
+  /// (testing::deterministic_system::run_all); empty otherwise.
+  std::function<void()> drive;
 };
 
 /// What a round answered, over every shard.
@@ -56,7 +69,11 @@ struct sync_round_outcome {
 
 class sync_round_client {
 public:
+  /// In the process's default actor system (default_actor_system()).
   sync_round_client(cluster_spec cluster, std::string ps_job, sync_round_settings settings);
+  /// In `system` (a deterministic test's), which must outlive the client.
+  sync_round_client(caf::actor_system& system, cluster_spec cluster, std::string ps_job,
+                    sync_round_settings settings);
   ~sync_round_client();
   sync_round_client(const sync_round_client&) = delete;
   sync_round_client& operator=(const sync_round_client&) = delete;
@@ -64,6 +81,8 @@ public:
   /// Asks every ps task for its shards (at the start, and again after a lost ps came back);
   /// fails naming a variable no ps task holds a shard of.
   status find_shards(const std::vector<std::string>& variables);
+  /// The shards, known some other way (a test's task manifest) instead of find_shards.
+  void use_shards(const std::map<std::string, shard_location>& shards);
 
   /// The gradients computed at global step `round` (variable name, gradient), with the loss and
   /// accuracy of the batch they came from: every one goes out before any answer is awaited (a
@@ -72,6 +91,14 @@ public:
   result<sync_round_outcome> push(std::int64_t round,
                                   const std::vector<std::pair<std::string, tensor>>& gradients,
                                   double loss, double accuracy);
+
+  /// push() in two halves: the gradients sent, then their answers awaited (shared: the type
+  /// is opaque here).
+  class pending;
+  result<std::shared_ptr<pending>>
+  begin_push(std::int64_t round, const std::vector<std::pair<std::string, tensor>>& gradients,
+             double loss, double accuracy);
+  result<sync_round_outcome> finish_push(pending& sent);
 
 private:
   struct state;
