@@ -106,7 +106,8 @@ void variable_update::choose_buffers(kernel_context& ctx, Writable&& writable) {
 status variable_update::prepare(kernel_context& ctx, const op_kernel& kernel,
                                 const std::vector<std::string>& names, dtype type,
                                 const std::vector<int>& like_variable,
-                                const std::vector<int>& scalars) {
+                                const std::vector<int>& scalars,
+                                const std::vector<int>& index_inputs) {
   auto refs = names.size();
   for (std::size_t i = 0; i < refs; ++i)
     if (names[i].empty())
@@ -115,8 +116,19 @@ status variable_update::prepare(kernel_context& ctx, const op_kernel& kernel,
                                  kernel_words(kernel) +
                                    " has no 'slots' attribute naming its slot variable " +
                                    std::to_string(i));
-  for (int i = static_cast<int>(refs); i < ctx.num_inputs(); ++i)
-    AF_RETURN_IF_ERROR(rules_.check_input(ctx, i, type));
+  for (int i = static_cast<int>(refs); i < ctx.num_inputs(); ++i) {
+    bool index = std::find(index_inputs.begin(), index_inputs.end(), i) != index_inputs.end();
+    if (!index) {
+      AF_RETURN_IF_ERROR(rules_.check_input(ctx, i, type));
+      continue;
+    }
+    auto given = ctx.input(i).is_initialized() ? ctx.input(i).type() : dtype::int64;
+    if (given != dtype::int32 && given != dtype::int64)
+      return make_error(errc::invalid_argument, kernel_words(kernel) + ": input " +
+                                                  std::to_string(i) + " (row indices) is " +
+                                                  to_string(given) + ", not int32 or int64");
+    AF_RETURN_IF_ERROR(rules_.check_input(ctx, i, given));
+  }
   std::vector<std::shared_ptr<variable_state>> states(refs);
   for (std::size_t i = 0; i < refs; ++i) {
     states[i] = ctx.resources().variable(names[i]);

@@ -101,9 +101,12 @@ public:
   /// updated in place when only this call's ref inputs share its buffer besides the store; a
   /// data input or any reader elsewhere makes the update write a fresh buffer from
   /// ctx.dev().device_allocator(). `kernel` names the op and node in errors.
+  /// `index_inputs`: data inputs that are row indices (int32 or int64) rather than of `type`
+  /// (the sparse updates' and scatters').
   status prepare(kernel_context& ctx, const op_kernel& kernel,
                  const std::vector<std::string>& names, dtype type,
-                 const std::vector<int>& like_variable, const std::vector<int>& scalars);
+                 const std::vector<int>& like_variable, const std::vector<int>& scalars,
+                 const std::vector<int>& index_inputs = {});
 
   /// For AssignAdd and AssignSub: input 0 is the variable `variable` names, input 1 the value
   /// of type `type` that changes it. Checks the value (rules' check_input) and the name, locks

@@ -2,6 +2,7 @@
 // of every differentiable standard op (gradient_registry). Helper ops the gradient functions
 // build (SumToShapeOf, BroadcastToShapeOf, ReluGrad, ...) are defined in graph/gradient_ops.cpp.
 #include "graph/gradients.hpp"
+#include "graph/sparse_ops.hpp"
 
 #include "graph/control_flow.hpp"
 #include "graph/op_registry.hpp"
@@ -458,6 +459,7 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("ReluGrad", relu_grad_grad);
   r.add("SigmoidGrad", sigmoid_grad_grad);
   r.add("TanhGrad", tanh_grad_grad);
+  register_sparse_gradients(r);
   for (auto op : {"ArgMax", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                   "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
                   "OnesLike", "ZerosLike", "_Send", "_Recv", "ApplyGradientDescent",
@@ -571,7 +573,22 @@ private:
                               [&](const output& d) { return g_.context_of(d.node_id) == context; });
     if (shared && context != g_.current_context() && dynamic_cast<cond_context*>(context) != nullptr)
       in_branch.emplace(g_.enter_context(context));
-    return make(g_, "AddN", grads);
+    // Sparse gradients of one tensor (several lookups of a table) stay sparse: their rows
+    // concatenated (TF's _AggregateIndexedSlicesGradients); mixed with dense ones, dense.
+    std::vector<output> values, indices;
+    std::optional<std::vector<std::int64_t>> dense_shape;
+    for (auto& d : grads) {
+      auto slices = as_indexed_slices(d);
+      if (!slices || (dense_shape && *dense_shape != slices->dense_shape))
+        return make(g_, "AddN", grads);
+      dense_shape = slices->dense_shape;
+      values.push_back(slices->values);
+      indices.push_back(slices->indices.type() == dtype::int64
+                          ? slices->indices
+                          : ops::cast(slices->indices, dtype::int64, "Cast"));
+    }
+    return ops::indexed_slices(ops::concat(values, 0, "concat"), ops::concat(indices, 0, "concat_1"),
+                               *dense_shape);
   }
   /// Whether unit `unit` lies between the xs and ys of run(). Nodes made during the run never
   /// do; a loop's gradient can give its forward loop new inputs (a value its stacks need,

@@ -99,6 +99,9 @@ void register_fused_ops(op_registry& registry);
 void register_conv_ops(op_registry& registry);
 /// Optimizer update ops: ApplyGradientDescent, ApplyMomentum, ApplyAdam (graph/training_ops.cpp).
 void register_training_ops(op_registry& registry);
+/// The sparse ops (graph/sparse_ops.cpp): IndexedSlices, Unique, UnsortedSegmentSum, scatters,
+/// sparse updates.
+void register_sparse_ops(op_registry& registry);
 /// Switch, Merge, Enter, Exit, NextIteration, LoopCond, LogicalNot, StackPush, StackPop, Gather
 /// (graph/control_flow_ops.cpp).
 void register_control_flow_ops(op_registry& registry);

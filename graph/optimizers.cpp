@@ -8,8 +8,10 @@
 
 #include "graph/gradients.hpp"
 #include "graph/ops.hpp"
+#include "graph/sparse_ops.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace actorflow {
 
@@ -36,6 +38,17 @@ output apply_op(graph& g, const std::string& op, const variable& var,
   attrs["colocate_with"] = var.name();
   spec.attrs = std::move(attrs);
   return g.output_of(g.add_node(std::move(spec)));
+}
+
+/// For a sparse gradient (an IndexedSlices): its distinct row indices and their summed rows,
+/// made where the rows are (the worker), so that each touched row crosses to the variable once.
+std::optional<std::pair<output, output>> unique_rows(const output& grad) {
+  auto slices = as_indexed_slices(grad);
+  if (!slices)
+    return std::nullopt;
+  auto& g = *grad.owner;
+  auto beside_rows = g.colocate_with(slices->values);
+  return ops::deduplicate_slices(slices->values, slices->indices, "DeduplicateSlices");
 }
 
 /// A NoOp named exactly as the current name scope (TF names the train op after its scope),
@@ -141,6 +154,11 @@ output gradient_descent_optimizer::apply_gradients(
     auto colocation = g.colocate_with(var.ref);
     auto type = var.ref.type();
     auto alpha = ops::scalar_like(g, type, learning_rate_, "learning_rate");
+    if (auto rows = unique_rows(grad)) {
+      updates.push_back(apply_op(g, "SparseApplyGradientDescent", var, {},
+                                 {alpha, rows->second, rows->first}));
+      continue;
+    }
     updates.push_back(apply_op(g, "ApplyGradientDescent", var, {}, {alpha, grad}));
   }
   return group_named_after_scope(g, updates);
@@ -164,6 +182,12 @@ output momentum_optimizer::apply_gradients(
     auto type = var.ref.type();
     auto lr = ops::scalar_like(g, type, learning_rate_, "learning_rate");
     auto momentum = ops::scalar_like(g, type, momentum_, "momentum");
+    if (auto rows = unique_rows(grad)) {
+      updates.push_back(apply_op(g, "SparseApplyMomentum", var, {accumulators[i]},
+                                 {lr, rows->second, rows->first, momentum},
+                                 {{"use_nesterov", use_nesterov_}}));
+      continue;
+    }
     updates.push_back(apply_op(g, "ApplyMomentum", var, {accumulators[i]}, {lr, grad, momentum},
                                {{"use_nesterov", use_nesterov_}}));
   }

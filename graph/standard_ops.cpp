@@ -298,6 +298,7 @@ status gather(shape_context& c) {
 void register_standard_ops(op_registry& r) {
   register_gradient_ops(r);
   register_training_ops(r);
+  register_sparse_ops(r);
   register_conv_ops(r);
   register_fused_ops(r);
   register_control_flow_ops(r);

@@ -1,0 +1,314 @@
+// Sparse ops (graph/sparse_ops.hpp): their definitions and shape inference, their builders, and
+// their gradients. Definitions:
+//   IndexedSlices(values [n, ...], indices [n])      attr dense_shape; output: the dense tensor
+//   Unique(x [n])                                      outputs y [m], idx [n] (int32)
+//   UnsortedSegmentSum(data [n, ...], ids [n], num)    output [num, ...]
+//   _DeduplicateSlices(values [n, ...], indices [n])   outputs indices [m], values [m, ...]
+//   ScatterAdd/ScatterSub/ScatterUpdate(var, indices [n], updates [n, ...])   output: var
+//   SparseApplyGradientDescent(var, alpha, grad [n, ...], indices [n])
+//   SparseApplyMomentum(var, accum, lr, grad [n, ...], indices [n], momentum)  attr use_nesterov
+// The update ops take their variables as refs, like the dense Apply ops (attr "variable",
+// "slots"), and are ordered by the variable's shard as those are.
+#include "graph/sparse_ops.hpp"
+
+#include "graph/gradients.hpp"
+#include "graph/op_registry.hpp"
+#include "graph/ops.hpp"
+
+namespace actorflow {
+
+namespace {
+
+status error(const std::string& message) { return make_error(errc::invalid_argument, message); }
+
+bool is_index_type(dtype t) { return t == dtype::int32 || t == dtype::int64; }
+
+status check_indices(const shape_context& c, int i, const char* what) {
+  auto k = static_cast<std::size_t>(i);
+  if (!is_index_type(c.input_types[k]))
+    return error(c.n.op + " " + what + " must be int32 or int64, got " + to_string(c.input_types[k]));
+  auto& s = c.input_shapes[k];
+  if (s.rank_known() && s.rank() != 1)
+    return error(c.n.op + " " + what + " must be a vector, got " + s.to_string());
+  return {};
+}
+
+/// [rows, the dims of `like` after its first]: the shape of a stack of `like`'s rows.
+tensor_shape rows_of(std::int64_t rows, const tensor_shape& like) {
+  if (!like.rank_known() || like.rank() < 1)
+    return tensor_shape::unknown();
+  std::vector<std::int64_t> dims{rows};
+  for (int i = 1; i < like.rank(); ++i)
+    dims.push_back(like.dim(i));
+  return tensor_shape{dims};
+}
+
+/// The rows of `values` must match those of the variable (input 0) after its first dim.
+status check_rows_like_variable(const shape_context& c, int values) {
+  auto& var = c.input_shapes[0];
+  auto& rows = c.input_shapes[static_cast<std::size_t>(values)];
+  if (!var.rank_known() || !rows.rank_known())
+    return {};
+  if (rows.rank() != var.rank())
+    return error(c.n.op + ": rows of shape " + rows.to_string() + " do not fit variable shape " +
+                 var.to_string());
+  for (int i = 1; i < var.rank(); ++i)
+    if (var.dim(i) >= 0 && rows.dim(i) >= 0 && var.dim(i) != rows.dim(i))
+      return error(c.n.op + ": rows of shape " + rows.to_string() + " do not fit variable shape " +
+                   var.to_string());
+  return {};
+}
+
+/// A sparse update op: the variable (and slots) float, `rows` like it, `indices` a vector,
+/// `scalars` scalars of its type.
+status sparse_update(shape_context& c, int rows, int indices, const std::vector<int>& scalars) {
+  auto type = c.input_types[0];
+  if (!is_floating(type) && c.n.op.rfind("Scatter", 0) != 0)
+    return error(c.n.op + " updates float32 or float64 variables, got " + to_string(type));
+  AF_RETURN_IF_ERROR(check_indices(c, indices, "indices"));
+  if (c.input_types[static_cast<std::size_t>(rows)] != type)
+    return error(c.n.op + ": the rows are " + to_string(c.input_types[static_cast<std::size_t>(rows)]) +
+                 " but the variable is " + to_string(type));
+  for (auto i : scalars) {
+    auto& s = c.input_shapes[static_cast<std::size_t>(i)];
+    if (c.input_types[static_cast<std::size_t>(i)] != type || (s.rank_known() && s.rank() != 0))
+      return error(c.n.op + ": input " + std::to_string(i) + " must be a " + to_string(type) + " scalar");
+  }
+  AF_RETURN_IF_ERROR(check_rows_like_variable(c, rows));
+  c.set_output(0, type, c.input_shapes[0]);
+  return {};
+}
+
+graph& graph_of(const output& x) { return *x.owner; }
+
+/// The node of a scatter op on `var`, colocated with it.
+output scatter(const char* op, const actorflow::variable& var, output indices, output updates,
+               const std::string& name) {
+  auto& g = graph_of(var.ref);
+  auto beside = g.colocate_with(var.ref);
+  return ops::make(g, op, name, {var.ref, indices, updates},
+                   {{"variable", var.name()}, {"colocate_with", var.name()}});
+}
+
+// --- gradients -------------------------------------------------------------------------------
+
+using grads = std::vector<output>;
+
+output input_of(graph& g, const node& op, int i) {
+  auto& e = op.inputs[static_cast<std::size_t>(i)];
+  return g.output_of(e.node_id, e.index);
+}
+
+/// Gather along axis 0 of a tensor whose shape is known (a variable's read): an IndexedSlices
+/// of the incoming rows; otherwise dense, the rows summed into zeros of params' run-time shape.
+status gather_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  if (op.attr_or<std::int64_t>("axis", 0) != 0)
+    return make_error(errc::unimplemented, "the gradient of Gather '" + op.name +
+                                             "' along an axis other than 0");
+  auto params = input_of(g, op, 0);
+  auto indices = input_of(g, op, 1);
+  auto& shape = params.shape();
+  // The incoming rows [n, row...] for the indices flattened to [n].
+  std::vector<std::int64_t> rows{-1};
+  for (int i = 1; shape.rank_known() && i < shape.rank(); ++i)
+    rows.push_back(shape.dim(i));
+  auto flat_indices = ops::reshape(indices, {-1}, "Reshape");
+  auto values = ops::reshape(dy[0], rows, "Reshape_1");
+  if (shape.fully_defined()) {
+    dx[0] = ops::indexed_slices(values, flat_indices, shape.dims());
+    return {};
+  }
+  // Rows of a computed tensor (the unique rows of an embedding lookup, on the worker): its
+  // run-time row count.
+  dx[0] = ops::make(g, "UnsortedSegmentSumLike", "UnsortedSegmentSumLike", {values, flat_indices, params});
+  return {};
+}
+
+/// d(dense)/d(values): the rows of the incoming gradient at the indices.
+status indexed_slices_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  dx[0] = ops::gather(dy[0], input_of(g, op, 1), 0, "Gather");
+  return {};
+}
+
+status unsorted_segment_sum_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  dx[0] = ops::gather(dy[0], input_of(g, op, 1), 0, "Gather");
+  return {};
+}
+
+} // namespace
+
+std::optional<indexed_slices> as_indexed_slices(const output& dense) {
+  if (!dense.valid() || dense.index != 0)
+    return std::nullopt;
+  auto& n = dense.producer();
+  if (n.op != "IndexedSlices")
+    return std::nullopt;
+  auto* shape = n.attr<std::vector<std::int64_t>>("dense_shape");
+  if (shape == nullptr)
+    return std::nullopt;
+  auto& g = *dense.owner;
+  return indexed_slices{g.output_of(n.inputs[0].node_id, n.inputs[0].index),
+                        g.output_of(n.inputs[1].node_id, n.inputs[1].index), *shape};
+}
+
+void register_sparse_ops(op_registry& r) {
+  auto plain = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer) {
+    r.add(op_def{std::move(name), inputs, false, false, std::move(infer)});
+  };
+  plain("IndexedSlices", 2, [](shape_context& c) {
+    AF_RETURN_IF_ERROR(check_indices(c, 1, "indices"));
+    auto* dims = c.n.attr<std::vector<std::int64_t>>("dense_shape");
+    if (dims == nullptr || dims->empty())
+      return error("IndexedSlices needs a dense_shape of rank 1 or more");
+    tensor_shape dense{*dims};
+    auto& values = c.input_shapes[0];
+    if (values.rank_known() && !rows_of(-1, dense).is_compatible_with(values))
+      return error("IndexedSlices values of shape " + values.to_string() +
+                   " are not rows of dense shape " + dense.to_string());
+    c.set_output(0, c.input_types[0], dense);
+    return status{};
+  });
+  // The dense gradient of a Gather of a computed tensor: values [n, ...] summed at indices [n]
+  // into zeros of input 2's run-time shape (only its shape is read).
+  {
+    op_def def{"UnsortedSegmentSumLike", 3, false, false, [](shape_context& c) {
+      AF_RETURN_IF_ERROR(check_indices(c, 1, "indices"));
+      c.set_output(0, c.input_types[0], c.input_shapes[2]);
+      return status{};
+    }};
+    def.shape_only_inputs = {2};
+    r.add(std::move(def));
+  }
+  plain("Unique", 1, [](shape_context& c) {
+    auto& x = c.input_shapes[0];
+    if (x.rank_known() && x.rank() != 1)
+      return error("Unique takes a vector, got " + x.to_string());
+    c.set_output(0, c.input_types[0], tensor_shape{std::vector<std::int64_t>{-1}});
+    c.set_output(1, dtype::int32, x.rank_known() ? x : tensor_shape{std::vector<std::int64_t>{-1}});
+    return status{};
+  });
+  plain("UnsortedSegmentSum", 3, [](shape_context& c) {
+    AF_RETURN_IF_ERROR(check_indices(c, 1, "segment_ids"));
+    auto& num = c.input_shapes[2];
+    if (!is_index_type(c.input_types[2]) || (num.rank_known() && num.rank() != 0))
+      return error("UnsortedSegmentSum num_segments must be an int32 or int64 scalar");
+    c.set_output(0, c.input_types[0], rows_of(-1, c.input_shapes[0]));
+    return status{};
+  });
+  plain("_DeduplicateSlices", 2, [](shape_context& c) {
+    AF_RETURN_IF_ERROR(check_indices(c, 1, "indices"));
+    c.set_output(0, c.input_types[1], tensor_shape{std::vector<std::int64_t>{-1}});
+    c.set_output(1, c.input_types[0], rows_of(-1, c.input_shapes[0]));
+    return status{};
+  });
+  auto update = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer,
+                     std::vector<int> slots) {
+    op_def def{std::move(name), inputs, /*stateful=*/true, /*takes_variable_ref=*/true,
+               std::move(infer)};
+    def.variable_ref_inputs = std::move(slots);
+    r.add(std::move(def));
+  };
+  for (auto op : {"ScatterAdd", "ScatterSub", "ScatterUpdate"})
+    update(op, 3, [](shape_context& c) { return sparse_update(c, 2, 1, {}); }, {});
+  update("SparseApplyGradientDescent", 4,
+         [](shape_context& c) { return sparse_update(c, 2, 3, {1}); }, {});
+  update("SparseApplyMomentum", 6, [](shape_context& c) {
+    AF_RETURN_IF_ERROR(sparse_update(c, 3, 4, {2, 5}));
+    if (c.input_types[1] != c.input_types[0] ||
+        !c.input_shapes[1].is_compatible_with(c.input_shapes[0]))
+      return error("SparseApplyMomentum: accum " + c.input_shapes[1].to_string() +
+                   " differs from the variable " + c.input_shapes[0].to_string());
+    return status{};
+  }, {1});
+}
+
+void register_sparse_gradients(gradient_registry& r) {
+  r.add("Gather", gather_grad);
+  r.add("IndexedSlices", indexed_slices_grad);
+  r.add("UnsortedSegmentSum", unsorted_segment_sum_grad);
+  for (auto op : {"Unique", "_DeduplicateSlices", "UnsortedSegmentSumLike", "ScatterAdd",
+                  "ScatterSub", "ScatterUpdate", "SparseApplyGradientDescent",
+                  "SparseApplyMomentum"})
+    r.add_not_differentiable(op);
+}
+
+namespace ops {
+
+output indexed_slices(output values, output indices, std::vector<std::int64_t> dense_shape,
+                      const std::string& name) {
+  return make(graph_of(values), "IndexedSlices", name, {values, indices},
+              {{"dense_shape", std::move(dense_shape)}});
+}
+
+std::pair<output, output> unique(output x, const std::string& name) {
+  auto y = make(graph_of(x), "Unique", name, {x});
+  return {y, graph_of(x).output_of(y.node_id, 1)};
+}
+
+output unsorted_segment_sum(output data, output segment_ids, output num_segments,
+                            const std::string& name) {
+  return make(graph_of(data), "UnsortedSegmentSum", name, {data, segment_ids, num_segments});
+}
+
+std::pair<output, output> deduplicate_slices(output values, output indices, const std::string& name) {
+  auto& g = graph_of(values);
+  auto ids = make(g, "_DeduplicateSlices", name, {values, indices});
+  return {ids, g.output_of(ids.node_id, 1)};
+}
+
+output scatter_add(const actorflow::variable& var, output indices, output updates, const std::string& name) {
+  return scatter("ScatterAdd", var, indices, updates, name);
+}
+
+output scatter_sub(const actorflow::variable& var, output indices, output updates, const std::string& name) {
+  return scatter("ScatterSub", var, indices, updates, name);
+}
+
+output scatter_update(const actorflow::variable& var, output indices, output updates, const std::string& name) {
+  return scatter("ScatterUpdate", var, indices, updates, name);
+}
+
+output embedding_lookup(const actorflow::variable& params, output ids, const std::string& name) {
+  auto& g = graph_of(ids);
+  auto scope = g.name_scope(name);
+  auto& ids_shape = ids.shape();
+  auto& table = params.ref.shape();
+  if (!table.fully_defined() || table.rank() < 1) {
+    g.record_error(make_error(errc::invalid_argument, "embedding_lookup: the table '" +
+                                                        params.name() + "' has shape " +
+                                                        table.to_string() + ", not a fully defined one"));
+    return {};
+  }
+  int unknown = 0;
+  for (int i = 0; ids_shape.rank_known() && i < ids_shape.rank(); ++i)
+    unknown += ids_shape.dim(i) < 0 ? 1 : 0;
+  if (!ids_shape.rank_known() || unknown > 1) {
+    g.record_error(make_error(errc::unimplemented, "embedding_lookup: ids of shape " +
+                                                     ids_shape.to_string() +
+                                                     " (at most one unknown dimension, for now)"));
+    return {};
+  }
+  // Where the ids are: each distinct id once.
+  output unique_ids, positions;
+  {
+    auto beside_ids = g.colocate_with(ids);
+    std::tie(unique_ids, positions) = unique(reshape(ids, {-1}, "Reshape"), "Unique");
+  }
+  // Where the table is: those rows only.
+  output rows;
+  {
+    auto beside_table = g.colocate_with(params.ref);
+    rows = gather(params.read, unique_ids, 0, "Gather");
+  }
+  // Where the ids are again: spread back, in the ids' shape.
+  auto beside_ids = g.colocate_with(ids);
+  auto spread = gather(rows, positions, 0, "Gather_1");
+  auto out_dims = ids_shape.dims();
+  for (int i = 1; i < table.rank(); ++i)
+    out_dims.push_back(table.dim(i));
+  return reshape(spread, out_dims, "Reshape_1");
+}
+
+} // namespace ops
+
+} // namespace actorflow

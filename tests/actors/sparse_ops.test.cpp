@@ -1,0 +1,221 @@
+// Sparse values and embeddings through real sessions (graph/sparse_ops.hpp): the ops against
+// hand-computed values, the gradient of a lookup as an IndexedSlices against finite differences,
+// and the sparse optimizer paths against the dense ones on the same data.
+#include "actors/session.hpp"
+#include "graph/gradients.hpp"
+#include "graph/ops.hpp"
+#include "graph/optimizers.hpp"
+#include "graph/sparse_ops.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace actorflow;
+
+namespace {
+
+constexpr std::int64_t rows = 6;
+constexpr std::int64_t dim = 3;
+
+std::vector<double> table_values() {
+  std::vector<double> v;
+  for (std::int64_t i = 0; i < rows * dim; ++i)
+    v.push_back(0.1 * static_cast<double>(i) - 0.7);
+  return v;
+}
+
+/// A float64 table of rows x dim and int64 ids fed at run time.
+struct lookup_model {
+  graph g;
+  actorflow::variable table;
+  output ids;
+  explicit lookup_model(std::vector<std::int64_t> ids_shape = {2, 2}) {
+    table = ops::variable(g, ops::constant(g, tensor::from_vector<double>(table_values(), {rows, dim})),
+                          "table");
+    ids = ops::placeholder(g, dtype::int64, tensor_shape{ids_shape}, "ids");
+  }
+};
+
+tensor ids_of(const std::vector<std::int64_t>& values, std::vector<std::int64_t> shape) {
+  return tensor::from_vector<std::int64_t>(values, tensor_shape{std::move(shape)});
+}
+
+} // namespace
+
+TEST_CASE("embedding_lookup gives the rows of its ids in their shape, with repeated ids", "[actors][sparse]") {
+  lookup_model m;
+  auto looked_up = ops::embedding_lookup(m.table, m.ids);
+  REQUIRE(m.g.status().ok());
+  CHECK(looked_up.shape() == tensor_shape{std::vector<std::int64_t>{2, 2, dim}});
+  session s{m.g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+  auto r = s.run({looked_up}, {{m.ids, ids_of({1, 4, 1, 0}, {2, 2})}});
+  REQUIRE(r.ok());
+  auto got = r->at(0).to_vector<double>();
+  auto table = table_values();
+  std::vector<double> expected;
+  for (auto id : {1, 4, 1, 0})
+    for (std::int64_t c = 0; c < dim; ++c)
+      expected.push_back(table[static_cast<std::size_t>(id * dim + c)]);
+  CHECK(got == expected);
+  // An id out of the table is an error that names it.
+  auto bad = s.run({looked_up}, {{m.ids, ids_of({1, 6, 1, 0}, {2, 2})}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message().find("index 6 is out of range [0, 6)") != std::string::npos);
+}
+
+TEST_CASE("the gradient of a lookup is an IndexedSlices of the unique rows, and its dense form matches finite differences", "[actors][sparse][gradients]") {
+  lookup_model m;
+  auto looked_up = ops::embedding_lookup(m.table, m.ids);
+  std::mt19937_64 engine{7};
+  std::uniform_real_distribution<double> dist{-1, 1};
+  std::vector<double> weights(2 * 2 * dim);
+  for (auto& w : weights)
+    w = dist(engine);
+  auto weighted = ops::mul(looked_up, ops::constant(m.g, tensor::from_vector<double>(weights, {2, 2, dim})));
+  auto y = ops::reduce_sum(ops::square(weighted));
+  auto grad = gradients(y, {m.table.ref})[0];
+  REQUIRE(m.g.status().ok());
+  auto slices = as_indexed_slices(grad);
+  REQUIRE(slices.has_value());
+  CHECK(slices->dense_shape == std::vector<std::int64_t>{rows, dim});
+
+  session s{m.g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+  feed_list feeds{{m.ids, ids_of({1, 4, 1, 0}, {2, 2})}};
+  auto r = s.run({grad, slices->indices, slices->values}, feeds);
+  REQUIRE(r.ok());
+  // Three distinct rows cross back, not four (the ids were made unique first).
+  CHECK(r->at(1).num_elements() == 3);
+  CHECK(r->at(2).num_elements() == 3 * dim);
+  auto analytic = r->at(0).to_vector<double>();
+
+  // y as a function of the table, by central differences.
+  auto value = ops::placeholder(m.g, dtype::float64, {rows, dim}, "value");
+  auto set = ops::assign(m.table, value);
+  auto table = table_values();
+  const double h = 1e-6;
+  for (std::int64_t i = 0; i < rows * dim; ++i) {
+    auto at = [&](double delta) {
+      auto shifted = table;
+      shifted[static_cast<std::size_t>(i)] += delta;
+      REQUIRE(s.run_targets({set}, {{value, tensor::from_vector<double>(shifted, {rows, dim})}}).ok());
+      auto out = s.run({y}, feeds);
+      REQUIRE(out.ok());
+      return out->at(0).scalar_value<double>();
+    };
+    auto numeric = (at(h) - at(-h)) / (2 * h);
+    INFO("table element " << i);
+    CHECK(analytic[static_cast<std::size_t>(i)] == Approx(numeric).margin(1e-6));
+  }
+  // Rows 2, 3 and 5 were not looked up: no gradient.
+  for (auto row : {2, 3, 5})
+    for (std::int64_t c = 0; c < dim; ++c)
+      CHECK(analytic[static_cast<std::size_t>(row * dim + c)] == 0.0);
+}
+
+TEST_CASE("sparse gradient descent and momentum give the variables of their dense forms, with repeated ids and two lookups of one table", "[actors][sparse][optimizers]") {
+  for (std::string kind : {"sgd", "momentum"}) {
+    auto train = [&](bool sparse) {
+      lookup_model m{{4}};
+      // Two lookups of one table: their sparse gradients are summed as rows.
+      auto first = ops::embedding_lookup(m.table, m.ids);
+      auto second = ops::embedding_lookup(m.table, m.ids, "embedding_lookup_again");
+      auto target = ops::constant(m.g, tensor::from_vector<double>(std::vector<double>(4 * dim, 0.25), {4, dim}));
+      auto loss = ops::reduce_sum(ops::square(ops::sub(ops::add(first, ops::mul(second, second)), target)));
+      auto pairs = std::vector<gradient_and_variable>{{gradients(loss, {m.table.ref})[0], m.table}};
+      REQUIRE(as_indexed_slices(pairs[0].first).has_value());
+      if (!sparse)
+        pairs[0].first = ops::identity(pairs[0].first, "dense");  // the dense tensor it stands for
+      std::unique_ptr<optimizer> opt;
+      if (kind == "sgd")
+        opt = std::make_unique<gradient_descent_optimizer>(0.1);
+      else
+        opt = std::make_unique<momentum_optimizer>(0.1, 0.9);
+      auto step = opt->apply_gradients(pairs);
+      REQUIRE(m.g.status().ok());
+      bool uses_sparse_kernel = false;
+      for (int id = 0; id < static_cast<int>(m.g.size()); ++id)
+        uses_sparse_kernel = uses_sparse_kernel || m.g.at(id).op.rfind("SparseApply", 0) == 0;
+      CHECK(uses_sparse_kernel == sparse);
+      session s{m.g};
+      REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+      // Sparse momentum is lazy (TF's SparseApplyMomentum): a row's accumulator decays only
+      // when the row is touched, so against the dense form every step touches the same rows.
+      auto batches = kind == "sgd"
+                       ? std::vector<std::vector<std::int64_t>>{{1, 4, 1, 0}, {5, 5, 2, 1}, {0, 1, 2, 3}}
+                       : std::vector<std::vector<std::int64_t>>{{1, 4, 1, 0}, {0, 4, 4, 1}, {4, 0, 1, 1}};
+      for (auto& batch : batches)
+        REQUIRE(s.run_targets({step}, {{m.ids, ids_of(batch, {4})}}).ok());
+      auto value = s.run({m.table.read});
+      REQUIRE(value.ok());
+      return value->at(0).to_vector<double>();
+    };
+    INFO(kind);
+    auto dense = train(false);
+    auto sparse = train(true);
+    REQUIRE(dense.size() == sparse.size());
+    for (std::size_t i = 0; i < dense.size(); ++i)
+      CHECK(sparse[i] == Approx(dense[i]).margin(1e-12));
+    // Training moved the table.
+    CHECK(dense != table_values());
+  }
+}
+
+TEST_CASE("Unique, UnsortedSegmentSum, deduplicated slices and the scatter ops", "[actors][sparse]") {
+  graph g;
+  auto x = ops::constant(g, tensor::from_vector<std::int64_t>({7, 3, 7, 7, 1, 3}));
+  auto [y, idx] = ops::unique(x);
+  auto data = ops::constant(g, tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}));
+  auto segments = ops::unsorted_segment_sum(
+    data, ops::constant(g, tensor::from_vector<std::int32_t>({2, 0, 2, 2})),
+    ops::constant(g, tensor::scalar<std::int32_t>(3)));
+  auto [ids, sums] = ops::deduplicate_slices(
+    data, ops::constant(g, tensor::from_vector<std::int64_t>({5, 2, 5, 9})));
+  auto v = ops::variable(g, ops::constant(g, tensor::from_vector<float>({0, 0, 1, 1, 2, 2}, {3, 2})), "v");
+  auto added = ops::scatter_add(v, ops::constant(g, tensor::from_vector<std::int32_t>({2, 0, 2})),
+                                ops::constant(g, tensor::from_vector<float>({1, 1, 10, 10, 100, 100}, {3, 2})));
+  REQUIRE(g.status().ok());
+  session s{g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  auto r = s.run({y, idx, segments, ids, sums});
+  REQUIRE(r.ok());
+  CHECK(r->at(0).to_vector<std::int64_t>() == std::vector<std::int64_t>{7, 3, 1});
+  CHECK(r->at(1).to_vector<std::int32_t>() == std::vector<std::int32_t>{0, 1, 0, 0, 2, 1});
+  CHECK(r->at(2).to_vector<float>() == std::vector<float>{3, 4, 0, 0, 1 + 5 + 7, 2 + 6 + 8});
+  CHECK(r->at(3).to_vector<std::int64_t>() == std::vector<std::int64_t>{5, 2, 9});
+  CHECK(r->at(4).to_vector<float>() == std::vector<float>{1 + 5, 2 + 6, 3, 4, 7, 8});
+  auto after = s.run({added});
+  REQUIRE(after.ok());
+  // Rows 0 and 2 changed (2 twice), row 1 untouched.
+  CHECK(after->at(0).to_vector<float>() == std::vector<float>{10, 10, 1, 1, 103, 103});
+}
+
+TEST_CASE("sparse momentum is lazy: a row the batch does not touch keeps its value and its accumulator", "[actors][sparse][optimizers]") {
+  lookup_model m{{2}};
+  auto loss = ops::reduce_sum(ops::embedding_lookup(m.table, m.ids));
+  momentum_optimizer opt{0.5, 0.9};
+  auto step = opt.minimize(loss, {m.table});
+  REQUIRE(m.g.status().ok());
+  session s{m.g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+  REQUIRE(s.run_targets({step}, {{m.ids, ids_of({2, 3}, {2})}}).ok());
+  REQUIRE(s.run_targets({step}, {{m.ids, ids_of({3, 3}, {2})}}).ok());
+  auto table = table_values();
+  auto now = s.run({m.table.read});
+  REQUIRE(now.ok());
+  auto got = now->at(0).to_vector<double>();
+  for (std::int64_t c = 0; c < dim; ++c) {
+    auto at = [&](std::int64_t row) { return static_cast<std::size_t>(row * dim + c); };
+    // Row 2, touched once (gradient 1): accum 1, moved by 0.5 once; untouched in step 2.
+    CHECK(got[at(2)] == Approx(table[at(2)] - 0.5));
+    // Row 3: gradient 1 then 2 (twice in the batch, summed): accum 1, then 0.9 + 2.
+    CHECK(got[at(3)] == Approx(table[at(3)] - 0.5 * 1 - 0.5 * 2.9));
+    // Rows never looked up do not move.
+    CHECK(got[at(0)] == table[at(0)]);
+  }
+}
