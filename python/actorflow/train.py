@@ -9,6 +9,7 @@ servers (actors/server.hpp) and replica_device_setter (graph/replica_device_sett
 """
 
 import sys
+import threading
 
 from actorflow import _actorflow as _c
 from actorflow import errors
@@ -270,7 +271,23 @@ class Server:
         """Nothing to do: the server started when it was made."""
 
     def join(self):
-        self._c.join()
+        """Blocks until the server stops. Ctrl-C stops it and raises KeyboardInterrupt: the C++
+        join waits on another thread, so that this one still takes signals."""
+        stopped = threading.Event()
+
+        def wait():
+            try:
+                self._c.join()
+            finally:
+                stopped.set()
+
+        threading.Thread(target=wait, name="actorflow-server-join", daemon=True).start()
+        try:
+            while not stopped.wait(1.0):
+                pass
+        except KeyboardInterrupt:
+            self._c.stop()
+            raise
 
     def stop(self):
         """Stops the server (not in TF's API; join() returns)."""
