@@ -112,6 +112,7 @@ class Session:
                              int(config.inter_op_parallelism_threads),
                              int(config.intra_op_parallelism_threads), float(timeout), 60.0)
         self._context = []
+        self._used_feed_cache = {}
 
     @property
     def graph(self):
@@ -171,6 +172,11 @@ class Session:
                     fetch_outputs.append(leaf._output)
             else:
                 targets.append(self._graph._c.op_handle(leaf._node_id))
+        # TF accepts feeds the step does not need; actorflow's master refuses a fed tensor that
+        # pruning left out, so those are dropped here.
+        used = self._used_feeds(leaves, feed_outputs)
+        feed_outputs = [o for o, u in zip(feed_outputs, used) if u]
+        feed_values = [v for v, u in zip(feed_values, used) if u]
         arrays = self._c.run(fetch_outputs, feed_outputs, feed_values, targets)
         values = []
         for leaf in leaves:
@@ -180,6 +186,44 @@ class Session:
             else:
                 values.append(None)
         return _rebuild(structure, values)
+
+    def _used_feeds(self, leaves, feed_outputs):
+        """For each fed output, whether the step reaches it from its fetches and targets (walking
+        data and control inputs, stopping at fed outputs). Cached per fetches, feeds and graph
+        size, as a training loop runs the same step over and over."""
+        fed = [(o.node_id, o.index) for o in feed_outputs]
+        roots = tuple((leaf.op._node_id, leaf.value_index) if isinstance(leaf, Tensor)
+                      else (leaf._node_id, None) for leaf in leaves)
+        key = (roots, tuple(fed), self._graph._c.size())
+        cached = self._used_feed_cache.get(key)
+        if cached is not None:
+            return cached
+        graph = self._graph._c
+        fed_set = set(fed)
+        used = set()
+        seen = set()
+        stack = []
+        for node_id, index in roots:
+            if index is not None and (node_id, index) in fed_set:
+                used.add((node_id, index))
+            else:
+                stack.append(node_id)
+        while stack:
+            node_id = stack.pop()
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            for source in graph.node_inputs(node_id):
+                if source in fed_set:
+                    used.add(source)
+                else:
+                    stack.append(source[0])
+            stack.extend(graph.node_control_inputs(node_id))
+        result = [f in used for f in fed]
+        if len(self._used_feed_cache) > 64:
+            self._used_feed_cache.clear()
+        self._used_feed_cache[key] = result
+        return result
 
     def _feeds(self, feed_dict):
         outputs, values = [], []
