@@ -51,11 +51,12 @@ class Graph:
 
     @contextlib.contextmanager
     def as_default(self):
-        _default_graph_stack.append(self)
+        stack = _default_graph_stack()
+        stack.append(self)
         try:
             yield self
         finally:
-            _default_graph_stack.remove(self)
+            stack.pop()
 
     # Views of nodes.
     def _operation(self, node_id):
@@ -222,22 +223,29 @@ class _NodeBeingMade:
         return self.type
 
 
+# The graph outside every as_default block is the process's; the blocks are per thread, as
+# in TF.
 _default_graph = Graph()
-_default_graph_stack = []
-_lock = threading.Lock()
+_graph_blocks = threading.local()
+
+
+def _default_graph_stack():
+    if not hasattr(_graph_blocks, "stack"):
+        _graph_blocks.stack = []
+    return _graph_blocks.stack
 
 
 def get_default_graph():
-    return _default_graph_stack[-1] if _default_graph_stack else _default_graph
+    stack = _default_graph_stack()
+    return stack[-1] if stack else _default_graph
 
 
 def reset_default_graph():
     global _default_graph
-    if _default_graph_stack:
+    if _default_graph_stack():
         raise AssertionError("Do not use tf.reset_default_graph() to clear nested graphs. If "
                              "you need a cleared graph, exit the nesting and create a new graph.")
-    with _lock:
-        _default_graph = Graph()
+    _default_graph = Graph()
 
 
 def name_scope(name, default_name=None, values=None):

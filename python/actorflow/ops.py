@@ -14,7 +14,7 @@ import numpy as np
 
 from actorflow import _actorflow as _c
 from actorflow import dtypes
-from actorflow.framework import (Operation, Tensor, Variable, _same_graph, convert_to_tensor,
+from actorflow.framework import (Tensor, Variable, _same_graph, convert_to_tensor,
                                  get_default_graph, numpy_value)
 
 
