@@ -101,9 +101,12 @@ class Graph:
             return self.get_tensor_by_name(obj) if ":" in obj else self.get_operation_by_name(obj)
         raise TypeError("Can not convert a %s into a Tensor or Operation." % type(obj).__name__)
 
-    # Scopes: each is a C++ scope closed when the `with` block ends.
+    # Scopes: each is a C++ scope opened when the `with` block begins (not when the context
+    # manager is made: C++ scopes must end in the reverse order they began) and closed when it
+    # ends.
     @contextlib.contextmanager
-    def _scope(self, native_scope):
+    def _scope(self, open_native_scope):
+        native_scope = open_native_scope()
         try:
             self._check_error()
             yield
@@ -118,7 +121,7 @@ class Graph:
         if name.endswith("/"):
             raise ValueError("name_scope %r: re-entering a scope by its full name is not "
                              "supported yet" % name)
-        with self._scope(self._c.name_scope(name)):
+        with self._scope(lambda: self._c.name_scope(name)):
             yield self._c.current_scope() + "/"
 
     def device(self, device_name_or_function):
@@ -128,14 +131,14 @@ class Graph:
                              "supported yet")
         native = getattr(spec, "_native_device_function", None)
         if native is not None:
-            return self._scope(self._c.device_native(native))
+            return self._scope(lambda: self._c.device_native(native))
         if isinstance(spec, DeviceSpec):
             spec = spec.to_string()
         if isinstance(spec, str):
-            scope = self._c.device(spec)
-            return self._scope(scope)
+            return self._scope(lambda: self._c.device(spec))
         if callable(spec):
-            return self._scope(self._c.device_function(self._python_device_function(spec)))
+            choose = self._python_device_function(spec)
+            return self._scope(lambda: self._c.device_function(choose))
         raise TypeError("device() takes a device name, a DeviceSpec or a function of the op, "
                         "not %r" % (spec,))
 
@@ -156,7 +159,7 @@ class Graph:
             raise ValueError("control_dependencies(None), which clears the enclosing ones, is "
                              "not supported yet")
         handles = [self._control_handle(x) for x in control_inputs]
-        return self._scope(self._c.control_dependencies(handles))
+        return self._scope(lambda: self._c.control_dependencies(handles))
 
     def _control_handle(self, x):
         element = self.as_graph_element(x)
@@ -169,7 +172,7 @@ class Graph:
             raise ValueError("colocate_with(ignore_existing=True) is not supported yet")
         element = self.as_graph_element(op)
         handle = element._output if isinstance(element, Tensor) else self._c.op_handle(element._node_id)
-        return self._scope(self._c.colocate_with(handle))
+        return self._scope(lambda: self._c.colocate_with(handle))
 
     @property
     def seed(self):

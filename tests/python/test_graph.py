@@ -171,3 +171,16 @@ def test_global_and_trainable_variables_and_the_initializer():
     init = tf.global_variables_initializer()
     assert init.type == "NoOp" and init.name == "init"
     assert set(init.control_inputs) == {v.initializer, w.initializer}
+
+
+def test_a_scope_made_but_not_entered_changes_nothing_and_scopes_end_in_order():
+    unused = tf.device("/job:ps")
+    with tf.device("/job:worker"):
+        with tf.name_scope("outer"):
+            a = tf.constant(1.0)
+        b = tf.constant(2.0)
+    c = tf.constant(3.0)
+    del unused
+    assert (a.op.name, a.device) == ("outer/Const", "/job:worker")
+    assert (b.op.name, b.device) == ("Const", "/job:worker")
+    assert (c.op.name, c.device) == ("Const_1", "")
