@@ -103,21 +103,29 @@ def _int_list(values, what):
         raise TypeError("%s must be a list of ints, not %r" % (what, values)) from None
 
 
+def _dims(shape, what):
+    """A fully known shape as a list of sizes; a ValueError for a negative (unknown) one."""
+    dims = _int_list(shape, what)
+    if any(d < 0 for d in dims):
+        raise ValueError("%s must be non-negative sizes, got %r" % (what, dims))
+    return dims
+
+
 def fill(dims, value, name=None):
     value = convert_to_tensor(value)
-    return _tensor_in(value.graph, _c.fill(value.graph._c, _int_list(dims, "fill's dims"),
+    return _tensor_in(value.graph, _c.fill(value.graph._c, _dims(dims, "fill's dims"),
                                            value._output, name or "Fill"))
 
 
 def zeros(shape, dtype=dtypes.float32, name=None):
     graph = get_default_graph()
-    return _tensor_in(graph, _c.zeros(graph._c, _int_list(shape, "zeros' shape"),
+    return _tensor_in(graph, _c.zeros(graph._c, _dims(shape, "zeros' shape"),
                                       dtypes.as_dtype(dtype).name, name or "zeros"))
 
 
 def ones(shape, dtype=dtypes.float32, name=None):
     graph = get_default_graph()
-    return _tensor_in(graph, _c.ones(graph._c, _int_list(shape, "ones' shape"),
+    return _tensor_in(graph, _c.ones(graph._c, _dims(shape, "ones' shape"),
                                      dtypes.as_dtype(dtype).name, name or "ones"))
 
 
@@ -141,7 +149,7 @@ def _random(native, default_name, shape, a, b, dtype, seed, name):
             raise TypeError("%s takes Python numbers for its bounds here, not the tensor %r"
                             % (default_name, value))
     graph = get_default_graph()
-    return _tensor_in(graph, native(graph._c, _int_list(shape, default_name + "'s shape"),
+    return _tensor_in(graph, native(graph._c, _dims(shape, default_name + "'s shape"),
                                     float(a), float(b), dtypes.as_dtype(dtype).name,
                                     None if seed is None else int(seed), name or default_name))
 

@@ -140,3 +140,15 @@ def test_group_and_no_op_run_their_dependencies():
         sess.run(v.initializer)
         assert sess.run(bump) is None
         assert sess.run(v) == 1
+
+
+@pytest.mark.parametrize("make", [lambda: tf.zeros([-5]), lambda: tf.fill([2, -3], 1.0),
+                                  lambda: tf.random_uniform([-1]), lambda: tf.ones([3, -1])])
+def test_negative_sizes_are_a_value_error(make):
+    with pytest.raises(ValueError, match="non-negative"):
+        make()
+
+
+def test_a_run_time_error_names_the_node():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Gather.*index 5 is out of range"):
+        evaluate(tf.gather(tf.constant([1.0, 2.0]), [5]))
