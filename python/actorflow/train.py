@@ -222,8 +222,8 @@ class ClusterSpec:
 
 class Server:
     """A server for one task of a cluster (tf.train.Server), started when made; it prints
-    "Started server with target: caf://host:port" and serves until join() returns (the process
-    is stopped, or stop())."""
+    "Started server with target: caf://host:port" to standard error and serves until join()
+    returns (the process is stopped, or stop())."""
 
     def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol=None,
                  config=None, start=True):
@@ -258,9 +258,9 @@ class Server:
         return server
 
     def _announce(self):
-        # What TF logs as the server starts; scripts and tests read the target from it.
-        print("Started server with target: %s" % self.target, flush=True)
-        sys.stdout.flush()
+        # What TF logs (to standard error, so a program's own output stays as under TF) as the
+        # server starts; scripts and tests read the target from it.
+        print("Started server with target: %s" % self.target, file=sys.stderr, flush=True)
 
     @property
     def target(self):

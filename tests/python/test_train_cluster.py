@@ -53,7 +53,7 @@ def test_a_bad_cluster_spec_names_what_is_wrong(jobs, message):
 def test_a_local_server_serves_sessions_and_join_returns_when_it_stops(capsys):
     server = tf.train.Server.create_local_server()
     assert server.target.startswith("caf://127.0.0.1:")
-    assert capsys.readouterr().out == "Started server with target: %s\n" % server.target
+    assert capsys.readouterr().err == "Started server with target: %s\n" % server.target
     joined = threading.Event()
     joiner = threading.Thread(target=lambda: (server.join(), joined.set()))
     joiner.start()                      # join releases the GIL: the session below still runs
