@@ -38,6 +38,7 @@ class Optimizer:
         if aggregation_method is not None or grad_loss is not None:
             raise ValueError("compute_gradients: aggregation_method and grad_loss are not "
                              "supported yet")
+        _same_graph([loss] + list(var_list or []), "compute_gradients")
         loss = convert_to_tensor(loss)
         handles = self._handles(var_list)
         pairs = self._native.compute_gradients(loss._output, handles,

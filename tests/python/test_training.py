@@ -135,3 +135,13 @@ def test_a_loss_without_trainable_variables_is_a_value_error_naming_the_loss():
     loss = tf.reduce_sum(tf.constant([1.0, 2.0]))
     with pytest.raises(ValueError, match="no variables to optimize for loss .Sum:0."):
         tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+
+
+def test_variables_of_another_graph_are_a_value_error():
+    loss = tf.reduce_sum(tf.square(tf.Variable([1.0])))
+    with tf.Graph().as_default():
+        other = tf.Variable([2.0])
+    with pytest.raises(ValueError, match="same graph"):
+        tf.train.GradientDescentOptimizer(0.1).minimize(loss, var_list=[other])
+    with pytest.raises(ValueError, match="same graph"):
+        tf.gradients(loss, [other])
