@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from actorflow import _actorflow as _c
-from actorflow import dtypes
+from actorflow import dtypes, errors
 from actorflow.framework import Operation, Tensor, Variable, get_default_graph
 
 
@@ -157,6 +157,11 @@ class Session:
         if self._graph._c.size() == 0:
             raise RuntimeError("The Session graph is empty. Add operations to the graph before "
                                "calling run().")
+        construction_error = self._graph._c.error()
+        if construction_error is not None:
+            raise errors.FailedPreconditionError(
+                None, None, "the graph has an error from building it, so actorflow runs none of "
+                "it (build a new graph): %s" % construction_error[1])
         leaves = []
         structure = _flatten_fetches(self._graph, fetches, leaves)
         feed_outputs, feed_values = self._feeds(feed_dict)

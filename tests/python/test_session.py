@@ -187,3 +187,15 @@ def test_steps_release_the_gil():
         done.set()
         counter.join()
     assert counted[0] > 1000
+
+
+def test_a_graph_with_a_construction_error_is_refused_saying_why():
+    a = tf.constant(1.0)
+    with pytest.raises(ValueError, match="MatMul"):
+        tf.matmul(tf.constant([1.0]), tf.constant([2.0]))
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.FailedPreconditionError, match="build a new graph.*MatMul"):
+            sess.run(a)
+    tf.reset_default_graph()
+    with tf.Session() as sess:
+        assert sess.run(tf.constant(2.0)) == 2.0
