@@ -6,7 +6,8 @@ CMAKE_FLAGS ?=
 
 BUILD_PACKAGES := cmake ninja-build g++ pkg-config ccache libcaf-dev libcapnp-dev capnproto zlib1g-dev \
   libspdlog-dev libssl-dev openssl clang libclang-rt-dev catch2 libeigen3-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev graphviz iproute2 python3-yaml \
-  libcpp-httplib-dev prometheus libprotobuf-dev protobuf-compiler python3-protobuf python3-crc32c
+  libcpp-httplib-dev prometheus libprotobuf-dev protobuf-compiler python3-protobuf python3-crc32c \
+  pybind11-dev python3-dev python3-numpy python3-pytest
 DATA_PACKAGES := dataset-fashion-mnist
 BENCH_PACKAGES := python3-torch
 
@@ -48,8 +49,8 @@ demo: build
 bench: deps-bench build
 	bench/run_all.sh $(BUILD_DIR)/bench
 
-# Builds only what is installed (the libraries and the apps: the target actorflow_installed),
-# not the tests and benchmarks, in the same build dir as `build`.
+# Builds only what is installed (the libraries, the apps and the Python package: the target
+# actorflow_installed), not the tests and benchmarks, in the same build dir as `build`.
 install: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target actorflow_installed
 	cmake --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)

@@ -1,0 +1,33 @@
+"""actorflow from Python: TensorFlow 1.x's graph-and-session API over actorflow's C++ runtime.
+
+    import actorflow.compat.v1 as tf      # the same objects as `import actorflow as tf`
+    a = tf.Variable(3.0)
+    with tf.Session() as sess:            # or tf.Session("grpc://host:port") on a server
+        sess.run(a.initializer)
+        print(sess.run(a * 4.0))          # 12.0
+
+Names TF has and actorflow does not yet raise AttributeError saying so.
+"""
+
+from actorflow import errors, losses, nn, train
+from actorflow._missing import missing_names
+from actorflow.dtypes import (DType, TensorShape, as_dtype, bool, double, float32,  # noqa: A004
+                              float64, int32, int64)
+from actorflow.framework import (DeviceSpec, Graph, Operation, Tensor, Variable, colocate_with,
+                                 control_dependencies, convert_to_tensor, device,
+                                 get_default_graph, name_scope, reset_default_graph)
+from actorflow.ops import (add, add_n, all_variables, arg_max, argmax, assign, assign_add,
+                           assign_sub, cast, concat, constant, div, divide, equal, exp, fill,
+                           gather, global_variables, global_variables_initializer, gradients,
+                           greater, greater_equal, group, identity, initialize_all_variables,
+                           less, less_equal, log, logical_and, logical_not, matmul, multiply,
+                           negative, no_op, ones, ones_like, placeholder, random_normal,
+                           random_uniform, realdiv, reduce_max, reduce_mean, reduce_sum, reshape,
+                           sigmoid, sqrt, square, subtract, tanh, to_float, to_int32, to_int64,
+                           trainable_variables, truediv, truncated_normal, variables_initializer,
+                           zeros, zeros_like)
+from actorflow.session import ConfigProto, InteractiveSession, Session, get_default_session
+
+newaxis = None
+
+__getattr__ = missing_names(__name__)

@@ -1,0 +1,449 @@
+"""The ops (tf.constant, tf.matmul, tf.reduce_mean, ...) over graph/ops.hpp.
+
+    x = tf.placeholder(tf.float32, [None, 3], name="x")
+    w = tf.Variable(tf.random_normal([3, 1]))
+    y = tf.reduce_mean(tf.matmul(x, w), axis=0, keepdims=True)
+
+Each function converts its arguments by TF1's rules (framework.convert_to_tensor), makes the
+node through the extension and raises what went wrong making it (a ValueError with the C++
+graph's message, which names the node). Ops graph/ops.hpp does not have are absent, and asking
+the module for one raises AttributeError naming it.
+"""
+
+import numpy as np
+
+from actorflow import _actorflow as _c
+from actorflow import dtypes
+from actorflow.framework import (Tensor, Variable, _same_graph, convert_to_tensor,
+                                 get_default_graph, numpy_value)
+
+
+def _tensor_in(graph, output):
+    return graph._tensor(graph._built(output))
+
+
+def _operation_in(graph, output):
+    return graph._operation(graph._built(output).node_id)
+
+
+def _is_tensor_like(x):
+    return isinstance(x, (Tensor, Variable))
+
+
+def _operands(x, y, op_name):
+    """x and y as tensors of one graph and dtype: a Python or numpy value takes the dtype of
+    the tensor beside it (TF1's binary-op rule); two tensors must already agree."""
+    graph = _same_graph((x, y), op_name)
+    if _is_tensor_like(x) or not _is_tensor_like(y):
+        x = convert_to_tensor(x, graph=graph)
+        y = y if _is_tensor_like(y) else convert_to_tensor(y, dtype=x.dtype, graph=graph)
+    else:
+        y = convert_to_tensor(y)
+        x = convert_to_tensor(x, dtype=y.dtype, graph=graph)
+    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    if x.dtype != y.dtype:
+        raise TypeError("Input 'y' of '%s' Op has type %s that does not match type %s of "
+                        "argument 'x'." % (op_name, y.dtype.name, x.dtype.name))
+    return graph, x, y
+
+
+def _binary(native, op_name, default_name):
+    def op(x, y, name=None):
+        graph, x, y = _operands(x, y, op_name)
+        return _tensor_in(graph, native(x._output, y._output, name or default_name))
+    op.__name__ = default_name
+    return op
+
+
+def _unary(native, default_name):
+    def op(x, name=None):
+        x = convert_to_tensor(x)
+        return _tensor_in(x.graph, native(x._output, name or default_name))
+    op.__name__ = default_name
+    return op
+
+
+# --- sources -------------------------------------------------------------------------------------
+
+
+def constant(value, dtype=None, shape=None, name="Const", verify_shape=False, graph=None):
+    """A Const node holding `value` (numpy arrays keep their dtype, Python floats are float32,
+    ints int32), optionally filled out or reshaped to `shape`."""
+    array = numpy_value(value, dtype)
+    if shape is not None:
+        shape = [int(d) for d in shape]
+        if array.size == 1 and not verify_shape:
+            array = np.full(shape, array.reshape(()), dtype=array.dtype)
+        elif array.size == int(np.prod(shape, dtype=np.int64)) and not verify_shape:
+            array = array.reshape(shape)
+        elif list(array.shape) != shape:
+            raise TypeError("Expected Tensor's shape: %s, got %s." % (tuple(shape), array.shape))
+    graph = graph or get_default_graph()
+    return _tensor_in(graph, _c.constant(graph._c, np.require(array, requirements="C"), name or "Const"))
+
+
+def placeholder(dtype, shape=None, name=None):
+    graph = get_default_graph()
+    dims = None if shape is None else dtypes.TensorShape(shape).dims
+    return _tensor_in(graph, _c.placeholder(graph._c, dtypes.as_dtype(dtype).name, dims,
+                                            name or "Placeholder"))
+
+
+def _int_list(values, what):
+    if isinstance(values, (Tensor, Variable)):
+        raise TypeError("%s must be Python ints here (actorflow takes it as an attribute), not "
+                        "the tensor %r" % (what, values))
+    if isinstance(values, dtypes.TensorShape):
+        values = values.as_list()
+    if isinstance(values, (int, np.integer)):
+        values = [values]
+    try:
+        return [int(v) for v in values]
+    except (TypeError, ValueError):
+        raise TypeError("%s must be a list of ints, not %r" % (what, values)) from None
+
+
+def _dims(shape, what):
+    """A fully known shape as a list of sizes; a ValueError for a negative (unknown) one."""
+    dims = _int_list(shape, what)
+    if any(d < 0 for d in dims):
+        raise ValueError("%s must be non-negative sizes, got %r" % (what, dims))
+    return dims
+
+
+def fill(dims, value, name=None):
+    value = convert_to_tensor(value)
+    return _tensor_in(value.graph, _c.fill(value.graph._c, _dims(dims, "fill's dims"),
+                                           value._output, name or "Fill"))
+
+
+def zeros(shape, dtype=dtypes.float32, name=None):
+    graph = get_default_graph()
+    return _tensor_in(graph, _c.zeros(graph._c, _dims(shape, "zeros' shape"),
+                                      dtypes.as_dtype(dtype).name, name or "zeros"))
+
+
+def ones(shape, dtype=dtypes.float32, name=None):
+    graph = get_default_graph()
+    return _tensor_in(graph, _c.ones(graph._c, _dims(shape, "ones' shape"),
+                                     dtypes.as_dtype(dtype).name, name or "ones"))
+
+
+def _like(op, tensor, dtype, name):
+    tensor = convert_to_tensor(tensor)
+    made = _tensor_in(tensor.graph, _c.make_op(tensor.graph._c, op, name, [tensor._output]))
+    return made if dtype is None else cast(made, dtype)
+
+
+def zeros_like(tensor, dtype=None, name=None, optimize=True):
+    return _like("ZerosLike", tensor, dtype, name or "zeros_like")
+
+
+def ones_like(tensor, dtype=None, name=None, optimize=True):
+    return _like("OnesLike", tensor, dtype, name or "ones_like")
+
+
+def _random(native, default_name, shape, a, b, dtype, seed, name):
+    for value in (a, b):
+        if _is_tensor_like(value):
+            raise TypeError("%s takes Python numbers for its bounds here, not the tensor %r"
+                            % (default_name, value))
+    graph = get_default_graph()
+    return _tensor_in(graph, native(graph._c, _dims(shape, default_name + "'s shape"),
+                                    float(a), float(b), dtypes.as_dtype(dtype).name,
+                                    None if seed is None else int(seed), name or default_name))
+
+
+def random_uniform(shape, minval=0, maxval=None, dtype=dtypes.float32, seed=None, name=None):
+    if not dtypes.as_dtype(dtype).is_floating:
+        raise TypeError("random_uniform of %s: actorflow's RandomUniform makes float32 or float64"
+                        % dtypes.as_dtype(dtype).name)
+    return _random(_c.random_uniform, "random_uniform", shape, minval,
+                   1.0 if maxval is None else maxval, dtype, seed, name)
+
+
+def random_normal(shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, seed=None, name=None):
+    return _random(_c.random_normal, "random_normal", shape, mean, stddev, dtype, seed, name)
+
+
+def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, seed=None, name=None):
+    return _random(_c.truncated_normal, "truncated_normal", shape, mean, stddev, dtype, seed, name)
+
+
+# --- variables -------------------------------------------------------------------------------------
+
+
+def _variable_handle(ref, op_name):
+    if not isinstance(ref, Variable):
+        raise TypeError("%s needs a Variable as its first argument, not %r" % (op_name, ref))
+    return ref._handle
+
+
+def _assign_like(native, op_name, default_name):
+    def op(ref, value, use_locking=None, name=None, validate_shape=None):
+        handle = _variable_handle(ref, op_name)
+        _same_graph((ref, value), op_name)
+        value = convert_to_tensor(value, dtype=None if _is_tensor_like(value) else ref.dtype,
+                                  graph=ref.graph)
+        return _tensor_in(ref.graph, native(handle, value._output, name or default_name))
+    op.__name__ = default_name
+    return op
+
+
+assign = _assign_like(_c.assign, "assign", "Assign")
+assign_add = _assign_like(_c.assign_add, "assign_add", "AssignAdd")
+assign_sub = _assign_like(_c.assign_sub, "assign_sub", "AssignSub")
+
+
+def global_variables(scope=None):
+    graph = get_default_graph()
+    variables = [graph._variable(h) for h in graph._c.global_variables()]
+    return [v for v in variables if scope is None or v.op.name.startswith(scope)]
+
+
+def trainable_variables(scope=None):
+    graph = get_default_graph()
+    variables = [graph._variable(h) for h in graph._c.trainable_variables()]
+    return [v for v in variables if scope is None or v.op.name.startswith(scope)]
+
+
+all_variables = global_variables
+
+
+def global_variables_initializer():
+    graph = get_default_graph()
+    return _operation_in(graph, _c.global_variables_initializer(graph._c, "init"))
+
+
+initialize_all_variables = global_variables_initializer
+
+
+def variables_initializer(var_list, name="init"):
+    return group(*[v.initializer for v in var_list], name=name)
+
+
+def no_op(name=None):
+    graph = get_default_graph()
+    return _operation_in(graph, _c.no_op(graph._c, name or "NoOp"))
+
+
+def group(*inputs, **kwargs):
+    name = kwargs.pop("name", None)
+    if kwargs:
+        raise TypeError("group() got unexpected keyword arguments %s" % sorted(kwargs))
+    graph = _same_graph(inputs, "group")
+    deps = [graph._control_handle(x) for x in inputs]
+    return _operation_in(graph, _c.group(graph._c, deps, name or "group_deps"))
+
+
+# --- elementwise -------------------------------------------------------------------------------------
+
+identity = _unary(_c.identity, "Identity")
+negative = _unary(_c.neg, "Neg")
+square = _unary(_c.square, "Square")
+sqrt = _unary(_c.sqrt, "Sqrt")
+exp = _unary(_c.exp, "Exp")
+log = _unary(_c.log, "Log")
+tanh = _unary(_c.tanh, "Tanh")
+sigmoid = _unary(_c.sigmoid, "Sigmoid")
+logical_not = _unary(_c.logical_not, "LogicalNot")
+neg = negative
+
+add = _binary(_c.add, "Add", "Add")
+subtract = _binary(_c.sub, "Sub", "Sub")
+multiply = _binary(_c.mul, "Mul", "Mul")
+equal = _binary(_c.equal, "Equal", "Equal")
+less = _binary(_c.less, "Less", "Less")
+less_equal = _binary(_c.less_equal, "LessEqual", "LessEqual")
+greater = _binary(_c.greater, "Greater", "Greater")
+greater_equal = _binary(_c.greater_equal, "GreaterEqual", "GreaterEqual")
+logical_and = _binary(_c.logical_and, "LogicalAnd", "LogicalAnd")
+sub = subtract
+mul = multiply
+
+
+def truediv(x, y, name=None):
+    """x / y; integers are divided as float64, as TF1's truediv does for int32 and int64."""
+    graph, x, y = _operands(x, y, "RealDiv")
+    if x.dtype.is_integer:
+        x, y = cast(x, dtypes.float64), cast(y, dtypes.float64)
+    return _tensor_in(graph, _c.div(x._output, y._output, name or "truediv"))
+
+
+divide = truediv
+
+
+def div(x, y, name=None):
+    """TF1's div: the same as truediv for floating tensors; integers would floor-divide, which
+    needs FloorDiv, which actorflow has not yet."""
+    graph, x, y = _operands(x, y, "Div")
+    if not x.dtype.is_floating:
+        raise TypeError("div of %s: integer division needs FloorDiv, which actorflow has not "
+                        "yet" % x.dtype.name)
+    return _tensor_in(graph, _c.div(x._output, y._output, name or "div"))
+
+
+realdiv = div
+
+
+def add_n(inputs, name=None):
+    if not inputs:
+        raise ValueError("inputs must be a non-empty list of tensors.")
+    graph = _same_graph(inputs, "AddN")
+    tensors = [convert_to_tensor(x, graph=graph) for x in inputs]
+    if len(tensors) == 1:
+        return identity(tensors[0], name=name)
+    return _tensor_in(graph, _c.make_op(graph._c, "AddN", name or "AddN",
+                                        [t._output for t in tensors]))
+
+
+def cast(x, dtype, name=None):
+    x = convert_to_tensor(x)
+    dtype = dtypes.as_dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    return _tensor_in(x.graph, _c.cast(x._output, dtype.name, name or "Cast"))
+
+
+to_float = lambda x, name="ToFloat": cast(x, dtypes.float32, name)  # noqa: E731 - TF1's alias
+to_int32 = lambda x, name="ToInt32": cast(x, dtypes.int32, name)    # noqa: E731
+to_int64 = lambda x, name="ToInt64": cast(x, dtypes.int64, name)    # noqa: E731
+
+
+def gather(params, indices, validate_indices=None, name=None, axis=0):
+    params = convert_to_tensor(params)
+    if not _is_tensor_like(indices):
+        indices = convert_to_tensor(indices, dtype=dtypes.int32, graph=params.graph)
+    _same_graph((params, indices), "Gather")
+    return _tensor_in(params.graph, _c.gather(params._output, convert_to_tensor(indices)._output,
+                                              int(axis), name or "Gather"))
+
+
+# --- linear algebra, reductions, shapes ----------------------------------------------------------
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
+           a_is_sparse=False, b_is_sparse=False, name=None):
+    graph, a, b = _operands(a, b, "MatMul")
+    # Adjoint is the transpose for the real dtypes actorflow has.
+    return _tensor_in(graph, _c.matmul(a._output, b._output, bool(transpose_a or adjoint_a),
+                                       bool(transpose_b or adjoint_b), name or "MatMul"))
+
+
+def _axes(axis, reduction_indices):
+    if axis is None:
+        axis = reduction_indices
+    return [] if axis is None else _int_list(axis, "axis")
+
+
+def _reduction(native, default_name):
+    def op(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+           keep_dims=None):
+        x = convert_to_tensor(input_tensor)
+        keep = bool(keepdims if keepdims is not None else keep_dims)
+        return _tensor_in(x.graph, native(x._output, _axes(axis, reduction_indices), keep,
+                                          name or default_name))
+    op.__name__ = default_name
+    return op
+
+
+reduce_sum = _reduction(_c.reduce_sum, "Sum")
+reduce_mean = _reduction(_c.reduce_mean, "Mean")
+reduce_max = _reduction(_c.reduce_max, "Max")
+
+
+def argmax(input, axis=None, name=None, dimension=None, output_type=dtypes.int64):  # noqa: A002
+    x = convert_to_tensor(input)
+    axis = axis if axis is not None else (dimension if dimension is not None else 0)
+    result = _tensor_in(x.graph, _c.argmax(x._output, int(axis), name or "ArgMax"))
+    return cast(result, output_type)
+
+
+arg_max = argmax
+
+
+def reshape(tensor, shape, name=None):
+    x = convert_to_tensor(tensor)
+    return _tensor_in(x.graph, _c.reshape(x._output, _int_list(shape, "reshape's shape"),
+                                          name or "Reshape"))
+
+
+def concat(values, axis, name="concat"):
+    if not values:
+        raise ValueError("concat needs at least one value")
+    graph = _same_graph(values, "ConcatV2")
+    tensors = [convert_to_tensor(v, graph=graph) for v in values]
+    return _tensor_in(graph, _c.concat([t._output for t in tensors], int(axis), name or "concat"))
+
+
+# --- indexing ------------------------------------------------------------------------------------------
+
+
+def _slice(tensor, key):
+    """tensor[key] for ints, slices and integer scalar tensors, one axis after another, each a
+    Gather (actorflow has no StridedSlice); a slice needs that axis's size to be known."""
+    keys = key if isinstance(key, tuple) else (key,)
+    result = tensor
+    axis = 0
+    for k in keys:
+        if k is Ellipsis or k is None:
+            raise TypeError("indexing with ... or tf.newaxis is not supported yet (actorflow "
+                            "has no StridedSlice op)")
+        rank = result.shape.ndims
+        if rank is not None and axis >= rank:
+            raise ValueError("Index out of range: %r has rank %d" % (tensor, rank))
+        size = result.shape[axis] if rank is not None else None
+        if isinstance(k, (int, np.integer)):
+            k = int(k)
+            if size is not None and not -size <= k < size:
+                raise ValueError("slice index %d of dimension %d out of bounds for %r"
+                                 % (k, axis, tensor))
+            if k < 0:
+                if size is None:
+                    raise ValueError("a negative index needs the size of dimension %d, which is "
+                                     "not known for %r" % (axis, tensor))
+                k += size
+            result = gather(result, np.int32(k), axis=axis)  # the axis goes away
+        elif isinstance(k, slice):
+            if k == slice(None):
+                axis += 1
+                continue
+            if size is None:
+                raise ValueError("slicing dimension %d needs its size, which is not known for %r"
+                                 % (axis, tensor))
+            indices = np.arange(*k.indices(size), dtype=np.int32)
+            result = gather(result, indices, axis=axis)
+            axis += 1
+        elif isinstance(k, (Tensor, Variable)) and convert_to_tensor(k).dtype.is_integer:
+            result = gather(result, k, axis=axis)
+        else:
+            raise TypeError("Only integers, slices (`:`) and integer scalar tensors are valid "
+                            "indices here, got %r" % (k,))
+    return result
+
+
+# --- differentiation -------------------------------------------------------------------------------
+
+
+def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
+              gate_gradients=False, aggregation_method=None, stop_gradients=None):
+    """d(sum of ys)/dx for each x of xs; None where ys do not depend on x."""
+    if name != "gradients":
+        raise ValueError("gradients(name=%r): actorflow's gradients always go under the scope "
+                         "'gradients'" % name)
+    if aggregation_method is not None or stop_gradients is not None:
+        raise ValueError("gradients: aggregation_method and stop_gradients are not supported yet")
+    ys = list(ys) if isinstance(ys, (list, tuple)) else [ys]
+    xs = list(xs) if isinstance(xs, (list, tuple)) else [xs]
+    grad_ys = [] if grad_ys is None else (list(grad_ys) if isinstance(grad_ys, (list, tuple))
+                                          else [grad_ys])
+    graph = _same_graph(ys + xs + grad_ys, "gradients")
+    y_outputs = [convert_to_tensor(y)._output for y in ys]
+    x_outputs = [x._handle.ref if isinstance(x, Variable) else convert_to_tensor(x)._output
+                 for x in xs]
+    seed_outputs = [convert_to_tensor(g, dtype=y.dtype if not _is_tensor_like(g) else None,
+                                      graph=graph)._output
+                    for g, y in zip(grad_ys, [convert_to_tensor(y) for y in ys])]
+    grads = _c.gradients(y_outputs, x_outputs, seed_outputs, bool(colocate_gradients_with_ops))
+    graph._built(None)
+    return [graph._tensor(g) for g in grads]

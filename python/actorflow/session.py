@@ -1,0 +1,320 @@
+"""Sessions (tf.Session) over actors/session.hpp.
+
+    with tf.Session("grpc://127.0.0.1:2222") as sess:   # or "caf://...", or "" for in-process
+        sess.run(init)
+        w, (b, _) = sess.run([W, (b, train_op)], feed_dict={x: batch})
+
+actorflow speaks CAF, not gRPC: a "grpc://host:port" target is taken to mean the actorflow
+server at host:port ("caf://host:port"). A step runs with the GIL released, so other Python
+threads go on while it runs.
+"""
+
+import threading
+
+import numpy as np
+
+from actorflow import _actorflow as _c
+from actorflow import dtypes, errors
+from actorflow.framework import Operation, Tensor, Variable, get_default_graph
+
+
+class ConfigProto:
+    """The fields of TF's ConfigProto that actorflow's sessions have."""
+
+    _FIELDS = {
+        "log_device_placement": False,
+        "allow_soft_placement": False,
+        "inter_op_parallelism_threads": 0,
+        "intra_op_parallelism_threads": 0,
+        "operation_timeout_in_ms": 0,
+    }
+
+    def __init__(self, **fields):
+        for name, default in self._FIELDS.items():
+            object.__setattr__(self, name, default)
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __setattr__(self, name, value):
+        if name not in self._FIELDS:
+            raise AttributeError("actorflow's ConfigProto has no field %r (it has %s)"
+                                 % (name, ", ".join(sorted(self._FIELDS))))
+        object.__setattr__(self, name, value)
+
+    def __repr__(self):
+        return "ConfigProto(%s)" % ", ".join("%s=%r" % (n, getattr(self, n)) for n in self._FIELDS)
+
+
+def _native_target(target):
+    """The C++ session's target: "" (in-process) or "caf://host:port"."""
+    if target is None or target == "":
+        return ""
+    if not isinstance(target, str):
+        raise TypeError("a session target is a string, not %r" % (target,))
+    if target.startswith("grpc://"):
+        target = "caf://" + target[len("grpc://"):]
+    elif not target.startswith("caf://"):
+        raise ValueError("Session target %r: actorflow takes '' (in-process), "
+                         "'grpc://host:port' or 'caf://host:port' (it speaks CAF either way)"
+                         % target)
+    _c.parse_target(target)  # InvalidArgumentError quoting a malformed one
+    return target
+
+
+_default_sessions = threading.local()
+
+
+def _session_stack():
+    if not hasattr(_default_sessions, "stack"):
+        _default_sessions.stack = []
+    return _default_sessions.stack
+
+
+def get_default_session():
+    stack = _session_stack()
+    return stack[-1] if stack else None
+
+
+def _session_for(element, session):
+    session = session or get_default_session()
+    if session is None:
+        raise ValueError("Cannot evaluate %r: No default session is registered. Use `with "
+                         "sess.as_default()` or pass an explicit session to "
+                         "`eval(session=sess)`" % (element,))
+    if session.graph is not element.graph:
+        raise ValueError("Cannot use the given session to evaluate %r: the tensor's graph is "
+                         "different from the session's graph." % (element,))
+    return session
+
+
+class _DefaultSession:
+    def __init__(self, session):
+        self._session = session
+
+    def __enter__(self):
+        _session_stack().append(self._session)
+        return self._session
+
+    def __exit__(self, *exc):
+        _session_stack().remove(self._session)
+
+
+class Session:
+    """A session on `target` running `graph` (the default graph when None)."""
+
+    def __init__(self, target="", graph=None, config=None):
+        self._graph = graph if graph is not None else get_default_graph()
+        self._target = target or ""
+        config = config if config is not None else ConfigProto()
+        timeout = config.operation_timeout_in_ms / 1000.0 if config.operation_timeout_in_ms else 0.0
+        self._c = _c.Session(self._graph._c, _native_target(target),
+                             bool(config.log_device_placement), bool(config.allow_soft_placement),
+                             int(config.inter_op_parallelism_threads),
+                             int(config.intra_op_parallelism_threads), float(timeout), 60.0)
+        self._context = []
+        self._used_feed_cache = {}
+
+    @property
+    def graph(self):
+        return self._graph
+
+    @property
+    def sess_str(self):
+        return self._target
+
+    def as_default(self):
+        return _DefaultSession(self)
+
+    def __enter__(self):
+        graph_context = self._graph.as_default()
+        session_context = self.as_default()
+        graph_context.__enter__()
+        session_context.__enter__()
+        self._context.append((graph_context, session_context))
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        graph_context, session_context = self._context.pop()
+        session_context.__exit__(exc_type, exc_value, traceback)
+        graph_context.__exit__(exc_type, exc_value, traceback)
+        self.close()
+
+    def close(self):
+        if not self._c.closed:
+            self._c.close()
+
+    def list_devices(self):
+        return list(self._c.device_names())
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """The values of `fetches` (a Tensor, Operation, Variable or tensor name, or lists,
+        tuples, namedtuples and dicts of them) in the same structure: numpy values, None for an
+        Operation."""
+        if options is not None or run_metadata is not None:
+            raise ValueError("Session.run: options and run_metadata are not supported yet")
+        if self._c.closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        if self._graph._c.size() == 0:
+            raise RuntimeError("The Session graph is empty. Add operations to the graph before "
+                               "calling run().")
+        construction_error = self._graph._c.error()
+        if construction_error is not None:
+            raise errors.FailedPreconditionError(
+                None, None, "the graph has an error from building it, so actorflow runs none of "
+                "it (build a new graph): %s" % construction_error[1])
+        leaves = []
+        structure = _flatten_fetches(self._graph, fetches, leaves)
+        feed_outputs, feed_values = self._feeds(feed_dict)
+
+        fetch_index = {}   # (node id, output) -> position among the fetched outputs
+        fetch_outputs = []
+        targets = []
+        for leaf in leaves:
+            if isinstance(leaf, Tensor):
+                key = (leaf.op._node_id, leaf.value_index)
+                if key not in fetch_index:
+                    fetch_index[key] = len(fetch_outputs)
+                    fetch_outputs.append(leaf._output)
+            else:
+                targets.append(self._graph._c.op_handle(leaf._node_id))
+        # TF accepts feeds the step does not need; actorflow's master refuses a fed tensor that
+        # pruning left out, so those are dropped here.
+        used = self._used_feeds(leaves, feed_outputs)
+        feed_outputs = [o for o, u in zip(feed_outputs, used) if u]
+        feed_values = [v for v, u in zip(feed_values, used) if u]
+        arrays = self._c.run(fetch_outputs, feed_outputs, feed_values, targets)
+        values = []
+        for leaf in leaves:
+            if isinstance(leaf, Tensor):
+                array = arrays[fetch_index[(leaf.op._node_id, leaf.value_index)]]
+                values.append(array[()] if array.ndim == 0 else array)
+            else:
+                values.append(None)
+        return _rebuild(structure, values)
+
+    def _used_feeds(self, leaves, feed_outputs):
+        """For each fed output, whether the step reaches it from its fetches and targets (walking
+        data and control inputs, stopping at fed outputs). Cached per fetches, feeds and graph
+        size, as a training loop runs the same step over and over."""
+        fed = [(o.node_id, o.index) for o in feed_outputs]
+        roots = tuple((leaf.op._node_id, leaf.value_index) if isinstance(leaf, Tensor)
+                      else (leaf._node_id, None) for leaf in leaves)
+        key = (roots, tuple(fed), self._graph._c.size())
+        cached = self._used_feed_cache.get(key)
+        if cached is not None:
+            return cached
+        graph = self._graph._c
+        fed_set = set(fed)
+        used = set()
+        seen = set()
+        stack = []
+        for node_id, index in roots:
+            if index is not None and (node_id, index) in fed_set:
+                used.add((node_id, index))
+            else:
+                stack.append(node_id)
+        while stack:
+            node_id = stack.pop()
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            for source in graph.node_inputs(node_id):
+                if source in fed_set:
+                    used.add(source)
+                else:
+                    stack.append(source[0])
+            stack.extend(graph.node_control_inputs(node_id))
+        result = [f in used for f in fed]
+        if len(self._used_feed_cache) > 64:
+            self._used_feed_cache.clear()
+        self._used_feed_cache[key] = result
+        return result
+
+    def _feeds(self, feed_dict):
+        outputs, values = [], []
+        for key, value in (feed_dict or {}).items():
+            try:
+                element = self._graph.as_graph_element(key)
+            except (TypeError, KeyError, ValueError) as error:
+                raise TypeError("Cannot interpret feed_dict key as Tensor: %s" % error) from None
+            if not isinstance(element, Tensor):
+                raise TypeError("Cannot interpret feed_dict key as Tensor: %r is an Operation"
+                                % (key,))
+            outputs.append(element._output)
+            values.append(_feed_array(element, value))
+        return outputs, values
+
+
+class InteractiveSession(Session):
+    """A Session that is the default session from its creation until it is closed."""
+
+    def __init__(self, target="", graph=None, config=None):
+        super().__init__(target, graph, config)
+        self._default = self.as_default()
+        self._default.__enter__()
+
+    def close(self):
+        if self._default is not None:
+            self._default.__exit__(None, None, None)
+            self._default = None
+        super().close()
+
+
+def _feed_array(tensor, value):
+    """`value` as an array for placeholder (or tensor) `tensor`: its dtype and shape checked,
+    an error naming the tensor when they do not fit."""
+    target = tensor.dtype
+    if isinstance(value, (Tensor, Variable, Operation)):
+        raise TypeError("The value of a feed cannot be a tf.Tensor object (feeding %r). "
+                        "Acceptable feed values include Python scalars, strings, lists, numpy "
+                        "ndarrays." % tensor.name)
+    try:
+        array = np.asarray(value)
+    except ValueError as error:
+        raise ValueError("Cannot feed %r into '%s': %s" % (value, tensor.name, error)) from None
+    kind = array.dtype.kind
+    fits = kind in "fiub" and not (target.is_integer and kind == "f") and \
+        target.is_bool == (kind == "b")
+    if not fits:
+        raise TypeError("Cannot feed a value of dtype %s into '%s', which has dtype %s"
+                        % (array.dtype, tensor.name, target.name))
+    array = np.require(array, dtype=target.as_numpy_dtype, requirements="C")
+    if not tensor.shape.is_compatible_with(dtypes.TensorShape(list(array.shape))):
+        raise ValueError("Cannot feed value of shape %s for Tensor '%s', which has shape '%s'"
+                         % (array.shape, tensor.name, tensor.shape))
+    return array
+
+
+def _flatten_fetches(graph, fetch, leaves):
+    """A template of `fetch`'s structure whose leaves index into `leaves` (Tensors, Operations)."""
+    if fetch is None:
+        raise TypeError("Fetch argument None has invalid type <class 'NoneType'>")
+    if isinstance(fetch, dict):
+        return ("dict", type(fetch), [(k, _flatten_fetches(graph, v, leaves)) for k, v in fetch.items()])
+    if isinstance(fetch, tuple) and hasattr(fetch, "_fields"):
+        return ("namedtuple", type(fetch), [_flatten_fetches(graph, v, leaves) for v in fetch])
+    if isinstance(fetch, (list, tuple)):
+        return (type(fetch).__name__, type(fetch), [_flatten_fetches(graph, v, leaves) for v in fetch])
+    try:
+        element = graph.as_graph_element(fetch)
+    except TypeError:
+        raise TypeError("Fetch argument %r has invalid type %s, must be a string or Tensor."
+                        % (fetch, type(fetch))) from None
+    except (KeyError, ValueError) as error:
+        raise ValueError("Fetch argument %r cannot be interpreted as a Tensor. (%s)"
+                         % (fetch, error)) from None
+    if isinstance(element, Tensor) and element.op.type == "NoOp":
+        element = element.op
+    leaves.append(element)
+    return ("leaf", None, len(leaves) - 1)
+
+
+def _rebuild(structure, values):
+    kind, cls, content = structure
+    if kind == "leaf":
+        return values[content]
+    if kind == "dict":
+        return cls((k, _rebuild(s, values)) for k, s in content)
+    if kind == "namedtuple":
+        return cls(*[_rebuild(s, values) for s in content])
+    return cls(_rebuild(s, values) for s in content)

@@ -1,0 +1,353 @@
+"""tf.train: optimizers (graph/optimizers.hpp), cluster specs (actors/cluster_spec.hpp),
+servers (actors/server.hpp) and replica_device_setter (graph/replica_device_setter.hpp).
+
+    cluster = tf.train.ClusterSpec({"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223"]})
+    server = tf.train.Server(cluster, job_name="worker", task_index=0)   # prints its target
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        w = tf.Variable(tf.zeros([3]))                                     # on /job:ps/task:0
+    train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+"""
+
+import sys
+import threading
+
+from actorflow import _actorflow as _c
+from actorflow import errors
+from actorflow import ops as _ops
+from actorflow.framework import Variable, _same_graph, convert_to_tensor, get_default_graph
+
+# --- optimizers ------------------------------------------------------------------------------------
+
+
+class Optimizer:
+    """An optimizer over one of graph/optimizers.hpp's (made by the subclasses)."""
+
+    GATE_NONE, GATE_OP, GATE_GRAPH = 0, 1, 2
+
+    def __init__(self, native, use_locking=False, name=None):
+        self._native = native
+        self._name = name
+
+    def get_name(self):
+        return self._name
+
+    def compute_gradients(self, loss, var_list=None, gate_gradients=GATE_OP,
+                          aggregation_method=None, colocate_gradients_with_ops=False,
+                          grad_loss=None):
+        """(gradient, variable) pairs for the variables `loss` depends on."""
+        if aggregation_method is not None or grad_loss is not None:
+            raise ValueError("compute_gradients: aggregation_method and grad_loss are not "
+                             "supported yet")
+        _same_graph([loss] + list(var_list or []), "compute_gradients")
+        loss = convert_to_tensor(loss)
+        handles = self._handles(var_list)
+        pairs = self._native.compute_gradients(loss._output, handles,
+                                               bool(colocate_gradients_with_ops))
+        graph = loss.graph
+        graph._built(None)
+        return [(graph._tensor(g), graph._variable(v)) for g, v in pairs]
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        """One Operation applying every pair (and adding one to `global_step` after, when given)."""
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        if not pairs:
+            raise ValueError("No gradients provided for any variable: %s"
+                             % ([v.name for _, v in grads_and_vars],))
+        graph = _same_graph([v for _, v in pairs] + [g for g, _ in pairs], "apply_gradients")
+        native_pairs = [(convert_to_tensor(g)._output, v._handle) for g, v in pairs]
+        update = graph._operation(graph._built(
+            self._native.apply_gradients(native_pairs, name or "")).node_id)
+        if global_step is None:
+            return update
+        with graph.control_dependencies([update]):
+            return _ops.assign_add(global_step, 1, name=name or "update_global_step").op
+
+    def minimize(self, loss, global_step=None, var_list=None, gate_gradients=GATE_OP,
+                 aggregation_method=None, colocate_gradients_with_ops=False, name=None,
+                 grad_loss=None):
+        pairs = self.compute_gradients(loss, var_list, gate_gradients, aggregation_method,
+                                       colocate_gradients_with_ops, grad_loss)
+        if not pairs:
+            raise ValueError("No gradients provided for any variable, check your graph for ops "
+                             "that do not support gradients, between variables %s and loss %r."
+                             % ([v.name for v in self._variables(var_list)], loss))
+        return self.apply_gradients(pairs, global_step, name)
+
+    @staticmethod
+    def _variables(var_list):
+        return list(var_list) if var_list is not None else _ops.trainable_variables()
+
+    def _handles(self, var_list):
+        if var_list is None:
+            return []
+        for v in var_list:
+            if not isinstance(v, Variable):
+                raise TypeError("var_list holds Variables, not %r" % (v,))
+        return [v._handle for v in var_list]
+
+
+def _number(value, what):
+    if not isinstance(value, (int, float)):
+        raise TypeError("%s is a Python number here (a tensor learning rate is not supported "
+                        "yet), not %r" % (what, value))
+    return float(value)
+
+
+class GradientDescentOptimizer(Optimizer):
+    def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
+        super().__init__(_c.GradientDescentOptimizer(_number(learning_rate, "learning_rate")),
+                         use_locking, name)
+
+
+class MomentumOptimizer(Optimizer):
+    def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum",
+                 use_nesterov=False):
+        super().__init__(_c.MomentumOptimizer(_number(learning_rate, "learning_rate"),
+                                              _number(momentum, "momentum"), bool(use_nesterov)),
+                         use_locking, name)
+
+
+class AdamOptimizer(Optimizer):
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-08,
+                 use_locking=False, name="Adam"):
+        super().__init__(_c.AdamOptimizer(_number(learning_rate, "learning_rate"),
+                                          _number(beta1, "beta1"), _number(beta2, "beta2"),
+                                          _number(epsilon, "epsilon")),
+                         use_locking, name)
+
+
+# --- cluster specs ---------------------------------------------------------------------------------
+
+
+class ClusterSpec:
+    """Jobs and their tasks' addresses: {"ps": ["h:1", ...], ...}, or TF's sparse form
+    {"worker": {1: "h:2"}}, which names only some tasks (servers need every task of a job)."""
+
+    def __init__(self, cluster):
+        if isinstance(cluster, ClusterSpec):
+            self._tasks = {job: dict(tasks) for job, tasks in cluster._tasks.items()}
+        elif isinstance(cluster, dict):
+            self._tasks = {}
+            for job, tasks in cluster.items():
+                if not isinstance(job, str):
+                    raise TypeError("Key of cluster must be a string, got %r" % (job,))
+                if isinstance(tasks, (list, tuple)):
+                    self._tasks[job] = dict(enumerate(tasks))
+                elif isinstance(tasks, dict):
+                    for index in tasks:
+                        if not isinstance(index, int) or index < 0:
+                            raise TypeError("Task index of job %r must be a non-negative "
+                                            "integer, got %r" % (job, index))
+                    self._tasks[job] = dict(tasks)
+                else:
+                    raise TypeError("The tasks of job %r must be a list or a dict of "
+                                    "{index: address}, got %r" % (job, tasks))
+                for index, address in self._tasks[job].items():
+                    if not isinstance(address, str):
+                        raise TypeError("The address of task %d of job %r must be a string, "
+                                        "got %r" % (index, job, address))
+        else:
+            raise TypeError("`cluster` must be a dictionary mapping one or more job names to "
+                            "lists of network addresses, or a ClusterSpec, not %r" % (cluster,))
+        self._native_spec = None
+        if self._is_dense():
+            self._native()  # a ValueError now for an address actorflow cannot use
+
+    def _is_dense(self):
+        return all(sorted(t) == list(range(len(t))) for t in self._tasks.values())
+
+    def _native(self):
+        """The C++ cluster_spec; a ValueError names what it cannot hold (a gap, a bad address)."""
+        if self._native_spec is None:
+            for job, tasks in self._tasks.items():
+                missing = sorted(set(range(max(tasks) + 1 if tasks else 1)) - set(tasks))
+                if missing:
+                    raise ValueError("ClusterSpec: job %r has no task %d; actorflow's servers "
+                                     "need every task of a job (sparse specs with gaps are not "
+                                     "supported by servers yet)" % (job, missing[0]))
+            jobs = {job: [tasks[i] for i in range(len(tasks))] for job, tasks in self._tasks.items()}
+            try:
+                self._native_spec = _c.ClusterSpec(jobs)
+            except errors.InvalidArgumentError as error:
+                raise ValueError(error.message) from None
+        return self._native_spec
+
+    @property
+    def jobs(self):
+        return sorted(self._tasks)
+
+    def as_dict(self):
+        result = {}
+        for job, tasks in self._tasks.items():
+            dense = sorted(tasks) == list(range(len(tasks)))
+            result[job] = [tasks[i] for i in range(len(tasks))] if dense else dict(tasks)
+        return result
+
+    def _job(self, job_name):
+        if job_name not in self._tasks:
+            raise ValueError("No such job in cluster: %r" % (job_name,))
+        return self._tasks[job_name]
+
+    def num_tasks(self, job_name):
+        return len(self._job(job_name))
+
+    def task_indices(self, job_name):
+        return sorted(self._job(job_name))
+
+    def task_address(self, job_name, task_index):
+        tasks = self._job(job_name)
+        if task_index not in tasks:
+            raise ValueError("No task with index %r in job %r" % (task_index, job_name))
+        return tasks[task_index]
+
+    def job_tasks(self, job_name):
+        """The addresses of the job's tasks by index, None where a sparse spec names none."""
+        tasks = self._job(job_name)
+        return [tasks.get(i) for i in range(max(tasks) + 1)] if tasks else []
+
+    def __bool__(self):
+        return bool(self._tasks)
+
+    def __eq__(self, other):
+        return isinstance(other, ClusterSpec) and self._tasks == other._tasks
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __repr__(self):
+        return "ClusterSpec(%r)" % (self.as_dict(),)
+
+
+# --- servers -----------------------------------------------------------------------------------------
+
+
+class Server:
+    """A server for one task of a cluster (tf.train.Server), started when made; it prints
+    "Started server with target: caf://host:port" to standard error and serves until join()
+    returns (the process is stopped, or stop())."""
+
+    def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol=None,
+                 config=None, start=True):
+        if protocol not in (None, "grpc", "caf"):
+            raise ValueError("Server protocol %r: actorflow speaks CAF (and takes 'grpc' for it)"
+                             % protocol)
+        if not start:
+            raise ValueError("Server(start=False) is not supported yet: an actorflow server "
+                             "starts when it is made")
+        cluster = ClusterSpec(server_or_cluster_def)
+        if job_name is None:
+            if len(cluster.jobs) != 1:
+                raise ValueError("Must specify an explicit `job_name`.")
+            job_name = cluster.jobs[0]
+        if task_index is None:
+            if cluster.num_tasks(job_name) != 1:
+                raise ValueError("Must specify an explicit `task_index`.")
+            task_index = cluster.task_indices(job_name)[0]
+        threads, timeout = _server_settings(config)
+        self._c = _c.Server.start(cluster._native(), job_name, int(task_index), threads, timeout)
+        self._announce()
+
+    @classmethod
+    def create_local_server(cls, config=None, start=True):
+        """A one-task server (job "localhost") on a free loopback port."""
+        if not start:
+            raise ValueError("create_local_server(start=False) is not supported yet")
+        server = cls.__new__(cls)
+        threads, timeout = _server_settings(config)
+        server._c = _c.Server.create_local_server(0, threads, timeout)
+        server._announce()
+        return server
+
+    def _announce(self):
+        # What TF logs (to standard error, so a program's own output stays as under TF) as the
+        # server starts; scripts and tests read the target from it.
+        print("Started server with target: %s" % self.target, file=sys.stderr, flush=True)
+
+    @property
+    def target(self):
+        """"caf://host:port", for tf.Session(server.target)."""
+        return self._c.target
+
+    def start(self):
+        """Nothing to do: the server started when it was made."""
+
+    def join(self):
+        """Blocks until the server stops. Ctrl-C stops it and raises KeyboardInterrupt: the C++
+        join waits on another thread, so that this one still takes signals."""
+        stopped = threading.Event()
+
+        def wait():
+            try:
+                self._c.join()
+            finally:
+                stopped.set()
+
+        threading.Thread(target=wait, name="actorflow-server-join", daemon=True).start()
+        try:
+            while not stopped.wait(1.0):
+                pass
+        except KeyboardInterrupt:
+            self._c.stop()
+            raise
+
+    def stop(self):
+        """Stops the server (not in TF's API; join() returns)."""
+        self._c.stop()
+
+
+def _server_settings(config):
+    if config is None:
+        return 0, 10.0
+    threads = max(config.inter_op_parallelism_threads, config.intra_op_parallelism_threads)
+    timeout = config.operation_timeout_in_ms / 1000.0 if config.operation_timeout_in_ms else 10.0
+    return int(threads), float(timeout)
+
+
+# --- device setters ------------------------------------------------------------------------------------
+
+
+class _ReplicaDeviceSetter:
+    """The device function replica_device_setter returns; tf.device hands it to C++ as it is.
+    Called with an Operation, it says where that op would go."""
+
+    def __init__(self, native):
+        self._native_device_function = native
+
+    def __call__(self, op):
+        return self._native_device_function(op.graph._c, op._node_id)
+
+
+def replica_device_setter(ps_tasks=0, ps_device="/job:ps", worker_device="/job:worker",
+                          merge_devices=True, cluster=None, ps_ops=None, ps_strategy=None):
+    """Variables round-robin over the ps tasks (counted from `cluster` when given), every other
+    op on `worker_device`; device blocks inside override the fields they name."""
+    if ps_strategy is not None:
+        raise ValueError("replica_device_setter(ps_strategy=...) is not supported yet: the tasks "
+                         "are chosen round-robin")
+    native_cluster = None
+    if cluster is not None:
+        native_cluster = ClusterSpec(cluster)._native()
+    ops = list(ps_ops) if ps_ops is not None else ["Variable", "VariableV2"]
+    return _ReplicaDeviceSetter(_c.replica_device_setter(int(ps_tasks), ps_device or "",
+                                                         worker_device or "", bool(merge_devices),
+                                                         ops, native_cluster))
+
+
+def get_global_step(graph=None):
+    graph = graph or get_default_graph()
+    steps = graph.get_collection("global_step")
+    return steps[0] if steps else None
+
+
+def create_global_step(graph=None):
+    graph = graph or get_default_graph()
+    if get_global_step(graph) is not None:
+        raise ValueError('"global_step" already exists.')
+    with graph.as_default():
+        step = Variable(_ops.constant(0, dtype="int64"), trainable=False, name="global_step")
+    graph.add_to_collection("global_step", step)
+    return step
+
+
+def get_or_create_global_step(graph=None):
+    return get_global_step(graph) or create_global_step(graph)

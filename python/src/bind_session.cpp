@@ -1,0 +1,89 @@
+/// Sessions for Python: actors/session.hpp's blocking session, its options, and steps that run
+/// with the GIL released.
+///   s = c.Session(g, target="", log_device_placement=False, ...)
+///   values = s.run([fetch_outputs], [feed_outputs], [feed_arrays], [target_outputs])
+
+#include "python/src/bindings.hpp"
+
+#include "actors/session.hpp"
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+
+namespace actorflow::python {
+
+namespace {
+
+/// A session that Python can close before the object goes away (tf.Session.close).
+struct python_session {
+  std::unique_ptr<session> open;
+
+  session& get() {
+    if (!open)
+      throw std::runtime_error("Attempted to use a closed Session.");
+    return *open;
+  }
+
+  void close() {
+    // Closing a remote session waits for its master's answer: other Python threads go on.
+    py::gil_scoped_release release;
+    open.reset();
+  }
+};
+
+python_session make_session(graph& g, const std::string& target, bool log_device_placement,
+                            bool allow_soft_placement, int inter_op_threads, int intra_op_threads,
+                            double timeout_seconds, double connect_timeout_seconds) {
+  session_options options;
+  options.target = target;
+  options.log_device_placement = log_device_placement;
+  options.allow_soft_placement = allow_soft_placement;
+  options.inter_op_parallelism_threads = inter_op_threads;
+  options.intra_op_parallelism_threads = intra_op_threads;
+  options.timeout_seconds = timeout_seconds;
+  options.connect_timeout_seconds = connect_timeout_seconds;
+  py::gil_scoped_release release;
+  return python_session{std::make_unique<session>(g, std::move(options))};
+}
+
+py::list run_step(python_session& self, const std::vector<output>& fetches,
+                  const std::vector<output>& feed_outputs, const std::vector<py::array>& feed_values,
+                  const std::vector<output>& targets) {
+  if (feed_outputs.size() != feed_values.size())
+    throw py::value_error("run_step needs one value per fed output");
+  auto& s = self.get();
+  feed_list feeds;
+  for (std::size_t i = 0; i < feed_outputs.size(); ++i)
+    feeds.emplace_back(feed_outputs[i], tensor_from_array(feed_values[i]));
+  std::optional<result<std::vector<tensor>>> outcome;
+  {
+    py::gil_scoped_release release;
+    outcome.emplace(s.run(fetches, feeds, targets));
+  }
+  auto values = value_or_raise(std::move(*outcome));
+  py::list arrays;
+  for (auto& t : values)
+    arrays.append(array_from_tensor(t));
+  return arrays;
+}
+
+} // namespace
+
+void bind_session(py::module_& m) {
+  using namespace pybind11::literals;
+  py::class_<python_session>(m, "Session")
+    .def(py::init(&make_session), "graph"_a, "target"_a, "log_device_placement"_a,
+         "allow_soft_placement"_a, "inter_op_parallelism_threads"_a,
+         "intra_op_parallelism_threads"_a, "timeout_seconds"_a, "connect_timeout_seconds"_a,
+         // The session refers to its graph until it is destroyed.
+         py::keep_alive<1, 2>())
+    .def("run", &run_step, "fetches"_a, "feed_outputs"_a, "feed_values"_a, "targets"_a)
+    .def("close", &python_session::close)
+    .def_property_readonly("closed", [](const python_session& s) { return !s.open; })
+    .def("placement_log", [](python_session& s) { return s.get().placement_log(); })
+    .def("device_names", [](python_session& s) { return s.get().device_names(); });
+}
+
+} // namespace actorflow::python

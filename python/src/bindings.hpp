@@ -1,0 +1,62 @@
+#pragma once
+/// The Python extension `actorflow._actorflow`, one translation unit per concern:
+///   bind_graph(m);     // graph, outputs, scopes, ops::      (bind_graph.cpp)
+///   bind_session(m);   // session, its options, step errors   (bind_session.cpp)
+///   bind_server(m);    // cluster specs and servers           (bind_server.cpp, the only one with CAF)
+///   bind_training(m);  // gradients, optimizers, device setters (bind_training.cpp)
+/// The pure-Python package (python/actorflow/) is the TF1 surface; this module is a thin layer
+/// over the C++ API that it calls. Dtypes cross as their names ("float32"), tensors as numpy
+/// arrays, errors as the actorflow.errors class of their code.
+
+#include "graph/graph.hpp"
+#include "graph/status.hpp"
+#include "graph/tensor.hpp"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <utility>
+
+namespace actorflow::python {
+
+namespace py = pybind11;
+
+void bind_graph(py::module_& m);
+void bind_session(py::module_& m);
+void bind_server(py::module_& m);
+void bind_training(py::module_& m);
+
+/// A device function made in C++ (replica_device_setter): Python hands it back to
+/// Graph.device_native unchanged, so no Python runs while the node is placed.
+struct native_device_function {
+  device_function choose;
+};
+
+/// Raises the actorflow.errors exception for `s`'s code (InvalidArgumentError, ...) with its
+/// message. `s` must not be ok.
+[[noreturn]] void raise_status(const status& s);
+
+inline void check(const status& s) {
+  if (!s.ok())
+    raise_status(s);
+}
+
+template <class T>
+T value_or_raise(result<T> r) {
+  if (!r)
+    raise_status(r.error());
+  return std::move(r).value();
+}
+
+/// The dtype named `name` ("float32", "int64", "bool", ...); ValueError naming it otherwise.
+dtype dtype_from_name(const std::string& name);
+
+/// A tensor holding a copy of `array`, which the Python side has made C-contiguous with one of
+/// the five dtypes (np.asarray(value, dtype)); a TypeError names any other dtype.
+tensor tensor_from_array(const py::array& array);
+
+/// A numpy array holding a copy of host tensor `t` (0-d for a scalar).
+py::array array_from_tensor(const tensor& t);
+
+} // namespace actorflow::python

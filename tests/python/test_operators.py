@@ -1,0 +1,111 @@
+"""Operators on tensors, Python scalars and numpy arrays in either order, TF1's dtype rules,
+and indexing, each checked against numpy through a session."""
+
+import operator
+
+import numpy as np
+import pytest
+
+import actorflow.compat.v1 as tf
+
+X = np.array([[1.5, -2.0, 3.25], [4.0, 0.5, -6.0]], np.float32)
+Y = np.array([[2.0, 4.0, -1.0], [0.5, 8.0, 3.0]], np.float32)
+
+
+@pytest.fixture(autouse=True)
+def fresh_default_graph():
+    tf.reset_default_graph()
+    yield
+
+
+def evaluate(t, feed=None):
+    with tf.Session() as sess:
+        return sess.run(t, feed)
+
+
+@pytest.mark.parametrize("op", [operator.add, operator.sub, operator.mul, operator.truediv])
+def test_arithmetic_matches_numpy_for_tensor_scalar_and_array_operands_in_either_order(op):
+    x = tf.constant(X)
+    cases = [(op(x, tf.constant(Y)), op(X, Y)),
+             (op(x, 2.5), op(X, np.float32(2.5))),
+             (op(2.5, x), op(np.float32(2.5), X)),
+             (op(x, Y), op(X, Y)),
+             (op(Y, x), op(Y, X)),
+             (op(x, 3), op(X, np.float32(3)))]
+    for tensor, expected in cases:
+        assert isinstance(tensor, tf.Tensor), "numpy did not defer to the tensor"
+        assert tensor.dtype == tf.float32
+        np.testing.assert_allclose(evaluate(tensor), expected, rtol=1e-6)
+
+
+def test_matmul_operator_unary_minus_and_comparisons():
+    x, y = tf.constant(X), tf.constant(Y)
+    np.testing.assert_allclose(evaluate(x @ Y.T), X @ Y.T, rtol=1e-6)
+    np.testing.assert_allclose(evaluate(X.T @ x), X.T @ X, rtol=1e-6)
+    np.testing.assert_array_equal(evaluate(-x), -X)
+    for op in (operator.lt, operator.le, operator.gt, operator.ge):
+        result = evaluate(op(x, y))
+        assert result.dtype == np.bool_
+        np.testing.assert_array_equal(result, op(X, Y))
+    np.testing.assert_array_equal(evaluate(x > 1.0), X > 1.0)
+    np.testing.assert_array_equal(evaluate(tf.equal(x, X)), np.ones_like(X, bool))
+    b = tf.constant(X > 0)
+    np.testing.assert_array_equal(evaluate(~b & (x < 4.0)), ~(X > 0) & (X < 4.0))
+
+
+def test_tf1_dtype_rules():
+    assert tf.constant(1.0).dtype == tf.float32
+    assert tf.constant(1).dtype == tf.int32
+    assert tf.constant(True).dtype == tf.bool
+    assert tf.constant([1.5, 2.5]).dtype == tf.float32
+    assert tf.constant(np.array([1.5, 2.5])).dtype == tf.float64
+    assert tf.constant(np.arange(3)).dtype == tf.int64
+    assert tf.constant(2**40).dtype == tf.int64
+    i = tf.constant([7, -8, 9])
+    assert (i * 2).dtype == tf.int32
+    np.testing.assert_array_equal(evaluate(i * 2 + 1), [15, -15, 19])
+    # TF1's truediv of integers gives float64.
+    quotient = i / 2
+    assert quotient.dtype == tf.float64
+    np.testing.assert_allclose(evaluate(quotient), [3.5, -4.0, 4.5])
+    d = tf.constant(np.array([1.0, 2.0]))        # float64
+    assert (d * 2.0).dtype == tf.float64
+    with pytest.raises(TypeError, match="int32"):
+        i * 1.5
+    with pytest.raises(TypeError, match="float64 .* float32|float32 .* float64"):
+        tf.constant(1.0) + d
+
+
+@pytest.mark.parametrize("expression, op", [(lambda t: t // 2, "FloorDiv"),
+                                            (lambda t: t % 2, "FloorMod"),
+                                            (lambda t: t ** 2, "Pow"),
+                                            (lambda t: 2 ** t, "Pow"),
+                                            (abs, "Abs")])
+def test_operators_without_an_op_raise_type_error_naming_it(expression, op):
+    with pytest.raises(TypeError, match=op):
+        expression(tf.constant(X))
+
+
+def test_indexing_and_slicing_match_numpy():
+    m_np = np.arange(24, dtype=np.float32).reshape(4, 6)
+    m = tf.constant(m_np)
+    cases = [(m[1], m_np[1]), (m[-1], m_np[-1]), (m[1:3], m_np[1:3]), (m[:, 2], m_np[:, 2]),
+             (m[::2, 1:5:2], m_np[::2, 1:5:2]), (m[2, -2], m_np[2, -2]),
+             (m[tf.constant(3)], m_np[3])]
+    for tensor, expected in cases:
+        value = evaluate(tensor)
+        np.testing.assert_array_equal(value, expected)
+        assert tensor.shape.as_list() == list(expected.shape)
+    with pytest.raises(ValueError, match="out of bounds"):
+        m[4]
+    with pytest.raises(TypeError, match="newaxis"):
+        m[..., 1]
+
+
+def test_variables_take_part_in_operators_through_their_value():
+    v = tf.Variable(X)
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        np.testing.assert_allclose(sess.run(2.0 * v - Y), 2.0 * X - Y, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(Y * v), Y * X, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(v[1]), X[1])
