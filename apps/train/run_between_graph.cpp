@@ -78,8 +78,8 @@ struct round_counts {
     stale_dropped = std::max(stale_dropped, round.stale_dropped);
     if (!round.applied)
       return;
-    fewest_gradients = std::min(fewest_gradients, round.gradients);
-    most_gradients = std::max(most_gradients, round.gradients);
+    fewest_gradients = std::min(fewest_gradients, round.round_gradients);
+    most_gradients = std::max(most_gradients, round.round_gradients);
   }
 
   void say(progress_printer& progress) const {
@@ -292,8 +292,8 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
         // are the round's, over every batch in it, when this worker's gradient was part of it.
         auto report = mlp_report((*s)->global_step(), steps_per_epoch, *r, b, started);
         if (round.applied) {
-          report.loss = round.loss;
-          report.batch_accuracy = round.accuracy;
+          report.loss = round.round_loss;
+          report.batch_accuracy = round.round_accuracy;
         }
         report.last = (*s)->global_step() >= total_steps;
         report.stale_gradients_dropped = counted.stale_dropped;

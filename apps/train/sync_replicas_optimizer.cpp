@@ -157,12 +157,7 @@ status sync_replicas_hook::after_run(session_run_context& context,
     return outcome.error();
   st.in_step = false;
   st.round = outcome->global_step;
-  st.last.applied = outcome->applied;
-  st.last.loss = outcome->round_loss;
-  st.last.accuracy = outcome->round_accuracy;
-  st.last.gradients = outcome->round_gradients;
-  st.last.short_rounds = outcome->short_rounds;
-  st.last.stale_dropped = outcome->stale_dropped;
+  static_cast<sync_round_outcome&>(st.last) = *outcome;
   context.set_global_step(st.round);
   return {};
 }

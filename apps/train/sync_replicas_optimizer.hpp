@@ -14,9 +14,10 @@
 /// hooks after it, so that stop_at_step_hook and the checkpoints see the rounds. Put it first
 /// among the hooks. The shards apply rounds as gradient descent (value -= learning_rate *
 /// mean): it wraps gradient_descent_optimizer; another wrapped optimizer is an error of the graph.
-/// No CAF here.
+/// Only CAF's forward declarations here (through actors/sync_rounds.hpp).
 
 #include "actors/cluster_spec.hpp"
+#include "actors/sync_rounds.hpp"
 #include "graph/optimizers.hpp"
 #include "train/monitored_session.hpp"
 
@@ -51,19 +52,10 @@ struct sync_replicas_hook_options {
   std::chrono::milliseconds answer_bound{std::chrono::seconds(60)};
 };
 
-/// What the last step's round did, over every shard.
-struct sync_round_report {
-  /// Whether this worker's gradients were part of the applied round; the round's mean loss and
-  /// accuracy and how many gradients it averaged, when they were.
-  bool applied = false;
-  double loss = 0;
-  double accuracy = 0;
-  std::int32_t gradients = 0;
-  /// Over every shard so far: rounds closed short of gradients, gradients dropped as stale.
-  std::int64_t short_rounds = 0;
-  std::int64_t stale_dropped = 0;
-  /// Whether the step pushed nothing: its gradients were computed before a lost ps came back,
-  /// for a round that is no longer the current one.
+/// What the last step's round did, over every shard (sync_round_client's outcome), and whether
+/// the step pushed nothing: its gradients were computed before a lost ps came back, for a round
+/// that is no longer the current one.
+struct sync_round_report : sync_round_outcome {
   bool skipped = false;
 };
 

@@ -641,7 +641,7 @@ TEST_CASE("sync_replicas_optimizer: two workers' plain run(train_op) steps make 
   for (auto* r : {&chief, &other}) {
     CHECK(r->steps_seen == std::vector<std::int64_t>{1, 2, 3});
     CHECK(r->hook->last_round().applied);
-    CHECK(r->hook->last_round().gradients == 2);
+    CHECK(r->hook->last_round().round_gradients == 2);
     CHECK(r->hook->last_round().stale_dropped == 0);
     // The round's loss is the mean of both batches' (sum(w * x) at the round's w).
     CHECK(r->hook->round() == rounds);

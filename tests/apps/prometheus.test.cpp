@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/metrics_pages.hpp"
+
 #include <httplib.h>
 
 #include <chrono>
@@ -27,26 +29,6 @@ using namespace actorflow::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-/// The page a --metrics-port endpoint serves; empty when it does not answer.
-std::string fetch_metrics(std::uint16_t port) {
-  httplib::Client client{"127.0.0.1", port};
-  client.set_connection_timeout(5);
-  client.set_read_timeout(5);
-  auto response = client.Get("/metrics");
-  return response && response->status == 200 ? response->body : std::string{};
-}
-
-/// The sum of every sample of `name` (with any labels) on a page.
-double sum_of(const std::string& page, const std::string& name) {
-  double total = 0;
-  std::istringstream lines{page};
-  std::string line;
-  while (std::getline(lines, line))
-    if (line.rfind(name + "{", 0) == 0 || line.rfind(name + " ", 0) == 0)
-      total += std::stod(line.substr(line.rfind(' ') + 1));
-  return total;
-}
 
 /// `promtool check metrics` on a page: its exit code and what it said.
 command_result promtool_check(const temp_dir& dir, const std::string& page, const std::string& name) {
