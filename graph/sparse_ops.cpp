@@ -7,6 +7,10 @@
 //   ScatterAdd/ScatterSub/ScatterUpdate(var, indices [n], updates [n, ...])   output: var
 //   SparseApplyGradientDescent(var, alpha, grad [n, ...], indices [n])
 //   SparseApplyMomentum(var, accum, lr, grad [n, ...], indices [n], momentum)  attr use_nesterov
+//   DynamicPartition(data [n, ...], partitions [n])   attr num_partitions; that many outputs
+//   DynamicStitch(indices_0..N-1, data_0..N-1)         attr N
+//   _EmbeddingShardIds(ids [m])                        attrs strategy, num_shards, total_rows;
+//                                                      outputs shard (int32), row in it, position
 // The update ops take their variables as refs, like the dense Apply ops (attr "variable",
 // "slots"), and are ordered by the variable's shard as those are.
 #include "graph/sparse_ops.hpp"
@@ -130,6 +134,14 @@ status indexed_slices_grad(graph& g, const node& op, const grads& dy, grads& dx)
   return {};
 }
 
+/// Each data input gets the rows of the incoming gradient its indices took.
+status dynamic_stitch_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  auto n = static_cast<int>(op.inputs.size() / 2);
+  for (int p = 0; p < n; ++p)
+    dx[static_cast<std::size_t>(n + p)] = ops::gather(dy[0], input_of(g, op, p), 0, "Gather");
+  return {};
+}
+
 status unsorted_segment_sum_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   dx[0] = ops::gather(dy[0], input_of(g, op, 1), 0, "Gather");
   return {};
@@ -201,6 +213,47 @@ void register_sparse_ops(op_registry& r) {
     c.set_output(1, c.input_types[0], rows_of(-1, c.input_shapes[0]));
     return status{};
   });
+  plain("DynamicPartition", 2, [](shape_context& c) {
+    if (c.input_types[1] != dtype::int32)
+      return error(std::string{"DynamicPartition partitions must be int32, got "} + to_string(c.input_types[1]));
+    auto parts = c.n.attr_or<std::int64_t>("num_partitions", 0);
+    if (parts < 1)
+      return error("DynamicPartition needs num_partitions of at least 1");
+    for (int p = 0; p < parts; ++p)
+      c.set_output(p, c.input_types[0], rows_of(-1, c.input_shapes[0]));
+    return status{};
+  });
+  plain("DynamicStitch", -1, [](shape_context& c) {
+    auto n = c.input_types.size() / 2;
+    if (n == 0 || c.input_types.size() % 2 != 0)
+      return error("DynamicStitch takes N indices and N data inputs");
+    for (std::size_t p = 0; p < n; ++p) {
+      if (c.input_types[p] != dtype::int32)
+        return error(std::string{"DynamicStitch indices must be int32, got "} + to_string(c.input_types[p]));
+      if (c.input_types[n + p] != c.input_types[n])
+        return error("DynamicStitch data inputs differ in dtype");
+    }
+    auto& data = c.input_shapes[n];
+    auto& indices = c.input_shapes[0];
+    // Rows of data after the indices' dims.
+    if (data.rank_known() && indices.rank_known() && indices.rank() == 1)
+      c.set_output(0, c.input_types[n], rows_of(-1, data));
+    else
+      c.set_output(0, c.input_types[n], tensor_shape::unknown());
+    return status{};
+  });
+  plain("_EmbeddingShardIds", 1, [](shape_context& c) {
+    AF_RETURN_IF_ERROR(check_indices(c, 0, "ids"));
+    auto strategy = c.n.attr_or<std::string>("strategy", "");
+    if (strategy != "mod" && strategy != "div")
+      return error("embedding_lookup's partition_strategy must be \"mod\" or \"div\", not \"" +
+                   strategy + "\"");
+    auto& ids = c.input_shapes[0];
+    c.set_output(0, dtype::int32, ids);
+    c.set_output(1, c.input_types[0], ids);
+    c.set_output(2, dtype::int32, ids);
+    return status{};
+  });
   auto update = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer,
                      std::vector<int> slots) {
     op_def def{std::move(name), inputs, /*stateful=*/true, /*takes_variable_ref=*/true,
@@ -226,7 +279,8 @@ void register_sparse_gradients(gradient_registry& r) {
   r.add("Gather", gather_grad);
   r.add("IndexedSlices", indexed_slices_grad);
   r.add("UnsortedSegmentSum", unsorted_segment_sum_grad);
-  for (auto op : {"Unique", "_DeduplicateSlices", "UnsortedSegmentSumLike", "ScatterAdd",
+  r.add("DynamicStitch", dynamic_stitch_grad);
+  for (auto op : {"Unique", "_EmbeddingShardIds", "_DeduplicateSlices", "UnsortedSegmentSumLike", "ScatterAdd",
                   "ScatterSub", "ScatterUpdate", "SparseApplyGradientDescent",
                   "SparseApplyMomentum"})
     r.add_not_differentiable(op);
@@ -268,16 +322,37 @@ output scatter_update(const actorflow::variable& var, output indices, output upd
   return scatter("ScatterUpdate", var, indices, updates, name);
 }
 
-output embedding_lookup(const actorflow::variable& params, output ids, const std::string& name) {
-  auto& g = graph_of(ids);
-  auto scope = g.name_scope(name);
+std::vector<output> dynamic_partition(output data, output partitions, int num_partitions,
+                                      const std::string& name) {
+  auto& g = graph_of(data);
+  auto first = make(g, "DynamicPartition", name, {data, partitions},
+                    {{"num_partitions", std::int64_t{num_partitions}}});
+  std::vector<output> out;
+  for (int p = 0; p < num_partitions && first.valid(); ++p)
+    out.push_back(g.output_of(first.node_id, p));
+  return out;
+}
+
+output dynamic_stitch(const std::vector<output>& indices, const std::vector<output>& data,
+                      const std::string& name) {
+  std::vector<output> inputs = indices;
+  inputs.insert(inputs.end(), data.begin(), data.end());
+  return make(graph_of(data.at(0)), "DynamicStitch", name, inputs,
+              {{"N", static_cast<std::int64_t>(indices.size())}});
+}
+
+namespace {
+
+/// The checks both lookups make: a table of fully defined shape, ids with at most one unknown
+/// dimension (the final reshape's -1). The table's row shape, or nothing after an error.
+std::optional<std::vector<std::int64_t>> lookup_shapes(graph& g, const std::string& table,
+                                                       const tensor_shape& shape, const output& ids) {
   auto& ids_shape = ids.shape();
-  auto& table = params.ref.shape();
-  if (!table.fully_defined() || table.rank() < 1) {
-    g.record_error(make_error(errc::invalid_argument, "embedding_lookup: the table '" +
-                                                        params.name() + "' has shape " +
-                                                        table.to_string() + ", not a fully defined one"));
-    return {};
+  if (!shape.fully_defined() || shape.rank() < 1) {
+    g.record_error(make_error(errc::invalid_argument, "embedding_lookup: the table '" + table +
+                                                        "' has shape " + shape.to_string() +
+                                                        ", not a fully defined one"));
+    return std::nullopt;
   }
   int unknown = 0;
   for (int i = 0; ids_shape.rank_known() && i < ids_shape.rank(); ++i)
@@ -286,8 +361,22 @@ output embedding_lookup(const actorflow::variable& params, output ids, const std
     g.record_error(make_error(errc::unimplemented, "embedding_lookup: ids of shape " +
                                                      ids_shape.to_string() +
                                                      " (at most one unknown dimension, for now)"));
-    return {};
+    return std::nullopt;
   }
+  auto out = ids_shape.dims();
+  for (int i = 1; i < shape.rank(); ++i)
+    out.push_back(shape.dim(i));
+  return out;
+}
+
+} // namespace
+
+output embedding_lookup(const actorflow::variable& params, output ids, const std::string& name) {
+  auto& g = graph_of(ids);
+  auto scope = g.name_scope(name);
+  auto out_dims = lookup_shapes(g, params.name(), params.ref.shape(), ids);
+  if (!out_dims)
+    return {};
   // Where the ids are: each distinct id once.
   output unique_ids, positions;
   {
@@ -302,11 +391,52 @@ output embedding_lookup(const actorflow::variable& params, output ids, const std
   }
   // Where the ids are again: spread back, in the ids' shape.
   auto beside_ids = g.colocate_with(ids);
-  auto spread = gather(rows, positions, 0, "Gather_1");
-  auto out_dims = ids_shape.dims();
-  for (int i = 1; i < table.rank(); ++i)
-    out_dims.push_back(table.dim(i));
-  return reshape(spread, out_dims, "Reshape_1");
+  return reshape(gather(rows, positions, 0, "Gather_1"), *out_dims, "Reshape_1");
+}
+
+output embedding_lookup(const actorflow::partitioned_variable& params, output ids,
+                        const std::string& partition_strategy, const std::string& name) {
+  auto& g = graph_of(ids);
+  auto scope = g.name_scope(name);
+  if (!params.valid() || params.axis() != 0) {
+    g.record_error(make_error(errc::invalid_argument, "embedding_lookup: the table '" +
+                                                        params.name() +
+                                                        "' must be partitioned along axis 0"));
+    return {};
+  }
+  auto out_dims = lookup_shapes(g, params.name(), params.shape(), ids);
+  if (!out_dims)
+    return {};
+  auto& shards = params.shards();
+  auto n = static_cast<int>(shards.size());
+  // Where the ids are: each distinct id once, the shard it lies on and its row there.
+  output unique_ids, positions;
+  std::vector<output> rows_of_shard, order_of_shard;
+  {
+    auto beside_ids = g.colocate_with(ids);
+    std::tie(unique_ids, positions) = unique(reshape(ids, {-1}, "Reshape"), "Unique");
+    auto placed = make(g, "_EmbeddingShardIds", "EmbeddingShardIds", {unique_ids},
+                       {{"strategy", partition_strategy},
+                        {"num_shards", std::int64_t{n}},
+                        {"total_rows", params.shape().dim(0)}});
+    auto shard = g.output_of(placed.node_id, 0);
+    rows_of_shard = dynamic_partition(g.output_of(placed.node_id, 1), shard, n, "DynamicPartition");
+    order_of_shard = dynamic_partition(g.output_of(placed.node_id, 2), shard, n, "DynamicPartition_1");
+  }
+  // Where each shard is: its rows of the batch only.
+  std::vector<output> found;
+  for (int p = 0; p < n && static_cast<int>(rows_of_shard.size()) == n; ++p) {
+    auto& shard = shards[static_cast<std::size_t>(p)];
+    auto beside_shard = g.colocate_with(shard.ref);
+    found.push_back(gather(shard.read, rows_of_shard[static_cast<std::size_t>(p)], 0,
+                           "Gather_" + std::to_string(p)));
+  }
+  if (static_cast<int>(found.size()) != n)
+    return {};
+  // Where the ids are again: the unique rows in order, spread back, in the ids' shape.
+  auto beside_ids = g.colocate_with(ids);
+  auto unique_rows = dynamic_stitch(order_of_shard, found, "DynamicStitch");
+  return reshape(gather(unique_rows, positions, 0, "Gather"), *out_dims, "Reshape_1");
 }
 
 } // namespace ops

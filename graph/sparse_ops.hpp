@@ -12,6 +12,7 @@
 /// for the batch's unique rows, and the optimizers send unique row ids and their summed gradients.
 
 #include "graph/graph.hpp"
+#include "graph/partitioned_variable.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -72,6 +73,25 @@ output scatter_update(const actorflow::variable& var, output indices, output upd
 /// where the ids are; its gradient for params is an IndexedSlices of the unique rows.
 output embedding_lookup(const actorflow::variable& params, output ids,
                         const std::string& name = "embedding_lookup");
+
+/// The same over a table partitioned along axis 0 (its shards usually on several ps tasks),
+/// with TF's row-to-shard rules: "mod" puts id on shard id % n as its row id / n; "div" gives
+/// each shard a contiguous range of ids, the first (rows % n) one id more (the layout of
+/// fixed_size_partitioner, so that id i is row i of partitioned_variable::as_tensor()). Each
+/// shard's device gathers only the batch's unique ids that fall on it.
+output embedding_lookup(const actorflow::partitioned_variable& params, output ids,
+                        const std::string& partition_strategy = "mod",
+                        const std::string& name = "embedding_lookup");
+
+/// "DynamicPartition": the rows of data [n, ...] split by partitions [n] (int32 in [0,
+/// num_partitions)) into num_partitions outputs, each keeping the rows' order (TF's).
+std::vector<output> dynamic_partition(output data, output partitions, int num_partitions,
+                                      const std::string& name = "DynamicPartition");
+
+/// "DynamicStitch": merged[indices[p][i], ...] = data[p][i, ...] (TF's), indices int32; as many
+/// rows as the largest index + 1; a later one wins where indices repeat.
+output dynamic_stitch(const std::vector<output>& indices, const std::vector<output>& data,
+                      const std::string& name = "DynamicStitch");
 
 } // namespace ops
 

@@ -219,3 +219,75 @@ TEST_CASE("sparse momentum is lazy: a row the batch does not touch keeps its val
     CHECK(got[at(0)] == table[at(0)]);
   }
 }
+
+TEST_CASE("embedding_lookup over a partitioned table follows TF's mod and div rules, and trains the shards' rows like the dense table", "[actors][sparse]") {
+  // 7 rows over 3 shards: 3, 2 and 2 rows (fixed_size_partitioner's layout); row r holds
+  // (r, 10 r).
+  std::vector<float> full;
+  for (int r = 0; r < 7; ++r) {
+    full.push_back(static_cast<float>(r));
+    full.push_back(static_cast<float>(10 * r));
+  }
+  struct table_model {
+    graph g;
+    actorflow::partitioned_variable w;
+    output ids;
+    explicit table_model(const std::vector<float>& full) {
+      w = ops::partitioned_variable(g, "w", tensor_shape{std::vector<std::int64_t>{7, 2}},
+                                    constant_initializer(tensor::from_vector<float>(full, {7, 2})),
+                                    fixed_size_partitioner(3));
+      ids = ops::placeholder(g, dtype::int64, {5}, "ids");
+    }
+  };
+  auto rows_of = [&](const std::vector<int>& full_rows) {
+    std::vector<float> out;
+    for (auto r : full_rows) {
+      out.push_back(full[static_cast<std::size_t>(2 * r)]);
+      out.push_back(full[static_cast<std::size_t>(2 * r + 1)]);
+    }
+    return out;
+  };
+  auto ids = ids_of({6, 0, 3, 3, 2}, {5});
+  for (std::string strategy : {"div", "mod"}) {
+    INFO(strategy);
+    table_model m{full};
+    auto looked_up = ops::embedding_lookup(m.w, m.ids, strategy);
+    REQUIRE(m.g.status().ok());
+    session s{m.g};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+    auto r = s.run({looked_up}, {{m.ids, ids}});
+    REQUIRE(r.ok());
+    // div: id i is row i of the whole table. mod: id i is row i / 3 of shard i % 3, and shard
+    // k's row j is the whole table's row offset_k + j (offsets 0, 3, 5): 6 -> shard 0 row 2,
+    // 0 -> shard 0 row 0, 3 -> shard 0 row 1, 2 -> shard 2 row 0.
+    auto expected = strategy == "div" ? rows_of({6, 0, 3, 3, 2}) : rows_of({2, 0, 1, 1, 5});
+    CHECK(r->at(0).to_vector<float>() == expected);
+    auto bad = s.run({looked_up}, {{m.ids, ids_of({7, 0, 0, 0, 0}, {5})}});
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().message().find("id 7 is out of the table's 7 rows") != std::string::npos);
+  }
+
+  // Sparse (the lookup) against dense (a Gather of the whole table, whose gradient reaches
+  // each shard dense through the concat): the same shards after three steps.
+  auto train = [&](bool sparse) {
+    table_model m{full};
+    auto looked_up = sparse ? ops::embedding_lookup(m.w, m.ids, "div")
+                            : ops::gather(m.w.as_tensor(), m.ids, 0, "dense_gather");
+    auto loss = ops::reduce_sum(ops::square(looked_up));
+    auto step = gradient_descent_optimizer{0.05}.minimize(loss, m.w.shards());
+    REQUIRE(m.g.status().ok());
+    session s{m.g};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+    for (auto& batch : std::vector<std::vector<std::int64_t>>{{6, 0, 3, 3, 2}, {1, 1, 1, 5, 4}, {0, 6, 2, 4, 3}})
+      REQUIRE(s.run_targets({step}, {{m.ids, ids_of(batch, {5})}}).ok());
+    auto value = s.run({m.w.as_tensor()});
+    REQUIRE(value.ok());
+    return value->at(0).to_vector<float>();
+  };
+  auto dense = train(false);
+  auto sparse = train(true);
+  REQUIRE(dense.size() == sparse.size());
+  for (std::size_t i = 0; i < dense.size(); ++i)
+    CHECK(sparse[i] == Approx(dense[i]).margin(1e-6));
+  CHECK(dense != full);
+}

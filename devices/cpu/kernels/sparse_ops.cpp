@@ -309,9 +309,147 @@ private:
   bool use_nesterov_;
 };
 
+/// Rows of data split by partition, order kept; rows are copied as bytes (any dtype).
+class dynamic_partition_kernel : public op_kernel {
+public:
+  explicit dynamic_partition_kernel(const node& n)
+    : op_kernel(n), parts_(n.attr_or<std::int64_t>("num_partitions", 1)) {}
+  void compute(kernel_context& ctx) override {
+    auto& data = ctx.input(0);
+    if (!check_input(ctx, 1, dtype::int32))
+      return;
+    auto& partitions = ctx.input(1);
+    auto n = partitions.num_elements();
+    if (data.shape().rank() < 1 || data.shape().dim(0) != n)
+      return ctx.fail(make_error(errc::invalid_argument,
+                                 "DynamicPartition node '" + name() + "': " + std::to_string(n) +
+                                   " partitions for data of shape " + data.shape().to_string()));
+    auto bytes = static_cast<std::size_t>(row_size(data)) * size_of(data.type());
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(parts_), 0);
+    const auto* of = partitions.data<std::int32_t>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (of[i] < 0 || of[i] >= parts_)
+        return ctx.fail(make_error(errc::invalid_argument,
+                                   "DynamicPartition node '" + name() + "': partition " +
+                                     std::to_string(of[i]) + " is out of range [0, " +
+                                     std::to_string(parts_) + ")"));
+      ++counts[static_cast<std::size_t>(of[i])];
+    }
+    std::vector<char*> next;
+    for (std::int64_t p = 0; p < parts_; ++p) {
+      auto dims = data.shape().dims();
+      dims[0] = counts[static_cast<std::size_t>(p)];
+      auto out = ctx.allocate_output(static_cast<int>(p), data.type(), tensor_shape{dims});
+      next.push_back(static_cast<char*>(out.raw_data()));
+    }
+    const auto* src = static_cast<const char*>(data.raw_data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      auto& dst = next[static_cast<std::size_t>(of[i])];
+      std::memcpy(dst, src + static_cast<std::size_t>(i) * bytes, bytes);
+      dst += bytes;
+    }
+  }
+
+private:
+  std::int64_t parts_;
+};
+
+/// merged[indices[p][i]] = data[p][i]; rows copied as bytes (any dtype).
+class dynamic_stitch_kernel : public op_kernel {
+public:
+  using op_kernel::op_kernel;
+  void compute(kernel_context& ctx) override {
+    auto n = ctx.num_inputs() / 2;
+    std::int64_t rows = 0;
+    for (int p = 0; p < n; ++p) {
+      if (!check_input(ctx, p, dtype::int32))
+        return;
+      auto& indices = ctx.input(p);
+      for (std::int64_t i = 0; i < indices.num_elements(); ++i)
+        rows = std::max<std::int64_t>(rows, indices.data<std::int32_t>()[i] + 1);
+    }
+    auto& first = ctx.input(n);
+    auto dims = first.shape().dims();
+    auto row_dims = ctx.input(0).shape().rank();
+    std::vector<std::int64_t> out_dims{rows};
+    out_dims.insert(out_dims.end(), dims.begin() + std::min<std::size_t>(dims.size(), static_cast<std::size_t>(row_dims)), dims.end());
+    auto out = ctx.allocate_output(0, first.type(), tensor_shape{out_dims});
+    auto width = rows > 0 ? out.num_elements() / rows : 0;
+    auto bytes = static_cast<std::size_t>(width) * size_of(first.type());
+    std::memset(out.raw_data(), 0, static_cast<std::size_t>(out.num_elements()) * size_of(first.type()));
+    auto* dst = static_cast<char*>(out.raw_data());
+    for (int p = 0; p < n; ++p) {
+      auto& indices = ctx.input(p);
+      auto& data = ctx.input(n + p);
+      if (data.type() != first.type() ||
+          data.num_elements() != indices.num_elements() * width)
+        return ctx.fail(make_error(errc::invalid_argument,
+                                   "DynamicStitch node '" + name() + "': data " + std::to_string(p) +
+                                     " of shape " + data.shape().to_string() + " does not fit " +
+                                     std::to_string(indices.num_elements()) + " indices"));
+      const auto* src = static_cast<const char*>(data.raw_data());
+      for (std::int64_t i = 0; i < indices.num_elements(); ++i) {
+        auto at = indices.data<std::int32_t>()[i];
+        if (at < 0)
+          return ctx.fail(out_of_range(*this, at, rows));
+        std::memcpy(dst + static_cast<std::size_t>(at) * bytes, src + static_cast<std::size_t>(i) * bytes, bytes);
+      }
+    }
+  }
+};
+
+/// TF's embedding_lookup rules: for each id its shard, its row there, and its position.
+template <class T>
+class embedding_shard_ids_kernel : public op_kernel {
+public:
+  explicit embedding_shard_ids_kernel(const node& n)
+    : op_kernel(n), mod_(n.attr_or<std::string>("strategy", "mod") == "mod"),
+      shards_(n.attr_or<std::int64_t>("num_shards", 1)),
+      total_(n.attr_or<std::int64_t>("total_rows", 0)) {}
+  void compute(kernel_context& ctx) override {
+    if (!check_input(ctx, 0, dtype_of<T>()))
+      return;
+    auto& ids = ctx.input(0);
+    auto shard = ctx.allocate_output(0, dtype::int32, ids.shape());
+    auto row = ctx.allocate_output(1, dtype_of<T>(), ids.shape());
+    auto position = ctx.allocate_output(2, dtype::int32, ids.shape());
+    auto per_shard = total_ / shards_;
+    auto extras = total_ % shards_;
+    for (std::int64_t i = 0; i < ids.num_elements(); ++i) {
+      std::int64_t id = ids.template data<T>()[i];
+      if (id < 0 || id >= total_)
+        return ctx.fail(make_error(errc::invalid_argument,
+                                   "embedding_lookup node '" + name() + "': id " +
+                                     std::to_string(id) + " is out of the table's " +
+                                     std::to_string(total_) + " rows"));
+      std::int64_t p = 0, r = 0;
+      if (mod_) {
+        p = id % shards_;
+        r = id / shards_;
+      } else if (id < extras * (per_shard + 1)) {
+        p = id / (per_shard + 1);
+        r = id % (per_shard + 1);
+      } else {
+        p = extras + (id - extras * (per_shard + 1)) / per_shard;
+        r = (id - extras * (per_shard + 1)) % per_shard;
+      }
+      shard.template data<std::int32_t>()[i] = static_cast<std::int32_t>(p);
+      row.template data<T>()[i] = static_cast<T>(r);
+      position.template data<std::int32_t>()[i] = static_cast<std::int32_t>(i);
+    }
+  }
+
+private:
+  bool mod_;
+  std::int64_t shards_, total_;
+};
+
 } // namespace
 
 void register_sparse_kernels(kernel_registry& registry) {
+  registry.add("DynamicPartition", "CPU", all_dtypes(), make_kernel<dynamic_partition_kernel>);
+  registry.add("DynamicStitch", "CPU", all_dtypes(), make_kernel<dynamic_stitch_kernel>);
+  add_typed_kernels<embedding_shard_ids_kernel, std::int32_t, std::int64_t>(registry, "_EmbeddingShardIds");
   add_typed_kernels<indexed_slices_kernel, float, double, std::int32_t, std::int64_t>(registry, "IndexedSlices");
   add_typed_kernels<unsorted_segment_sum_like_kernel, float, double>(registry, "UnsortedSegmentSumLike");
   add_typed_kernels<unsorted_segment_sum_kernel, float, double, std::int32_t, std::int64_t>(registry, "UnsortedSegmentSum");
