@@ -124,7 +124,7 @@ output optimizer::minimize(output loss, std::vector<variable> vars,
   return apply_gradients(pairs);
 }
 
-variable optimizer::make_slot(const variable& var, const std::string& slot) {
+variable optimizer::make_slot(const variable& var, const std::string& slot, double initial) {
   auto& g = *var.ref.owner;
   auto& var_node = var.ref.producer();
   auto colocation = g.colocate_with(var.ref);
@@ -136,9 +136,13 @@ variable optimizer::make_slot(const variable& var, const std::string& slot) {
                                 "': the variable's shape " + shape.to_string() +
                                 " is not fully defined"));
   auto slot_name = var_node.name + "/" + slot;
-  auto zeros = ops::zeros(g, shape.dims(), var.ref.type(), slot_name + "/Initializer/zeros");
-  auto v = ops::variable(g, zeros, slot_name, /*trainable=*/false);
-  return v;
+  output start;
+  if (initial == 0)
+    start = ops::zeros(g, shape.dims(), var.ref.type(), slot_name + "/Initializer/zeros");
+  else
+    start = ops::fill(g, shape.dims(), ops::scalar_like(g, var.ref.type(), initial, slot_name + "/Initializer/value"),
+                      slot_name + "/Initializer/Fill");
+  return ops::variable(g, start, slot_name, /*trainable=*/false);
 }
 
 output gradient_descent_optimizer::apply_gradients(
@@ -190,6 +194,32 @@ output momentum_optimizer::apply_gradients(
     }
     updates.push_back(apply_op(g, "ApplyMomentum", var, {accumulators[i]}, {lr, grad, momentum},
                                {{"use_nesterov", use_nesterov_}}));
+  }
+  return group_named_after_scope(g, updates);
+}
+
+output adagrad_optimizer::apply_gradients(
+  const std::vector<gradient_and_variable>& all_pairs, const std::string& name) {
+  auto [gp, pairs] = usable_pairs(all_pairs);
+  if (gp == nullptr)
+    return output{};
+  auto& g = *gp;
+  std::vector<variable> accumulators;
+  for (auto& pair : pairs)
+    accumulators.push_back(make_slot(pair.second, "Adagrad", initial_accumulator_value_));
+  auto scope = g.name_scope(name.empty() ? "Adagrad" : name);
+  std::vector<output> updates;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    auto& [grad, var] = pairs[i];
+    auto update_scope = g.name_scope("update_" + var.name());
+    auto colocation = g.colocate_with(var.ref);
+    auto lr = ops::scalar_like(g, var.ref.type(), learning_rate_, "learning_rate");
+    if (auto rows = unique_rows(grad)) {
+      updates.push_back(apply_op(g, "SparseApplyAdagrad", var, {accumulators[i]},
+                                 {lr, rows->second, rows->first}));
+      continue;
+    }
+    updates.push_back(apply_op(g, "ApplyAdagrad", var, {accumulators[i]}, {lr, grad}));
   }
   return group_named_after_scope(g, updates);
 }

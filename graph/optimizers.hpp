@@ -43,8 +43,9 @@ public:
                   const gradient_options& options = {});
 
 protected:
-  /// A zero-initialised, non-trainable slot variable colocated with `var` ("<var>/<slot>").
-  variable make_slot(const variable& var, const std::string& slot);
+  /// A non-trainable slot variable colocated with `var` ("<var>/<slot>"), every element
+  /// `initial` (zeros by default).
+  variable make_slot(const variable& var, const std::string& slot, double initial = 0);
 };
 
 class gradient_descent_optimizer : public optimizer {
@@ -69,6 +70,20 @@ private:
   double learning_rate_;
   double momentum_;
   bool use_nesterov_;
+};
+
+/// TF's AdagradOptimizer: accum += grad^2, var -= lr * grad / sqrt(accum), the accumulator
+/// ("<var>/Adagrad") starting at initial_accumulator_value.
+class adagrad_optimizer : public optimizer {
+public:
+  explicit adagrad_optimizer(double learning_rate, double initial_accumulator_value = 0.1)
+    : learning_rate_(learning_rate), initial_accumulator_value_(initial_accumulator_value) {}
+  output apply_gradients(const std::vector<gradient_and_variable>& pairs,
+                         const std::string& name = "") override;
+
+private:
+  double learning_rate_;
+  double initial_accumulator_value_;
 };
 
 class adam_optimizer : public optimizer {

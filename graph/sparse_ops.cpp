@@ -7,6 +7,7 @@
 //   ScatterAdd/ScatterSub/ScatterUpdate(var, indices [n], updates [n, ...])   output: var
 //   SparseApplyGradientDescent(var, alpha, grad [n, ...], indices [n])
 //   SparseApplyMomentum(var, accum, lr, grad [n, ...], indices [n], momentum)  attr use_nesterov
+//   SparseApplyAdagrad(var, accum, lr, grad [n, ...], indices [n])
 //   DynamicPartition(data [n, ...], partitions [n])   attr num_partitions; that many outputs
 //   DynamicStitch(indices_0..N-1, data_0..N-1)         attr N
 //   _EmbeddingShardIds(ids [m])                        attrs strategy, num_shards, total_rows;
@@ -265,6 +266,14 @@ void register_sparse_ops(op_registry& r) {
     update(op, 3, [](shape_context& c) { return sparse_update(c, 2, 1, {}); }, {});
   update("SparseApplyGradientDescent", 4,
          [](shape_context& c) { return sparse_update(c, 2, 3, {1}); }, {});
+  update("SparseApplyAdagrad", 5, [](shape_context& c) {
+    AF_RETURN_IF_ERROR(sparse_update(c, 3, 4, {2}));
+    if (c.input_types[1] != c.input_types[0] ||
+        !c.input_shapes[1].is_compatible_with(c.input_shapes[0]))
+      return error("SparseApplyAdagrad: accum " + c.input_shapes[1].to_string() +
+                   " differs from the variable " + c.input_shapes[0].to_string());
+    return status{};
+  }, {1});
   update("SparseApplyMomentum", 6, [](shape_context& c) {
     AF_RETURN_IF_ERROR(sparse_update(c, 3, 4, {2, 5}));
     if (c.input_types[1] != c.input_types[0] ||
@@ -282,7 +291,7 @@ void register_sparse_gradients(gradient_registry& r) {
   r.add("DynamicStitch", dynamic_stitch_grad);
   for (auto op : {"Unique", "_EmbeddingShardIds", "_DeduplicateSlices", "UnsortedSegmentSumLike", "ScatterAdd",
                   "ScatterSub", "ScatterUpdate", "SparseApplyGradientDescent",
-                  "SparseApplyMomentum"})
+                  "SparseApplyMomentum", "SparseApplyAdagrad"})
     r.add_not_differentiable(op);
 }
 

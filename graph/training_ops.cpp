@@ -2,6 +2,7 @@
 //   ApplyGradientDescent(var, alpha, delta)
 //   ApplyMomentum(var, accum, lr, grad, momentum)                       attr use_nesterov
 //   ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad)
+//   ApplyAdagrad(var, accum, lr, grad)
 // Input 0 and the slot inputs (accum; m, v) are variable refs, as for Assign: the kernel finds
 // the variables through attr "variable" (input 0) and attr "slots" (the slot variables' node
 // names, comma-separated, in input order). The output is the variable's updated value.
@@ -70,6 +71,9 @@ void register_training_ops(op_registry& r) {
   }, {});
   add("ApplyMomentum", 5, [](shape_context& c) {
     return check_update(c, {"var", "accum", "lr", "grad", "momentum"}, {1, 3}, {2, 4});
+  }, {1});
+  add("ApplyAdagrad", 4, [](shape_context& c) {
+    return check_update(c, {"var", "accum", "lr", "grad"}, {1, 3}, {2});
   }, {1});
   add("ApplyAdam", 10, [](shape_context& c) {
     return check_update(c,

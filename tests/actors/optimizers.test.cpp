@@ -369,3 +369,31 @@ TEST_CASE("a large variable is updated in parallel blocks") {
   }
   CHECK(wrong == 0);
 }
+
+TEST_CASE("Adagrad: accum += grad^2 from its initial value, var -= lr * grad / sqrt(accum), over three steps", "[actors][optimizers]") {
+  fed_gradient_model<double> m;
+  adagrad_optimizer adagrad{0.5, 0.1};
+  auto step = adagrad.apply_gradients({{m.grad, m.w}});
+  REQUIRE(m.g.status().ok());
+  session s{m.g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+  auto w = initial_w;
+  std::vector<double> accum(w.size(), 0.1);
+  for (auto& grad : step_grads) {
+    REQUIRE(s.run_targets({step}, {{m.grad, tensor_of<double>(grad)}}).ok());
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      accum[i] += grad[i] * grad[i];
+      w[i] -= 0.5 * grad[i] / std::sqrt(accum[i]);
+    }
+  }
+  auto r = s.run({m.w.read});
+  REQUIRE(r.ok());
+  auto got = r->at(0).to_vector<double>();
+  for (std::size_t i = 0; i < w.size(); ++i)
+    CHECK(got[i] == Approx(w[i]).epsilon(1e-12));
+  // The accumulator slot sits beside the variable, named as TF names it.
+  bool slot = false;
+  for (auto& v : m.g.global_variables())
+    slot = slot || v.name() == "w/Adagrad";
+  CHECK(slot);
+}

@@ -118,8 +118,8 @@ TEST_CASE("the gradient of a lookup is an IndexedSlices of the unique rows, and 
       CHECK(analytic[static_cast<std::size_t>(row * dim + c)] == 0.0);
 }
 
-TEST_CASE("sparse gradient descent and momentum give the variables of their dense forms, with repeated ids and two lookups of one table", "[actors][sparse][optimizers]") {
-  for (std::string kind : {"sgd", "momentum"}) {
+TEST_CASE("sparse gradient descent, momentum and Adagrad give the variables of their dense forms, with repeated ids and two lookups of one table", "[actors][sparse][optimizers]") {
+  for (std::string kind : {"sgd", "momentum", "adagrad"}) {
     auto train = [&](bool sparse) {
       lookup_model m{{4}};
       // Two lookups of one table: their sparse gradients are summed as rows.
@@ -134,6 +134,8 @@ TEST_CASE("sparse gradient descent and momentum give the variables of their dens
       std::unique_ptr<optimizer> opt;
       if (kind == "sgd")
         opt = std::make_unique<gradient_descent_optimizer>(0.1);
+      else if (kind == "adagrad")
+        opt = std::make_unique<adagrad_optimizer>(0.1, 0.1);
       else
         opt = std::make_unique<momentum_optimizer>(0.1, 0.9);
       auto step = opt->apply_gradients(pairs);
@@ -146,7 +148,7 @@ TEST_CASE("sparse gradient descent and momentum give the variables of their dens
       REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
       // Sparse momentum is lazy (TF's SparseApplyMomentum): a row's accumulator decays only
       // when the row is touched, so against the dense form every step touches the same rows.
-      auto batches = kind == "sgd"
+      auto batches = kind != "momentum"
                        ? std::vector<std::vector<std::int64_t>>{{1, 4, 1, 0}, {5, 5, 2, 1}, {0, 1, 2, 3}}
                        : std::vector<std::vector<std::int64_t>>{{1, 4, 1, 0}, {0, 4, 4, 1}, {4, 0, 1, 1}};
       for (auto& batch : batches)

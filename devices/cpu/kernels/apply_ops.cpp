@@ -1,4 +1,4 @@
-// ApplyGradientDescent, ApplyMomentum, ApplyAdam: the optimizer updates (TensorFlow's
+// ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad: the optimizer updates (TensorFlow's
 // training_ops), for float32 and float64. Input 0 is the variable (attr "variable" names it);
 // the slot inputs (accum; m and v) are variables too (attr "slots": their names, comma-separated,
 // in input order). The kernel holds every updated variable's mutex for the whole update and
@@ -105,6 +105,26 @@ private:
   bool use_nesterov_;
 };
 
+/// accum += grad^2; var -= lr * grad / sqrt(accum)
+template <class T>
+class apply_adagrad_kernel : public apply_kernel_base<T, 2> {
+public:
+  using apply_kernel_base<T, 2>::apply_kernel_base;
+
+  void compute(kernel_context& ctx) override {
+    if (ctx.num_inputs() != 4)
+      return ctx.fail(make_error(errc::invalid_argument, "ApplyAdagrad needs 4 inputs"));
+    this->run(ctx, {3}, {2}, 5, [&](std::int64_t begin, std::int64_t end, auto& vars) {
+      auto n = end - begin;
+      T lr = this->scalar(ctx, 2);
+      auto grad = view(static_cast<const T*>(ctx.input(3).template data<T>()) + begin, n);
+      auto accum = view(vars[1].out + begin, n);
+      accum = view(vars[1].in + begin, n) + grad.square();
+      view(vars[0].out + begin, n) = view(vars[0].in + begin, n) - lr * grad / accum.sqrt();
+    });
+  }
+};
+
 /// lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power);
 /// m += (grad - m) * (1 - beta1);  v += (grad^2 - v) * (1 - beta2);
 /// var -= lr_t * m / (sqrt(v) + epsilon)
@@ -144,6 +164,7 @@ void register_apply_kernels(kernel_registry& registry) {
   add_typed_kernels<apply_gradient_descent_kernel, float, double>(registry, "ApplyGradientDescent");
   add_typed_kernels<apply_momentum_kernel, float, double>(registry, "ApplyMomentum");
   add_typed_kernels<apply_adam_kernel, float, double>(registry, "ApplyAdam");
+  add_typed_kernels<apply_adagrad_kernel, float, double>(registry, "ApplyAdagrad");
 }
 
 } // namespace actorflow

@@ -29,7 +29,7 @@ void register_softmax_kernels(kernel_registry& registry);    // Softmax
 void register_softmax_cross_entropy_kernels(kernel_registry& registry); // SoftmaxCrossEntropyWithLogits
 void register_fill_kernels(kernel_registry& registry);       // Fill
 void register_random_kernels(kernel_registry& registry);     // RandomUniform, RandomStandardNormal, TruncatedNormal
-void register_apply_kernels(kernel_registry& registry);      // ApplyGradientDescent, ApplyMomentum, ApplyAdam
+void register_apply_kernels(kernel_registry& registry);      // ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad
 void register_all_reduce_kernels(kernel_registry& registry);  // AllReduce
 void register_control_flow_kernels(kernel_registry& registry); // Switch, Merge, Enter, Exit, NextIteration, LoopCond, LogicalNot, StackPush, StackPop, Gather
 void register_sparse_kernels(kernel_registry& registry);     // IndexedSlices, Unique, UnsortedSegmentSum(Like), _DeduplicateSlices, Scatter*, SparseApply*

@@ -309,6 +309,24 @@ private:
   bool use_nesterov_;
 };
 
+/// Per row: accum += grad^2; var -= lr * grad / sqrt(accum) (TF's SparseApplyAdagrad).
+template <class T>
+class sparse_apply_adagrad_kernel : public sparse_update_base<T, 2> {
+public:
+  using sparse_update_base<T, 2>::sparse_update_base;
+  void compute(kernel_context& ctx) override {
+    if (ctx.num_inputs() != 5)
+      return ctx.fail(make_error(errc::invalid_argument, "SparseApplyAdagrad needs 5 inputs"));
+    T lr = ctx.input(2).is_initialized() ? this->scalar(ctx, 2) : T(0);
+    this->run(ctx, 3, 4, {2}, [lr](std::int64_t at, const T* grad_row, std::int64_t width, auto& vars) {
+      auto grad = view(grad_row, width);
+      auto accum = view(vars[1].out + at, width);
+      accum += grad.square();
+      view(vars[0].out + at, width) -= lr * grad / accum.sqrt();
+    });
+  }
+};
+
 /// Rows of data split by partition, order kept; rows are copied as bytes (any dtype).
 class dynamic_partition_kernel : public op_kernel {
 public:
@@ -460,6 +478,7 @@ void register_sparse_kernels(kernel_registry& registry) {
   add_typed_kernels<scatter_update_kernel, float, double>(registry, "ScatterUpdate");
   add_typed_kernels<sparse_apply_gradient_descent_kernel, float, double>(registry, "SparseApplyGradientDescent");
   add_typed_kernels<sparse_apply_momentum_kernel, float, double>(registry, "SparseApplyMomentum");
+  add_typed_kernels<sparse_apply_adagrad_kernel, float, double>(registry, "SparseApplyAdagrad");
 }
 
 } // namespace actorflow
