@@ -331,6 +331,37 @@ output scatter_update(const actorflow::variable& var, output indices, output upd
   return scatter("ScatterUpdate", var, indices, updates, name);
 }
 
+output embedding_lookup_sparse(const actorflow::variable& params, output ids, output segment_ids,
+                               output num_segments, output weights, const std::string& combiner,
+                               const std::string& name) {
+  auto& g = graph_of(ids);
+  if (combiner != "sum" && combiner != "mean" && combiner != "sqrtn") {
+    g.record_error(make_error(errc::invalid_argument, "embedding_lookup_sparse: combiner '" +
+                                                        combiner +
+                                                        "' is not one of sum, mean, sqrtn"));
+    return {};
+  }
+  auto scope = g.name_scope(name);
+  auto rows = embedding_lookup(params, reshape(ids, {-1}, "Reshape"), "embedding_lookup");
+  if (!rows.valid())
+    return {};
+  auto type = params.ref.type();
+  // One weight per row, as a column that scales the row.
+  auto each = weights.valid() ? reshape(cast(weights, type, "Cast"), {-1}, "Reshape_1")
+                              : make(g, "OnesLike", "OnesLike", {cast(reshape(ids, {-1}, "Reshape_2"), type, "Cast_1")});
+  auto column = [&](output x, const std::string& at) { return reshape(x, {-1, 1}, at); };
+  auto summed = unsorted_segment_sum(rows * column(each, "Reshape_3"), segment_ids, num_segments,
+                                     "UnsortedSegmentSum");
+  if (combiner == "sum")
+    return summed;
+  auto total = combiner == "mean" ? unsorted_segment_sum(each, segment_ids, num_segments, "UnsortedSegmentSum_1")
+                                  : sqrt(unsorted_segment_sum(square(each), segment_ids, num_segments,
+                                                              "UnsortedSegmentSum_1"));
+  // An example without ids divides by 1, not 0: its zeros stay zeros.
+  auto empty = cast(equal(total, scalar_like(g, type, 0.0, "zero")), type, "Cast_2");
+  return div(summed, column(add(total, empty), "Reshape_4"), "combined");
+}
+
 std::vector<output> dynamic_partition(output data, output partitions, int num_partitions,
                                       const std::string& name) {
   auto& g = graph_of(data);

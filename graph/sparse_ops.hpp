@@ -83,6 +83,16 @@ output embedding_lookup(const actorflow::partitioned_variable& params, output id
                         const std::string& partition_strategy = "mod",
                         const std::string& name = "embedding_lookup");
 
+/// tf.nn.embedding_lookup_sparse: per example (segment) its ids' rows combined, [num_segments,
+/// dim...]. ids [n] and segment_ids [n] (int32 or int64: the example of each id) are TF's sparse
+/// ids (values and the first column of indices); `weights` [n] (float, optional: 1 each) weigh
+/// the rows; combiner "sum", "mean" (the weighted mean) or "sqrtn" (the weighted sum over the
+/// square root of the sum of squared weights). An example without ids gets zeros.
+output embedding_lookup_sparse(const actorflow::variable& params, output ids, output segment_ids,
+                               output num_segments, output weights = {},
+                               const std::string& combiner = "mean",
+                               const std::string& name = "embedding_lookup_sparse");
+
 /// "DynamicPartition": the rows of data [n, ...] split by partitions [n] (int32 in [0,
 /// num_partitions)) into num_partitions outputs, each keeping the rows' order (TF's).
 std::vector<output> dynamic_partition(output data, output partitions, int num_partitions,

@@ -293,3 +293,49 @@ TEST_CASE("embedding_lookup over a partitioned table follows TF's mod and div ru
     CHECK(sparse[i] == Approx(dense[i]).margin(1e-6));
   CHECK(dense != full);
 }
+
+TEST_CASE("embedding_lookup_sparse combines each example's rows by sum, mean and sqrtn, zeros for an example without ids, and trains sparsely", "[actors][sparse]") {
+  auto table = table_values();
+  auto row = [&](int r, std::int64_t c) { return table[static_cast<std::size_t>(r * dim + c)]; };
+  // Examples 0: ids 1 (w 1), 4 (w 2); 1: ids 1 (w 0.5), 0 (w 1); 2: none; 3: id 5 (w 3).
+  std::vector<std::int64_t> examples{0, 0, 1, 1, 3};
+  std::vector<double> weights{1, 2, 0.5, 1, 3};
+  for (std::string combiner : {"sum", "mean", "sqrtn"}) {
+    INFO(combiner);
+    lookup_model m{{5}};
+    auto combined = ops::embedding_lookup_sparse(
+      m.table, m.ids, ops::constant(m.g, tensor::from_vector<std::int64_t>(examples)),
+      ops::constant(m.g, tensor::scalar<std::int64_t>(4)),
+      ops::constant(m.g, tensor::from_vector<double>(weights)), combiner);
+    auto grad = gradients(ops::reduce_sum(combined), {m.table.ref})[0];
+    REQUIRE(m.g.status().ok());
+    CHECK(as_indexed_slices(grad).has_value());
+    session s{m.g};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+    auto r = s.run({combined}, {{m.ids, ids_of({1, 4, 1, 0, 5}, {5})}});
+    REQUIRE(r.ok());
+    auto got = r->at(0).to_vector<double>();
+    REQUIRE(got.size() == 4 * dim);
+    for (std::int64_t c = 0; c < dim; ++c) {
+      double sum0 = 1 * row(1, c) + 2 * row(4, c), sum1 = 0.5 * row(1, c) + 1 * row(0, c), sum3 = 3 * row(5, c);
+      double d0 = 1, d1 = 1, d3 = 1;
+      if (combiner == "mean") {
+        d0 = 3;
+        d1 = 1.5;
+        d3 = 3;
+      } else if (combiner == "sqrtn") {
+        d0 = std::sqrt(5.0);
+        d1 = std::sqrt(1.25);
+        d3 = 3;
+      }
+      CHECK(got[static_cast<std::size_t>(0 * dim + c)] == Approx(sum0 / d0));
+      CHECK(got[static_cast<std::size_t>(1 * dim + c)] == Approx(sum1 / d1));
+      CHECK(got[static_cast<std::size_t>(2 * dim + c)] == 0.0);
+      CHECK(got[static_cast<std::size_t>(3 * dim + c)] == Approx(sum3 / d3));
+    }
+  }
+  lookup_model bad{{5}};
+  ops::embedding_lookup_sparse(bad.table, bad.ids, bad.ids, ops::constant(bad.g, tensor::scalar<std::int64_t>(4)),
+                               {}, "max");
+  CHECK(bad.g.status().message().find("combiner 'max'") != std::string::npos);
+}
