@@ -2,6 +2,7 @@
 // of every differentiable standard op (gradient_registry). Helper ops the gradient functions
 // build (SumToShapeOf, BroadcastToShapeOf, ReluGrad, ...) are defined in graph/gradient_ops.cpp.
 #include "graph/gradients.hpp"
+#include "graph/sampled_losses.hpp"
 #include "graph/sparse_ops.hpp"
 
 #include "graph/control_flow.hpp"
@@ -460,6 +461,7 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("SigmoidGrad", sigmoid_grad_grad);
   r.add("TanhGrad", tanh_grad_grad);
   register_sparse_gradients(r);
+  register_sampled_loss_gradients(r);
   for (auto op : {"ArgMax", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                   "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
                   "OnesLike", "ZerosLike", "_Send", "_Recv", "ApplyGradientDescent",

@@ -33,16 +33,7 @@ output reduction(const char* op, output x, std::vector<std::int64_t> axes, bool 
 
 output random(graph& g, const char* op, std::vector<std::int64_t> shape, dtype type,
               std::optional<std::int64_t> seed, const std::string& name) {
-  // TensorFlow's rule: with a graph seed and no op seed, the op seed is derived from the node
-  // count so that each op gets a different but reproducible stream.
-  std::int64_t seed1 = 0, seed2 = 0;
-  if (g.seed) {
-    seed1 = *g.seed;
-    seed2 = seed ? *seed : static_cast<std::int64_t>(g.size());
-  } else if (seed) {
-    seed1 = 87654321;
-    seed2 = *seed;
-  }
+  auto [seed1, seed2] = random_seeds(g, seed);
   return make(g, op, name, {},
               {{"shape", std::move(shape)}, {"dtype", type}, {"seed", seed1}, {"seed2", seed2}});
 }
@@ -56,6 +47,16 @@ output scaled(graph& g, output x, double scale, double offset, const std::string
 }
 
 } // namespace
+
+std::pair<std::int64_t, std::int64_t> random_seeds(graph& g, std::optional<std::int64_t> seed) {
+  // TensorFlow's rule: with a graph seed and no op seed, the op seed is derived from the node
+  // count so that each op gets a different but reproducible stream.
+  if (g.seed)
+    return {*g.seed, seed ? *seed : static_cast<std::int64_t>(g.size())};
+  if (seed)
+    return {87654321, *seed};
+  return {0, 0};
+}
 
 output constant(graph& g, const tensor& value, const std::string& name) {
   return make(g, "Const", name, {}, {{"value", value}, {"dtype", value.type()}});

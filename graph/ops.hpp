@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace actorflow::ops {
@@ -156,6 +157,11 @@ output zeros(graph& g, std::vector<std::int64_t> shape, dtype type = dtype::floa
              const std::string& name = "zeros");
 output ones(graph& g, std::vector<std::int64_t> shape, dtype type = dtype::float32,
             const std::string& name = "ones");
+
+/// The attrs seed and seed2 of a random op made now in `g` with op seed `seed` (TensorFlow's
+/// rules: the graph seed and the op seed, or one derived from the node count; (0, 0) when
+/// neither is set, a new sequence every process).
+std::pair<std::int64_t, std::int64_t> random_seeds(graph& g, std::optional<std::int64_t> seed);
 
 /// "RandomUniform" ([0, 1)), "RandomStandardNormal", "TruncatedNormal" (within two standard
 /// deviations): attrs shape, dtype, seed, seed2. The results are reproducible when the graph
