@@ -51,6 +51,17 @@ std::optional<std::pair<output, output>> unique_rows(const output& grad) {
   return ops::deduplicate_slices(slices->values, slices->indices, "DeduplicateSlices");
 }
 
+/// For an update with no sparse kernel (Adam: TF1 decays every row's moments): a sparse gradient
+/// made dense where it is applied, from its deduplicated rows, so that only those cross; a dense
+/// gradient as it is. Call it inside colocate_with(var).
+output dense_where_applied(graph& g, const output& grad) {
+  auto slices = as_indexed_slices(grad);
+  if (!slices)
+    return grad;
+  auto rows = unique_rows(grad);
+  return ops::indexed_slices(rows->second, rows->first, slices->dense_shape, "densified");
+}
+
 /// A NoOp named exactly as the current name scope (TF names the train op after its scope),
 /// depending on `deps`.
 output group_named_after_scope(graph& g, const std::vector<output>& deps) {
@@ -262,7 +273,7 @@ output adam_optimizer::apply_gradients(
     auto beta2 = ops::scalar_like(g, var_type, beta2_, "beta2");
     auto epsilon = ops::scalar_like(g, var_type, epsilon_, "epsilon");
     updates.push_back(apply_op(g, "ApplyAdam", var, {moments[i].first, moments[i].second},
-                               {b1p, b2p, lr, beta1, beta2, epsilon, grad}));
+                               {b1p, b2p, lr, beta1, beta2, epsilon, dense_where_applied(g, grad)}));
   }
   // TF1's _finish: advance the powers once every update has read them. Inside the control
   // dependencies a consumer of the variable ref reads the value when it runs.

@@ -118,8 +118,8 @@ TEST_CASE("the gradient of a lookup is an IndexedSlices of the unique rows, and 
       CHECK(analytic[static_cast<std::size_t>(row * dim + c)] == 0.0);
 }
 
-TEST_CASE("sparse gradient descent, momentum and Adagrad give the variables of their dense forms, with repeated ids and two lookups of one table", "[actors][sparse][optimizers]") {
-  for (std::string kind : {"sgd", "momentum", "adagrad"}) {
+TEST_CASE("sparse gradient descent, momentum, Adagrad and Adam give the variables of their dense forms, with repeated ids and two lookups of one table", "[actors][sparse][optimizers]") {
+  for (std::string kind : {"sgd", "momentum", "adagrad", "adam"}) {
     auto train = [&](bool sparse) {
       lookup_model m{{4}};
       // Two lookups of one table: their sparse gradients are summed as rows.
@@ -136,14 +136,26 @@ TEST_CASE("sparse gradient descent, momentum and Adagrad give the variables of t
         opt = std::make_unique<gradient_descent_optimizer>(0.1);
       else if (kind == "adagrad")
         opt = std::make_unique<adagrad_optimizer>(0.1, 0.1);
+      else if (kind == "adam")
+        opt = std::make_unique<adam_optimizer>(0.1);
       else
         opt = std::make_unique<momentum_optimizer>(0.1, 0.9);
       auto step = opt->apply_gradients(pairs);
       REQUIRE(m.g.status().ok());
       bool uses_sparse_kernel = false;
-      for (int id = 0; id < static_cast<int>(m.g.size()); ++id)
-        uses_sparse_kernel = uses_sparse_kernel || m.g.at(id).op.rfind("SparseApply", 0) == 0;
-      CHECK(uses_sparse_kernel == sparse);
+      for (int id = 0; id < static_cast<int>(m.g.size()); ++id) {
+        auto& n = m.g.at(id);
+        uses_sparse_kernel = uses_sparse_kernel || n.op.rfind("SparseApply", 0) == 0;
+        // Adam applies densely (TF1 decays every row's moments), made dense beside the table
+        // from the deduplicated rows.
+        if (kind == "adam" && sparse && n.op == "ApplyAdam") {
+          auto& densified = m.g.at(n.inputs.back().node_id);
+          CHECK(densified.op == "IndexedSlices");
+          CHECK(densified.attr_or<std::string>("colocate_with", "") == "table");
+          CHECK(m.g.at(densified.inputs[0].node_id).op == "_DeduplicateSlices");
+        }
+      }
+      CHECK(uses_sparse_kernel == (sparse && kind != "adam"));
       session s{m.g};
       REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
       // Sparse momentum is lazy (TF's SparseApplyMomentum): a row's accumulator decays only
