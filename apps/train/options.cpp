@@ -112,7 +112,8 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
                          task is found out (default 10)
   --sync                 between-graph in synchronous rounds: every variable's gradients are
                          averaged over --replicas-to-aggregate workers and applied once per round;
-                         stale gradients are dropped (--optimizer sgd)
+                         stale gradients are dropped (sgd: the ps apply each round; any other
+                         --optimizer: the chief applies it to each round's mean)
   --replicas-to-aggregate K  gradients per round (default: every worker)
   --total-replicas N     the number of workers (default: the worker job's size); more workers
                          than K makes the slowest of each round backups that nobody waits for
@@ -247,8 +248,6 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     return bad("--graph-out", "not with --coordinator: each worker places its own copy of the graph");
   if (o.coordinator && o.model == "linreg")
     return bad("--coordinator", "coordinated training runs a classifier (--model mlp, cnn or rnn)");
-  if (o.sync && o.optimizer != "sgd")
-    return bad("--sync", "synchronous rounds apply plain gradient descent: use --optimizer sgd");
   if (!o.job.empty() && o.job == o.ps_job)
     return bad("--job", "'" + o.job + "' is the ps job: parameter servers run actorflow-worker");
   return o;

@@ -4,11 +4,14 @@
 #include "graph/ops.hpp"
 #include "graph/rendezvous_key.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 namespace actorflow::train {
 
-sync_replicas_optimizer::sync_replicas_optimizer(const optimizer& wrapped,
+sync_replicas_optimizer::sync_replicas_optimizer(optimizer& wrapped,
                                                  actorflow::variable global_step,
                                                  sync_replicas_settings settings)
     : wrapped_(wrapped), global_step_(std::move(global_step)), settings_(settings) {}
@@ -16,13 +19,6 @@ sync_replicas_optimizer::sync_replicas_optimizer(const optimizer& wrapped,
 output sync_replicas_optimizer::apply_gradients(const std::vector<gradient_and_variable>& pairs,
                                                 const std::string& name) {
   auto& g = *global_step_.read.owner;
-  auto* descent = dynamic_cast<const gradient_descent_optimizer*>(&wrapped_);
-  if (descent == nullptr) {
-    g.record_error(make_error(errc::unimplemented,
-                              "sync_replicas_optimizer wraps gradient_descent_optimizer only: the "
-                              "parameter shards apply each round as value -= learning_rate * mean"));
-    return {};
-  }
   if (!pairs_.empty()) {
     g.record_error(make_error(errc::failed_precondition,
                               "sync_replicas_optimizer: apply_gradients was called already"));
@@ -37,7 +33,6 @@ output sync_replicas_optimizer::apply_gradients(const std::vector<gradient_and_v
         std::to_string(settings_.total_num_replicas)));
     return {};
   }
-  learning_rate_ = descent->learning_rate();
   pairs_ = pairs;
   std::vector<output> gradients;
   for (auto& [gradient, variable] : pairs)
@@ -47,6 +42,38 @@ output sync_replicas_optimizer::apply_gradients(const std::vector<gradient_and_v
     auto beside = g.colocate_with(global_step_.read);
     set_global_step_ = ops::assign(global_step_, round_feed_, "global_step/set_round");
   }
+  if (auto* descent = dynamic_cast<const gradient_descent_optimizer*>(&wrapped_)) {
+    learning_rate_ = descent->learning_rate();
+    for (auto& [gradient, variable] : pairs)
+      pushed_.push_back(variable.name());
+    return ops::group(g, gradients, name.empty() ? "sync_replicas" : name);
+  }
+  // The chief applies: each round's mean lands in an accumulator beside its variable.
+  learning_rate_ = -1;
+  std::vector<gradient_and_variable> means;
+  std::vector<actorflow::variable> accumulators;
+  for (auto& [gradient, variable] : pairs) {
+    auto accumulator = make_slot(variable, "sync_gradient");
+    accumulators.push_back(accumulator);
+    means.emplace_back(accumulator.read, variable);
+    pushed_.push_back(accumulator.name());
+  }
+  auto applied = wrapped_.apply_gradients(means, "sync_replicas_apply");
+  std::vector<output> after_apply;
+  {
+    auto after = g.control_dependencies({applied});
+    for (auto& accumulator : accumulators) {
+      auto beside = g.colocate_with(accumulator.ref);
+      after_apply.push_back(ops::assign(accumulator,
+                                        ops::zeros(g, accumulator.ref.shape().dims(),
+                                                   accumulator.ref.type(), "zeros"),
+                                        "zero_sync_gradient"));
+    }
+    auto beside = g.colocate_with(global_step_.read);
+    after_apply.push_back(ops::assign_add(global_step_, ops::constant(g, std::int64_t{1}, "one_round"),
+                                          "count_round"));
+  }
+  chief_apply_ = ops::group(g, after_apply, "sync_replicas_chief_apply");
   return ops::group(g, gradients, name.empty() ? "sync_replicas" : name);
 }
 
@@ -55,6 +82,9 @@ struct sync_replicas_hook::state {
   std::vector<gradient_and_variable> pairs;
   std::vector<std::string> variable_names;
   output global_step, round_feed, set_global_step, loss, accuracy;
+  /// The chief's apply when the chief applies (invalid when the shards do).
+  output chief_apply;
+  std::chrono::milliseconds answer_bound{0};
   sync_round_client rounds;
   std::int64_t round = 0;
   /// Sessions made ready so far; whether a step began (before_run) and has not ended
@@ -84,8 +114,9 @@ sync_replicas_optimizer::make_session_run_hook(bool is_chief,
     options.cluster ? *options.cluster : cluster_spec{}, options.ps_job, settings);
   st->is_chief = is_chief;
   st->pairs = pairs_;
-  for (auto& [gradient, variable] : pairs_)
-    st->variable_names.push_back(variable.name());
+  st->variable_names = pushed_;
+  st->chief_apply = chief_apply_;
+  st->answer_bound = options.answer_bound;
   st->global_step = global_step_.read;
   st->round_feed = round_feed_;
   st->set_global_step = set_global_step_;
@@ -155,6 +186,8 @@ status sync_replicas_hook::after_run(session_run_context& context,
   auto outcome = st.rounds.push(st.round, gradients, loss, accuracy);
   if (!outcome)
     return outcome.error();
+  if (st.chief_apply.valid())
+    AF_RETURN_IF_ERROR(wait_for_apply(context.raw_session(), outcome->global_step));
   st.in_step = false;
   st.round = outcome->global_step;
   static_cast<sync_round_outcome&>(st.last) = *outcome;
@@ -162,9 +195,44 @@ status sync_replicas_hook::after_run(session_run_context& context,
   return {};
 }
 
+status sync_replicas_hook::wait_for_apply(session& s, std::int64_t round) {
+  auto& st = *state_;
+  auto counted = [&]() -> result<std::int64_t> {
+    auto at = s.run({st.global_step});
+    if (!at)
+      return at.error();
+    return at->at(0).scalar_value<std::int64_t>();
+  };
+  auto now = counted();
+  if (!now)
+    return now.error();
+  // The chief applies the closed round (its own gradient in it or not); the others wait until
+  // it has, so that their next gradients see the updated variables.
+  if (st.is_chief) {
+    if (*now < round)
+      AF_RETURN_IF_ERROR(s.run_targets({st.chief_apply}));
+    return {};
+  }
+  auto deadline = std::chrono::steady_clock::now() + st.answer_bound;
+  auto pause = std::chrono::microseconds(200);
+  while (*now < round) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return make_error(errc::deadline_exceeded,
+                        "the chief did not apply synchronous round " + std::to_string(round - 1) +
+                          " within " + std::to_string(st.answer_bound.count() / 1000) + " s");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+    now = counted();
+    if (!now)
+      return now.error();
+  }
+  return {};
+}
+
 status sync_replicas_hook::before_save(session& s, std::int64_t step) {
   auto& st = *state_;
-  if (!st.is_chief)
+  // Where the chief applies, the global step variable counts the rounds itself.
+  if (!st.is_chief || st.chief_apply.valid())
     return {};
   return s.run_targets({st.set_global_step}, {{st.round_feed, tensor::scalar(step)}});
 }

@@ -12,8 +12,12 @@
 /// The train op computes the gradients; the hook (in a train::monitored_session) pushes them and
 /// returns once their round was applied, and counts the global step for the session and the
 /// hooks after it, so that stop_at_step_hook and the checkpoints see the rounds. Put it first
-/// among the hooks. The shards apply rounds as gradient descent (value -= learning_rate *
-/// mean): it wraps gradient_descent_optimizer; another wrapped optimizer is an error of the graph.
+/// among the hooks. Wrapping gradient descent, the shards apply each round themselves (value -=
+/// learning_rate * mean). Wrapping any other optimizer (momentum, Adam, Adagrad), the shards sum
+/// each round into an accumulator variable beside each variable ("<var>/sync_gradient", the
+/// mean), the chief applies the wrapped optimizer to the accumulators, zeroes them and counts
+/// the global step, and the other workers wait for that count before their next round (TF's
+/// token queue): the chief must stay, as in TF.
 /// Only CAF's forward declarations here (through actors/sync_rounds.hpp).
 
 #include "actors/cluster_spec.hpp"
@@ -63,13 +67,13 @@ class sync_replicas_hook;
 
 class sync_replicas_optimizer : public optimizer {
 public:
-  /// `wrapped` and `global_step` must outlive the optimizer.
-  sync_replicas_optimizer(const optimizer& wrapped, actorflow::variable global_step,
+  /// `wrapped` must outlive the optimizer.
+  sync_replicas_optimizer(optimizer& wrapped, actorflow::variable global_step,
                           sync_replicas_settings settings);
 
   /// A NoOp "sync_replicas" that depends on every gradient: running it computes them; the hook
-  /// pushes them. Records an error in the graph when the wrapped optimizer is not gradient
-  /// descent, or when called twice.
+  /// pushes them. Records an error in the graph when called twice or when the round is bigger
+  /// than the replicas.
   output apply_gradients(const std::vector<gradient_and_variable>& pairs,
                          const std::string& name = "") override;
 
@@ -78,11 +82,18 @@ public:
                                                             sync_replicas_hook_options options) const;
 
 private:
-  const optimizer& wrapped_;
+  optimizer& wrapped_;
   actorflow::variable global_step_;
   sync_replicas_settings settings_;
+  /// What the shards apply a round with: the wrapped descent's rate, or -1 (value += mean)
+  /// into the accumulators when the chief applies.
   double learning_rate_ = 0;
   std::vector<gradient_and_variable> pairs_;
+  /// The variables the gradients are pushed to: the variables, or their accumulators.
+  std::vector<std::string> pushed_;
+  /// The chief's apply of the wrapped optimizer to the accumulators, their zeroing and the
+  /// global step's count; invalid when the shards apply.
+  output chief_apply_;
   /// Writes the rounds into the global step before a checkpoint (the chief's).
   output round_feed_, set_global_step_;
 };
@@ -107,6 +118,10 @@ public:
   const sync_round_report& last_round() const;
 
 private:
+  /// Where the chief applies: after a round closed at `round`, the chief applies it unless the
+  /// global step says it did; the others wait (bounded) until it says so.
+  status wait_for_apply(session& s, std::int64_t round);
+
   std::unique_ptr<state> state_;
 };
 

@@ -563,8 +563,13 @@ TEST_CASE("monitored_session outlives a lost ps: the step fails, the ps comes ba
   CHECK(ps->wait_exit(10s) == 0);
 }
 
-TEST_CASE("sync_replicas_optimizer: two workers' plain run(train_op) steps make rounds of both gradients on the ps, stop at the round, and the chief's checkpoint holds the rounds",
-          "[apps][worker][sync]") {
+namespace {
+
+/// Two workers' monitored sessions, each its own graph (loss = sum(w * x), so the gradient is
+/// the fed x: 1 and 3, mean 2), training w = (1, 2) in rounds of both through
+/// sync_replicas_optimizer wrapping `kind` ("sgd" at 0.25, "momentum" 0.25 and 0.9): plain
+/// run(train_op) steps until stop_at_step_hook's round 3. w as the chief reads it at the end.
+std::vector<float> train_in_sync_rounds(const std::string& kind) {
   auto port = free_loopback_port();
   REQUIRE(port != 0);
   auto address = "127.0.0.1:" + std::to_string(port);
@@ -582,7 +587,7 @@ TEST_CASE("sync_replicas_optimizer: two workers' plain run(train_op) steps make 
     graph g;
     actorflow::variable w, global_step;
     output x, loss, train_op;
-    gradient_descent_optimizer sgd{learning_rate};
+    std::unique_ptr<optimizer> wrapped;
     std::unique_ptr<train::sync_replicas_optimizer> sync;
     train::sync_replicas_hook* hook = nullptr;
     std::unique_ptr<train::monitored_session> session;
@@ -597,7 +602,11 @@ TEST_CASE("sync_replicas_optimizer: two workers' plain run(train_op) steps make 
     }
     r.x = ops::placeholder(r.g, dtype::float32, {2}, "x");
     r.loss = ops::reduce_sum(r.w.read * r.x);
-    r.sync = std::make_unique<train::sync_replicas_optimizer>(r.sgd, r.global_step,
+    if (kind == "sgd")
+      r.wrapped = std::make_unique<gradient_descent_optimizer>(learning_rate);
+    else
+      r.wrapped = std::make_unique<momentum_optimizer>(learning_rate, 0.9);
+    r.sync = std::make_unique<train::sync_replicas_optimizer>(*r.wrapped, r.global_step,
                                                              train::sync_replicas_settings{2, 2, 0});
     r.train_op = r.sync->minimize(r.loss);
     REQUIRE(r.g.status().ok());
@@ -635,6 +644,7 @@ TEST_CASE("sync_replicas_optimizer: two workers' plain run(train_op) steps make 
   train_on(chief, 1.f);
   second.join();
   INFO(chief.failure.to_string() + " / " + other.failure.to_string());
+  INFO(kind);
   REQUIRE(chief.failure.ok());
   REQUIRE(other.failure.ok());
   // One round per step, each of both gradients, and both stop at the last round.
@@ -646,10 +656,8 @@ TEST_CASE("sync_replicas_optimizer: two workers' plain run(train_op) steps make 
     // The round's loss is the mean of both batches' (sum(w * x) at the round's w).
     CHECK(r->hook->round() == rounds);
   }
-  // w -= 0.25 * mean(1, 3) each round: 1 - 3 * 0.5 and 2 - 3 * 0.5.
   auto w = chief.session->raw_session().run({chief.w.read});
   REQUIRE(w.ok());
-  CHECK(w->at(0).to_vector<float>() == std::vector<float>{-0.5f, 0.5f});
   REQUIRE(other.session->close().ok());
   REQUIRE(chief.session->close().ok());
   // The chief wrote the rounds into the global step before its checkpoint at close.
@@ -660,20 +668,29 @@ TEST_CASE("sync_replicas_optimizer: two workers' plain run(train_op) steps make 
   CHECK(std::filesystem::exists(dir.path() + "/ckpt-3.afckpt"));
   ps.signal(SIGTERM);
   CHECK(ps.wait_exit(10s) == 0);
+  return w->at(0).to_vector<float>();
 }
 
-TEST_CASE("sync_replicas_optimizer refuses to wrap an optimizer the shards cannot apply, and a round bigger than the replicas",
-          "[apps][sync]") {
-  graph g;
-  auto w = ops::variable(g, ops::constant(g, std::vector<float>{1.f}, {1}), "w");
-  auto global_step = ops::variable(g, ops::constant(g, std::int64_t{0}), "global_step");
-  auto loss = ops::reduce_sum(w.read * w.read);
-  adam_optimizer adam;
-  train::sync_replicas_optimizer wrapped_adam{adam, global_step, {1, 1, 0}};
-  wrapped_adam.minimize(loss);
-  CHECK(g.status().code() == errc::unimplemented);
-  CHECK(g.status().message().find("gradient_descent_optimizer") != std::string::npos);
+} // namespace
 
+TEST_CASE("sync_replicas_optimizer: two workers' plain run(train_op) steps make rounds of both gradients on the ps, stop at the round, and the chief's checkpoint holds the rounds",
+          "[apps][worker][sync]") {
+  // The shards apply: w -= 0.25 * mean(1, 3) each round: 1 - 3 * 0.5 and 2 - 3 * 0.5.
+  CHECK(train_in_sync_rounds("sgd") == std::vector<float>{-0.5f, 0.5f});
+}
+
+TEST_CASE("sync_replicas_optimizer wrapping momentum: the chief applies each round's mean with the wrapped optimizer, the other worker waits for it",
+          "[apps][worker][sync]") {
+  // accum = 0.9 accum + 2 each round: 2, 3.8, 5.42; w -= 0.25 accum: 2.805 in all.
+  auto w = train_in_sync_rounds("momentum");
+  REQUIRE(w.size() == 2);
+  CHECK(w[0] == Approx(1 - 2.805).epsilon(1e-5));
+  CHECK(w[1] == Approx(2 - 2.805).epsilon(1e-5));
+}
+
+
+TEST_CASE("sync_replicas_optimizer refuses a round bigger than the replicas, naming both",
+          "[apps][sync]") {
   graph h;
   auto v = ops::variable(h, ops::constant(h, std::vector<float>{1.f}, {1}), "v");
   auto step = ops::variable(h, ops::constant(h, std::int64_t{0}), "global_step");
@@ -682,4 +699,5 @@ TEST_CASE("sync_replicas_optimizer refuses to wrap an optimizer the shards canno
   too_many.minimize(ops::reduce_sum(v.read * v.read));
   CHECK(h.status().code() == errc::invalid_argument);
   CHECK(h.status().message().find("replicas_to_aggregate 3") != std::string::npos);
+  CHECK(h.status().message().find("total_num_replicas 2") != std::string::npos);
 }

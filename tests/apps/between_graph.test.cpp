@@ -312,10 +312,11 @@ std::vector<double> logged_losses(const std::string& path) {
 /// only in how float sums are grouped (three 128-row products averaged against one of 384);
 /// at the default learning rate 0.1 that moved the final accuracy by 0.0002-0.0023 over seeds
 /// 1-3 with 2 and 3 workers, at 0.2 (chaotic enough to amplify it) by up to 0.0072.
-void check_sync_rounds_equal_one_process(int ps, int workers, int batch, int epochs) {
-  const std::vector<std::string> common{"--data-order", "global", "--learning-rate", "0.1",
-                                        "--epochs", std::to_string(epochs), "--threads", "1",
-                                        "--log-every", "1"};
+void check_sync_rounds_equal_one_process(int ps, int workers, int batch, int epochs,
+                                         std::vector<std::string> optimizer = {"--learning-rate", "0.1"}) {
+  std::vector<std::string> common{"--data-order", "global", "--epochs", std::to_string(epochs),
+                                  "--threads", "1", "--log-every", "1"};
+  common.insert(common.end(), optimizer.begin(), optimizer.end());
   actorflow::test::temp_dir dir;
   auto [spec, ps_tasks] = start_ps_tasks(ps, workers);
   std::vector<std::unique_ptr<child_process>> others;
@@ -368,6 +369,10 @@ TEST_CASE("between-graph sync: 1 ps and 2 workers at batch 128 train as one proc
 
 TEST_CASE("between-graph sync: 2 ps and 3 workers in rounds of all three train as one process at batch 384") {
   check_sync_rounds_equal_one_process(2, 3, 128, 2);
+}
+
+TEST_CASE("between-graph sync with Adam: the chief applies each round's mean, and 2 workers at batch 128 train as one process at batch 256") {
+  check_sync_rounds_equal_one_process(1, 2, 128, 1, {"--optimizer", "adam", "--learning-rate", "0.001"});
 }
 
 TEST_CASE("between-graph sync without backups: a killed worker costs short rounds, not a stall, and its restart rejoins") {
