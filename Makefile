@@ -8,7 +8,7 @@ BUILD_PACKAGES := cmake ninja-build g++ pkg-config ccache libcaf-dev libcapnp-de
   libspdlog-dev libssl-dev openssl clang libclang-rt-dev catch2 libeigen3-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev graphviz iproute2 python3-yaml \
   libcpp-httplib-dev prometheus libprotobuf-dev protobuf-compiler python3-protobuf python3-crc32c \
   pybind11-dev python3-dev python3-numpy python3-pytest
-DATA_PACKAGES := dataset-fashion-mnist
+DATA_PACKAGES := dataset-fashion-mnist dict-gcide wordnet-base
 BENCH_PACKAGES := python3-torch
 
 .PHONY: all deps deps-bench build test demo bench install clean gpu-bundle gpu-check cluster-certs fuzz

@@ -55,11 +55,14 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
 
   --model NAME           mlp (784-256-128-10 ReLU network on Fashion-MNIST), cnn (two 5x5
                          convolutions with max pooling, then 512-128-10), rnn (a tanh cell of
-                         128 units over the 28 rows of each image, in a while loop) or linreg
-                         (the classic y = 0.1 x + 0.3 example); default mlp
+                         128 units over the 28 rows of each image, in a while loop), linreg
+                         (the classic y = 0.1 x + 0.3 example) or word2vec (skip-gram vectors of
+                         a dictionary's words by a sampled loss, scored against WordNet);
+                         default mlp
   --epochs N             mlp, cnn, rnn: passes over the training set (default 3)
   --batch-size N         mlp, cnn, rnn: examples per step (default 128; cnn 32)
-  --learning-rate X      default 0.1 (linreg: 0.5; cnn, rnn: 0.001 with adam, else 0.01)
+  --learning-rate X      default 0.1 (linreg: 0.5; word2vec: 1.0; cnn, rnn: 0.001 with adam,
+                         else 0.01)
   --optimizer NAME       sgd, momentum (0.9) or adam (default sgd; cnn, rnn: adam)
   --seed N               seeds initial weights and batch order (default 1)
   --data-order ORDER     between-graph: global (every worker shuffles the whole training set
@@ -72,7 +75,15 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
                          and convolutions take bf16 operands, on AMX where the CPU has it, and
                          accumulate in float32; variables stay float32) (default float32, or
                          ACTORFLOW_MIXED_PRECISION)
-  --steps N              linreg: training steps (default 1000)
+  --steps N              linreg and word2vec: training steps (default 1000; word2vec 100000)
+  --corpus FILE          word2vec: a dictd dictionary, gzip or plain (default Debian's
+                         dict-gcide, /usr/share/dictd/gcide.dict.dz)
+  --wordnet-dir DIR      word2vec: WordNet's data files, to score the vectors by
+                         (default /usr/share/wordnet, from wordnet-base)
+  --vocabulary N         word2vec: the N - 1 most frequent words and UNK (default 50000)
+  --embedding-dim N      word2vec: the vectors' size (default 128)
+  --num-sampled N        word2vec: candidates per step of the sampled loss (default 64)
+  --sampled-loss L       word2vec: nce (default) or sampled_softmax
   --data-dir DIR         Fashion-MNIST idx files (default /usr/share/datasets/fashion-mnist)
   --output-dir DIR       where metrics.csv, curve.svg and the TensorBoard event files
                          (tensorboard --logdir DIR) go (default actorflow-train-output)
@@ -147,10 +158,10 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
 
 result<train_options> parse_train_options(int argc, const char* const* argv) {
   train_options o;
-  bool learning_rate_set = false, optimizer_set = false, batch_size_set = false;
+  bool learning_rate_set = false, optimizer_set = false, batch_size_set = false, steps_set = false;
   apps::flag_set flags;
   flags.values = {
-    {"--model", [&](auto& v) { return one_of("--model", v, {"mlp", "cnn", "rnn", "linreg"}, o.model); }},
+    {"--model", [&](auto& v) { return one_of("--model", v, {"mlp", "cnn", "rnn", "linreg", "word2vec"}, o.model); }},
     {"--epochs", [&](auto& v) { return apps::parse_int_flag("--epochs", v, 1, o.epochs); }},
     {"--batch-size",
      [&](auto& v) {
@@ -172,7 +183,18 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--mixed-precision",
      [&](auto& v) { return one_of("--mixed-precision", v, {"float32", "bfloat16"}, o.mixed_precision); }},
     {"--threads", [&](auto& v) { return apps::parse_int_flag("--threads", v, 0, o.threads, apps::max_threads_flag); }},
-    {"--steps", [&](auto& v) { return apps::parse_int_flag("--steps", v, 1, o.steps); }},
+    {"--steps",
+     [&](auto& v) {
+       steps_set = true;
+       return apps::parse_int_flag("--steps", v, 1, o.steps);
+     }},
+    {"--corpus", [&](auto& v) { o.corpus = v; return status{}; }},
+    {"--wordnet-dir", [&](auto& v) { o.wordnet_dir = v; return status{}; }},
+    {"--vocabulary", [&](auto& v) { return apps::parse_int_flag("--vocabulary", v, 2, o.vocabulary); }},
+    {"--embedding-dim", [&](auto& v) { return apps::parse_int_flag("--embedding-dim", v, 1, o.embedding_dim); }},
+    {"--num-sampled", [&](auto& v) { return apps::parse_int_flag("--num-sampled", v, 1, o.num_sampled); }},
+    {"--sampled-loss",
+     [&](auto& v) { return one_of("--sampled-loss", v, {"nce", "sampled_softmax"}, o.sampled_loss); }},
     {"--data-dir", [&](auto& v) { o.data_dir = v; return status{}; }},
     {"--output-dir", [&](auto& v) { o.output_dir = v; return status{}; }},
     {"--graph-out", [&](auto& v) { o.graph_out = v; return status{}; }},
@@ -216,6 +238,16 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
   AF_RETURN_IF_ERROR(apps::parse_flags(argc, argv, flags));
   if (o.model == "linreg" && !learning_rate_set)
     o.learning_rate = 0.5;
+  // word2vec's defaults are TF's word2vec_basic's: SGD at 1.0 on batches of 128.
+  if (o.model == "word2vec") {
+    if (!learning_rate_set)
+      o.learning_rate = 1.0;
+    if (!steps_set)
+      o.steps = 100000;
+    if (o.num_sampled >= o.vocabulary)
+      return bad("--num-sampled", std::to_string(o.num_sampled) + " candidates out of a vocabulary of " +
+                                    std::to_string(o.vocabulary));
+  }
   // The CNN's defaults: Adam at 0.001 on batches of 32, which take it past 0.89 test accuracy
   // in three epochs (SGD at 0.1 on 128 stays near 0.86).
   if (o.model == "cnn" || o.model == "rnn") {
@@ -246,7 +278,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
                                 "--sync, and not without --cluster");
   if (o.coordinator && !o.graph_out.empty())
     return bad("--graph-out", "not with --coordinator: each worker places its own copy of the graph");
-  if (o.coordinator && o.model == "linreg")
+  if (o.coordinator && (o.model == "linreg" || o.model == "word2vec"))
     return bad("--coordinator", "coordinated training runs a classifier (--model mlp, cnn or rnn)");
   if (!o.job.empty() && o.job == o.ps_job)
     return bad("--job", "'" + o.job + "' is the ps job: parameter servers run actorflow-worker");

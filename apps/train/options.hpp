@@ -38,8 +38,17 @@ struct train_options {
   bool resume = false;
   /// Keep this many checkpoints.
   int keep_checkpoints = 3;
-  /// linreg: number of steps.
+  /// linreg and word2vec: number of steps (word2vec's default 100000).
   int steps = 1000;
+  /// word2vec: the corpus (a dictd dictionary, gzip or plain), WordNet's directory for the
+  /// score, the vocabulary's size, the vectors' size, candidates per step, and the loss
+  /// ("nce" or "sampled_softmax").
+  std::string corpus = "/usr/share/dictd/gcide.dict.dz";
+  std::string wordnet_dir = "/usr/share/wordnet";
+  int vocabulary = 50000;
+  int embedding_dim = 128;
+  int num_sampled = 64;
+  std::string sampled_loss = "nce";
   /// Write a metrics row (and a plain progress line when not on a terminal) every N steps.
   int log_every = 50;
   /// Where to train. A master "caf://host:port" (with `cluster`, data parallel over its ps and

@@ -354,3 +354,34 @@ TEST_CASE("the MLP trains an epoch to the same losses with fusion on and with AC
   std::filesystem::remove_all(on);
   std::filesystem::remove_all(off);
 }
+
+TEST_CASE("word2vec on GCIDE learns vectors whose neighbours WordNet relates more often than random vectors' do, through sparse updates on the in-process cluster's ps", "[apps][sparse]") {
+  INFO("GCIDE or WordNet is missing: apt-get install dict-gcide wordnet-base");
+  REQUIRE(std::filesystem::exists("/usr/share/dictd/gcide.dict.dz"));
+  REQUIRE(std::filesystem::exists("/usr/share/wordnet/data.noun"));
+  auto dir = fresh_dir("word2vec");
+  // TF's word2vec_basic: 100000 steps of 128 pairs, SGD at 1.0, NCE over 64 candidates; the
+  // tables on the ps task, looked up from the worker.
+  auto r = run_train("--model word2vec --threads 1 --log-every 50000 --output-dir " + dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto lines = lines_of(r.output);
+  std::string score_line, red_line;
+  for (auto& line : lines) {
+    if (line.rfind("wordnet score: ", 0) == 0)
+      score_line = line;
+    if (line.rfind("nearest to red: ", 0) == 0)
+      red_line = line;
+  }
+  REQUIRE_FALSE(score_line.empty());
+  auto score = std::stod(score_line.substr(15));
+  auto chance = std::stod(score_line.substr(score_line.find("random vectors: ") + 16));
+  CHECK(chance > 0);
+  CHECK(score > 2 * chance);
+  // Colours come out near a colour.
+  bool colour = false;
+  for (auto* near : {"yellow", "white", "black", "brown", "green", "blue"})
+    colour = colour || red_line.find(near) != std::string::npos;
+  CHECK(colour);
+  CHECK(std::filesystem::exists(dir + "/metrics.csv"));
+}
