@@ -272,6 +272,11 @@ output adam_optimizer::apply_gradients(
     auto beta1 = ops::scalar_like(g, var_type, beta1_, "beta1");
     auto beta2 = ops::scalar_like(g, var_type, beta2_, "beta2");
     auto epsilon = ops::scalar_like(g, var_type, epsilon_, "epsilon");
+    if (auto rows = lazy_ ? unique_rows(grad) : std::nullopt) {
+      updates.push_back(apply_op(g, "SparseApplyAdam", var, {moments[i].first, moments[i].second},
+                                 {b1p, b2p, lr, beta1, beta2, epsilon, rows->second, rows->first}));
+      continue;
+    }
     updates.push_back(apply_op(g, "ApplyAdam", var, {moments[i].first, moments[i].second},
                                {b1p, b2p, lr, beta1, beta2, epsilon, dense_where_applied(g, grad)}));
   }

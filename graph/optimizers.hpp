@@ -86,16 +86,20 @@ private:
   double initial_accumulator_value_;
 };
 
+/// TF1's AdamOptimizer; a sparse gradient (an embedding's) is applied densely as TF1 does (every
+/// row's moments decay), or with `lazy` (TF's LazyAdamOptimizer) to its rows only, moments and
+/// all (SparseApplyAdam).
 class adam_optimizer : public optimizer {
 public:
   explicit adam_optimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
-                          double epsilon = 1e-8)
-    : learning_rate_(learning_rate), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+                          double epsilon = 1e-8, bool lazy = false)
+    : learning_rate_(learning_rate), beta1_(beta1), beta2_(beta2), epsilon_(epsilon), lazy_(lazy) {}
   output apply_gradients(const std::vector<gradient_and_variable>& pairs,
                          const std::string& name = "") override;
 
 private:
   double learning_rate_, beta1_, beta2_, epsilon_;
+  bool lazy_;
 };
 
 } // namespace actorflow

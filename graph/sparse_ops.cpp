@@ -8,6 +8,8 @@
 //   SparseApplyGradientDescent(var, alpha, grad [n, ...], indices [n])
 //   SparseApplyMomentum(var, accum, lr, grad [n, ...], indices [n], momentum)  attr use_nesterov
 //   SparseApplyAdagrad(var, accum, lr, grad [n, ...], indices [n])
+//   SparseApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
+//                   grad [n, ...], indices [n])             lazy: only the rows named
 //   DynamicPartition(data [n, ...], partitions [n])   attr num_partitions; that many outputs
 //   DynamicStitch(indices_0..N-1, data_0..N-1)         attr N
 //   _EmbeddingShardIds(ids [m])                        attrs strategy, num_shards, total_rows;
@@ -274,6 +276,14 @@ void register_sparse_ops(op_registry& r) {
                    " differs from the variable " + c.input_shapes[0].to_string());
     return status{};
   }, {1});
+  update("SparseApplyAdam", 11, [](shape_context& c) {
+    AF_RETURN_IF_ERROR(sparse_update(c, 9, 10, {3, 4, 5, 6, 7, 8}));
+    for (int slot : {1, 2})
+      if (c.input_types[static_cast<std::size_t>(slot)] != c.input_types[0] ||
+          !c.input_shapes[static_cast<std::size_t>(slot)].is_compatible_with(c.input_shapes[0]))
+        return error("SparseApplyAdam: a moment differs from the variable " + c.input_shapes[0].to_string());
+    return status{};
+  }, {1, 2});
   update("SparseApplyMomentum", 6, [](shape_context& c) {
     AF_RETURN_IF_ERROR(sparse_update(c, 3, 4, {2, 5}));
     if (c.input_types[1] != c.input_types[0] ||
@@ -291,7 +301,7 @@ void register_sparse_gradients(gradient_registry& r) {
   r.add("DynamicStitch", dynamic_stitch_grad);
   for (auto op : {"Unique", "_EmbeddingShardIds", "_DeduplicateSlices", "UnsortedSegmentSumLike", "ScatterAdd",
                   "ScatterSub", "ScatterUpdate", "SparseApplyGradientDescent",
-                  "SparseApplyMomentum", "SparseApplyAdagrad"})
+                  "SparseApplyMomentum", "SparseApplyAdagrad", "SparseApplyAdam"})
     r.add_not_differentiable(op);
 }
 

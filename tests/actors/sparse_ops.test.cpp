@@ -351,3 +351,41 @@ TEST_CASE("embedding_lookup_sparse combines each example's rows by sum, mean and
                                {}, "max");
   CHECK(bad.g.status().message().find("combiner 'max'") != std::string::npos);
 }
+
+TEST_CASE("lazy Adam updates the rows a batch touches only, moments and all, by Adam's formula", "[actors][sparse][optimizers]") {
+  lookup_model m{{2}};
+  auto loss = ops::reduce_sum(ops::embedding_lookup(m.table, m.ids));
+  adam_optimizer lazy{0.1, 0.9, 0.999, 1e-8, true};
+  auto step = lazy.minimize(loss, {m.table});
+  REQUIRE(m.g.status().ok());
+  session s{m.g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+  // Step 1 touches rows 2 and 3, step 2 rows 3 and 4 (gradient 1 each).
+  REQUIRE(s.run_targets({step}, {{m.ids, ids_of({2, 3}, {2})}}).ok());
+  REQUIRE(s.run_targets({step}, {{m.ids, ids_of({3, 4}, {2})}}).ok());
+  auto table = table_values();
+  auto now = s.run({m.table.read});
+  REQUIRE(now.ok());
+  auto got = now->at(0).to_vector<double>();
+  // One row through Adam's steps, its gradient g_t at step t (0: untouched, not stepped).
+  auto adam_row = [](double value, const std::vector<double>& grads) {
+    double mm = 0, vv = 0, b1 = 1, b2 = 1;
+    for (auto g : grads) {
+      b1 *= 0.9;
+      b2 *= 0.999;  // the powers advance every step, touched or not
+      if (g == 0)
+        continue;
+      mm += (g - mm) * 0.1;
+      vv += (g * g - vv) * 0.001;
+      value -= 0.1 * std::sqrt(1 - b2) / (1 - b1) * mm / (std::sqrt(vv) + 1e-8);
+    }
+    return value;
+  };
+  for (std::int64_t c = 0; c < dim; ++c) {
+    auto at = [&](std::int64_t row) { return static_cast<std::size_t>(row * dim + c); };
+    CHECK(got[at(2)] == Approx(adam_row(table[at(2)], {1, 0})).margin(1e-12));
+    CHECK(got[at(3)] == Approx(adam_row(table[at(3)], {1, 1})).margin(1e-12));
+    CHECK(got[at(4)] == Approx(adam_row(table[at(4)], {0, 1})).margin(1e-12));
+    CHECK(got[at(0)] == table[at(0)]);
+  }
+}

@@ -327,6 +327,35 @@ public:
   }
 };
 
+/// Per row named (lazy, as TF's LazyAdamOptimizer): m += (g - m)(1 - beta1), v += (g^2 - v)(1 -
+/// beta2), var -= lr_t m / (sqrt(v) + epsilon), lr_t = lr sqrt(1 - beta2_power) / (1 - beta1_power).
+template <class T>
+class sparse_apply_adam_kernel : public sparse_update_base<T, 3> {
+public:
+  using sparse_update_base<T, 3>::sparse_update_base;
+  void compute(kernel_context& ctx) override {
+    if (ctx.num_inputs() != 11)
+      return ctx.fail(make_error(errc::invalid_argument, "SparseApplyAdam needs 11 inputs"));
+    for (int i = 3; i <= 8; ++i)
+      if (!ctx.input(i).is_initialized())
+        return ctx.fail(make_error(errc::invalid_argument, "SparseApplyAdam: input " +
+                                                             std::to_string(i) + " is missing"));
+    T beta1_power = this->scalar(ctx, 3), beta2_power = this->scalar(ctx, 4);
+    T lr = this->scalar(ctx, 5), beta1 = this->scalar(ctx, 6), beta2 = this->scalar(ctx, 7);
+    T epsilon = this->scalar(ctx, 8);
+    T lr_t = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
+    this->run(ctx, 9, 10, {3, 4, 5, 6, 7, 8},
+              [=](std::int64_t at, const T* grad_row, std::int64_t width, auto& vars) {
+                auto grad = view(grad_row, width);
+                auto m = view(vars[1].out + at, width);
+                m += (grad - m) * (T(1) - beta1);
+                auto v = view(vars[2].out + at, width);
+                v += (grad.square() - v) * (T(1) - beta2);
+                view(vars[0].out + at, width) -= lr_t * m / (v.sqrt() + epsilon);
+              });
+  }
+};
+
 /// Rows of data split by partition, order kept; rows are copied as bytes (any dtype).
 class dynamic_partition_kernel : public op_kernel {
 public:
@@ -479,6 +508,7 @@ void register_sparse_kernels(kernel_registry& registry) {
   add_typed_kernels<sparse_apply_gradient_descent_kernel, float, double>(registry, "SparseApplyGradientDescent");
   add_typed_kernels<sparse_apply_momentum_kernel, float, double>(registry, "SparseApplyMomentum");
   add_typed_kernels<sparse_apply_adagrad_kernel, float, double>(registry, "SparseApplyAdagrad");
+  add_typed_kernels<sparse_apply_adam_kernel, float, double>(registry, "SparseApplyAdam");
 }
 
 } // namespace actorflow
