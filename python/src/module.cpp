@@ -86,4 +86,5 @@ PYBIND11_MODULE(_actorflow, m) {
   actorflow::python::bind_session(m);
   actorflow::python::bind_server(m);
   actorflow::python::bind_training(m);
+  actorflow::python::bind_monitored(m);
 }
