@@ -453,7 +453,7 @@ class MonitoredSession:
         return self._c.closed or self._c.should_stop()
 
     def global_step(self):
-        """The global step as the C++ session knows it (not in TF's API)."""
+        """The global step as the C++ session knows it (not in TF's API); exact after close()."""
         return self._c.global_step()
 
     def close(self):

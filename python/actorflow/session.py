@@ -27,6 +27,9 @@ class ConfigProto:
         "inter_op_parallelism_threads": 0,
         "intra_op_parallelism_threads": 0,
         "operation_timeout_in_ms": 0,
+        # The tasks a Server's master reaches (a between-graph worker: ["/job:ps",
+        # "/job:worker/task:N"]); taken by tf.train.Server, not by sessions.
+        "device_filters": (),
     }
 
     def __init__(self, **fields):

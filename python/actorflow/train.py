@@ -302,7 +302,9 @@ class Server:
                 raise ValueError("Must specify an explicit `task_index`.")
             task_index = cluster.task_indices(job_name)[0]
         threads, timeout = _server_settings(config)
-        self._c = _c.Server.start(cluster._native(), job_name, int(task_index), threads, timeout)
+        filters = list(config.device_filters) if config is not None else []
+        self._c = _c.Server.start(cluster._native(), job_name, int(task_index), threads, timeout,
+                                  filters)
         # A MonitoredTrainingSession on this target finds the cluster and the task here.
         _register_server(self.target, cluster._native(), job_name, int(task_index))
         self._announce()

@@ -140,6 +140,8 @@ private:
 
 struct python_monitored_session {
   std::unique_ptr<train::monitored_session> open;
+  /// The global step close() ended at (exact then), for global_step() after it.
+  std::int64_t closed_at = 0;
 
   train::monitored_session& get() {
     if (!open)
@@ -215,6 +217,7 @@ void close_monitored(python_monitored_session& self) {
   {
     py::gil_scoped_release release;
     closed = self.open->close();
+    self.closed_at = self.open->global_step();
     self.open.reset();
   }
   check(closed);
@@ -267,7 +270,9 @@ void bind_monitored_session(py::module_& m) {
          py::keep_alive<1, 2>())
     .def("run", &run_monitored, "fetches"_a, "feed_outputs"_a, "feed_values"_a, "targets"_a)
     .def("should_stop", [](python_monitored_session& s) { return s.get().should_stop(); })
-    .def("global_step", [](python_monitored_session& s) { return s.get().global_step(); })
+    .def("global_step", [](python_monitored_session& s) {
+      return s.open ? s.open->global_step() : s.closed_at;
+    })
     .def("close", &close_monitored)
     .def_property_readonly("closed", [](const python_monitored_session& s) { return !s.open; });
 }
