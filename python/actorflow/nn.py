@@ -14,6 +14,38 @@ from actorflow.framework import _same_graph, convert_to_tensor
 relu = _ops._unary(_c.relu, "Relu")
 sigmoid = _ops.sigmoid
 tanh = _ops.tanh
+embedding_lookup = _ops.embedding_lookup
+
+
+# Composed of existing ops (actorflow has no kernel of their own).
+def relu6(features, name=None):
+    with _ops._scoped("Relu6", name):
+        return _ops.minimum(relu(features), 6.0)
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    with _ops._scoped("LeakyRelu", name):
+        x = convert_to_tensor(features)
+        return _ops.subtract(relu(x), _ops.multiply(relu(_ops.negative(x)), alpha))
+
+
+def elu(features, name=None):
+    with _ops._scoped("Elu", name):
+        x = convert_to_tensor(features)
+        return _ops.add(relu(x), _ops.subtract(_ops.exp(_ops.minimum(x, 0.0)), 1.0))
+
+
+def softplus(features, name=None):
+    """log(1 + exp(x)) as relu(x) + log(1 + exp(-|x|)), which does not overflow."""
+    with _ops._scoped("Softplus", name):
+        x = convert_to_tensor(features)
+        return _ops.add(relu(x), _ops.log(_ops.add(_ops.exp(_ops.negative(_ops.abs(x))), 1.0)))
+
+
+def l2_loss(t, name=None):
+    """sum(t ** 2) / 2."""
+    with _ops._scoped("L2Loss", name):
+        return _ops.multiply(_ops.reduce_sum(_ops.square(t)), 0.5)
 
 
 def softmax(logits, axis=None, name=None, dim=None):

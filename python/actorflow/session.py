@@ -15,7 +15,7 @@ import numpy as np
 
 from actorflow import _actorflow as _c
 from actorflow import dtypes, errors
-from actorflow.framework import Operation, Tensor, Variable, get_default_graph
+from actorflow.framework import IndexedSlices, Operation, Tensor, Variable, get_default_graph
 
 
 class ConfigProto:
@@ -333,6 +333,8 @@ def _flatten_fetches(graph, fetch, leaves):
         return ("namedtuple", type(fetch), [_flatten_fetches(graph, v, leaves) for v in fetch])
     if isinstance(fetch, (list, tuple)):
         return (type(fetch).__name__, type(fetch), [_flatten_fetches(graph, v, leaves) for v in fetch])
+    if isinstance(fetch, IndexedSlices):
+        fetch = fetch._dense    # its dense value (TF would give an IndexedSlicesValue)
     try:
         element = graph.as_graph_element(fetch)
     except TypeError:

@@ -14,8 +14,8 @@ import threading
 from actorflow import _actorflow as _c
 from actorflow import errors
 from actorflow import ops as _ops
-from actorflow.framework import (Tensor, Variable, _same_graph, convert_to_tensor,
-                                 get_default_graph)
+from actorflow.framework import (IndexedSlices, Tensor, Variable, _same_graph,
+                                 convert_to_tensor, get_default_graph)
 from actorflow.monitored import (CheckpointSaverHook, LoggingTensorHook,  # noqa: F401
                                  MonitoredSession, MonitoredTrainingSession, NanLossDuringTrainingError,
                                  NanTensorHook, Saver,
@@ -52,7 +52,7 @@ class Optimizer:
                                                bool(colocate_gradients_with_ops))
         graph = loss.graph
         graph._built(None)
-        return [(graph._tensor(g), graph._variable(v)) for g, v in pairs]
+        return [(IndexedSlices._of(graph._tensor(g)), graph._variable(v)) for g, v in pairs]
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         """One Operation applying every pair (and adding one to `global_step` after, when given)."""

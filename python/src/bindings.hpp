@@ -5,6 +5,8 @@
 ///   bind_server(m);    // cluster specs and servers           (bind_server.cpp, the only one with CAF)
 ///   bind_training(m);  // gradients, optimizers, device setters (bind_training.cpp)
 ///   bind_monitored(m); // saver, monitored session, hooks, sync replicas (bind_monitored.cpp)
+///   bind_control_flow_and_sparse(m);  // cond, while_loop, IndexedSlices, embedding_lookup
+///                                     // (bind_control_flow.cpp)
 /// The pure-Python package (python/actorflow/) is the TF1 surface; this module is a thin layer
 /// over the C++ API that it calls. Dtypes cross as their names ("float32"), tensors as numpy
 /// arrays, errors as the actorflow.errors class of their code.
@@ -32,6 +34,7 @@ void bind_session(py::module_& m);
 void bind_server(py::module_& m);
 void bind_training(py::module_& m);
 void bind_monitored(py::module_& m);
+void bind_control_flow_and_sparse(py::module_& m);
 
 /// A session that Python can close before the object goes away (tf.Session.close), or one
 /// borrowed from a monitored session for the length of a hook's call (`borrowed`, cleared when
