@@ -97,10 +97,10 @@ def test_two_workers_train_on_two_ps_tasks_and_the_chief_checkpoints(tmp_path, s
             assert steps <= r["steps"] <= steps + 2, results
         assert max(r["global_step"] for r in results) <= steps + 1, results
     else:
-        # Both workers' steps count in the global step: neither ran all of them.
-        assert total >= steps
-        for r in results:
-            assert r["steps"] < steps, results
+        # Every step of either worker counts once in the one global step on the ps (a worker
+        # that starts late may find the chief nearly done: how they share it is timing).
+        assert all(r["steps"] >= 1 for r in results), results
+        assert total - 2 <= max(r["global_step"] for r in results) <= total + 2, results
     saved = checkpoint_steps(checkpoints)
     assert saved, os.listdir(checkpoints)
     # The chief saved every 50 steps and at the end (at its last global step).

@@ -318,3 +318,49 @@ def test_sync_replicas_optimizer_refuses_what_it_cannot_do():
     # Without a tf.train.Server of this process for the master, the hook cannot reach the shards.
     with pytest.raises(ValueError, match="Server"):
         tf.train.MonitoredTrainingSession(hooks=[hook])
+
+
+@pytest.mark.parametrize("where", ["begin", "after_create_session", "end"])
+def test_a_hook_failing_around_the_steps_raises_its_exception(where):
+    x, y, w, b, loss, global_step, train_op = linear_model()
+
+    class Boom(Exception):
+        pass
+
+    class Failing(tf.train.SessionRunHook):
+        def begin(self):
+            if where == "begin":
+                raise Boom(where)
+
+        def after_create_session(self, session, coord):
+            if where == "after_create_session":
+                raise Boom(where)
+
+        def end(self, session):
+            if where == "end":
+                raise Boom(where)
+
+    with pytest.raises(Boom, match=where):
+        sess = tf.train.MonitoredTrainingSession(hooks=[Failing()])
+        sess.run(train_op, feed_dict=dict(zip((x, y), batch(0))))
+        sess.close()
+
+
+def test_the_context_manager_ends_quietly_at_the_end_of_the_input_only():
+    x, y, w, b, loss, global_step, train_op = linear_model()
+    with tf.train.MonitoredTrainingSession() as sess:
+        sess.run(train_op, feed_dict=dict(zip((x, y), batch(0))))
+        raise tf.errors.OutOfRangeError(None, None, "the input is done")
+    assert sess.should_stop()
+    with pytest.raises(KeyError):
+        with tf.train.MonitoredTrainingSession():
+            raise KeyError("not swallowed")
+    # One hook object serves several sessions (each makes its own C++ hook).
+    hook = tf.train.StopAtStepHook(last_step=2)
+    for _ in range(2):
+        with tf.train.MonitoredTrainingSession(hooks=[hook]) as sess:
+            runs = 0
+            while not sess.should_stop() and runs < 5:
+                sess.run(train_op, feed_dict=dict(zip((x, y), batch(0))))
+                runs += 1
+        assert runs == 2
