@@ -19,8 +19,8 @@ from actorflow.framework import (DeviceSpec, Graph, IndexedSlices, Operation, Te
                                  control_dependencies, convert_to_tensor, device,
                                  get_default_graph, name_scope, reset_default_graph)
 from actorflow.ops import (abs, clip_by_value, embedding_lookup, expand_dims,  # noqa: A004
-                           logical_or, logical_xor, maximum, minimum, not_equal, pow, reciprocal,
-                           reduce_min, rsqrt, scatter_add, scatter_sub, scatter_update,
+                           logical_or, logical_xor, maximum, minimum, not_equal, one_hot, pow,
+                           range, reciprocal, reduce_all, reduce_any, reduce_min, rsqrt, scatter_add, scatter_sub, scatter_update,
                            squared_difference, squeeze, stack, unique, unsorted_segment_sum)
 from actorflow.ops import (add, add_n, all_variables, arg_max, argmax, assign, assign_add,
                            assign_sub, cast, concat, constant, div, divide, equal, exp, fill,

@@ -452,6 +452,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
 
 # --- composed of the ops above (actorflow has no kernel of their own) ------------------------------
 # Each is a few existing ops under a name scope of the TF op's name; gradients follow from theirs.
+# abs, pow and range below are TF's names and shadow the builtins in this module: code here
+# that wants the builtins spells them builtins.abs, ....
 
 
 def _scoped(default_name, name):
@@ -679,3 +681,55 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
         return _tensor_in(params.graph, _c.embedding_lookup(params._handle, ids._output,
                                                             name or "embedding_lookup"))
     return gather(params, ids, name=name or "embedding_lookup")
+
+
+# --- more composed ops --------------------------------------------------------------------------------
+
+
+def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None):
+    """Rows of a depth x depth identity (scaled to on/off values) gathered at `indices`: the
+    last axis is the class."""
+    if axis not in (None, -1):
+        raise ValueError("one_hot(axis=%r): actorflow puts the classes on the last axis only"
+                         % (axis,))
+    dtype = dtypes.as_dtype(dtype or dtypes.float32)
+    on = 1 if on_value is None else on_value
+    off = 0 if off_value is None else off_value
+    if not isinstance(depth, int) or depth < 1:
+        raise ValueError("one_hot needs a Python int depth >= 1, got %r" % (depth,))
+    table = np.full([depth, depth], off, dtype=dtype.as_numpy_dtype)
+    np.fill_diagonal(table, on)
+    with _scoped("one_hot", name):
+        return gather(constant(table, name="table"), indices)
+
+
+def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 - TF's name
+    """A constant np.arange of Python numbers (actorflow has no Range op: tensor bounds are
+    refused)."""
+    for value in (start, limit, delta):
+        if _is_tensor_like(value):
+            raise TypeError("actorflow's range takes Python numbers (no Range op yet), not %r"
+                            % (value,))
+    if limit is None:
+        start, limit = 0, start
+    values = np.arange(start, limit, delta)
+    if dtype is None:
+        dtype = dtypes.int32 if values.dtype.kind == "i" else dtypes.float32
+    return constant(values.astype(dtypes.as_dtype(dtype).as_numpy_dtype), name=name)
+
+
+def reduce_any(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None):
+    """Whether any element is true: the max of the values as floats."""
+    with _scoped("Any", name):
+        as_float = cast(input_tensor, dtypes.float32)
+        return greater(reduce_max(as_float, axis, keepdims, None, reduction_indices, keep_dims),
+                       constant(0.0))
+
+
+def reduce_all(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None):
+    """Whether every element is true: no element is false."""
+    with _scoped("All", name):
+        return logical_not(reduce_any(logical_not(input_tensor), axis, keepdims, None,
+                                      reduction_indices, keep_dims))

@@ -255,3 +255,32 @@ def test_composed_ops_have_gradients_and_shape_errors():
         tf.expand_dims(unknown, 0)
     with pytest.raises(ValueError, match="not 1"):
         tf.squeeze(tf.constant(X), axis=0)
+
+
+def test_more_composed_ops_match_numpy():
+    logits_np = np.array([[0.5, -1.0, 2.0], [3.0, 0.0, -2.5]], np.float32)
+    labels_np = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]], np.float32)
+    logits = tf.constant(logits_np)
+    mean, variance = tf.nn.moments(logits, axes=[0])
+    flags = tf.constant([[True, False], [False, False]])
+    cases = [
+        (tf.one_hot([2, 0], 3), np.eye(3, dtype=np.float32)[[2, 0]]),
+        (tf.one_hot(tf.constant([1]), 2, on_value=5.0, off_value=-1.0), [[-1.0, 5.0]]),
+        (tf.range(5), np.arange(5)), (tf.range(1.0, 2.0, 0.25), np.arange(1.0, 2.0, 0.25)),
+        (tf.reduce_any(flags, axis=1), [True, False]), (tf.reduce_all(tf.logical_not(flags)),
+                                                        False),
+        (tf.nn.sigmoid_cross_entropy_with_logits(labels=labels_np, logits=logits),
+         np.maximum(logits_np, 0) - logits_np * labels_np + np.log1p(np.exp(-np.abs(logits_np)))),
+        (tf.nn.log_softmax(logits), logits_np - logits_np.max(1, keepdims=True) -
+         np.log(np.exp(logits_np - logits_np.max(1, keepdims=True)).sum(1, keepdims=True))),
+        (mean, logits_np.mean(0)), (variance, logits_np.var(0)),
+        (tf.nn.l2_normalize(logits, axis=1),
+         logits_np / np.sqrt((logits_np ** 2).sum(1, keepdims=True))),
+    ]
+    values = evaluate([c[0] for c in cases])
+    for (tensor, expected), value in zip(cases, values):
+        np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6, err_msg=tensor.name)
+    with pytest.raises(TypeError, match="Range"):
+        tf.range(tf.constant(3))
+    with pytest.raises(ValueError, match="depth"):
+        tf.one_hot([1], 0)
