@@ -21,17 +21,17 @@ BUILD = os.environ.get("ACTORFLOW_BUILD_DIR",
 ACTORFLOW_WORKER = os.path.join(BUILD, "apps", "actorflow-worker")
 
 
-def run_cluster(tmp_path, steps, sync):
+def run_cluster(tmp_path, steps, sync, checkpoints=None):
     ports = free_ports(4)
     spec = {"ps": ["127.0.0.1:%d" % p for p in ports[:2]],
             "worker": ["127.0.0.1:%d" % p for p in ports[2:]]}
     spec_json = json.dumps(spec)
-    checkpoints = str(tmp_path / ("sync" if sync else "async"))
+    checkpoints = checkpoints or str(tmp_path / ("sync" if sync else "async"))
     started = []
     logs = []
 
     def start(name, command):
-        log = open(str(tmp_path / (name + ".log")), "w+")
+        log = open(str(tmp_path / ("%s-%d.log" % (name, ports[0]))), "w+")
         logs.append((name, log))
         started.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                         env=dict(os.environ, PYTHONUNBUFFERED="1")))
@@ -107,3 +107,18 @@ def test_two_workers_train_on_two_ps_tasks_and_the_chief_checkpoints(tmp_path, s
     assert saved[-1] >= steps and len(saved) >= 2, saved
     latest = tf.train.latest_checkpoint(checkpoints)
     assert latest == os.path.join(checkpoints, "ckpt-%d.afckpt" % saved[-1])
+
+
+def test_a_new_cluster_goes_on_from_the_chiefs_last_checkpoint(tmp_path):
+    checkpoints = str(tmp_path / "shared")
+    first, _ = run_cluster(tmp_path, 100, False, checkpoints)
+    first_saved = checkpoint_steps(checkpoints)[-1]
+    assert first_saved >= 100
+    # Fresh ps tasks and workers: the chief restores the checkpoint into the new ps tasks, so
+    # training starts from the trained model and the global step it had.
+    second, _ = run_cluster(tmp_path, first_saved + 40, False, checkpoints)
+    chief = second[0]
+    assert chief["first_loss"] < 0.05 * first[0]["first_loss"], (first, second)
+    assert chief["global_step"] >= first_saved + 40
+    assert sum(r["steps"] for r in second) <= 40 + 4, second
+    assert checkpoint_steps(checkpoints)[-1] >= first_saved + 40
