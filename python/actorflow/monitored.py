@@ -177,20 +177,42 @@ class _NativeHook(SessionRunHook):
 
 
 class StopAtStepHook(_NativeHook):
-    """Stops once the global step reaches last_step (train::stop_at_step_hook)."""
+    """Stops once the global step reaches last_step (train::stop_at_step_hook), or num_steps
+    after the step the session started from (a Python hook: the C++ one needs the last step
+    before the session restores it)."""
 
     def __init__(self, num_steps=None, last_step=None):
         if num_steps is None and last_step is None:
             raise ValueError("One of num_steps or last_step must be specified.")
         if num_steps is not None and last_step is not None:
             raise ValueError("Only one of num_steps or last_step can be specified.")
-        if num_steps is not None:
-            raise ValueError("StopAtStepHook(num_steps=...) is not supported yet: give "
-                             "last_step (the C++ hook stops at a global step)")
-        self._last_step = int(last_step)
+        self._num_steps = None if num_steps is None else int(num_steps)
+        self._last_step = None if last_step is None else int(last_step)
 
     def _make(self, global_step, place):
-        return _c.stop_at_step_hook(global_step._handle.read, self._last_step)
+        if self._last_step is not None:
+            return _c.stop_at_step_hook(global_step._handle.read, self._last_step)
+        return _c.python_hook(_HookAdapter(_StopAfterSteps(global_step, self._num_steps),
+                                           place.owner))
+
+
+class _StopAfterSteps(SessionRunHook):
+    def __init__(self, global_step, num_steps):
+        self._global_step = global_step
+        self._num_steps = num_steps
+        self._last_step = None
+
+    def after_create_session(self, session, coord):
+        if self._last_step is None:   # again after a lost ps: the same last step
+            self._last_step = int(session.run(self._global_step)) + self._num_steps
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._global_step.value())
+
+    def after_run(self, run_context, run_values):
+        # The read may come before this step's own increment: count it.
+        if run_values.results + 1 >= self._last_step:
+            run_context.request_stop()
 
 
 class NanTensorHook(_NativeHook):
@@ -368,6 +390,7 @@ class _Place:
 
     def __init__(self, graph, master):
         self.graph = graph
+        self.owner = None       # the MonitoredSession being made (for hooks written in Python)
         self.cluster = None
         self.job = None
         self.task = None
@@ -394,6 +417,7 @@ class MonitoredSession:
         native_hooks = []
         self._adapters = []
         hook_roots = []
+        place.owner = self
         for hook in hooks:
             if isinstance(hook, _NativeHook):
                 native_hooks.append(hook._make(global_step, place))

@@ -302,8 +302,18 @@ def test_logging_tensor_hook_logs_every_n_steps(caplog):
 def test_stop_at_step_hook_arguments():
     with pytest.raises(ValueError, match="One of"):
         tf.train.StopAtStepHook()
-    with pytest.raises(ValueError, match="last_step"):
-        tf.train.StopAtStepHook(num_steps=3)
+    with pytest.raises(ValueError, match="Only one"):
+        tf.train.StopAtStepHook(num_steps=3, last_step=4)
+
+
+def test_stop_at_step_hook_num_steps_counts_from_the_restored_step(tmp_path):
+    x, y, w, b, loss, global_step, train_op = linear_model()
+    for expected_end in (7, 14):
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path),
+                                               hooks=[tf.train.StopAtStepHook(num_steps=7)]) as sess:
+            while not sess.should_stop():
+                sess.run(train_op, feed_dict=dict(zip((x, y), batch(0))))
+        assert sess.global_step() == expected_end
 
 
 def test_sync_replicas_optimizer_refuses_what_it_cannot_do():
