@@ -550,7 +550,10 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaf
         allow_soft_placement=bool(config.allow_soft_placement),
         inter_op_parallelism_threads=int(config.inter_op_parallelism_threads),
         intra_op_parallelism_threads=int(config.intra_op_parallelism_threads),
-        timeout_seconds=float(timeout), global_step=global_step, is_chief=bool(is_chief),
+        timeout_seconds=float(timeout),
+        # max_wait_secs bounds every wait for the cluster: the master's connection too.
+        connect_timeout_seconds=float(max(1, max_wait_secs)),
+        global_step=global_step, is_chief=bool(is_chief),
         checkpoint_dir=checkpoint_dir or "", save_checkpoint_steps=steps, keep_checkpoints=5,
         summary_dir=(summary_dir or "") if is_chief else "", save_summaries_steps=int(summaries),
         init_timeout_seconds=int(max(1, min(max_wait_secs, 2 ** 31 - 1))),

@@ -153,7 +153,8 @@ struct python_monitored_session {
 python_monitored_session
 make_monitored_session(graph& g, const std::string& target, bool log_device_placement,
                        bool allow_soft_placement, int inter_op_threads, int intra_op_threads,
-                       double timeout_seconds, variable global_step, bool is_chief,
+                       double timeout_seconds, double connect_timeout_seconds,
+                       variable global_step, bool is_chief,
                        const std::string& checkpoint_dir, std::int64_t save_checkpoint_steps,
                        int keep_checkpoints, const std::string& summary_dir,
                        std::int64_t save_summaries_steps, int init_timeout_seconds,
@@ -165,6 +166,7 @@ make_monitored_session(graph& g, const std::string& target, bool log_device_plac
   o.session.inter_op_parallelism_threads = inter_op_threads;
   o.session.intra_op_parallelism_threads = intra_op_threads;
   o.session.timeout_seconds = timeout_seconds;
+  o.session.connect_timeout_seconds = connect_timeout_seconds;
   o.global_step = global_step;
   o.is_chief = is_chief;
   o.checkpoint_dir = checkpoint_dir;
@@ -173,7 +175,7 @@ make_monitored_session(graph& g, const std::string& target, bool log_device_plac
   o.summary_dir = summary_dir;
   o.save_summaries_steps = save_summaries_steps;
   o.init_timeout_seconds = init_timeout_seconds;
-  o.init_timeout_source = "MonitoredTrainingSession's config.operation_timeout_in_ms";
+  o.init_timeout_source = "MonitoredTrainingSession's max_wait_secs";
   o.cluster = cluster;
   for (auto* h : hooks) {
     if (!h || !h->hook)
@@ -264,7 +266,8 @@ void bind_monitored_session(py::module_& m) {
   py::class_<python_monitored_session>(m, "MonitoredSession")
     .def(py::init(&make_monitored_session), "graph"_a, "target"_a, "log_device_placement"_a,
          "allow_soft_placement"_a, "inter_op_parallelism_threads"_a,
-         "intra_op_parallelism_threads"_a, "timeout_seconds"_a, "global_step"_a, "is_chief"_a,
+         "intra_op_parallelism_threads"_a, "timeout_seconds"_a, "connect_timeout_seconds"_a,
+         "global_step"_a, "is_chief"_a,
          "checkpoint_dir"_a, "save_checkpoint_steps"_a, "keep_checkpoints"_a, "summary_dir"_a,
          "save_summaries_steps"_a, "init_timeout_seconds"_a, "cluster"_a, "hooks"_a,
          py::keep_alive<1, 2>())

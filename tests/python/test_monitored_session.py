@@ -4,11 +4,13 @@ test_between_graph.py runs it on a cluster of processes."""
 
 import logging
 import os
+import time
 
 import numpy as np
 import pytest
 
 import actorflow.compat.v1 as tf
+from seed_processes import free_ports
 
 
 @pytest.fixture(autouse=True)
@@ -374,3 +376,26 @@ def test_the_context_manager_ends_quietly_at_the_end_of_the_input_only():
                 sess.run(train_op, feed_dict=dict(zip((x, y), batch(0))))
                 runs += 1
         assert runs == 2
+
+
+def test_an_unreachable_master_fails_within_max_wait_secs_naming_it():
+    tf.Variable(1.0)
+    started = time.monotonic()
+    port = free_ports(1)[0]
+    with pytest.raises(tf.errors.UnavailableError, match="max_wait_secs"):
+        tf.train.MonitoredTrainingSession(master="grpc://127.0.0.1:%d" % port, max_wait_secs=2)
+    assert time.monotonic() - started < 30
+
+
+def test_summary_dir_gets_the_chiefs_metrics(tmp_path):
+    x, y, w, b, loss, global_step, train_op = linear_model()
+    with tf.train.MonitoredTrainingSession(summary_dir=str(tmp_path), save_summaries_steps=4,
+                                           hooks=[tf.train.StopAtStepHook(last_step=12)]) as sess:
+        while not sess.should_stop():
+            sess.run(train_op, feed_dict=dict(zip((x, y), batch(0))))
+    names = os.listdir(str(tmp_path))
+    assert "metrics.csv" in names, names
+    assert any(n.startswith("events.out.tfevents") for n in names), names
+    with open(str(tmp_path / "metrics.csv")) as f:
+        rows = f.read().strip().splitlines()
+    assert len(rows) >= 3, rows      # a header and a row every 4 global steps
