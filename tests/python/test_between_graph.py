@@ -90,6 +90,9 @@ def test_two_workers_train_on_two_ps_tasks_and_the_chief_checkpoints(tmp_path, s
         # workers' steps (asynchronous) or the rounds (synchronous).
         assert r["global_step"] >= steps, r
         assert r["last_loss"] < 0.05 * results[0]["first_loss"], results
+        # The Python hook ran once a step, and saw the global step only grow.
+        assert len(r["hook_steps"]) == r["steps"], r
+        assert r["hook_steps"] == sorted(r["hook_steps"]), r
     total = sum(r["steps"] for r in results)
     if sync:
         # Every round takes both workers' gradients: each ran about one step a round.

@@ -37,7 +37,21 @@ with tf.device(tf.train.replica_device_setter(worker_device=me, cluster=cluster)
         opt = tf.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=2, total_num_replicas=2)
     train_op = opt.minimize(loss, global_step=global_step)
 
-hooks = [tf.train.StopAtStepHook(last_step=args.steps)]
+class StepRecorder(tf.train.SessionRunHook):
+    """A hook in Python beside the C++ ones: the global step each step read."""
+
+    def __init__(self):
+        self.steps = []
+
+    def before_run(self, run_context):
+        return tf.train.SessionRunArgs(global_step)
+
+    def after_run(self, run_context, run_values):
+        self.steps.append(int(run_values.results))
+
+
+recorder = StepRecorder()
+hooks = [tf.train.StopAtStepHook(last_step=args.steps), recorder]
 if args.sync:
     # Last here on purpose: the session puts the sync hook first.
     hooks.append(opt.make_session_run_hook(args.task == 0))
@@ -61,6 +75,7 @@ with tf.train.MonitoredTrainingSession(master=server.target, is_chief=args.task 
         _, value = sess.run([train_op, loss], feed_dict=batch())
         losses.append(float(value))
 print(json.dumps({"task": args.task, "global_step": int(sess.global_step()), "steps": len(losses),
+                  "hook_steps": recorder.steps,
                   "first_loss": float(np.mean(losses[:5])),
                   "last_loss": float(np.mean(losses[-5:]))}), flush=True)
 server.stop()
