@@ -43,10 +43,11 @@ status python_failure(const std::string& what, const std::string& message) {
 template <class Call>
 auto with_borrowed(session& s, Call call) {
   py::object borrowed = py::cast(python_session{nullptr, &s});
+  // Alive while `borrowed` refers to it, so the clearing below cannot dangle (or throw).
   struct clear {
-    py::object& o;
-    ~clear() { o.cast<python_session&>().borrowed = nullptr; }
-  } cleared{borrowed};
+    python_session* held;
+    ~clear() { held->borrowed = nullptr; }
+  } cleared{borrowed.cast<python_session*>()};
   return call(borrowed);
 }
 
