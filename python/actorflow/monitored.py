@@ -20,7 +20,7 @@ import os
 from actorflow import _actorflow as _c
 from actorflow import errors
 from actorflow import session as _session
-from actorflow.framework import Operation, Tensor, Variable, get_default_graph
+from actorflow.framework import Tensor, Variable, get_default_graph
 
 # --- Saver -------------------------------------------------------------------------------------------
 
