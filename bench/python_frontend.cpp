@@ -63,11 +63,12 @@ std::optional<double> native_run_us() {
   return best;
 }
 
-/// actorflow-train --local --threads 1's "examples/s: N" for one epoch, its output under a
-/// temporary directory.
+/// actorflow-train --local --threads 1's "examples/s: N" for one epoch.
 std::optional<double> actorflow_train_examples_per_second() {
-  std::string command = std::string{"'"} + ACTORFLOW_TRAIN_BINARY +
-                        "' --local --threads 1 --epochs 1 --model mlp --output-dir \"$(mktemp -d)\" 2>&1";
+  // Its metrics and curve go to a temporary directory, removed after it.
+  std::string command = std::string{"d=$(mktemp -d) && '"} + ACTORFLOW_TRAIN_BINARY +
+                        "' --local --threads 1 --epochs 1 --model mlp --output-dir \"$d\" 2>&1; "
+                        "rc=$?; rm -rf \"$d\"; exit $rc";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr)
     return std::nullopt;
