@@ -22,6 +22,7 @@ ACTORFLOW_WORKER = os.path.join(BUILD, "apps", "actorflow-worker")
 
 
 def run_cluster(tmp_path, steps, sync, checkpoints=None):
+    """Runs the cluster until both workers exit; their JSON lines and the checkpoint directory."""
     ports = free_ports(4)
     spec = {"ps": ["127.0.0.1:%d" % p for p in ports[:2]],
             "worker": ["127.0.0.1:%d" % p for p in ports[2:]]}
@@ -31,16 +32,18 @@ def run_cluster(tmp_path, steps, sync, checkpoints=None):
     logs = []
 
     def start(name, command):
-        log = open(str(tmp_path / ("%s-%d.log" % (name, ports[0]))), "w+")
-        logs.append((name, log))
-        started.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                        env=dict(os.environ, PYTHONUNBUFFERED="1")))
+        path = str(tmp_path / ("%s-%d.log" % (name, ports[0])))
+        log = open(path, "w")
+        logs.append((name, path))
+        with log:   # the child has its own copy of the descriptor
+            started.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                            env=dict(os.environ, PYTHONUNBUFFERED="1")))
         return started[-1]
 
-    def output_of(name, log):
-        log.flush()
-        log.seek(0)
-        return "----- %s -----\n%s" % (name, log.read())
+    def output_of(name, path):
+        # Opened anew, so that reading never moves the offset the child writes at.
+        with open(path) as f:
+            return "----- %s -----\n%s" % (name, f.read())
 
     try:
         start("ps0", [ACTORFLOW_WORKER, "--cluster", spec_json, "--job", "ps", "--task", "0",
@@ -58,10 +61,10 @@ def run_cluster(tmp_path, steps, sync, checkpoints=None):
                 code = worker.wait(timeout=200)
             except subprocess.TimeoutExpired:
                 code = "timed out"
-            name, log = logs[2 + task]
-            text = output_of(name, log)
+            name, path = logs[2 + task]
+            text = output_of(name, path)
             assert code == 0, "worker %d exited %s\n%s" % (
-                task, code, "\n".join(output_of(n, l) for n, l in logs))
+                task, code, "\n".join(output_of(n, p) for n, p in logs))
             results.append(json.loads(text.strip().splitlines()[-1]))
         return results, checkpoints
     finally:
@@ -69,8 +72,6 @@ def run_cluster(tmp_path, steps, sync, checkpoints=None):
             if process.poll() is None:
                 process.kill()
             process.wait(timeout=30)
-        for _, log in logs:
-            log.close()
 
 
 def checkpoint_steps(directory):
@@ -125,3 +126,4 @@ def test_a_new_cluster_goes_on_from_the_chiefs_last_checkpoint(tmp_path):
     assert chief["global_step"] >= first_saved + 40
     assert sum(r["steps"] for r in second) <= 40 + 4, second
     assert checkpoint_steps(checkpoints)[-1] >= first_saved + 40
+
