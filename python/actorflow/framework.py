@@ -477,13 +477,15 @@ def _unary_operator(op_name):
 
 Tensor.__neg__ = _unary_operator("negative")
 Tensor.__invert__ = _unary_operator("logical_not")
-for _symbol, _name, _op in (("//", "floordiv", "FloorDiv"), ("%", "mod", "FloorMod"),
-                            ("**", "pow", "Pow")):
+Tensor.__abs__ = _unary_operator("abs")
+# Composed of existing ops in ops.py (pow: products for an int exponent, else exp(y log x)).
+for _name, _fn, _node in (("pow", "pow", "pow"), ("or", "logical_or", "LogicalOr"),
+                          ("xor", "logical_xor", "LogicalXor")):
+    setattr(Tensor, "__%s__" % _name, _operator(_fn, _node))
+    setattr(Tensor, "__r%s__" % _name, _operator(_fn, _node, reflected=True))
+for _symbol, _name, _op in (("//", "floordiv", "FloorDiv"), ("%", "mod", "FloorMod")):
     setattr(Tensor, "__%s__" % _name, _unsupported_operator(_symbol, _op))
     setattr(Tensor, "__r%s__" % _name, _unsupported_operator(_symbol, _op))
-Tensor.__abs__ = _unsupported_operator("abs()", "Abs")
-Tensor.__or__ = Tensor.__ror__ = _unsupported_operator("|", "LogicalOr")
-Tensor.__xor__ = Tensor.__rxor__ = _unsupported_operator("^", "LogicalXor")
 
 
 # --- variables ---------------------------------------------------------------------------------
@@ -622,12 +624,121 @@ for _method in [m for m in vars(Tensor) if m.startswith("__") and m.endswith("__
 # --- conversion ----------------------------------------------------------------------------------
 
 
+class IndexedSlices:
+    """Rows `values` at `indices` of a tensor of shape `dense_shape` (tf.IndexedSlices): what
+    tf.gradients returns for the table of an embedding_lookup or gather. In actorflow it is a
+    node whose output is the dense tensor it stands for (graph/sparse_ops.hpp), so wherever a
+    Tensor is expected (an op's input, Session.run's fetches, apply_gradients) it is that dense
+    tensor; the optimizers take its rows only."""
+
+    def __init__(self, values, indices, dense_shape=None):
+        if dense_shape is None:
+            raise ValueError("actorflow's IndexedSlices needs a fully defined dense_shape")
+        values = convert_to_tensor(values)
+        indices = convert_to_tensor(indices)
+        graph = _same_graph((values, indices), "IndexedSlices")
+        shape = [int(d) for d in (dense_shape.as_list() if hasattr(dense_shape, "as_list")
+                                  else dense_shape)]
+        dense = graph._tensor(graph._built(_c.indexed_slices(values._output, indices._output,
+                                                             shape, "IndexedSlices")))
+        self._init(dense, values, indices, shape)
+
+    @classmethod
+    def _of(cls, dense):
+        """The IndexedSlices whose dense output is Tensor `dense`, or `dense` when it is none."""
+        if dense is None:
+            return None
+        parts = _c.as_indexed_slices(dense._output)
+        if parts is None:
+            return dense
+        slices = cls.__new__(cls)
+        graph = dense.graph
+        slices._init(dense, graph._tensor(parts[0]), graph._tensor(parts[1]), list(parts[2]))
+        return slices
+
+    def _init(self, dense, values, indices, dense_shape):
+        self._dense = dense
+        self._values = values
+        self._indices = indices
+        self._dense_shape_list = dense_shape
+        self._dense_shape = None
+
+    @property
+    def values(self):
+        return self._values
+
+    @property
+    def indices(self):
+        return self._indices
+
+    @property
+    def dense_shape(self):
+        """An int64 Tensor (made on first use), as TF's."""
+        if self._dense_shape is None:
+            from actorflow import ops as _ops
+            with self.graph.as_default():
+                self._dense_shape = _ops.constant(np.array(self._dense_shape_list, np.int64),
+                                                  name="dense_shape")
+        return self._dense_shape
+
+    @property
+    def graph(self):
+        return self._dense.graph
+
+    @property
+    def dtype(self):
+        return self._values.dtype
+
+    @property
+    def name(self):
+        return self._dense.name
+
+    @property
+    def op(self):
+        return self._dense.op
+
+    @property
+    def shape(self):
+        return self._dense.shape
+
+    def get_shape(self):
+        return self.shape
+
+    @property
+    def device(self):
+        return self._dense.device
+
+    def __repr__(self):
+        return "IndexedSlices(indices=%r, values=%r, dense_shape=%s)" % (
+            self._indices, self._values, self._dense_shape_list)
+
+
+# An IndexedSlices in arithmetic is its dense tensor (actorflow has it at hand; TF converts).
+def _dense_operator(name):
+    def method(self, *args):
+        return getattr(self._dense, name)(*args)
+    method.__name__ = name
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "matmul", "pow", "and", "or", "xor"):
+    for _prefix in ("__", "__r"):
+        setattr(IndexedSlices, "%s%s__" % (_prefix, _name), _dense_operator("%s%s__" % (_prefix, _name)))
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__neg__", "__abs__", "__invert__",
+              "__getitem__"):
+    setattr(IndexedSlices, _name, _dense_operator(_name))
+IndexedSlices.__array_priority__ = 100
+IndexedSlices.__array_ufunc__ = None
+
+
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=None):
     """`value` as a Tensor: a Tensor or Variable as it is (its dtype checked against `dtype`),
     anything else (Python numbers, lists, numpy arrays) as a constant, in `graph` or the default
     graph. TF1's rules: a Python float is float32, an int int32, a numpy array keeps its dtype."""
     if isinstance(value, Variable):
         value = value.value()
+    if isinstance(value, IndexedSlices):
+        value = value._dense
     if isinstance(value, Tensor):
         if dtype is not None and dtypes.as_dtype(dtype) != value.dtype:
             raise ValueError("Tensor conversion requested dtype %s for Tensor with dtype %s: %r"
@@ -682,7 +793,7 @@ def _same_graph(values, op_name):
     """The one graph of the tensors among `values`; a ValueError names the op otherwise."""
     graph = None
     for v in values:
-        if isinstance(v, (Tensor, Variable, Operation)):
+        if isinstance(v, (Tensor, Variable, Operation, IndexedSlices)):
             if graph is None:
                 graph = v.graph
             elif v.graph is not graph:

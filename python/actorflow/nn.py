@@ -14,6 +14,38 @@ from actorflow.framework import _same_graph, convert_to_tensor
 relu = _ops._unary(_c.relu, "Relu")
 sigmoid = _ops.sigmoid
 tanh = _ops.tanh
+embedding_lookup = _ops.embedding_lookup
+
+
+# Composed of existing ops (actorflow has no kernel of their own).
+def relu6(features, name=None):
+    with _ops._scoped("Relu6", name):
+        return _ops.minimum(relu(features), 6.0)
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    with _ops._scoped("LeakyRelu", name):
+        x = convert_to_tensor(features)
+        return _ops.subtract(relu(x), _ops.multiply(relu(_ops.negative(x)), alpha))
+
+
+def elu(features, name=None):
+    with _ops._scoped("Elu", name):
+        x = convert_to_tensor(features)
+        return _ops.add(relu(x), _ops.subtract(_ops.exp(_ops.minimum(x, 0.0)), 1.0))
+
+
+def softplus(features, name=None):
+    """log(1 + exp(x)) as relu(x) + log(1 + exp(-|x|)), which does not overflow."""
+    with _ops._scoped("Softplus", name):
+        x = convert_to_tensor(features)
+        return _ops.add(relu(x), _ops.log(_ops.add(_ops.exp(_ops.negative(_ops.abs(x))), 1.0)))
+
+
+def l2_loss(t, name=None):
+    """sum(t ** 2) / 2."""
+    with _ops._scoped("L2Loss", name):
+        return _ops.multiply(_ops.reduce_sum(_ops.square(t)), 0.5)
 
 
 def softmax(logits, axis=None, name=None, dim=None):
@@ -125,3 +157,49 @@ max_pool = _pool(_c.max_pool, "MaxPool")
 avg_pool = _pool(_c.avg_pool, "AvgPool")
 
 __getattr__ = missing_names(__name__)
+
+
+def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
+    """max(x, 0) - x z + log(1 + exp(-|x|)), TF's stable form."""
+    if _sentinel is not None:
+        raise ValueError("Only call `sigmoid_cross_entropy_with_logits` with named arguments "
+                         "(labels=..., logits=..., ...)")
+    if labels is None or logits is None:
+        raise ValueError("Both labels and logits must be provided.")
+    with _ops._scoped("logistic_loss", name):
+        graph, logits, labels = _ops._operands(logits, labels, "logistic_loss")
+        return _ops.add(_ops.subtract(relu(logits), _ops.multiply(logits, labels)),
+                        _ops.log(_ops.add(_ops.exp(_ops.negative(_ops.abs(logits))), 1.0)))
+
+
+def log_softmax(logits, axis=None, name=None):
+    """x - max - log(sum(exp(x - max))) over the last axis."""
+    if axis not in (None, -1):
+        raise ValueError("log_softmax over axis %r: the last axis only" % (axis,))
+    with _ops._scoped("LogSoftmax", name):
+        x = convert_to_tensor(logits)
+        shifted = _ops.subtract(x, _ops.reduce_max(x, axis=-1, keepdims=True))
+        return _ops.subtract(shifted, _ops.log(_ops.reduce_sum(_ops.exp(shifted), axis=-1,
+                                                               keepdims=True)))
+
+
+def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
+    """(mean, variance) over `axes`."""
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with _ops._scoped("moments", name):
+        x = convert_to_tensor(x)
+        mean = _ops.reduce_mean(x, axis=axes, keepdims=True)
+        variance = _ops.reduce_mean(_ops.square(_ops.subtract(x, mean)), axis=axes,
+                                    keepdims=keep)
+        if not keep:
+            mean = _ops.reduce_mean(x, axis=axes)
+        return mean, variance
+
+
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
+    """x / sqrt(max(sum(x ** 2, axis), epsilon))."""
+    axis = axis if axis is not None else dim
+    with _ops._scoped("l2_normalize", name):
+        x = convert_to_tensor(x)
+        squares = _ops.reduce_sum(_ops.square(x), axis=axis, keepdims=True)
+        return _ops.multiply(x, _ops.rsqrt(_ops.maximum(squares, epsilon)))

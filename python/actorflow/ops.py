@@ -14,8 +14,8 @@ import numpy as np
 
 from actorflow import _actorflow as _c
 from actorflow import dtypes
-from actorflow.framework import (Tensor, Variable, _same_graph, convert_to_tensor,
-                                 get_default_graph, numpy_value)
+from actorflow.framework import (IndexedSlices, Tensor, Variable, _same_graph, convert_to_tensor,
+                                 get_default_graph, name_scope, numpy_value)
 
 
 def _tensor_in(graph, output):
@@ -27,7 +27,7 @@ def _operation_in(graph, output):
 
 
 def _is_tensor_like(x):
-    return isinstance(x, (Tensor, Variable))
+    return isinstance(x, (Tensor, Variable, IndexedSlices))
 
 
 def _operands(x, y, op_name):
@@ -446,4 +446,290 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                     for g, y in zip(grad_ys, [convert_to_tensor(y) for y in ys])]
     grads = _c.gradients(y_outputs, x_outputs, seed_outputs, bool(colocate_gradients_with_ops))
     graph._built(None)
-    return [graph._tensor(g) for g in grads]
+    # A gather's or embedding_lookup's table gets an IndexedSlices (its rows), as in TF.
+    return [IndexedSlices._of(graph._tensor(g)) for g in grads]
+
+
+# --- composed of the ops above (actorflow has no kernel of their own) ------------------------------
+# Each is a few existing ops under a name scope of the TF op's name; gradients follow from theirs.
+# abs, pow and range below are TF's names and shadow the builtins in this module: code here
+# that wants the builtins spells them builtins.abs, ....
+
+
+def _scoped(default_name, name):
+    return name_scope(name or default_name)
+
+
+def maximum(x, y, name=None):
+    """max(x, y) elementwise, as relu(x - y) + y (the gradient goes to x where x > y)."""
+    with _scoped("Maximum", name):
+        graph, x, y = _operands(x, y, "Maximum")
+        return _tensor_in(graph, _c.add(_c.relu(_c.sub(x._output, y._output, "sub"), "Relu"),
+                                        y._output, "Maximum"))
+
+
+def minimum(x, y, name=None):
+    """min(x, y) elementwise, as x - relu(x - y)."""
+    with _scoped("Minimum", name):
+        graph, x, y = _operands(x, y, "Minimum")
+        return _tensor_in(graph, _c.sub(x._output, _c.relu(_c.sub(x._output, y._output, "sub"),
+                                                           "Relu"), "Minimum"))
+
+
+def abs(x, name=None):  # noqa: A001 - TF's name
+    """|x| as relu(x) + relu(-x) (float dtypes)."""
+    with _scoped("Abs", name):
+        x = convert_to_tensor(x)
+        return _tensor_in(x.graph, _c.add(_c.relu(x._output, "Relu"),
+                                          _c.relu(_c.neg(x._output, "Neg"), "Relu_1"), "Abs"))
+
+
+def squared_difference(x, y, name=None):
+    with _scoped("SquaredDifference", name):
+        return square(subtract(x, y))
+
+
+def reciprocal(x, name=None):
+    with _scoped("Reciprocal", name):
+        x = convert_to_tensor(x)
+        return truediv(constant(1, dtype=x.dtype), x)
+
+
+def rsqrt(x, name=None):
+    with _scoped("Rsqrt", name):
+        return reciprocal(sqrt(x))
+
+
+def pow(x, y, name=None):  # noqa: A001 - TF's name
+    """x ** y: repeated products for a Python int y >= 0, sqrt for 0.5, else exp(y log x), which
+    holds for x > 0 only (actorflow has no Pow kernel)."""
+    with _scoped("Pow", name):
+        if isinstance(y, int) and not isinstance(y, bool) and y >= 0:
+            x = convert_to_tensor(x)
+            if y == 0:
+                return ones_like(x)
+            result, base, n = None, x, y
+            while n:
+                if n & 1:
+                    result = base if result is None else multiply(result, base)
+                n >>= 1
+                if n:
+                    base = square(base)
+            return result
+        if isinstance(y, float) and y == 0.5:
+            return sqrt(convert_to_tensor(x))
+        graph, x, y = _operands(x, y, "Pow")
+        return exp(multiply(y, log(x)))
+
+
+def reduce_min(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None):
+    """-max(-x), as reduce_max's."""
+    with _scoped("Min", name):
+        return negative(reduce_max(negative(input_tensor), axis, keepdims, None,
+                                   reduction_indices, keep_dims))
+
+
+def not_equal(x, y, name=None):
+    with _scoped("NotEqual", name):
+        return logical_not(equal(x, y))
+
+
+def logical_or(x, y, name=None):
+    with _scoped("LogicalOr", name):
+        return logical_not(logical_and(logical_not(x), logical_not(y)))
+
+
+def logical_xor(x, y, name=None):
+    with _scoped("LogicalXor", name):
+        return logical_and(logical_or(x, y), logical_not(logical_and(x, y)))
+
+
+def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    with _scoped("clip_by_value", name):
+        return minimum(maximum(t, clip_value_min), clip_value_max)
+
+
+def _static_dims(x, what):
+    """x's dimensions, with at most one unknown (reshape takes one -1)."""
+    dims = x.shape.as_list() if x.shape.ndims is not None else None
+    if dims is None or sum(d is None for d in dims) > 1:
+        raise ValueError("%s of %r needs its shape known but for one dimension (actorflow has no "
+                         "Shape op yet), got %s" % (what, x.name, x.shape))
+    return [-1 if d is None else d for d in dims]
+
+
+def expand_dims(input, axis=None, name=None, dim=None):  # noqa: A002
+    """`input` with a dimension of 1 inserted at `axis`, as a reshape."""
+    x = convert_to_tensor(input)
+    axis = axis if axis is not None else dim
+    if axis is None:
+        raise ValueError("expand_dims needs axis")
+    dims = _static_dims(x, "expand_dims")
+    axis = int(axis)
+    if not -len(dims) - 1 <= axis <= len(dims):
+        raise ValueError("expand_dims: axis %d is out of range for rank %d" % (axis, len(dims)))
+    if axis < 0:
+        axis += len(dims) + 1
+    return reshape(x, dims[:axis] + [1] + dims[axis:], name=name or "ExpandDims")
+
+
+def squeeze(input, axis=None, name=None, squeeze_dims=None):  # noqa: A002
+    """`input` without its dimensions of 1 (those of `axis`), as a reshape."""
+    x = convert_to_tensor(input)
+    axis = axis if axis is not None else squeeze_dims
+    dims = _static_dims(x, "squeeze")
+    if axis is None:
+        if -1 in dims:
+            raise ValueError("squeeze of %r without axis needs a fully known shape, got %s"
+                             % (x.name, x.shape))
+        keep = [d for d in dims if d != 1]
+    else:
+        axes = {int(a) % len(dims) for a in (axis if isinstance(axis, (list, tuple)) else [axis])}
+        for a in axes:
+            if dims[a] != 1:
+                raise ValueError("squeeze: dimension %d of %r is %s, not 1"
+                                 % (a, x.name, x.shape.as_list()[a]))
+        keep = [d for i, d in enumerate(dims) if i not in axes]
+    return reshape(x, keep, name=name or "Squeeze")
+
+
+def stack(values, axis=0, name="stack"):
+    """The values (of one shape) stacked along a new dimension `axis`."""
+    if not values:
+        raise ValueError("stack needs at least one value")
+    with _scoped("stack", name):
+        graph = _same_graph(values, "stack")
+        tensors = [convert_to_tensor(v, graph=graph) for v in values]
+        return concat([expand_dims(t, axis) for t in tensors], axis)
+
+
+# --- sparse values (graph/sparse_ops.hpp) --------------------------------------------------------------
+
+
+def _int_ids(x, graph, what):
+    if not _is_tensor_like(x):
+        x = convert_to_tensor(x, dtype=dtypes.int32, graph=graph)
+    x = convert_to_tensor(x)
+    if x.dtype not in (dtypes.int32, dtypes.int64):
+        raise TypeError("%s must be int32 or int64, not %s" % (what, x.dtype.name))
+    return x
+
+
+def unique(x, out_idx=dtypes.int32, name=None):
+    """(y, idx): the distinct values of vector x in order of first appearance, and each
+    element's position among them (x == y[idx])."""
+    if dtypes.as_dtype(out_idx) != dtypes.int32:
+        raise TypeError("unique: actorflow's idx is int32, not %s" % dtypes.as_dtype(out_idx).name)
+    x = convert_to_tensor(x)
+    y, idx = x.graph._built(_c.unique(x._output, name or "Unique"))
+    return _Unique(x.graph._tensor(y), x.graph._tensor(idx))
+
+
+import collections as _collections  # noqa: E402 - beside its one use
+_Unique = _collections.namedtuple("Unique", ["y", "idx"])
+
+
+def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
+    """out[k] = the sum of data[i] over the i with segment_ids[i] == k, k < num_segments."""
+    data = convert_to_tensor(data)
+    graph = data.graph
+    ids = _int_ids(segment_ids, graph, "unsorted_segment_sum's segment_ids")
+    count = _int_ids(num_segments, graph, "unsorted_segment_sum's num_segments")
+    _same_graph((data, ids, count), "UnsortedSegmentSum")
+    return _tensor_in(graph, _c.unsorted_segment_sum(data._output, ids._output, count._output,
+                                                     name or "UnsortedSegmentSum"))
+
+
+def _scatter(native, default_name):
+    def op(ref, indices, updates, use_locking=False, name=None):
+        if not isinstance(ref, Variable):
+            raise TypeError("%s updates a tf.Variable, not %r" % (default_name, ref))
+        graph = ref.graph
+        ids = _int_ids(indices, graph, "%s's indices" % default_name)
+        values = updates if _is_tensor_like(updates) else \
+            convert_to_tensor(updates, dtype=ref.dtype, graph=graph)
+        values = convert_to_tensor(values)
+        _same_graph((ref, ids, values), default_name)
+        return _tensor_in(graph, native(ref._handle, ids._output, values._output,
+                                        name or default_name))
+    op.__name__ = default_name
+    return op
+
+
+scatter_add = _scatter(_c.scatter_add, "ScatterAdd")
+scatter_sub = _scatter(_c.scatter_sub, "ScatterSub")
+scatter_update = _scatter(_c.scatter_update, "ScatterUpdate")
+
+
+def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True,
+                     max_norm=None):
+    """The rows of `params` at `ids` ([ids..., dim]). For one Variable the ids are made unique
+    on the worker and only those rows come from the table's device; its gradient is an
+    IndexedSlices of those rows. A plain Tensor is gathered."""
+    if max_norm is not None:
+        raise ValueError("embedding_lookup(max_norm=...) is not supported yet")
+    if isinstance(params, (list, tuple)):
+        if len(params) != 1:
+            raise NotImplementedError(
+                "embedding_lookup of a partitioned variable (a list of %d tables) is not "
+                "supported by actorflow's Python front end yet; give one Variable" % len(params))
+        params = params[0]
+    if isinstance(params, Variable):
+        ids = _int_ids(ids, params.graph, "embedding_lookup's ids")
+        _same_graph((params, ids), "embedding_lookup")
+        return _tensor_in(params.graph, _c.embedding_lookup(params._handle, ids._output,
+                                                            name or "embedding_lookup"))
+    return gather(params, ids, name=name or "embedding_lookup")
+
+
+# --- more composed ops --------------------------------------------------------------------------------
+
+
+def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None):
+    """Rows of a depth x depth identity (scaled to on/off values) gathered at `indices`: the
+    last axis is the class."""
+    if axis not in (None, -1):
+        raise ValueError("one_hot(axis=%r): actorflow puts the classes on the last axis only"
+                         % (axis,))
+    dtype = dtypes.as_dtype(dtype or dtypes.float32)
+    on = 1 if on_value is None else on_value
+    off = 0 if off_value is None else off_value
+    if not isinstance(depth, int) or depth < 1:
+        raise ValueError("one_hot needs a Python int depth >= 1, got %r" % (depth,))
+    table = np.full([depth, depth], off, dtype=dtype.as_numpy_dtype)
+    np.fill_diagonal(table, on)
+    with _scoped("one_hot", name):
+        return gather(constant(table, name="table"), indices)
+
+
+def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001 - TF's name
+    """A constant np.arange of Python numbers (actorflow has no Range op: tensor bounds are
+    refused)."""
+    for value in (start, limit, delta):
+        if _is_tensor_like(value):
+            raise TypeError("actorflow's range takes Python numbers (no Range op yet), not %r"
+                            % (value,))
+    if limit is None:
+        start, limit = 0, start
+    values = np.arange(start, limit, delta)
+    if dtype is None:
+        dtype = dtypes.int32 if values.dtype.kind == "i" else dtypes.float32
+    return constant(values.astype(dtypes.as_dtype(dtype).as_numpy_dtype), name=name)
+
+
+def reduce_any(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None):
+    """Whether any element is true: the max of the values as floats."""
+    with _scoped("Any", name):
+        as_float = cast(input_tensor, dtypes.float32)
+        return greater(reduce_max(as_float, axis, keepdims, None, reduction_indices, keep_dims),
+                       constant(0.0))
+
+
+def reduce_all(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None):
+    """Whether every element is true: no element is false."""
+    with _scoped("All", name):
+        return logical_not(reduce_any(logical_not(input_tensor), axis, keepdims, None,
+                                      reduction_indices, keep_dims))

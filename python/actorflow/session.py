@@ -15,7 +15,7 @@ import numpy as np
 
 from actorflow import _actorflow as _c
 from actorflow import dtypes, errors
-from actorflow.framework import Operation, Tensor, Variable, get_default_graph
+from actorflow.framework import IndexedSlices, Operation, Tensor, Variable, get_default_graph
 
 
 class ConfigProto:
@@ -27,6 +27,9 @@ class ConfigProto:
         "inter_op_parallelism_threads": 0,
         "intra_op_parallelism_threads": 0,
         "operation_timeout_in_ms": 0,
+        # The tasks a Server's master reaches (a between-graph worker: ["/job:ps",
+        # "/job:worker/task:N"]); taken by tf.train.Server, not by sessions.
+        "device_filters": (),
     }
 
     def __init__(self, **fields):
@@ -154,43 +157,9 @@ class Session:
             raise ValueError("Session.run: options and run_metadata are not supported yet")
         if self._c.closed:
             raise RuntimeError("Attempted to use a closed Session.")
-        if self._graph._c.size() == 0:
-            raise RuntimeError("The Session graph is empty. Add operations to the graph before "
-                               "calling run().")
-        construction_error = self._graph._c.error()
-        if construction_error is not None:
-            raise errors.FailedPreconditionError(
-                None, None, "the graph has an error from building it, so actorflow runs none of "
-                "it (build a new graph): %s" % construction_error[1])
-        leaves = []
-        structure = _flatten_fetches(self._graph, fetches, leaves)
-        feed_outputs, feed_values = self._feeds(feed_dict)
-
-        fetch_index = {}   # (node id, output) -> position among the fetched outputs
-        fetch_outputs = []
-        targets = []
-        for leaf in leaves:
-            if isinstance(leaf, Tensor):
-                key = (leaf.op._node_id, leaf.value_index)
-                if key not in fetch_index:
-                    fetch_index[key] = len(fetch_outputs)
-                    fetch_outputs.append(leaf._output)
-            else:
-                targets.append(self._graph._c.op_handle(leaf._node_id))
-        # TF accepts feeds the step does not need; actorflow's master refuses a fed tensor that
-        # pruning left out, so those are dropped here.
-        used = self._used_feeds(leaves, feed_outputs)
-        feed_outputs = [o for o, u in zip(feed_outputs, used) if u]
-        feed_values = [v for v, u in zip(feed_values, used) if u]
-        arrays = self._c.run(fetch_outputs, feed_outputs, feed_values, targets)
-        values = []
-        for leaf in leaves:
-            if isinstance(leaf, Tensor):
-                array = arrays[fetch_index[(leaf.op._node_id, leaf.value_index)]]
-                values.append(array[()] if array.ndim == 0 else array)
-            else:
-                values.append(None)
-        return _rebuild(structure, values)
+        step = _StepPlan(self, fetches, feed_dict)
+        return step.values(self._c.run(step.fetch_outputs, step.feed_outputs, step.feed_values,
+                                       step.targets))
 
     def _used_feeds(self, leaves, feed_outputs):
         """For each fed output, whether the step reaches it from its fetches and targets (walking
@@ -260,6 +229,75 @@ class InteractiveSession(Session):
         super().close()
 
 
+class _StepPlan:
+    """One step's fetches and feeds for the C++ session: the outputs to fetch (each once), the
+    targets, the feeds the step reaches, and how to put the values back in the fetches' shape.
+    Session.run and the monitored session share it; `extra_roots` are tensors besides the
+    fetches whose feeds count as used (a monitored session's hooks fetch them)."""
+
+    def __init__(self, session, fetches, feed_dict, extra_roots=()):
+        graph = session._graph
+        if graph._c.size() == 0:
+            raise RuntimeError("The Session graph is empty. Add operations to the graph before "
+                               "calling run().")
+        construction_error = graph._c.error()
+        if construction_error is not None:
+            raise errors.FailedPreconditionError(
+                None, None, "the graph has an error from building it, so actorflow runs none of "
+                "it (build a new graph): %s" % construction_error[1])
+        leaves = []
+        self._structure = _flatten_fetches(graph, fetches, leaves)
+        self._leaves = leaves
+        feed_outputs, feed_values = session._feeds(feed_dict)
+        self._fetch_index = {}   # (node id, output) -> position among the fetched outputs
+        self.fetch_outputs = []
+        self.targets = []
+        for leaf in leaves:
+            if isinstance(leaf, Tensor):
+                key = (leaf.op._node_id, leaf.value_index)
+                if key not in self._fetch_index:
+                    self._fetch_index[key] = len(self.fetch_outputs)
+                    self.fetch_outputs.append(leaf._output)
+            else:
+                self.targets.append(graph._c.op_handle(leaf._node_id))
+        # TF accepts feeds the step does not need; actorflow's master refuses a fed tensor that
+        # pruning left out, so those are dropped here.
+        used = session._used_feeds(leaves + list(extra_roots), feed_outputs)
+        self.feed_outputs = [o for o, u in zip(feed_outputs, used) if u]
+        self.feed_values = [v for v, u in zip(feed_values, used) if u]
+
+    def values(self, arrays):
+        """The fetched `arrays` (in fetch_outputs' order) in the fetches' structure."""
+        values = []
+        for leaf in self._leaves:
+            if isinstance(leaf, Tensor):
+                array = arrays[self._fetch_index[(leaf.op._node_id, leaf.value_index)]]
+                values.append(array[()] if array.ndim == 0 else array)
+            else:
+                values.append(None)
+        return _rebuild(self._structure, values)
+
+
+def _planner(graph):
+    """A Session that never runs, for its fetch and feed checks over `graph` (_StepPlan): the
+    monitored session and its hooks check theirs as Session.run does."""
+    planner = Session.__new__(Session)
+    planner._graph = graph
+    planner._target = ""
+    planner._context = []
+    planner._used_feed_cache = {}
+    planner._c = None
+    return planner
+
+
+def _borrowed(graph, native_session):
+    """A tf.Session over a C++ session a monitored session lends a hook for one call (it is
+    closed when the call returns)."""
+    session = _planner(graph)
+    session._c = native_session
+    return session
+
+
 def _feed_array(tensor, value):
     """`value` as an array for placeholder (or tensor) `tensor`: its dtype and shape checked,
     an error naming the tensor when they do not fit."""
@@ -295,6 +333,8 @@ def _flatten_fetches(graph, fetch, leaves):
         return ("namedtuple", type(fetch), [_flatten_fetches(graph, v, leaves) for v in fetch])
     if isinstance(fetch, (list, tuple)):
         return (type(fetch).__name__, type(fetch), [_flatten_fetches(graph, v, leaves) for v in fetch])
+    if isinstance(fetch, IndexedSlices):
+        fetch = fetch._dense    # its dense value (TF would give an IndexedSlicesValue)
     try:
         element = graph.as_graph_element(fetch)
     except TypeError:

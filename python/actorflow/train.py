@@ -14,7 +14,14 @@ import threading
 from actorflow import _actorflow as _c
 from actorflow import errors
 from actorflow import ops as _ops
-from actorflow.framework import Variable, _same_graph, convert_to_tensor, get_default_graph
+from actorflow.framework import (IndexedSlices, Tensor, Variable, _same_graph,
+                                 convert_to_tensor, get_default_graph)
+from actorflow.monitored import (CheckpointSaverHook, LoggingTensorHook,  # noqa: F401
+                                 MonitoredSession, MonitoredTrainingSession, NanLossDuringTrainingError,
+                                 NanTensorHook, Saver,
+                                 SessionRunArgs, SessionRunContext, SessionRunHook,
+                                 SessionRunValues, StopAtStepHook, _register_server,
+                                 _SyncReplicasHook, latest_checkpoint)
 
 # --- optimizers ------------------------------------------------------------------------------------
 
@@ -45,7 +52,7 @@ class Optimizer:
                                                bool(colocate_gradients_with_ops))
         graph = loss.graph
         graph._built(None)
-        return [(graph._tensor(g), graph._variable(v)) for g, v in pairs]
+        return [(IndexedSlices._of(graph._tensor(g)), graph._variable(v)) for g, v in pairs]
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         """One Operation applying every pair (and adding one to `global_step` after, when given)."""
@@ -114,6 +121,56 @@ class AdamOptimizer(Optimizer):
                                           _number(beta1, "beta1"), _number(beta2, "beta2"),
                                           _number(epsilon, "epsilon")),
                          use_locking, name)
+
+
+# --- synchronous replicas ---------------------------------------------------------------------
+
+
+class SyncReplicasOptimizer(Optimizer):
+    """Synchronous rounds between graphs (train::sync_replicas_optimizer): the shards
+    average replicas_to_aggregate workers' gradients a round; gradient descent they apply
+    themselves, any other optimizer the chief applies to each round's mean while the others
+    wait for it; the global step counts the rounds. Give make_session_run_hook(is_chief)'s
+    hook to MonitoredTrainingSession (it goes first)."""
+
+    def __init__(self, opt, replicas_to_aggregate, total_num_replicas=None,
+                 variable_averages=None, variables_to_average=None, use_locking=False,
+                 name="sync_replicas"):
+        if not isinstance(opt, Optimizer) or getattr(opt, "_native", None) is None:
+            raise ValueError("SyncReplicasOptimizer wraps a tf.train optimizer, not %r" % (opt,))
+        if variable_averages is not None or variables_to_average is not None:
+            raise ValueError("SyncReplicasOptimizer: variable_averages are not supported")
+        super().__init__(opt._native, use_locking, name)
+        self._opt = opt
+        self._replicas_to_aggregate = int(replicas_to_aggregate)
+        self._total_num_replicas = int(total_num_replicas if total_num_replicas is not None
+                                       else replicas_to_aggregate)
+        self._sync = None
+        self._loss = None
+
+    def compute_gradients(self, loss, *args, **kwargs):
+        self._loss = loss if isinstance(loss, Tensor) else None
+        return self._opt.compute_gradients(loss, *args, **kwargs)
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        if global_step is None:
+            raise ValueError("Global step is required to check staleness")
+        if self._sync is not None:
+            raise ValueError("SyncReplicasOptimizer.apply_gradients can be called only once")
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        if not pairs:
+            raise ValueError("No gradients provided for any variable.")
+        graph = global_step.graph
+        self._sync = _c.SyncReplicasOptimizer(self._opt._native, global_step._handle,
+                                              self._replicas_to_aggregate,
+                                              self._total_num_replicas)
+        from actorflow.framework import convert_to_tensor
+        native_pairs = [(convert_to_tensor(g)._output, v._handle) for g, v in pairs]
+        return graph._operation(graph._built(
+            self._sync.apply_gradients(native_pairs, name or "")).node_id)
+
+    def make_session_run_hook(self, is_chief, num_tokens=-1):
+        return _SyncReplicasHook(self, is_chief)
 
 
 # --- cluster specs ---------------------------------------------------------------------------------
@@ -244,7 +301,11 @@ class Server:
                 raise ValueError("Must specify an explicit `task_index`.")
             task_index = cluster.task_indices(job_name)[0]
         threads, timeout = _server_settings(config)
-        self._c = _c.Server.start(cluster._native(), job_name, int(task_index), threads, timeout)
+        filters = list(config.device_filters) if config is not None else []
+        self._c = _c.Server.start(cluster._native(), job_name, int(task_index), threads, timeout,
+                                  filters)
+        # A MonitoredTrainingSession on this target finds the cluster and the task here.
+        _register_server(self.target, cluster._native(), job_name, int(task_index))
         self._announce()
 
     @classmethod
@@ -350,4 +411,6 @@ def create_global_step(graph=None):
 
 
 def get_or_create_global_step(graph=None):
-    return get_global_step(graph) or create_global_step(graph)
+    # Not `get_global_step(graph) or ...`: a Variable has no truth value (as a tf.Tensor).
+    step = get_global_step(graph)
+    return step if step is not None else create_global_step(graph)

@@ -45,11 +45,14 @@ server_options options_of(int threads, double timeout_seconds) {
 }
 
 python_server start_server(const shared_cluster& cluster, const std::string& job, int task,
-                           int threads, double timeout_seconds) {
+                           int threads, double timeout_seconds,
+                           std::vector<std::string> device_filters) {
+  auto options = options_of(threads, timeout_seconds);
+  options.device_filters = std::move(device_filters);
   std::optional<result<std::unique_ptr<server>>> started;
   {
     py::gil_scoped_release release;
-    started.emplace(server::start(cluster, job, task, options_of(threads, timeout_seconds)));
+    started.emplace(server::start(cluster, job, task, std::move(options)));
   }
   return python_server{value_or_raise(std::move(*started))};
 }
@@ -85,7 +88,7 @@ void bind_server(py::module_& m) {
 
   py::class_<python_server>(m, "Server")
     .def_static("start", &start_server, "cluster"_a, "job"_a, "task"_a, "threads"_a,
-                "timeout_seconds"_a)
+                "timeout_seconds"_a, "device_filters"_a)
     .def_static("create_local_server", &start_local_server, "port"_a, "threads"_a,
                 "timeout_seconds"_a)
     .def_property_readonly("target", [](python_server& s) { return s.get().target(); })

@@ -16,23 +16,6 @@ namespace actorflow::python {
 
 namespace {
 
-/// A session that Python can close before the object goes away (tf.Session.close).
-struct python_session {
-  std::unique_ptr<session> open;
-
-  session& get() {
-    if (!open)
-      throw std::runtime_error("Attempted to use a closed Session.");
-    return *open;
-  }
-
-  void close() {
-    // Closing a remote session waits for its master's answer: other Python threads go on.
-    py::gil_scoped_release release;
-    open.reset();
-  }
-};
-
 python_session make_session(graph& g, const std::string& target, bool log_device_placement,
                             bool allow_soft_placement, int inter_op_threads, int intra_op_threads,
                             double timeout_seconds, double connect_timeout_seconds) {
@@ -47,6 +30,8 @@ python_session make_session(graph& g, const std::string& target, bool log_device
   py::gil_scoped_release release;
   return python_session{std::make_unique<session>(g, std::move(options))};
 }
+
+} // namespace
 
 py::list run_step(python_session& self, const std::vector<output>& fetches,
                   const std::vector<output>& feed_outputs, const std::vector<py::array>& feed_values,
@@ -69,8 +54,6 @@ py::list run_step(python_session& self, const std::vector<output>& fetches,
   return arrays;
 }
 
-} // namespace
-
 void bind_session(py::module_& m) {
   using namespace pybind11::literals;
   py::class_<python_session>(m, "Session")
@@ -81,7 +64,7 @@ void bind_session(py::module_& m) {
          py::keep_alive<1, 2>())
     .def("run", &run_step, "fetches"_a, "feed_outputs"_a, "feed_values"_a, "targets"_a)
     .def("close", &python_session::close)
-    .def_property_readonly("closed", [](const python_session& s) { return !s.open; })
+    .def_property_readonly("closed", [](const python_session& s) { return !s.open && !s.borrowed; })
     .def("placement_log", [](python_session& s) { return s.get().placement_log(); })
     .def("device_names", [](python_session& s) { return s.get().device_names(); });
 }

@@ -4,10 +4,14 @@
 ///   bind_session(m);   // session, its options, step errors   (bind_session.cpp)
 ///   bind_server(m);    // cluster specs and servers           (bind_server.cpp, the only one with CAF)
 ///   bind_training(m);  // gradients, optimizers, device setters (bind_training.cpp)
+///   bind_monitored(m); // saver, monitored session, hooks, sync replicas (bind_monitored.cpp)
+///   bind_control_flow_and_sparse(m);  // cond, while_loop, IndexedSlices, embedding_lookup
+///                                     // (bind_control_flow.cpp)
 /// The pure-Python package (python/actorflow/) is the TF1 surface; this module is a thin layer
 /// over the C++ API that it calls. Dtypes cross as their names ("float32"), tensors as numpy
 /// arrays, errors as the actorflow.errors class of their code.
 
+#include "actors/session.hpp"
 #include "graph/graph.hpp"
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
@@ -15,8 +19,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace actorflow::python {
 
@@ -26,6 +33,49 @@ void bind_graph(py::module_& m);
 void bind_session(py::module_& m);
 void bind_server(py::module_& m);
 void bind_training(py::module_& m);
+void bind_monitored(py::module_& m);
+void bind_control_flow_and_sparse(py::module_& m);
+
+/// A session that Python can close before the object goes away (tf.Session.close), or one
+/// borrowed from a monitored session for the length of a hook's call (`borrowed`, cleared when
+/// the call returns, so a hook that kept it gets an error, not a dangling session).
+struct python_session {
+  std::unique_ptr<session> open;
+  session* borrowed = nullptr;
+
+  session& get() {
+    if (open)
+      return *open;
+    if (borrowed)
+      return *borrowed;
+    throw std::runtime_error("Attempted to use a closed Session.");
+  }
+
+  void close() {
+    borrowed = nullptr;
+    // Closing a remote session waits for its master's answer: other Python threads go on.
+    py::gil_scoped_release release;
+    open.reset();
+  }
+};
+
+/// One step of `self` with the GIL released: the fetched values as numpy arrays.
+py::list run_step(python_session& self, const std::vector<output>& fetches,
+                  const std::vector<output>& feed_outputs, const std::vector<py::array>& feed_values,
+                  const std::vector<output>& targets);
+
+/// A Python object that may be dropped on a thread that does not hold the GIL (a callback kept
+/// by C++ code that runs with the GIL released): it takes the GIL to let go of the object.
+struct gil_object {
+  py::object object;
+  explicit gil_object(py::object o) : object(std::move(o)) {}
+  gil_object(const gil_object&) = delete;
+  gil_object& operator=(const gil_object&) = delete;
+  ~gil_object() {
+    py::gil_scoped_acquire gil;
+    object = py::object();
+  }
+};
 
 /// A device function made in C++ (replica_device_setter): Python hands it back to
 /// Graph.device_native unchanged, so no Python runs while the node is placed.

@@ -86,4 +86,6 @@ PYBIND11_MODULE(_actorflow, m) {
   actorflow::python::bind_session(m);
   actorflow::python::bind_server(m);
   actorflow::python::bind_training(m);
+  actorflow::python::bind_monitored(m);
+  actorflow::python::bind_control_flow_and_sparse(m);
 }

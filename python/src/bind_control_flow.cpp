@@ -1,0 +1,85 @@
+/// Control flow and sparse values for Python: graph/control_flow.hpp's cond and while_loop, whose
+/// branches and bodies are Python callables called while the C++ builder is inside their context
+/// (so the ops they make go there), and graph/sparse_ops.hpp under TF's names.
+///   outs = c.cond(pred, lambda: [x_output], lambda: [y_output], "cond")
+///   finals = c.while_loop(lambda vs: less_output, lambda vs: [...], [v0], 10, None, [], "while")
+///   parts = c.as_indexed_slices(gradient_output)   # (values, indices, dense_shape) or None
+/// The callables run with the GIL held (graph building is Python's thread); their exceptions
+/// propagate through the builder, whose scopes and contexts are RAII, so nothing stays entered.
+
+#include "python/src/bindings.hpp"
+
+#include "graph/control_flow.hpp"
+#include "graph/sparse_ops.hpp"
+
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+
+namespace actorflow::python {
+
+namespace {
+
+tensor_shape invariant_from_python(const py::object& shape) {
+  if (shape.is_none())
+    return tensor_shape::unknown();
+  std::vector<std::int64_t> dims;
+  for (auto d : shape)
+    dims.push_back(d.is_none() ? -1 : d.cast<std::int64_t>());
+  return tensor_shape{dims};
+}
+
+void bind_control_flow(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def("cond", [](output pred, const py::function& true_fn, const py::function& false_fn,
+                   const std::string& name) {
+    auto branch = [](const py::function& fn) {
+      return [&fn]() { return fn().cast<std::vector<output>>(); };
+    };
+    return ops::cond(pred, branch(true_fn), branch(false_fn), name);
+  }, "pred"_a, "true_fn"_a, "false_fn"_a, "name"_a);
+  m.def("while_loop", [](const py::function& cond, const py::function& body,
+                         const std::vector<output>& loop_vars, std::int64_t parallel_iterations,
+                         std::optional<std::int64_t> maximum_iterations,
+                         const std::vector<py::object>& shape_invariants, const std::string& name) {
+    ops::while_options options;
+    options.parallel_iterations = parallel_iterations;
+    options.maximum_iterations = maximum_iterations;
+    for (auto& s : shape_invariants)
+      options.shape_invariants.push_back(invariant_from_python(s));
+    options.name = name;
+    return ops::while_loop(
+      [&cond](const std::vector<output>& vars) { return cond(vars).cast<output>(); },
+      [&body](const std::vector<output>& vars) { return body(vars).cast<std::vector<output>>(); },
+      loop_vars, options);
+  }, "cond"_a, "body"_a, "loop_vars"_a, "parallel_iterations"_a, "maximum_iterations"_a,
+     "shape_invariants"_a, "name"_a);
+}
+
+void bind_sparse(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def("as_indexed_slices", [](const output& dense) -> std::optional<py::tuple> {
+    auto parts = as_indexed_slices(dense);
+    if (!parts)
+      return std::nullopt;
+    return py::make_tuple(parts->values, parts->indices, parts->dense_shape);
+  }, "dense"_a);
+  m.def("indexed_slices", &ops::indexed_slices, "values"_a, "indices"_a, "dense_shape"_a, "name"_a);
+  m.def("unique", &ops::unique, "x"_a, "name"_a);
+  m.def("unsorted_segment_sum", &ops::unsorted_segment_sum, "data"_a, "segment_ids"_a,
+        "num_segments"_a, "name"_a);
+  m.def("scatter_add", &ops::scatter_add, "variable"_a, "indices"_a, "updates"_a, "name"_a);
+  m.def("scatter_sub", &ops::scatter_sub, "variable"_a, "indices"_a, "updates"_a, "name"_a);
+  m.def("scatter_update", &ops::scatter_update, "variable"_a, "indices"_a, "updates"_a, "name"_a);
+  m.def("embedding_lookup", &ops::embedding_lookup, "params"_a, "ids"_a, "name"_a);
+}
+
+} // namespace
+
+void bind_control_flow_and_sparse(py::module_& m) {
+  bind_control_flow(m);
+  bind_sparse(m);
+}
+
+} // namespace actorflow::python

@@ -1,0 +1,286 @@
+"""tf.cond and tf.while_loop (graph/control_flow.hpp, the branches and bodies Python callables),
+the sparse ops and IndexedSlices (graph/sparse_ops.hpp), and the ops composed of existing ones."""
+
+import collections
+
+import numpy as np
+import pytest
+
+import actorflow.compat.v1 as tf
+
+X = np.array([[1.5, -2.0, 3.25], [4.0, 0.5, -6.0]], np.float32)
+
+
+@pytest.fixture(autouse=True)
+def fresh_default_graph():
+    tf.reset_default_graph()
+    yield
+
+
+def evaluate(t, feed=None):
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        return sess.run(t, feed)
+
+
+# --- cond ---------------------------------------------------------------------------------------
+
+
+def test_cond_runs_only_the_taken_branch():
+    x = tf.placeholder(tf.float32, [], name="x")
+    counter = tf.Variable(0.0, name="counter")
+
+    def true_fn():
+        # Only when taken does the branch's assign run.
+        return tf.assign_add(counter, 1.0) * 0.0 + x * 2.0
+
+    y = tf.cond(x > 0.0, true_fn, lambda: -x)
+    with tf.Session() as sess:
+        sess.run(counter.initializer)
+        assert sess.run(y, {x: 3.0}) == 6.0
+        assert sess.run(y, {x: -4.0}) == 4.0
+        assert sess.run(y, {x: -1.0}) == 1.0
+        assert sess.run(counter) == 1.0
+
+
+def test_cond_returns_the_branches_structure_and_has_gradients():
+    x = tf.placeholder(tf.float32, [], name="x")
+    Pair = collections.namedtuple("Pair", ["a", "b"])
+    out = tf.cond(x < 1.0, lambda: Pair(x * x, [x + 1.0]), lambda: Pair(x * 3.0, [x]))
+    assert isinstance(out, Pair) and isinstance(out.b, list)
+    grad, = tf.gradients(out.a, [x])
+    with tf.Session() as sess:
+        a, b, g = sess.run([out.a, out.b[0], grad], {x: 0.5})
+        assert (a, b, g) == (0.25, 1.5, 1.0)
+        a, g = sess.run([out.a, grad], {x: 2.0})
+        assert (a, g) == (6.0, 3.0)
+    # A single value in a list comes back bare unless strict.
+    single = tf.cond(x < 1.0, lambda: [x], lambda: [x * 2.0])
+    assert isinstance(single, tf.Tensor)
+    assert isinstance(tf.cond(x < 1.0, lambda: [x], lambda: [x], strict=True), list)
+
+
+def test_cond_errors_name_what_is_wrong():
+    x = tf.constant(1.0)
+    with pytest.raises(TypeError, match="callable"):
+        tf.cond(x > 0.0, x, lambda: x)
+    with tf.Graph().as_default():
+        y = tf.constant(1.0)
+        with pytest.raises(ValueError, match="bool scalar"):
+            tf.cond(y, lambda: y, lambda: y)
+    with tf.Graph().as_default():
+        y = tf.constant(1.0)
+        with pytest.raises(ValueError, match="structure|values"):
+            tf.cond(y > 0.0, lambda: [y, y], lambda: [y])
+
+    class Raised(Exception):
+        pass
+
+    def failing():
+        raise Raised("from the branch")
+
+    with tf.Graph().as_default():
+        y = tf.constant(1.0)
+        with pytest.raises(Raised, match="from the branch"):
+            tf.cond(y > 0.0, failing, lambda: y)
+        # The builder left the branch's context: later ops are outside it and run.
+        z = y * 3.0
+        with tf.Session() as sess:
+            assert sess.run(z) == 3.0
+
+
+# --- while_loop ------------------------------------------------------------------------------------
+
+
+def test_while_loop_counts_and_carries_several_variables():
+    i, acc = tf.while_loop(lambda i, acc: i < 10, lambda i, acc: (i + 1, acc * 2.0),
+                           (0, tf.constant(1.0)))
+    assert evaluate([i, acc]) == [10, 1024.0]
+    single = tf.while_loop(lambda v: v < 100.0, lambda v: v * 3.0, tf.constant(1.0))
+    assert isinstance(single, tf.Tensor)
+    assert evaluate(single) == 243.0
+    capped = tf.while_loop(lambda v: v > -1, lambda v: v + 1, [tf.constant(0)],
+                           maximum_iterations=7)
+    assert evaluate(capped) == [7]
+
+
+def test_while_loop_gradient_and_outside_values():
+    x = tf.placeholder(tf.float32, [], name="x")
+    # tanh applied 5 times to v * x, x read from outside the loop.
+    _, y = tf.while_loop(lambda k, v: k < 5, lambda k, v: (k + 1, tf.tanh(v * x)),
+                         (0, tf.constant(0.5)))
+    grad, = tf.gradients(y, [x])
+    value = 0.5
+    for _ in range(5):
+        value = np.tanh(value * 0.9)
+    eps = 1e-3
+    with tf.Session() as sess:
+        got, g = sess.run([y, grad], {x: 0.9})
+        up = sess.run(y, {x: 0.9 + eps})
+        down = sess.run(y, {x: 0.9 - eps})
+    np.testing.assert_allclose(got, value, rtol=1e-5)
+    np.testing.assert_allclose(g, (up - down) / (2 * eps), rtol=1e-2)
+
+
+def test_while_loop_shape_invariants_and_errors():
+    grow = tf.while_loop(lambda k, m: k < 3, lambda k, m: (k + 1, tf.concat([m, m], 0)),
+                         (0, tf.ones([1, 2])),
+                         shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, 2])))
+    assert evaluate(grow[1]).shape == (8, 2)
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="shape"):
+            tf.while_loop(lambda k, m: k < 3, lambda k, m: (k + 1, tf.concat([m, m], 0)),
+                          (0, tf.ones([1, 2])))
+    with tf.Graph().as_default():
+        with pytest.raises(TypeError, match="bool"):
+            tf.while_loop(lambda v: v * 2.0, lambda v: v, [tf.constant(1.0)])
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="structure of loop_vars"):
+            tf.while_loop(lambda a, b: a < 3, lambda a, b: [a + 1], (0, 1))
+    with pytest.raises(ValueError, match="No loop variables"):
+        tf.while_loop(lambda: True, lambda: [], [])
+
+
+# --- sparse ops -------------------------------------------------------------------------------------
+
+
+def test_embedding_lookup_and_its_indexed_slices_gradient():
+    table_np = np.arange(20, dtype=np.float32).reshape(5, 4)
+    table = tf.Variable(table_np, name="table")
+    ids = tf.placeholder(tf.int64, [None], name="ids")
+    rows = tf.nn.embedding_lookup(table, ids)
+    assert rows.shape.as_list() == [None, 4]
+    loss = tf.reduce_sum(rows * 2.0)
+    grad, = tf.gradients(loss, [table])
+    assert isinstance(grad, tf.IndexedSlices)
+    assert grad.values.dtype == tf.float32 and grad.indices.dtype in (tf.int32, tf.int64)
+    step = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(table.initializer)
+        got = sess.run(rows, {ids: [3, 1, 3]})
+        np.testing.assert_array_equal(got, table_np[[3, 1, 3]])
+        values, indices, dense_shape = sess.run([grad.values, grad.indices, grad.dense_shape],
+                                                {ids: [3, 1, 3]})
+        assert list(dense_shape) == [5, 4]
+        dense = np.zeros([5, 4], np.float32)
+        np.add.at(dense, indices, values)
+        expected = np.zeros([5, 4], np.float32)
+        expected[3] = 4.0
+        expected[1] = 2.0
+        np.testing.assert_array_equal(dense, expected)
+        # Where a dense tensor is expected, it is the dense gradient.
+        np.testing.assert_array_equal(sess.run(grad, {ids: [3, 1, 3]}), expected)
+        np.testing.assert_array_equal(sess.run(grad * 1.0, {ids: [3, 1, 3]}), expected)
+        sess.run(step, {ids: [3, 1, 3]})
+        updated = sess.run(table)
+    np.testing.assert_array_equal(updated, table_np - 0.5 * expected)
+    with pytest.raises(NotImplementedError, match="partitioned"):
+        tf.nn.embedding_lookup([table, table], ids)
+    with pytest.raises(TypeError, match="int32 or int64"):
+        tf.nn.embedding_lookup(table, tf.constant([1.0]))
+
+
+def test_indexed_slices_made_by_hand_is_its_dense_tensor():
+    slices = tf.IndexedSlices(tf.constant([[1.0, 2.0], [3.0, 4.0]]), tf.constant([2, 0]),
+                              dense_shape=[3, 2])
+    np.testing.assert_array_equal(evaluate(tf.convert_to_tensor(slices)),
+                                  [[3.0, 4.0], [0.0, 0.0], [1.0, 2.0]])
+    assert slices.dtype == tf.float32
+
+
+def test_unique_unsorted_segment_sum_and_scatter():
+    y, idx = tf.unique(tf.constant([4, 7, 4, 1, 7]))
+    v = tf.Variable(np.zeros([4, 2], np.float32), name="v")
+    summed = tf.unsorted_segment_sum(tf.constant([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]),
+                                     tf.constant([2, 0, 2]), 3)
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        got_y, got_idx = sess.run([y, idx])
+        np.testing.assert_array_equal(got_y, [4, 7, 1])
+        np.testing.assert_array_equal(got_idx, [0, 1, 0, 2, 1])
+        np.testing.assert_array_equal(sess.run(summed), [[2, 2], [0, 0], [4, 4]])
+        sess.run(tf.scatter_add(v, [1, 3, 1], [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]))
+        sess.run(tf.scatter_sub(v, [3], [[0.5, 0.5]]))
+        after = sess.run(tf.scatter_update(v, [0], [[9.0, 8.0]]))
+        np.testing.assert_array_equal(after, [[9, 8], [4, 4], [0, 0], [1.5, 1.5]])
+        with pytest.raises(tf.errors.OpError):
+            sess.run(tf.unsorted_segment_sum(tf.constant([1.0]), tf.constant([5]), 3))
+    with pytest.raises(TypeError, match="Variable"):
+        tf.scatter_add(tf.constant([1.0]), [0], [1.0])
+
+
+# --- composed ops ------------------------------------------------------------------------------------
+
+
+def test_composed_elementwise_ops_match_numpy():
+    x = tf.constant(X)
+    y = tf.constant(np.full_like(X, 0.75))
+    positive = tf.constant(np.abs(X) + 0.5)
+    cases = [
+        (tf.maximum(x, y), np.maximum(X, 0.75)), (tf.minimum(x, y), np.minimum(X, 0.75)),
+        (tf.abs(x), np.abs(X)), (abs(x), np.abs(X)),
+        (tf.squared_difference(x, y), (X - 0.75) ** 2),
+        (tf.reciprocal(positive), 1.0 / (np.abs(X) + 0.5)),
+        (tf.rsqrt(positive), 1.0 / np.sqrt(np.abs(X) + 0.5)),
+        (x ** 3, X ** 3), (tf.pow(x, 0), np.ones_like(X)), (positive ** 0.5, np.sqrt(np.abs(X) + 0.5)),
+        (positive ** 1.7, (np.abs(X) + 0.5) ** 1.7), (2.0 ** x, 2.0 ** X),
+        (tf.reduce_min(x, axis=1), X.min(axis=1)), (tf.reduce_min(x), X.min()),
+        (tf.clip_by_value(x, -1.0, 2.0), np.clip(X, -1.0, 2.0)),
+        (tf.nn.relu6(x * 2.0), np.clip(X * 2.0, 0.0, 6.0)),
+        (tf.nn.leaky_relu(x, 0.1), np.where(X > 0, X, 0.1 * X)),
+        (tf.nn.elu(x), np.where(X > 0, X, np.exp(np.minimum(X, 0)) - 1)),
+        (tf.nn.softplus(x), np.log1p(np.exp(X))), (tf.nn.l2_loss(x), (X ** 2).sum() / 2),
+        (tf.expand_dims(x, 1), X[:, None, :]), (tf.expand_dims(x, -1), X[:, :, None]),
+        (tf.squeeze(tf.constant(X[:, None, :])), X), (tf.stack([x, y], axis=1),
+                                                       np.stack([X, np.full_like(X, 0.75)], 1)),
+    ]
+    values = evaluate([c[0] for c in cases])
+    for (tensor, expected), value in zip(cases, values):
+        np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6, err_msg=tensor.name)
+        assert tensor.shape.as_list() == list(np.shape(expected)), tensor.name
+    a = tf.constant([True, True, False, False])
+    b = tf.constant([True, False, True, False])
+    got = evaluate([a | b, a ^ b, tf.not_equal(tf.constant([1, 2]), tf.constant([1, 3]))])
+    np.testing.assert_array_equal(got[0], [True, True, True, False])
+    np.testing.assert_array_equal(got[1], [False, True, True, False])
+    np.testing.assert_array_equal(got[2], [False, True])
+
+
+def test_composed_ops_have_gradients_and_shape_errors():
+    x = tf.constant(np.array([-2.0, 0.5, 3.0], np.float32))
+    g = tf.gradients(tf.reduce_sum(tf.maximum(x, 1.0) + tf.abs(x) + x ** 2), [x])[0]
+    np.testing.assert_allclose(evaluate(g), [0 - 1 - 4, 0 + 1 + 1, 1 + 1 + 6])
+    unknown = tf.placeholder(tf.float32, [None, None])
+    with pytest.raises(ValueError, match="Shape op"):
+        tf.expand_dims(unknown, 0)
+    with pytest.raises(ValueError, match="not 1"):
+        tf.squeeze(tf.constant(X), axis=0)
+
+
+def test_more_composed_ops_match_numpy():
+    logits_np = np.array([[0.5, -1.0, 2.0], [3.0, 0.0, -2.5]], np.float32)
+    labels_np = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]], np.float32)
+    logits = tf.constant(logits_np)
+    mean, variance = tf.nn.moments(logits, axes=[0])
+    flags = tf.constant([[True, False], [False, False]])
+    cases = [
+        (tf.one_hot([2, 0], 3), np.eye(3, dtype=np.float32)[[2, 0]]),
+        (tf.one_hot(tf.constant([1]), 2, on_value=5.0, off_value=-1.0), [[-1.0, 5.0]]),
+        (tf.range(5), np.arange(5)), (tf.range(1.0, 2.0, 0.25), np.arange(1.0, 2.0, 0.25)),
+        (tf.reduce_any(flags, axis=1), [True, False]), (tf.reduce_all(tf.logical_not(flags)),
+                                                        False),
+        (tf.nn.sigmoid_cross_entropy_with_logits(labels=labels_np, logits=logits),
+         np.maximum(logits_np, 0) - logits_np * labels_np + np.log1p(np.exp(-np.abs(logits_np)))),
+        (tf.nn.log_softmax(logits), logits_np - logits_np.max(1, keepdims=True) -
+         np.log(np.exp(logits_np - logits_np.max(1, keepdims=True)).sum(1, keepdims=True))),
+        (mean, logits_np.mean(0)), (variance, logits_np.var(0)),
+        (tf.nn.l2_normalize(logits, axis=1),
+         logits_np / np.sqrt((logits_np ** 2).sum(1, keepdims=True))),
+    ]
+    values = evaluate([c[0] for c in cases])
+    for (tensor, expected), value in zip(cases, values):
+        np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6, err_msg=tensor.name)
+    with pytest.raises(TypeError, match="Range"):
+        tf.range(tf.constant(3))
+    with pytest.raises(ValueError, match="depth"):
+        tf.one_hot([1], 0)
