@@ -72,7 +72,10 @@ void bind_sparse(py::module_& m) {
   m.def("scatter_add", &ops::scatter_add, "variable"_a, "indices"_a, "updates"_a, "name"_a);
   m.def("scatter_sub", &ops::scatter_sub, "variable"_a, "indices"_a, "updates"_a, "name"_a);
   m.def("scatter_update", &ops::scatter_update, "variable"_a, "indices"_a, "updates"_a, "name"_a);
-  m.def("embedding_lookup", &ops::embedding_lookup, "params"_a, "ids"_a, "name"_a);
+  m.def("embedding_lookup",
+        static_cast<output (*)(const actorflow::variable&, output, const std::string&)>(
+          &ops::embedding_lookup),
+        "params"_a, "ids"_a, "name"_a);
 }
 
 } // namespace
