@@ -204,6 +204,7 @@ struct monitored_session::state {
   checkpoint_files checkpoints;
   std::optional<session_manager> manager;
   std::int64_t last_saved = 0;
+  std::chrono::steady_clock::time_point saved_at = std::chrono::steady_clock::now();
   /// Whether a hook counts the global step (session_run_context::set_global_step): then the
   /// variable is not read for it.
   bool hooks_count_steps = false;
@@ -214,6 +215,7 @@ struct monitored_session::state {
       AF_RETURN_IF_ERROR(hook->before_save(*s, step));
     AF_RETURN_IF_ERROR(checkpoints.writer().save(*s, step));
     last_saved = step;
+    saved_at = std::chrono::steady_clock::now();
     return {};
   }
 };
@@ -273,6 +275,7 @@ result<std::unique_ptr<monitored_session>> monitored_session::create(graph& g,
   if (!step)
     return step.error();
   st->last_saved = *step;
+  st->saved_at = std::chrono::steady_clock::now();
   for (auto& hook : o.hooks)
     AF_RETURN_IF_ERROR(hook->after_create_session(*st->s));
   std::unique_ptr<monitored_session> out{new monitored_session{std::move(st)}};
@@ -341,15 +344,20 @@ result<std::vector<tensor>> monitored_session::run_with(const run_options& step,
     st.hooks_count_steps = true;
   }
   // The read may precede the step's own increment: the exact step only when one may be due.
-  if (st.checkpoints && o.save_checkpoint_steps > 0 &&
-      global_step_ + 1 >= st.last_saved + o.save_checkpoint_steps) {
+  auto by_steps = o.save_checkpoint_steps > 0 &&
+                  global_step_ + 1 >= st.last_saved + o.save_checkpoint_steps;
+  auto by_time = o.save_checkpoint_secs > 0 &&
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - st.saved_at).count() >=
+                   o.save_checkpoint_secs;
+  if (st.checkpoints && (by_steps || by_time)) {
     if (!st.hooks_count_steps) {
       auto now = st.s->run({o.global_step.read});
       if (!now)
         return now.error();
       global_step_ = step_of(now->at(0));
     }
-    if (global_step_ >= st.last_saved + o.save_checkpoint_steps)
+    auto steps_due = o.save_checkpoint_steps > 0 && global_step_ >= st.last_saved + o.save_checkpoint_steps;
+    if (steps_due || (by_time && global_step_ != st.last_saved))
       AF_RETURN_IF_ERROR(st.save(global_step_));
   }
   return got;

@@ -114,10 +114,12 @@ struct monitored_session_options {
   actorflow::variable global_step;
   bool is_chief = true;
   /// Checkpoints: the chief restores the latest at creation and saves every
-  /// save_checkpoint_steps steps (0: never, except at the end) and when training ends. Empty:
-  /// none.
+  /// save_checkpoint_steps steps and every save_checkpoint_secs seconds (0: never, except at the
+  /// end; TF's CheckpointSaverHook takes one or the other, here both may count) and when
+  /// training ends. Empty: none.
   std::string checkpoint_dir;
   std::int64_t save_checkpoint_steps = 0;
+  double save_checkpoint_secs = 0;
   int keep_checkpoints = 5;
   /// Summaries (TF's summary_dir; the chief only): metrics.csv and TensorBoard event files
   /// there (train/metrics.hpp), a row every save_summaries_steps global steps with

@@ -9,9 +9,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 using namespace actorflow;
@@ -211,4 +213,30 @@ TEST_CASE("monitored_session: summary_dir gets a metrics row every N global step
     CHECK(std::get<0>(both[i]) == std::get<0>(first[i]));
   CHECK(std::get<0>(both[first.size()]) >= 30);
   CHECK(std::get<0>(both.back()) >= 40);
+}
+
+TEST_CASE("monitored_session: save_checkpoint_secs saves the chief's checkpoint once the seconds have passed, at the step it is at") {
+  actorflow::test::temp_dir dir;
+  linreg model{0.5};
+  train::monitored_session_options o;
+  o.global_step = model.global_step;
+  o.checkpoint_dir = dir.path();
+  o.save_checkpoint_secs = 0.5;
+  o.say = [](const std::string&) {};
+  auto s = train::monitored_session::create(model.g, std::move(o));
+  REQUIRE(s.ok());
+  for (int i = 0; i < 3; ++i)
+    REQUIRE((*s)->run({}, model.batch(), {model.train}).ok());
+  // Three quick steps: no checkpoint yet. Past the seconds, the next step saves one.
+  CHECK(actorflow::test::directory_entries(dir.path()).empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  REQUIRE((*s)->run({}, model.batch(), {model.train}).ok());
+  // Two more quick steps, then the last checkpoint at close.
+  for (int i = 0; i < 2; ++i)
+    REQUIRE((*s)->run({}, model.batch(), {model.train}).ok());
+  REQUIRE((*s)->close().ok());
+  CHECK(std::filesystem::exists(dir.path() + "/ckpt-4.afckpt"));
+  CHECK(std::filesystem::exists(dir.path() + "/ckpt-6.afckpt"));
+  for (auto early : {1, 2, 3, 5})
+    CHECK_FALSE(std::filesystem::exists(dir.path() + "/ckpt-" + std::to_string(early) + ".afckpt"));
 }
