@@ -195,22 +195,7 @@ make_monitored_session(graph& g, const std::string& target, bool log_device_plac
 py::list run_monitored(python_monitored_session& self, const std::vector<output>& fetches,
                        const std::vector<output>& feed_outputs,
                        const std::vector<py::array>& feed_values, const std::vector<output>& targets) {
-  if (feed_outputs.size() != feed_values.size())
-    throw py::value_error("run needs one value per fed output");
-  auto& s = self.get();
-  feed_list feeds;
-  for (std::size_t i = 0; i < feed_outputs.size(); ++i)
-    feeds.emplace_back(feed_outputs[i], tensor_from_array(feed_values[i]));
-  std::optional<result<std::vector<tensor>>> outcome;
-  {
-    py::gil_scoped_release release;
-    outcome.emplace(s.run(fetches, feeds, targets));
-  }
-  auto values = value_or_raise(std::move(*outcome));
-  py::list arrays;
-  for (auto& t : values)
-    arrays.append(array_from_tensor(t));
-  return arrays;
+  return run_fed_step(self.get(), fetches, feed_outputs, feed_values, targets);
 }
 
 void close_monitored(python_monitored_session& self) {

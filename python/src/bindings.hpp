@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -108,5 +109,28 @@ tensor tensor_from_array(const py::array& array);
 
 /// A numpy array holding a copy of host tensor `t` (0-d for a scalar).
 py::array array_from_tensor(const tensor& t);
+
+/// One step of `s` (a session or a monitored session: anything with run(fetches, feeds,
+/// targets)) fed numpy arrays, the GIL released while it runs; its values as numpy arrays.
+template <class Session>
+py::list run_fed_step(Session& s, const std::vector<output>& fetches,
+                      const std::vector<output>& feed_outputs,
+                      const std::vector<py::array>& feed_values, const std::vector<output>& targets) {
+  if (feed_outputs.size() != feed_values.size())
+    throw py::value_error("a step needs one value per fed output");
+  feed_list feeds;
+  for (std::size_t i = 0; i < feed_outputs.size(); ++i)
+    feeds.emplace_back(feed_outputs[i], tensor_from_array(feed_values[i]));
+  std::optional<result<std::vector<tensor>>> outcome;
+  {
+    py::gil_scoped_release release;
+    outcome.emplace(s.run(fetches, feeds, targets));
+  }
+  auto values = value_or_raise(std::move(*outcome));
+  py::list arrays;
+  for (auto& t : values)
+    arrays.append(array_from_tensor(t));
+  return arrays;
+}
 
 } // namespace actorflow::python
