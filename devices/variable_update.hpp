@@ -116,8 +116,10 @@ public:
   status prepare_assign_update(kernel_context& ctx, const op_kernel& kernel,
                                const std::string& variable, dtype type);
 
-  /// Elements of each variable (they all have the first one's shape); valid after prepare.
+  /// Elements of each variable (they all have the first one's shape), and that shape; valid
+  /// after prepare.
   std::int64_t num_elements() const;
+  const tensor_shape& shape() const { return states_[0]->value.shape(); }
 
   /// Variable `i`'s old and new memory, in the order prepare() was given the names.
   template <class T>

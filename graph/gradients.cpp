@@ -17,15 +17,14 @@
 
 namespace actorflow {
 
-namespace {
-
-// --- building blocks for gradient functions --------------------------------------------------
-
-/// Input `i` of the forward node as an output.
 output input_of(graph& g, const node& op, int i) {
   auto& e = op.inputs[static_cast<std::size_t>(i)];
   return g.output_of(e.node_id, e.index);
 }
+
+namespace {
+
+// --- building blocks for gradient functions --------------------------------------------------
 
 /// Output `i` of the forward node.
 output output_of(graph& g, const node& op, int i = 0) { return g.output_of(op.id, i); }

@@ -51,6 +51,9 @@ using gradient_function = std::function<status(graph& g, const node& op,
                                                const std::vector<output>& grad_outputs,
                                                std::vector<output>& grad_inputs)>;
 
+/// Input `i` of forward node `op` as an output: what a gradient function reads its op's inputs by.
+output input_of(graph& g, const node& op, int i);
+
 /// The registry of gradient functions by op name; filled with every differentiable standard op
 /// on first use. Ops registered as not differentiable (ArgMax, Equal, random ops, ...) stop
 /// gradients without an error.

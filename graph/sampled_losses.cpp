@@ -22,11 +22,6 @@ status error(const std::string& message) { return make_error(errc::invalid_argum
 
 graph& graph_of(const output& x) { return *x.owner; }
 
-output input_of(graph& g, const node& op, int i) {
-  auto& e = op.inputs[static_cast<std::size_t>(i)];
-  return g.output_of(e.node_id, e.index);
-}
-
 /// d/dx = dy * (sigmoid(x) - z); d/dz = -dy * x.
 status sigmoid_xent_grad(graph& g, const node& op, const std::vector<output>& dy,
                          std::vector<output>& dx) {

@@ -101,11 +101,6 @@ output scatter(const char* op, const actorflow::variable& var, output indices, o
 
 using grads = std::vector<output>;
 
-output input_of(graph& g, const node& op, int i) {
-  auto& e = op.inputs[static_cast<std::size_t>(i)];
-  return g.output_of(e.node_id, e.index);
-}
-
 /// Gather along axis 0 of a tensor whose shape is known (a variable's read): an IndexedSlices
 /// of the incoming rows; otherwise dense, the rows summed into zeros of params' run-time shape.
 status gather_grad(graph& g, const node& op, const grads& dy, grads& dx) {
@@ -162,8 +157,7 @@ std::optional<indexed_slices> as_indexed_slices(const output& dense) {
   if (shape == nullptr)
     return std::nullopt;
   auto& g = *dense.owner;
-  return indexed_slices{g.output_of(n.inputs[0].node_id, n.inputs[0].index),
-                        g.output_of(n.inputs[1].node_id, n.inputs[1].index), *shape};
+  return indexed_slices{input_of(g, n, 0), input_of(g, n, 1), *shape};
 }
 
 void register_sparse_ops(op_registry& r) {

@@ -127,24 +127,24 @@ int run_word2vec(const train_options& o, const training_target& where) {
   auto vectors = s.run({embeddings.read});
   if (!vectors)
     return fail(vectors.error());
-  auto& trained_vectors = vectors->at(0);
+  auto learned = train::unit_rows(vectors->at(0));
   for (auto* word : shown_words) {
-    auto near = train::nearest_words(trained_vectors, vocab, word, 8, neighbour_pool);
+    auto near = train::nearest_words(learned, vocab, word, 8, neighbour_pool);
     std::string listed;
     for (auto& w : near)
       listed += (listed.empty() ? "" : ", ") + w;
     progress.line(std::string{"nearest to "} + word + ": " + listed);
   }
   // The same score for vectors that learned nothing: what chance gives.
-  tensor random_vectors{dtype::float32, trained_vectors.shape()};
+  tensor random_vectors{dtype::float32, learned.shape()};
   std::mt19937_64 engine{o.seed};
   std::normal_distribution<float> normal;
   for (std::int64_t i = 0; i < random_vectors.num_elements(); ++i)
     random_vectors.data<float>()[i] = normal(engine);
-  auto score = train::wordnet_score(trained_vectors, vocab, *related, first_scored, last_scored,
+  auto score = train::wordnet_score(learned, vocab, *related, first_scored, last_scored,
                                     neighbour_pool);
-  auto chance = train::wordnet_score(random_vectors, vocab, *related, first_scored, last_scored,
-                                     neighbour_pool);
+  auto chance = train::wordnet_score(train::unit_rows(random_vectors), vocab, *related,
+                                     first_scored, last_scored, neighbour_pool);
   if (auto st = train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(), "actorflow: word2vec");
       !st.ok())
     return fail(st);

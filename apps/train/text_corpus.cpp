@@ -32,32 +32,16 @@ result<std::string> read_maybe_gzipped(const std::string& path) {
   return text;
 }
 
-/// The row-normalised vectors, so that a dot product is a cosine.
-std::vector<float> normalised(const tensor& vectors) {
-  auto rows = vectors.shape().dim(0), dim = vectors.shape().dim(1);
-  std::vector<float> out(static_cast<std::size_t>(rows * dim));
-  const float* v = vectors.data<float>();
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double norm = 0;
-    for (std::int64_t c = 0; c < dim; ++c)
-      norm += static_cast<double>(v[r * dim + c]) * v[r * dim + c];
-    auto scale = norm > 0 ? 1.0 / std::sqrt(norm) : 0.0;
-    for (std::int64_t c = 0; c < dim; ++c)
-      out[static_cast<std::size_t>(r * dim + c)] = static_cast<float>(v[r * dim + c] * scale);
-  }
-  return out;
-}
-
 /// The ids of the k rows of [1, rows) nearest to row `id` by dot product (not itself).
-std::vector<std::int64_t> nearest(const std::vector<float>& unit, std::int64_t rows,
-                                  std::int64_t dim, std::int64_t id, int k) {
+std::vector<std::int64_t> nearest(const float* unit, std::int64_t rows, std::int64_t dim,
+                                  std::int64_t id, int k) {
   std::vector<std::pair<float, std::int64_t>> scored;
   scored.reserve(static_cast<std::size_t>(rows));
-  const float* q = unit.data() + id * dim;
+  const float* q = unit + id * dim;
   for (std::int64_t r = 1; r < rows; ++r) {
     if (r == id)
       continue;
-    const float* v = unit.data() + r * dim;
+    const float* v = unit + r * dim;
     float dot = 0;
     for (std::int64_t c = 0; c < dim; ++c)
       dot += q[c] * v[c];
@@ -246,17 +230,32 @@ result<related_words> read_wordnet(const std::string& directory) {
   return related;
 }
 
-double wordnet_score(const tensor& vectors, const vocabulary& vocab, const related_words& related,
+tensor unit_rows(const tensor& vectors) {
+  auto rows = vectors.shape().dim(0), dim = vectors.shape().dim(1);
+  tensor out{dtype::float32, vectors.shape()};
+  const float* v = vectors.data<float>();
+  float* u = out.data<float>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double norm = 0;
+    for (std::int64_t c = 0; c < dim; ++c)
+      norm += static_cast<double>(v[r * dim + c]) * v[r * dim + c];
+    auto scale = norm > 0 ? 1.0 / std::sqrt(norm) : 0.0;
+    for (std::int64_t c = 0; c < dim; ++c)
+      u[r * dim + c] = static_cast<float>(v[r * dim + c] * scale);
+  }
+  return out;
+}
+
+double wordnet_score(const tensor& unit, const vocabulary& vocab, const related_words& related,
                      std::int64_t first, std::int64_t last, std::int64_t among, int neighbours) {
-  auto rows = std::min(vectors.shape().dim(0), among), dim = vectors.shape().dim(1);
-  auto unit = normalised(vectors);
+  auto rows = std::min(unit.shape().dim(0), among), dim = unit.shape().dim(1);
   std::int64_t asked = 0, found = 0;
   for (auto id = first; id < std::min(last, rows); ++id) {
     auto known = related.find(vocab.words[static_cast<std::size_t>(id)]);
     if (known == related.end() || known->second.empty())
       continue;
     ++asked;
-    for (auto near : nearest(unit, rows, dim, id, neighbours))
+    for (auto near : nearest(unit.data<float>(), rows, dim, id, neighbours))
       if (known->second.count(vocab.words[static_cast<std::size_t>(near)]) > 0) {
         ++found;
         break;
@@ -265,15 +264,14 @@ double wordnet_score(const tensor& vectors, const vocabulary& vocab, const relat
   return asked > 0 ? static_cast<double>(found) / static_cast<double>(asked) : 0.0;
 }
 
-std::vector<std::string> nearest_words(const tensor& vectors, const vocabulary& vocab,
+std::vector<std::string> nearest_words(const tensor& unit, const vocabulary& vocab,
                                        const std::string& word, int k, std::int64_t among) {
   auto at = vocab.ids.find(word);
   if (at == vocab.ids.end())
     return {};
-  auto unit = normalised(vectors);
   std::vector<std::string> out;
-  for (auto id : nearest(unit, std::min(vectors.shape().dim(0), among), vectors.shape().dim(1),
-                         at->second, k))
+  for (auto id : nearest(unit.data<float>(), std::min(unit.shape().dim(0), among),
+                         unit.shape().dim(1), at->second, k))
     out.push_back(vocab.words[static_cast<std::size_t>(id)]);
   return out;
 }

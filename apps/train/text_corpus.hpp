@@ -7,7 +7,7 @@
 ///   skipgram_batches batches{vocab.encode(*words), 128, 2, seed};
 ///   auto& [centers, contexts] = batches.next();           // [128], [128, 1] int64
 ///   auto related = read_wordnet("/usr/share/wordnet");    // word -> synonyms and hypernyms
-///   double score = wordnet_score(vectors, vocab, *related, 100, 1100);
+///   double score = wordnet_score(unit_rows(vectors), vocab, *related, 100, 1100, 10000);
 
 #include "graph/status.hpp"
 #include "graph/tensor.hpp"
@@ -61,17 +61,21 @@ private:
 using related_words = std::unordered_map<std::string, std::unordered_set<std::string>>;
 result<related_words> read_wordnet(const std::string& directory);
 
+/// `vectors` [vocabulary, dim] float32 with every row scaled to length 1 (0 stays 0), so that
+/// a dot product is a cosine: what the two below take.
+tensor unit_rows(const tensor& vectors);
+
 /// The share of the vocabulary's words of ranks [first, last) that WordNet knows whose
 /// `neighbours` nearest words by cosine include one WordNet relates to them. Neighbours are
 /// sought among the `among` most frequent words (UNK excepted), as analogy tests restrict
-/// theirs: the rarest words' vectors have hardly moved from their random start. `vectors`
-/// [vocabulary, dim] float32.
-double wordnet_score(const tensor& vectors, const vocabulary& vocab, const related_words& related,
+/// theirs: the rarest words' vectors have hardly moved from their random start. `unit`:
+/// unit_rows of the vectors.
+double wordnet_score(const tensor& unit, const vocabulary& vocab, const related_words& related,
                      std::int64_t first, std::int64_t last, std::int64_t among, int neighbours = 10);
 
 /// The `k` nearest words to `word` by cosine among the `among` most frequent (not itself, not
-/// UNK).
-std::vector<std::string> nearest_words(const tensor& vectors, const vocabulary& vocab,
+/// UNK). `unit`: unit_rows of the vectors.
+std::vector<std::string> nearest_words(const tensor& unit, const vocabulary& vocab,
                                        const std::string& word, int k, std::int64_t among);
 
 } // namespace actorflow::train

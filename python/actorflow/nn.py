@@ -160,16 +160,15 @@ __getattr__ = missing_names(__name__)
 
 
 def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
-    """max(x, 0) - x z + log(1 + exp(-|x|)), TF's stable form."""
+    """max(x, 0) - x z + log(1 + exp(-|x|)), TF's stable form (the C++ op)."""
     if _sentinel is not None:
         raise ValueError("Only call `sigmoid_cross_entropy_with_logits` with named arguments "
                          "(labels=..., logits=..., ...)")
     if labels is None or logits is None:
         raise ValueError("Both labels and logits must be provided.")
-    with _ops._scoped("logistic_loss", name):
-        graph, logits, labels = _ops._operands(logits, labels, "logistic_loss")
-        return _ops.add(_ops.subtract(relu(logits), _ops.multiply(logits, labels)),
-                        _ops.log(_ops.add(_ops.exp(_ops.negative(_ops.abs(logits))), 1.0)))
+    graph, logits, labels = _ops._operands(logits, labels, "logistic_loss")
+    return _ops._tensor_in(graph, _c.sigmoid_cross_entropy_with_logits(
+        logits._output, labels._output, name or "logistic_loss"))
 
 
 def log_softmax(logits, axis=None, name=None):

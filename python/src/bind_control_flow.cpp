@@ -10,6 +10,7 @@
 #include "python/src/bindings.hpp"
 
 #include "graph/control_flow.hpp"
+#include "graph/sampled_losses.hpp"
 #include "graph/sparse_ops.hpp"
 
 #include <pybind11/functional.h>
@@ -76,6 +77,8 @@ void bind_sparse(py::module_& m) {
         static_cast<output (*)(const actorflow::variable&, output, const std::string&)>(
           &ops::embedding_lookup),
         "params"_a, "ids"_a, "name"_a);
+  m.def("sigmoid_cross_entropy_with_logits", &ops::sigmoid_cross_entropy_with_logits, "logits"_a,
+        "labels"_a, "name"_a);
 }
 
 } // namespace

@@ -216,7 +216,7 @@ protected:
         std::memcpy(vars[i].out, vars[i].in, static_cast<std::size_t>(total) * sizeof(T));
     auto& rows = ctx.input(rows_input);
     auto& indices = ctx.input(indices_input);
-    auto& var_shape = ctx.resources().variable(variables_[0])->value.shape();
+    auto& var_shape = held.shape();
     auto extent = var_shape.rank() > 0 ? var_shape.dim(0) : 1;
     auto width = total / std::max<std::int64_t>(extent, 1);
     auto n = indices.num_elements();
