@@ -83,14 +83,18 @@ def checkpoint_steps(directory):
 def test_two_workers_train_on_two_ps_tasks_and_the_chief_checkpoints(tmp_path, sync):
     steps = 120 if sync else 200
     results, checkpoints = run_cluster(tmp_path, steps, sync)
-    # The chief starts from zeros (loss about 1.3); a worker that starts late may find the
-    # model trained already, so the losses are compared with the chief's first.
-    assert results[0]["first_loss"] > 0.5, results
+    # The model starts from zeros (loss about 1.3). Asynchronous workers start when the
+    # variables are ready, so either may take the first step and the other find the model
+    # trained already (the chief's first seen global step was 6 in one run): the losses are
+    # compared with the first loss of the worker that took global step 0.
+    first = min(results, key=lambda r: r["hook_steps"][0])
+    assert first["hook_steps"][0] == 0, results
+    assert first["first_loss"] > 0.5, results
     for r in results:
         # Each stopped at the last step (StopAtStepHook), the global step counting both
         # workers' steps (asynchronous) or the rounds (synchronous).
         assert r["global_step"] >= steps, r
-        assert r["last_loss"] < 0.05 * results[0]["first_loss"], results
+        assert r["last_loss"] < 0.05 * first["first_loss"], results
         # The Python hook ran once a step, and saw the global step only grow.
         assert len(r["hook_steps"]) == r["steps"], r
         assert r["hook_steps"] == sorted(r["hook_steps"]), r
