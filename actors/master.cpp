@@ -291,7 +291,7 @@ result<std::shared_ptr<run_plan>> plan_for(Self self, master_session& s,
     auto from = task_origin_of(entry.device, entry.incarnation);
     self->request(entry.actor, request_bound(st.options.timeout_seconds), register_atom::value,
                   make_partition_registration(entry.handle, entry.partition,
-                                              s.config.memory_limit_bytes))
+                                              s.config.memory_limit_bytes, req.handle))
       .then([=](status& registered) { done->report(registered.with_context(where)); },
             [=](caf::error& err) {
               auto failed = status_from_error(err).with_context(where);
