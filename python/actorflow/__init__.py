@@ -33,7 +33,8 @@ from actorflow.ops import (add, add_n, all_variables, arg_max, argmax, assign, a
                            trainable_variables, truediv, truncated_normal, variables_initializer,
                            zeros, zeros_like)
 from actorflow.ops import pad, rank, shape, size, slice, split, tile, transpose, unstack  # noqa: A004
-from actorflow.session import ConfigProto, InteractiveSession, Session, get_default_session
+from actorflow.session import (ConfigProto, InteractiveSession, RunMetadata, RunOptions, Session,
+                               get_default_session)
 
 newaxis = None
 
