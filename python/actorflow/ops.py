@@ -442,15 +442,28 @@ def concat(values, axis, name="concat"):
 
 
 def _slice(tensor, key):
-    """tensor[key] for ints, slices and integer scalar tensors, one axis after another, each a
-    Gather (actorflow has no StridedSlice); a slice needs that axis's size to be known."""
+    """tensor[key] for ints, slices, integer scalar tensors, `...` and tf.newaxis, one axis
+    after another, each a Gather (actorflow has no StridedSlice); a slice needs that axis's size
+    to be known, `...` the rank, and tf.newaxis (a Reshape, as expand_dims) the shape but for
+    one dimension."""
     keys = key if isinstance(key, tuple) else (key,)
+    ellipses = [i for i, k in enumerate(keys) if k is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...'), got %r" % (key,))
+    if ellipses:
+        if tensor.shape.ndims is None:
+            raise ValueError("indexing %r with ... needs its rank to be known" % (tensor,))
+        taken = sum(1 for k in keys if k is not None and k is not Ellipsis)
+        at = ellipses[0]
+        keys = keys[:at] + (builtins.slice(None),) * max(0, tensor.shape.ndims - taken) + \
+            keys[at + 1:]
     result = tensor
     axis = 0
     for k in keys:
-        if k is Ellipsis or k is None:
-            raise TypeError("indexing with ... or tf.newaxis is not supported yet (actorflow "
-                            "has no StridedSlice op)")
+        if k is None:
+            result = expand_dims(result, axis)
+            axis += 1
+            continue
         rank = result.shape.ndims
         if rank is not None and axis >= rank:
             raise ValueError("Index out of range: %r has rank %d" % (tensor, rank))
