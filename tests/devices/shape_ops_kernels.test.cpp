@@ -83,6 +83,8 @@ TEST_CASE("Transpose matches an index-by-index reference for every dtype, rank a
     {{2, 3, 4}, {0, 2, 1}},    {{2, 3, 4}, {2, 1, 0}},    {{2, 1, 3, 1}, {3, 2, 0, 1}},
     {{2, 3, 2, 5}, {0, 3, 1, 2}}, {{5}, {0}},             {{0, 3}, {1, 0}},
     {{2, 2, 3, 2, 2}, {4, 1, 0, 3, 2}},
+    // Beyond one 32 x 32 tile of the tiled path, and not multiples of it.
+    {{70, 45}, {1, 0}},        {{3, 37, 50}, {0, 2, 1}},  {{33, 2, 65}, {2, 1, 0}},
   };
   for (auto type : all_dtypes())
     for (auto& c : cases) {
