@@ -67,17 +67,17 @@ TEST_CASE("GPU kernels where built cover pooling and the convolutions as one fam
   CHECK(registry.has("Conv2DBackpropFilter", "GPU", dtype::float32) == forward);
 }
 
-TEST_CASE("GPU kernels where built cover Transpose for every dtype and leave Shape to the CPU",
+TEST_CASE("GPU kernels where built cover Transpose, Shape, Size and Rank for every dtype",
           "[cuda][registry]") {
   auto& registry = kernel_registry::global();
   if (!registry.has("MatMul", "GPU", dtype::float32))
     return; // a build without CUDA
-  for (auto type : all_dtypes()) {
-    INFO(to_string(type));
-    CHECK(registry.has("Transpose", "GPU", type));
-    // Shape, Size and Rank read only the shape: no GPU kernel, so placement puts them on the CPU.
-    CHECK_FALSE(registry.has("Shape", "GPU", type));
-  }
+  for (auto type : all_dtypes())
+    for (const char* op : {"Transpose", "Shape", "Size", "Rank"}) {
+      INFO(op << " " << to_string(type));
+      // Without a GPU Shape, placement would put it on the CPU and copy its whole input there.
+      CHECK(registry.has(op, "GPU", type));
+    }
 }
 
 TEST_CASE("making a CUDA device where there is none says why", "[cuda][registry]") {
