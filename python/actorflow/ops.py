@@ -1,4 +1,5 @@
-"""The ops (tf.constant, tf.matmul, tf.reduce_mean, ...) over graph/ops.hpp.
+"""The ops (tf.constant, tf.matmul, tf.reduce_mean, tf.transpose, ...) over graph/ops.hpp and
+graph/shape_ops.hpp (the sparse ones over graph/sparse_ops.hpp).
 
     x = tf.placeholder(tf.float32, [None, 3], name="x")
     w = tf.Variable(tf.random_normal([3, 1]))
@@ -6,8 +7,8 @@
 
 Each function converts its arguments by TF1's rules (framework.convert_to_tensor), makes the
 node through the extension and raises what went wrong making it (a ValueError with the C++
-graph's message, which names the node). Ops graph/ops.hpp does not have are absent, and asking
-the module for one raises AttributeError naming it.
+graph's message, which names the node). Ops the C++ side does not have are absent, and asking
+the module for one raises AttributeError naming it; a few are composed of those it has (below).
 """
 
 import builtins
