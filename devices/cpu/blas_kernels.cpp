@@ -27,7 +27,8 @@ struct core_type {
 };
 
 /// Narrowest first. Zen's kernels are Haswell's with AMD's block sizes; Cooperlake's are
-/// SkylakeX's plus BF16 GEMMs. (Debian's 0.3.21 has no Sapphire Rapids core: AMX is unused.)
+/// SkylakeX's plus BF16 GEMMs, chosen only when forced (widest_blas_core). (Debian's 0.3.21 has
+/// no Sapphire Rapids core: AMX is unused.)
 const core_type core_types[] = {
   {"Prescott", [](const cpu_features& c) { return c.sse3; }},
   {"Core2", [](const cpu_features& c) { return c.ssse3; }},
@@ -98,6 +99,13 @@ std::string widest_blas_core(const cpu_features& cpu) {
   // An AMD CPU without AVX-512 gets Zen's block sizes, an Intel one Haswell's.
   if (widest == "Zen" && cpu.vendor != "AuthenticAMD")
     widest = "Haswell";
+  // Cooperlake adds BF16 GEMMs, which actorflow never calls (bf16 runs on oneDNN), and its float
+  // kernels, as fast, sum in another order than SkylakeX's, the core OpenBLAS itself picks on
+  // the AVX-512 CPUs it knows: training then rounds differently from machine to machine (two
+  // apps tests' float32 trajectories parted by 1e-4 within 50 steps on an AMD family 26 CPU
+  // with Cooperlake, not with SkylakeX). One float kernel for every AVX-512 CPU.
+  if (widest == "Cooperlake")
+    widest = "SkylakeX";
   return widest;
 }
 
