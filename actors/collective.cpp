@@ -44,7 +44,7 @@ struct instance_state {
 };
 
 struct group_state {
-  collective_group group;
+  protocol::collective_group group;
   std::int32_t rank = 0;
   /// Why the group can run no more collectives (a member was lost).
   std::optional<status> broken;
@@ -355,7 +355,7 @@ void on_deadline(member_self self, std::int64_t key, std::int64_t instance) {
                 true);
 }
 
-caf::result<std::int32_t> join(member_self self, collective_group& group) {
+caf::result<std::int32_t> join(member_self self, protocol::collective_group& group) {
   auto& st = self->state;
   auto me = std::find_if(group.members.begin(), group.members.end(), [&](auto& m) {
     return m.actor && m.actor.address() == self->address();
@@ -400,7 +400,7 @@ member_impl::behavior_type collective_member(member_self self, collective_member
   self->state.options = std::move(options);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
   return {
-    [self](group_atom, collective_group& group) { return join(self, group); },
+    [self](group_atom, protocol::collective_group& group) { return join(self, group); },
     [self](collective_atom, collective_request& req) { return start(self, req); },
     [self](collective_piece_message& piece) { on_piece(self, piece); },
     [self](collective_abort& abort) { on_abort(self, abort); },

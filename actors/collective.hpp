@@ -13,6 +13,9 @@
 /// after a failure).
 
 #include "actors/protocols/collective.hpp"
+#include "actors/protocols/task.hpp"
+
+#include "graph/status.hpp"
 
 #include <caf/fwd.hpp>
 
@@ -45,5 +48,55 @@ protocol::collective_actor spawn_collective_member(caf::actor_system& sys,
 /// The entry `handle` has in a group (collective_group::members).
 protocol::collective_member_info collective_member_of(const protocol::collective_actor& handle,
                                                       const collective_member_options& options);
+
+class cluster_spec;
+
+/// One member's handle on its group, for plain code: blocking calls, one thread at a time.
+///   auto group = collective_group::join(server.system(), server.task(), cluster, "worker",
+///                                       task, /*key=*/1, /*timeout_seconds=*/30);
+///   auto mean = group->all_reduce(gradient, reduction::mean);   // result<tensor>
+/// Every member must call the same ops in the same order: each call takes the next instance
+/// key (TF's collective ops get theirs from program order too).
+class collective_group {
+public:
+  /// Joins the group of every task of `job` in `cluster` as task `task`, served by `own` (its
+  /// server's task service, in `sys`): introduces this task's member to the tasks whose names
+  /// sort after it (reaching them as tasks reach each other, so pieces then travel on that
+  /// connection) and waits for the ones before it to introduce theirs. Errors name the task
+  /// that could not be reached or did not come within `timeout_seconds`, which also bounds
+  /// every later op.
+  static result<collective_group> join(caf::actor_system& sys, const protocol::task_actor& own,
+                                       const cluster_spec& cluster, const std::string& job,
+                                       int task, std::int64_t key, double timeout_seconds);
+  /// Tells `member` the group and waits for its rank (members spawned by hand, one process).
+  static result<collective_group> join(caf::actor_system& sys, protocol::collective_actor member,
+                                       protocol::collective_group group, double timeout_seconds);
+
+  /// Every member's `value` reduced by `op` (same dtype and shape on all).
+  result<tensor> all_reduce(const tensor& value, reduction op = reduction::sum,
+                            collective_tuning tuning = {});
+  /// The root's `value` (elsewhere: a tensor of its dtype and shape, contents unused).
+  result<tensor> broadcast(const tensor& value, int root);
+  /// Every member's `value`, concatenated along the first dimension in rank order.
+  result<tensor> all_gather(const tensor& value);
+
+  int rank() const { return rank_; }
+  int size() const { return group_.size(); }
+  const protocol::collective_group& members() const { return group_; }
+
+private:
+  collective_group(caf::actor_system& sys, protocol::collective_actor member,
+                   protocol::collective_group group, int rank, double timeout_seconds)
+    : sys_(&sys), member_(std::move(member)), group_(std::move(group)), rank_(rank),
+      timeout_seconds_(timeout_seconds) {}
+  result<tensor> run(protocol::collective_request req);
+
+  caf::actor_system* sys_;
+  protocol::collective_actor member_;
+  protocol::collective_group group_;
+  int rank_ = 0;
+  double timeout_seconds_ = 0;
+  std::int64_t next_instance_ = 1;
+};
 
 } // namespace actorflow

@@ -445,6 +445,7 @@ void add_actorflow_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<sync_outcome>("actorflow::sync_outcome");
   cfg.add_message_type<task_presence>("actorflow::task_presence");
   cfg.add_message_type<task_manifest>("actorflow::task_manifest");
+  cfg.add_message_type<collective_member_info>("actorflow::collective_member_info");
   cfg.add_message_type<collective_group>("actorflow::collective_group");
   cfg.add_message_type<collective_request>("actorflow::collective_request");
   cfg.add_message_type<collective_piece_message>("actorflow::collective_piece_message");

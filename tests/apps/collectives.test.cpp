@@ -1,0 +1,68 @@
+// Collectives across real processes on loopback: collective_worker processes (a server per
+// task, the group joined as tasks reach each other) all-reduce to the exact sum, and a worker
+// killed between two all-reduces fails the next one on every other process at once, naming it.
+#include "support/processes.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <string>
+#include <vector>
+
+using namespace actorflow::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string worker_binary = ACTORFLOW_COLLECTIVE_WORKER_BINARY;
+
+} // namespace
+
+TEST_CASE("collective all-reduces across three worker processes on loopback give every process the exact sum") {
+  // 200003 float32: 800 KiB, so the ring, in segments of odd sizes.
+  cluster_processes cluster{worker_binary, {{"worker", 3}}, 1, [](const std::string&, int) {
+    return std::vector<std::string>{"--elements", "200003", "--rounds", "3"};
+  }};
+  REQUIRE(cluster.ready());
+  for (std::size_t t = 0; t < 3; ++t) {
+    INFO("task " << t);
+    auto joined = cluster.task(t).wait_for_line("joined rank", 30000ms);
+    REQUIRE(joined);
+    CHECK(*joined == "joined rank " + std::to_string(t) + " of 3");
+    for (int round = 0; round < 3; ++round)
+      CHECK(cluster.task(t).wait_for_line("round " + std::to_string(round), 30000ms) ==
+            "round " + std::to_string(round) + " sum exact");
+    CHECK(cluster.task(t).wait_for_line("done", 30000ms));
+  }
+}
+
+TEST_CASE("a worker process killed between collectives fails the next all-reduce on every other process at once naming the lost task") {
+  cluster_processes cluster{worker_binary, {{"worker", 3}}, 1, [](const std::string&, int task) {
+    std::vector<std::string> args{"--elements", "1001", "--rounds", "2"};
+    if (task == 1) {
+      args.push_back("--leave-in-round");
+      args.push_back("1");
+    }
+    return args;
+  }};
+  REQUIRE(cluster.ready());
+  for (std::size_t t : {0, 2})
+    REQUIRE(cluster.task(t).wait_for_line("round 0", 30000ms) == "round 0 sum exact");
+  REQUIRE(cluster.task(1).wait_for_line("waiting in round 1", 30000ms));
+  auto killed = std::chrono::steady_clock::now();
+  cluster.task(1).signal(SIGKILL);
+  for (std::size_t t : {0, 2}) {
+    INFO("task " << t);
+    auto failed = cluster.task(t).wait_for_line("round 1", 20000ms);
+    REQUIRE(failed);
+    INFO(*failed);
+    CHECK(failed->find("round 1 failed: unavailable") == 0);
+    CHECK(failed->find("member 1 (/job:worker/replica:0/task:1/device:CPU:0) was lost") !=
+          std::string::npos);
+    CHECK(failed->find("origin /job:worker/replica:0/task:1") != std::string::npos);
+    CHECK(cluster.task(t).wait_exit(10000ms) == 1);
+  }
+  // Told by the lost connection, not by the collective's 30 s bound.
+  CHECK(std::chrono::steady_clock::now() - killed < 10s);
+}
