@@ -1,5 +1,6 @@
 #include "actors/collective.hpp"
 
+#include "actors/bulk_channel.hpp"
 #include "devices/collective_execution.hpp"
 
 #include <caf/all.hpp>
@@ -21,9 +22,12 @@ using namespace protocol;
 
 /// Local only: a collective's bound has passed (group key, instance key).
 using collective_deadline_atom = caf::atom_constant<caf::atom("colldead")>;
+/// Local only: a piece could not be written to its bulk channel (group, instance, why).
+using bulk_failed_atom = caf::atom_constant<caf::atom("collbulk")>;
 
 using member_impl =
-  collective_actor::extend<caf::reacts_to<collective_deadline_atom, std::int64_t, std::int64_t>>;
+  collective_actor::extend<caf::reacts_to<collective_deadline_atom, std::int64_t, std::int64_t>,
+                           caf::reacts_to<bulk_failed_atom, std::int64_t, std::int64_t, status>>;
 
 /// Finished collectives remembered per group, so that a late abort or piece for one is
 /// dropped instead of waiting for a request that will never come.
@@ -112,8 +116,23 @@ void fail_instance(member_self self, group_state& g, std::int64_t instance, cons
 /// Sends what the instance's execution has ready; answers its request when it is done.
 void pump(member_self self, group_state& g, std::int64_t instance) {
   auto& inst = g.instances[instance];
+  auto& bulk = self->state.options.bulk;
   for (auto& p : inst.run->take_sends()) {
     auto& to = g.group.members[static_cast<std::size_t>(p.to)];
+    if (bulk && !to.bulk_address.empty() && p.value.bytes() >= bulk_min_bytes() &&
+        to.actor.node() != self->node()) {
+      // Written by the sender's thread straight from the piece; a failure comes back here.
+      auto me = caf::actor_cast<caf::actor>(self);
+      auto key = g.group.key;
+      auto where = to.name() + " at " + to.bulk_address;
+      bulk->send(to.bulk_address, 0, collective_frame_key(key, instance, g.rank, p.tag),
+                 std::move(p.value), [me, key, instance, where](const status& sent) {
+                   if (!sent.ok())
+                     caf::anon_send(me, bulk_failed_atom::value, key, instance,
+                                    sent.with_context("sending a piece to " + where));
+                 });
+      continue;
+    }
     self->send(caf::actor_cast<collective_actor>(to.actor),
                collective_piece_message{g.group.key, instance, g.rank, p.tag, std::move(p.value)});
   }
@@ -407,6 +426,14 @@ member_impl::behavior_type collective_member(member_self self, collective_member
     [self](collective_deadline_atom, std::int64_t key, std::int64_t instance) {
       on_deadline(self, key, instance);
     },
+    [self](bulk_failed_atom, std::int64_t key, std::int64_t instance, status& why) {
+      auto found = self->state.groups.find(key);
+      if (found == self->state.groups.end())
+        return;
+      auto i = found->second.instances.find(instance);
+      if (i != found->second.instances.end() && i->second.run && !i->second.failed)
+        fail_instance(self, found->second, instance, why, true);
+    },
   };
 }
 
@@ -420,7 +447,7 @@ collective_actor spawn_collective_member(caf::actor_system& sys,
 collective_member_info collective_member_of(const collective_actor& handle,
                                             const collective_member_options& options) {
   return {options.job, options.task, options.device, options.incarnation,
-          caf::actor_cast<caf::actor>(handle)};
+          caf::actor_cast<caf::actor>(handle), options.bulk_address};
 }
 
 } // namespace actorflow

@@ -21,9 +21,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace actorflow {
+
+class bulk_sender;
 
 struct collective_member_options {
   /// The task and device the member stands for (its name in errors and group order).
@@ -39,6 +42,11 @@ struct collective_member_options {
   /// ("rank 1 got reduce-scatter round 0 from 0"), on the actor's thread: deterministic tests
   /// follow a collective's phases with it. May be empty.
   std::function<void(const std::string&)> trace;
+  /// Pieces of at least bulk_min_bytes() for a member in another process with a bulk address
+  /// go as frames through this sender (the task's); null: all in CAF messages.
+  std::shared_ptr<bulk_sender> bulk;
+  /// Where this member's task takes such frames ("host:port"; empty: nowhere).
+  std::string bulk_address;
 };
 
 /// Spawns a member. It lives until it is sent an exit (or its system ends).

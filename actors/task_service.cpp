@@ -78,6 +78,12 @@ struct task_state {
   /// The task's collective member (actors/collective.hpp), spawned on first use; the members
   /// other tasks introduced, by (job, task); and this process's askers waiting for one.
   collective_actor collective;
+  /// The member, for the bulk endpoint's reader threads (set once it is spawned).
+  struct collective_inbox {
+    std::mutex mutex;
+    collective_actor member;
+  };
+  std::shared_ptr<collective_inbox> collective_frames = std::make_shared<collective_inbox>();
   std::map<std::pair<std::string, std::int32_t>, collective_member_info> introduced;
   std::multimap<std::pair<std::string, std::int32_t>,
                 caf::typed_response_promise<collective_member_info>>
@@ -170,9 +176,14 @@ collective_member_info collective_member_of_task(task_self self) {
   options.job = st.job;
   options.task = st.task;
   options.incarnation = st.incarnation;
+  // Large pieces come over the task's bulk channel and leave through its sender.
+  options.bulk = st.bulk_out;
+  options.bulk_address = st.bulk_in ? st.bulk_in->address() : std::string{};
   if (!st.collective) {
     st.collective = spawn_collective_member(self->system(), options);
     self->link_to(st.collective);
+    std::lock_guard<std::mutex> guard{st.collective_frames->mutex};
+    st.collective_frames->member = st.collective;
   }
   return collective_member_of(st.collective, options);
 }
@@ -351,10 +362,27 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
     self->send(actor, peers_atom::value, peers);
   if (!options.bulk_host.empty()) {
     // Frames for the devices carry rendezvous keys ("/job:..."), frames for the shards
-    // "shard;<variable>;<id>".
+    // "shard;<variable>;<id>", frames for the collective member "coll;...".
     auto to_devices = deliver_to_device_actors(peers.devices);
     std::weak_ptr<shard_table> shards = st.shards;
-    auto deliver = [to_devices, shards](std::int64_t step_id, std::string key, tensor value) {
+    auto collective = st.collective_frames;
+    auto deliver = [to_devices, shards, collective](std::int64_t step_id, std::string key,
+                                                    tensor value) {
+      if (key.rfind(collective_bulk_prefix, 0) == 0) {
+        auto piece = parse_collective_frame_key(key);
+        if (!piece)
+          return make_error(errc::data_loss, "malformed collective frame key '" + key + "'");
+        collective_actor member;
+        {
+          std::lock_guard<std::mutex> guard{collective->mutex};
+          member = collective->member;
+        }
+        if (!member)
+          return make_error(errc::failed_precondition, "this task has no collective member");
+        piece->value = std::move(value);
+        caf::anon_send(member, std::move(*piece));
+        return status{};
+      }
       if (key.rfind(shard_bulk_prefix, 0) != 0)
         return to_devices(step_id, std::move(key), std::move(value));
       auto table = shards.lock();

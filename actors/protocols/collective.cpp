@@ -2,6 +2,7 @@
 #include "graph/device_name.hpp"
 
 #include <algorithm>
+#include <string_view>
 #include <tuple>
 
 namespace actorflow::protocol {
@@ -16,6 +17,40 @@ collective_group make_collective_group(std::int64_t key,
     return std::tie(a.job, a.task, a.device) < std::tie(b.job, b.task, b.device);
   });
   return {key, std::move(members)};
+}
+
+std::string collective_frame_key(std::int64_t group_key, std::int64_t instance_key,
+                                 std::int32_t from, std::int64_t tag) {
+  return std::string{collective_bulk_prefix} + std::to_string(group_key) + ";" +
+         std::to_string(instance_key) + ";" + std::to_string(from) + ";" + std::to_string(tag);
+}
+
+std::optional<collective_piece_message> parse_collective_frame_key(const std::string& key) {
+  std::string_view prefix{collective_bulk_prefix};
+  if (key.compare(0, prefix.size(), prefix) != 0)
+    return std::nullopt;
+  std::int64_t fields[4];
+  std::size_t at = prefix.size();
+  for (int i = 0; i < 4; ++i) {
+    auto end = i < 3 ? key.find(';', at) : key.size();
+    if (end == std::string::npos || end == at)
+      return std::nullopt;
+    std::int64_t value = 0;
+    bool negative = key[at] == '-';
+    for (auto c = at + (negative ? 1 : 0); c < end; ++c) {
+      if (key[c] < '0' || key[c] > '9' || value > (std::int64_t{1} << 58))
+        return std::nullopt;
+      value = value * 10 + (key[c] - '0');
+    }
+    fields[i] = negative ? -value : value;
+    at = end + 1;
+  }
+  collective_piece_message piece;
+  piece.group_key = fields[0];
+  piece.instance_key = fields[1];
+  piece.from = static_cast<std::int32_t>(fields[2]);
+  piece.tag = fields[3];
+  return piece;
 }
 
 collective_tuning collective_request::tuning() const {

@@ -24,6 +24,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,9 @@ struct collective_member_info {
   /// Its task's incarnation, for the origin of errors that blame it.
   std::uint64_t incarnation = 0;
   caf::actor actor;
+  /// "host:port" of its task's bulk endpoint (actors/bulk_channel.hpp), where large pieces for
+  /// it go as frames; empty: every piece goes in a CAF message.
+  std::string bulk_address;
 
   /// "/job:worker/replica:0/task:1/device:CPU:0".
   std::string name() const;
@@ -50,7 +54,7 @@ struct collective_member_info {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, collective_member_info& x) {
   return f(caf::meta::type_name("actorflow::collective_member_info"), x.job, x.task, x.device,
-           x.incarnation, x.actor);
+           x.incarnation, x.actor, x.bulk_address);
 }
 
 /// A group (TF's group key and group size, members by task and device), the same on every
@@ -133,6 +137,15 @@ typename Inspector::result_type inspect(Inspector& f, collective_piece_message& 
   return f(caf::meta::type_name("actorflow::collective_piece_message"), x.group_key,
            x.instance_key, x.from, x.tag, x.value);
 }
+
+/// Large pieces between processes travel over the receiving task's bulk channel as frames
+/// whose key says what the message would: "coll;<group>;<instance>;<from>;<tag>". The task's
+/// endpoint hands them to its member as a local collective_piece_message.
+inline constexpr const char* collective_bulk_prefix = "coll;";
+std::string collective_frame_key(std::int64_t group_key, std::int64_t instance_key,
+                                 std::int32_t from, std::int64_t tag);
+/// The message a frame key stands for (value left empty); nothing for a malformed key.
+std::optional<collective_piece_message> parse_collective_frame_key(const std::string& key);
 
 /// A member failed a collective (a peer lost, a bad piece, its bound passed): every other
 /// member fails it too, with the same error (its origin names the task to blame).

@@ -352,3 +352,17 @@ TEST_CASE("collective members refuse a group that does not list them, unknown gr
   caf::anon_send_exit(stranger, caf::exit_reason::kill);
   sys.run_all();
 }
+
+TEST_CASE("collective frame keys for the bulk channel read back as the piece they stand for and malformed ones are refused") {
+  auto key = protocol::collective_frame_key(7, 42, 3, (std::int64_t{5} << 24) | 9);
+  CHECK(key == "coll;7;42;3;83886089");
+  auto piece = protocol::parse_collective_frame_key(key);
+  REQUIRE(piece);
+  CHECK(piece->group_key == 7);
+  CHECK(piece->instance_key == 42);
+  CHECK(piece->from == 3);
+  CHECK(piece->tag == ((std::int64_t{5} << 24) | 9));
+  for (std::string bad : {"coll;7;42;3", "coll;7;42;;1", "coll;7;x;3;1", "shard;7;42;3;1",
+                          "coll;7;42;3;1;", "coll;99999999999999999999;1;1;1"})
+    CHECK_FALSE(protocol::parse_collective_frame_key(bad));
+}
