@@ -125,11 +125,14 @@ void pump(member_self self, group_state& g, std::int64_t instance) {
       auto me = caf::actor_cast<caf::actor>(self);
       auto key = g.group.key;
       auto where = to.name() + " at " + to.bulk_address;
+      auto blamed = to.origin();
       bulk->send(to.bulk_address, 0, collective_frame_key(key, instance, g.rank, p.tag),
-                 std::move(p.value), [me, key, instance, where](const status& sent) {
+                 std::move(p.value), [me, key, instance, where, blamed](const status& sent) {
+                   // The receiver is to blame, as its lost connection would say.
                    if (!sent.ok())
                      caf::anon_send(me, bulk_failed_atom::value, key, instance,
-                                    sent.with_context("sending a piece to " + where));
+                                    sent.with_context("sending a piece to " + where)
+                                      .with_origin(blamed));
                  });
       continue;
     }

@@ -22,7 +22,11 @@ result<Answer> ask(caf::actor_system& sys, const Handle& to, double timeout_seco
   std::optional<result<Answer>> out;
   self->request(to, request_bound(timeout_seconds), std::forward<Ts>(xs)...)
     .receive([&](Answer& a) { out.emplace(std::move(a)); },
-             [&](caf::error& e) { out.emplace(status_from_error(e).with_context(context)); });
+             [&](caf::error& e) {
+               // A member's own errors name the collective already.
+               auto why = status_from_error(e);
+               out.emplace(why.message().rfind(context, 0) == 0 ? why : why.with_context(context));
+             });
   return std::move(*out);
 }
 

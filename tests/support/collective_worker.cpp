@@ -3,7 +3,8 @@
 // joins the group of every task of its job and runs all-reduces.
 //   collective_worker --cluster SPEC --job worker --task 0 --threads 1 [--elements 1001]
 //                     [--rounds 3] [--leave-in-round K] [--bench-mib 64 --iterations 5]
-// Prints "serving on HOST:PORT", "joined rank R of N", then per round "round K sum exact" or
+// Prints "serving on HOST:PORT", "joined rank R of N", then per round "round K starting" and
+// "round K sum exact" or
 // "round K failed: <status> [origin <task>]" (and exits 1); the task given --leave-in-round K
 // prints "waiting in round K" and waits there (at most 60 s) for the test to kill it. With --bench-mib, prints
 // "allreduce_seconds <best of the iterations>" for an all-reduce of that many MiB of float32.
@@ -78,6 +79,8 @@ int main(int argc, char** argv) {
     tensor value{dtype::float32, tensor_shape{elements}};
     for (long i = 0; i < elements; ++i)
       value.data<float>()[i] = static_cast<float>((task + 1) * (i % 13 + 1) + round);
+    std::printf("round %d starting\n", round);
+    std::fflush(stdout);
     auto sum = group->all_reduce(value);
     if (!sum) {
       auto why = sum.error();
