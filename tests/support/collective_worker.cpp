@@ -3,6 +3,7 @@
 // joins the group of every task of its job and runs all-reduces.
 //   collective_worker --cluster SPEC --job worker --task 0 --threads 1 [--elements 1001]
 //                     [--rounds 3] [--leave-in-round K] [--bench-mib 64 --iterations 5]
+//                     [--chunk-kib 4096]
 // Prints "serving on HOST:PORT", "joined rank R of N", then per round "round K starting" and
 // "round K sum exact" or
 // "round K failed: <status> [origin <task>]" (and exits 1); the task given --leave-in-round K
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
   std::string spec_text, job = "worker";
   int task = 0, threads = 1, rounds = 3, leave_in_round = -1, iterations = 5;
   long elements = 1001;
-  double bench_mib = 0;
+  double bench_mib = 0, chunk_kib = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     const char* value = argv[i + 1];
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
     else if (flag == "--leave-in-round") leave_in_round = std::atoi(value);
     else if (flag == "--bench-mib") bench_mib = std::atof(value);
     else if (flag == "--iterations") iterations = std::atoi(value);
+    else if (flag == "--chunk-kib") chunk_kib = std::atof(value);
   }
   auto spec = cluster_spec::parse(spec_text);
   if (!spec) {
@@ -105,10 +107,13 @@ int main(int argc, char** argv) {
     tensor value{dtype::float32, tensor_shape{count}};
     for (std::int64_t i = 0; i < count; ++i)
       value.data<float>()[i] = static_cast<float>(i % 7);
+    collective_tuning tuning;
+    if (chunk_kib > 0)
+      tuning.chunk_bytes = static_cast<std::size_t>(chunk_kib * 1024);
     double best = 1e30;
     for (int it = 0; it <= iterations; ++it) { // the first one warms up
       auto start = std::chrono::steady_clock::now();
-      auto sum = group->all_reduce(value);
+      auto sum = group->all_reduce(value, reduction::sum, tuning);
       auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (!sum) {
         std::printf("bench failed: %s\n", sum.error().to_string().c_str());
