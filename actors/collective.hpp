@@ -58,6 +58,7 @@ protocol::collective_member_info collective_member_of(const protocol::collective
                                                       const collective_member_options& options);
 
 class cluster_spec;
+class server;
 
 /// One member's handle on its group, for plain code: blocking calls, one thread at a time.
 ///   auto group = collective_group::join(server.system(), server.task(), cluster, "worker",
@@ -76,6 +77,10 @@ public:
   static result<collective_group> join(caf::actor_system& sys, const protocol::task_actor& own,
                                        const cluster_spec& cluster, const std::string& job,
                                        int task, std::int64_t key, double timeout_seconds);
+  /// The same for the task `served` serves (its system and task service).
+  static result<collective_group> join(server& served, const cluster_spec& cluster,
+                                       const std::string& job, int task, std::int64_t key,
+                                       double timeout_seconds);
   /// Tells `member` the group and waits for its rank (members spawned by hand, one process).
   static result<collective_group> join(caf::actor_system& sys, protocol::collective_actor member,
                                        protocol::collective_group group, double timeout_seconds);

@@ -1,6 +1,7 @@
 #include "actors/collective.hpp"
 
 #include "actors/cluster_spec.hpp"
+#include "actors/server.hpp"
 #include "actors/session_master.hpp"
 #include "actors/task_client.hpp"
 #include "graph/device_name.hpp"
@@ -90,6 +91,12 @@ result<collective_group> collective_group::join(caf::actor_system& sys,
   auto group = protocol::make_collective_group(key, std::move(members));
   return join(sys, caf::actor_cast<protocol::collective_actor>(mine->actor), std::move(group),
               timeout_seconds);
+}
+
+result<collective_group> collective_group::join(server& served, const cluster_spec& cluster,
+                                                const std::string& job, int task,
+                                                std::int64_t key, double timeout_seconds) {
+  return join(served.system(), served.task(), cluster, job, task, key, timeout_seconds);
 }
 
 result<tensor> collective_group::run(protocol::collective_request req) {

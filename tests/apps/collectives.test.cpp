@@ -1,12 +1,16 @@
 // Collectives across real processes on loopback: collective_worker processes (a server per
 // task, the group joined as tasks reach each other) all-reduce to the exact sum, and a worker
-// killed between two all-reduces fails the next one on every other process at once, naming it.
+// killed between two all-reduces (or inside one) fails the next one on every other process at
+// once, naming it; actorflow-train --strategy mirrored on two workers keeps equal replicas.
 #include "support/processes.hpp"
+#include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -90,4 +94,41 @@ TEST_CASE("a worker process killed inside a 64 MiB all-reduce leaves no other pr
     CHECK(outcome->find("origin /job:worker/replica:0/task:1") != std::string::npos);
   }
   CHECK(std::chrono::steady_clock::now() - killed < 15s);
+}
+
+TEST_CASE("actorflow-train --strategy mirrored on two worker processes keeps the replicas equal and reaches the accuracy of one process on the concatenated batches") {
+  const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
+  actorflow::test::temp_dir out;
+  auto p0 = free_loopback_port(), p1 = free_loopback_port();
+  REQUIRE(p0 != 0);
+  REQUIRE(p1 != 0);
+  REQUIRE(p0 != p1);
+  auto spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(p0) + "\", \"127.0.0.1:" +
+              std::to_string(p1) + "\"]}";
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int task = 0; task < 2; ++task)
+    workers.push_back(std::make_unique<child_process>(
+      train_binary,
+      std::vector<std::string>{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                               "--task", std::to_string(task), "--threads", "1", "--epochs", "1",
+                               "--check-replicas", "50", "--output-dir",
+                               out.path() + "/w" + std::to_string(task)}));
+  // One process at the global batch (2 x 128), the same shared order.
+  child_process single{train_binary, {"--local", "--batch-size", "256", "--epochs", "1",
+                                      "--threads", "1", "--output-dir", out.path() + "/single"}};
+  auto accuracy_of = [](child_process& p) {
+    auto line = p.wait_for_line("test accuracy: ", 240000ms);
+    REQUIRE(line);
+    return std::stod(line->substr(line->find(": ") + 2));
+  };
+  for (auto& w : workers)
+    REQUIRE(w->wait_for_line("replicas equal after 234 steps", 240000ms));
+  auto mirrored = accuracy_of(*workers[0]);
+  auto alone = accuracy_of(single);
+  INFO("mirrored " << mirrored << ", one process " << alone);
+  CHECK(std::abs(mirrored - alone) <= 0.005);
+  CHECK(mirrored > 0.7);
+  for (auto& w : workers)
+    CHECK(w->wait_exit(30000ms) == 0);
+  CHECK(single.wait_exit(30000ms) == 0);
 }
