@@ -132,3 +132,30 @@ TEST_CASE("actorflow-train --strategy mirrored on two worker processes keeps the
     CHECK(w->wait_exit(30000ms) == 0);
   CHECK(single.wait_exit(30000ms) == 0);
 }
+
+TEST_CASE("a mirrored worker killed mid-training fails the other's step at once naming the lost task") {
+  const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
+  actorflow::test::temp_dir out;
+  auto p0 = free_loopback_port(), p1 = free_loopback_port();
+  REQUIRE(p0 != 0);
+  REQUIRE(p1 != 0);
+  REQUIRE(p0 != p1);
+  auto spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(p0) + "\", \"127.0.0.1:" +
+              std::to_string(p1) + "\"]}";
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int task = 0; task < 2; ++task)
+    workers.push_back(std::make_unique<child_process>(
+      train_binary,
+      std::vector<std::string>{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                               "--task", std::to_string(task), "--threads", "1", "--epochs", "3",
+                               "--log-every", "10", "--output-dir",
+                               out.path() + "/w" + std::to_string(task)}));
+  REQUIRE(workers[1]->wait_for_line("step 20 ", 240000ms));
+  workers[1]->signal(SIGKILL);
+  auto killed = std::chrono::steady_clock::now();
+  CHECK(workers[0]->wait_exit(20000ms) == 1);
+  CHECK(std::chrono::steady_clock::now() - killed < 15s);
+  auto why = workers[0]->stderr_text();
+  INFO(why);
+  CHECK(why.find("member 1 (/job:worker/replica:0/task:1/device:CPU:0)") != std::string::npos);
+}
