@@ -3,17 +3,19 @@
 // joins the group of every task of its job and runs all-reduces.
 //   collective_worker --cluster SPEC --job worker --task 0 --threads 1 [--elements 1001]
 //                     [--rounds 3] [--leave-in-round K] [--bench-mib 64 --iterations 5]
-//                     [--chunk-kib 4096]
+//                     [--chunk-kib 4096] [--latency-iterations 1000]
 // Prints "serving on HOST:PORT", "joined rank R of N", then per round "round K starting" and
 // "round K sum exact" or
 // "round K failed: <status> [origin <task>]" (and exits 1); the task given --leave-in-round K
 // prints "waiting in round K" and waits there (at most 60 s) for the test to kill it. With --bench-mib, prints
-// "allreduce_seconds <best of the iterations>" for an all-reduce of that many MiB of float32.
+// "allreduce_seconds <best of the iterations>" for an all-reduce of that many MiB of float32;
+// with --latency-iterations, "allreduce_latency_us <median>" for all-reduces of one float32.
 // Then "done", and it waits (at most 60 s) for its SIGTERM, so that no member leaves while
 // another still reads its last pieces.
 #include "actors/collective.hpp"
 #include "actors/server.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -27,7 +29,7 @@ using namespace actorflow;
 
 int main(int argc, char** argv) {
   std::string spec_text, job = "worker";
-  int task = 0, threads = 1, rounds = 3, leave_in_round = -1, iterations = 5;
+  int task = 0, threads = 1, rounds = 3, leave_in_round = -1, iterations = 5, latency = 0;
   long elements = 1001;
   double bench_mib = 0, chunk_kib = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
     else if (flag == "--bench-mib") bench_mib = std::atof(value);
     else if (flag == "--iterations") iterations = std::atoi(value);
     else if (flag == "--chunk-kib") chunk_kib = std::atof(value);
+    else if (flag == "--latency-iterations") latency = std::atoi(value);
   }
   auto spec = cluster_spec::parse(spec_text);
   if (!spec) {
@@ -123,6 +126,24 @@ int main(int argc, char** argv) {
         best = seconds;
     }
     std::printf("allreduce_seconds %.6f\n", best);
+  }
+  if (latency > 0) {
+    // One float32 (4 bytes), back to back: the median time of one all-reduce.
+    auto one = tensor::from_vector<float>({1.f});
+    std::vector<double> times;
+    for (int it = 0; it < latency + 10; ++it) { // the first 10 warm up
+      auto start = std::chrono::steady_clock::now();
+      auto sum = group->all_reduce(one);
+      auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (!sum) {
+        std::printf("latency failed: %s\n", sum.error().to_string().c_str());
+        return 1;
+      }
+      if (it >= 10)
+        times.push_back(seconds);
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("allreduce_latency_us %.2f\n", times[times.size() / 2] * 1e6);
   }
   std::printf("done\n");
   std::fflush(stdout);
