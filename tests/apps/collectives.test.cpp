@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -158,4 +159,47 @@ TEST_CASE("a mirrored worker killed mid-training fails the other's step at once 
   auto why = workers[0]->stderr_text();
   INFO(why);
   CHECK(why.find("member 1 (/job:worker/replica:0/task:1/device:CPU:0)") != std::string::npos);
+}
+
+TEST_CASE("mirrored training runs its collectives over mutual TLS with the cluster token, as every connection") {
+  const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
+  actorflow::test::temp_dir dir;
+  auto certs = dir.path() + "/certs";
+  {
+    child_process script{ACTORFLOW_CERT_SCRIPT, {certs, "w0", "w1"}, true,
+                         {"ACTORFLOW_CERT_SAN=IP:127.0.0.1"}};
+    REQUIRE(script.wait_exit(60000ms) == 0);
+  }
+  auto token_file = dir.path() + "/token";
+  {
+    std::FILE* f = std::fopen(token_file.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs("a token only these workers know\n", f);
+    std::fclose(f);
+  }
+  auto p0 = free_loopback_port(), p1 = free_loopback_port();
+  REQUIRE(p0 != 0);
+  REQUIRE(p1 != 0);
+  REQUIRE(p0 != p1);
+  auto spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(p0) + "\", \"127.0.0.1:" +
+              std::to_string(p1) + "\"]}";
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int task = 0; task < 2; ++task) {
+    auto name = "w" + std::to_string(task);
+    workers.push_back(std::make_unique<child_process>(
+      train_binary,
+      std::vector<std::string>{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                               "--task", std::to_string(task), "--threads", "1", "--epochs", "1",
+                               "--check-replicas", "100", "--output-dir", dir.path() + "/" + name,
+                               "--token-file", token_file, "--tls-cert", certs + "/" + name + ".pem",
+                               "--tls-key", certs + "/" + name + ".key", "--tls-ca",
+                               certs + "/ca.pem"}));
+  }
+  for (auto& w : workers)
+    REQUIRE(w->wait_for_line("replicas equal after 234 steps", 240000ms));
+  auto accuracy = workers[0]->wait_for_line("test accuracy: ", 60000ms);
+  REQUIRE(accuracy);
+  CHECK(std::stod(accuracy->substr(accuracy->find(": ") + 2)) > 0.7);
+  for (auto& w : workers)
+    CHECK(w->wait_exit(30000ms) == 0);
 }
