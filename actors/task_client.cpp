@@ -20,12 +20,10 @@
 
 namespace actorflow {
 
-namespace {
-
-/// Task `index` of `job`, reached over the middleman; `name` and `address` are set for errors.
 result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_spec& cluster,
                                         const std::string& job, int index, double timeout_seconds,
-                                        std::string& name, std::string& address) {
+                                        std::string& name, std::string& address,
+                                        double patience_seconds) {
   name = task_name(job, index);
   if (!sys.has_middleman())
     return make_error(errc::failed_precondition,
@@ -37,7 +35,8 @@ result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_sp
   auto split = parse_host_port(address);
   if (!split)
     return split.error();
-  auto reached = reach_published_actor(sys, split->host, split->port, timeout_seconds);
+  auto reached = reach_published_actor(sys, split->host, split->port, timeout_seconds,
+                                       connect_patience{patience_seconds, "task " + name});
   if (!reached)
     return reached.error()
       .with_context("cannot reach task " + name + " at " + address)
@@ -47,8 +46,6 @@ result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_sp
       .with_origin({job, index, 0});
   return caf::actor_cast<protocol::task_actor>(reached->actor);
 }
-
-} // namespace
 
 status probe_task(caf::actor_system& sys, const cluster_spec& cluster, const std::string& job,
                   int index, double timeout_seconds) {

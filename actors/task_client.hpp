@@ -29,6 +29,15 @@ status report_task_done(caf::actor_system& sys, const cluster_spec& cluster,
                         const std::string& to_job, const std::string& job, int task,
                         double timeout_seconds);
 
+/// Task `index` of `job` of `cluster`, reached over the middleman within `timeout_seconds`;
+/// `name` and `address` are set for the caller's errors. Errors name the task and its address,
+/// with the task as origin. Where nothing listens at its address yet, tries again for up to
+/// `patience_seconds` (a task started later).
+result<protocol::task_actor> reach_task(caf::actor_system& sys, const cluster_spec& cluster,
+                                        const std::string& job, int index, double timeout_seconds,
+                                        std::string& name, std::string& address,
+                                        double patience_seconds = 0);
+
 /// Ok when task `index` of `job` answers a probe (its incarnation; nothing is made for it)
 /// within `timeout_seconds`; otherwise why not, naming the task. A coordinator asks a worker it
 /// lost whether it is back; cluster_liveness asks every task every few seconds.

@@ -2,6 +2,7 @@
 #include "graph/rendezvous_key.hpp"
 
 #include "actors/bulk_channel.hpp"
+#include "actors/collective.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/master.hpp"
 #include "actors/logging.hpp"
@@ -74,6 +75,19 @@ struct task_state {
   }
   /// The master this task serves, spawned on the first master message; null before.
   master_actor master;
+  /// The task's collective member (actors/collective.hpp), spawned on first use; the members
+  /// other tasks introduced, by (job, task); and this process's askers waiting for one.
+  collective_actor collective;
+  /// The member, for the bulk endpoint's reader threads (set once it is spawned).
+  struct collective_inbox {
+    std::mutex mutex;
+    collective_actor member;
+  };
+  std::shared_ptr<collective_inbox> collective_frames = std::make_shared<collective_inbox>();
+  std::map<std::pair<std::string, std::int32_t>, collective_member_info> introduced;
+  std::multimap<std::pair<std::string, std::int32_t>,
+                caf::typed_response_promise<collective_member_info>>
+    awaiting_introduction;
   /// Large tensors out (shared with the device actors) and in (null without bulk_host).
   /// Both are shut down with the task: the state dies when the task service terminates.
   std::shared_ptr<bulk_sender> bulk_out = std::make_shared<bulk_sender>();
@@ -132,6 +146,8 @@ void shut_down(task_self self, caf::error reason) {
   st.shards->stop();
   if (st.master)
     self->send_exit(st.master, caf::exit_reason::user_shutdown);
+  if (st.collective)
+    self->send_exit(st.collective, caf::exit_reason::user_shutdown);
   self->quit(std::move(reason));
 }
 
@@ -151,6 +167,25 @@ const master_actor& master_of(task_self self) {
     self->link_to(st.master);
   }
   return st.master;
+}
+
+/// The task's collective member, spawned (and linked: it goes with the task) on first use.
+collective_member_info collective_member_of_task(task_self self) {
+  auto& st = self->state;
+  collective_member_options options;
+  options.job = st.job;
+  options.task = st.task;
+  options.incarnation = st.incarnation;
+  // Large pieces come over the task's bulk channel and leave through its sender.
+  options.bulk = st.bulk_out;
+  options.bulk_address = st.bulk_in ? st.bulk_in->address() : std::string{};
+  if (!st.collective) {
+    st.collective = spawn_collective_member(self->system(), options);
+    self->link_to(st.collective);
+    std::lock_guard<std::mutex> guard{st.collective_frames->mutex};
+    st.collective_frames->member = st.collective;
+  }
+  return collective_member_of(st.collective, options);
 }
 
 /// Hands a master message to the task's master, which answers the sender directly.
@@ -327,10 +362,27 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
     self->send(actor, peers_atom::value, peers);
   if (!options.bulk_host.empty()) {
     // Frames for the devices carry rendezvous keys ("/job:..."), frames for the shards
-    // "shard;<variable>;<id>".
+    // "shard;<variable>;<id>", frames for the collective member "coll;...".
     auto to_devices = deliver_to_device_actors(peers.devices);
     std::weak_ptr<shard_table> shards = st.shards;
-    auto deliver = [to_devices, shards](std::int64_t step_id, std::string key, tensor value) {
+    auto collective = st.collective_frames;
+    auto deliver = [to_devices, shards, collective](std::int64_t step_id, std::string key,
+                                                    tensor value) {
+      if (key.rfind(collective_bulk_prefix, 0) == 0) {
+        auto piece = parse_collective_frame_key(key);
+        if (!piece)
+          return make_error(errc::data_loss, "malformed collective frame key '" + key + "'");
+        collective_actor member;
+        {
+          std::lock_guard<std::mutex> guard{collective->mutex};
+          member = collective->member;
+        }
+        if (!member)
+          return make_error(errc::failed_precondition, "this task has no collective member");
+        piece->value = std::move(value);
+        caf::anon_send(member, std::move(*piece));
+        return status{};
+      }
       if (key.rfind(shard_bulk_prefix, 0) != 0)
         return to_devices(step_id, std::move(key), std::move(value));
       auto table = shards.lock();
@@ -422,6 +474,27 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
         return shard;
       return make_wire_error(errc::not_found, "task " + self->state.task_name() +
                                                 " holds no variable '" + name + "'");
+    },
+    [self](collective_atom, collective_member_info& peer) {
+      auto key = std::make_pair(peer.job, peer.task);
+      auto& st = self->state;
+      st.introduced[key] = peer;
+      auto waiting = st.awaiting_introduction.equal_range(key);
+      for (auto i = waiting.first; i != waiting.second; ++i)
+        i->second.deliver(peer);
+      st.awaiting_introduction.erase(waiting.first, waiting.second);
+      return collective_member_of_task(self);
+    },
+    [self](collective_atom, const std::string& job,
+           std::int32_t task) -> caf::result<collective_member_info> {
+      auto& st = self->state;
+      if (job == st.job && task == st.task)
+        return collective_member_of_task(self);
+      if (auto known = st.introduced.find({job, task}); known != st.introduced.end())
+        return known->second;
+      auto promise = self->make_response_promise<collective_member_info>();
+      st.awaiting_introduction.emplace(std::make_pair(job, task), promise);
+      return promise;
     },
     [self](stop_atom) {
       if (stop_from_own_node(self, "task " + self->state.task_name()))

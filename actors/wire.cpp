@@ -2,6 +2,7 @@
 #include "actors/tensor_header.hpp"
 
 #include "actors/device_actor.hpp"
+#include "actors/protocols/collective.hpp"
 #include "actors/protocols/device.hpp"
 #include "actors/protocols/task.hpp"
 #include "serialization/graph_io.hpp"
@@ -444,6 +445,11 @@ void add_actorflow_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<sync_outcome>("actorflow::sync_outcome");
   cfg.add_message_type<task_presence>("actorflow::task_presence");
   cfg.add_message_type<task_manifest>("actorflow::task_manifest");
+  cfg.add_message_type<collective_member_info>("actorflow::collective_member_info");
+  cfg.add_message_type<collective_group>("actorflow::collective_group");
+  cfg.add_message_type<collective_request>("actorflow::collective_request");
+  cfg.add_message_type<collective_piece_message>("actorflow::collective_piece_message");
+  cfg.add_message_type<collective_abort>("actorflow::collective_abort");
   add_master_message_types(cfg);
   cfg.add_error_category(error_category, [](std::uint8_t code, caf::atom_value,
                                             const caf::message& context) {

@@ -111,6 +111,8 @@ int run(int argc, char** argv) {
         task_host = split->host;
     if (auto failed = start_metrics(task_host, &cluster))
       return *failed;
+    if (o.strategy == "mirrored")
+      return run_mirrored(o, cluster, job, task);
     return run_between_graph(o, cluster, job, task);
   }
   auto where = resolve_target(o);

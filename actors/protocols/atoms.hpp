@@ -43,4 +43,8 @@ using version_atom = caf::atom_constant<caf::atom("version")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
 using accumulate_atom = caf::atom_constant<caf::atom("accum")>;
 
+// Collective protocol (protocols/collective.hpp).
+using group_atom = caf::atom_constant<caf::atom("group")>;
+using collective_atom = caf::atom_constant<caf::atom("collect")>;
+
 } // namespace actorflow::protocol

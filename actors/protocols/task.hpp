@@ -7,6 +7,7 @@
 /// `task_actor` extends `master_actor`, so a task handle converts to a master handle.
 
 #include "actors/protocols/atoms.hpp"
+#include "actors/protocols/collective.hpp"
 #include "actors/protocols/device.hpp"
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/ps.hpp"
@@ -76,7 +77,14 @@ using task_actor = master_actor::extend<
   // between-graph worker using a ps). The task watches it: when every such worker of a job went
   // away without finishing, it stops after its grace period (a ps outlives no crashed job).
   // Answers how many tasks of that job have joined so far.
-  caf::replies_to<task_joined_atom, std::string, std::int32_t, task_presence>::with<std::int32_t>>;
+  caf::replies_to<task_joined_atom, std::string, std::int32_t, task_presence>::with<std::int32_t>,
+  // Collectives across tasks (actors/collective.hpp's collective_group::join): a task of a
+  // name that sorts before this one introduces its collective member; the answer is this
+  // task's (spawned on first use). One dialer per pair of tasks, as for direct links.
+  caf::replies_to<collective_atom, collective_member_info>::with<collective_member_info>,
+  // From this task's own process: the member of task `task` of job `job`, answered once that
+  // task has introduced it (at once for this task's own). Bounded by the caller's request.
+  caf::replies_to<collective_atom, std::string, std::int32_t>::with<collective_member_info>>;
 // (stop_atom), inherited from master_actor, shuts the task down: its devices, its master,
 // then itself (the worker app exits 0).
 

@@ -18,6 +18,9 @@ int run_word2vec(const train_options& o, const training_target& where);
 /// Between-graph replication: this process is worker `task` of `job`; async, or --sync rounds.
 int run_between_graph(const train_options& o, const cluster_spec& cluster, const std::string& job,
                       int task);
+/// --strategy mirrored: MultiWorkerMirroredStrategy, this process worker `task` of `job`, no ps.
+int run_mirrored(const train_options& o, const cluster_spec& cluster, const std::string& job,
+                 int task);
 /// --coordinator: TF2's ParameterServerStrategy with a ClusterCoordinator.
 int run_coordinated(const train_options& o, const cluster_spec& cluster);
 

@@ -131,6 +131,12 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
   --round-timeout S      a round that has some but not K gradients S seconds after its first
                          closes with those it has (a lost worker does not stall the others;
                          the chief reports the short rounds); 0 waits for all (default 30)
+  --strategy mirrored    with --cluster/--job/--task (or TF_CONFIG): MultiWorkerMirroredStrategy,
+                         no ps: every worker keeps the variables, the chief's initial values
+                         are broadcast, each step applies the all-reduced mean gradient on every
+                         worker (the chief evaluates and writes metrics)
+  --check-replicas N     with --strategy mirrored: every N steps the workers compare a hash of
+                         every variable; a difference fails the run naming the variable
   --coordinator          with --cluster: coordinate its worker tasks (actorflow-worker) as TF2's
                          ParameterServerStrategy does: one closure per batch on whichever worker
                          is free, on that worker's shard of the data; a closure whose worker is
@@ -179,6 +185,9 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
        return one_of("--optimizer", v, {"sgd", "momentum", "adam"}, o.optimizer);
      }},
     {"--data-order", [&](auto& v) { return one_of("--data-order", v, {"shard", "global"}, o.data_order); }},
+    {"--strategy", [&](auto& v) { return one_of("--strategy", v, {"mirrored"}, o.strategy); }},
+    {"--check-replicas",
+     [&](auto& v) { return apps::parse_int_flag("--check-replicas", v, 0, o.check_replicas); }},
     {"--seed", [&](auto& v) { return apps::parse_int_flag<std::uint64_t>("--seed", v, 0, o.seed); }},
     {"--mixed-precision",
      [&](auto& v) { return one_of("--mixed-precision", v, {"float32", "bfloat16"}, o.mixed_precision); }},

@@ -100,6 +100,14 @@ struct train_options {
   /// each on that worker's shard of the data; a closure whose worker is lost runs again on
   /// another, its update counted once (actors/cluster_coordinator.hpp).
   bool coordinator = false;
+  /// "mirrored": with --cluster/--job/--task (or TF_CONFIG), MultiWorkerMirroredStrategy: no
+  /// ps; every worker holds the variables, the chief's initial values are broadcast, and each
+  /// step applies the all-reduced mean gradient on every replica (actors/collective.hpp).
+  /// Empty: between-graph with ps tasks.
+  std::string strategy;
+  /// --strategy mirrored: every N steps (0: never) the replicas compare a hash of every
+  /// variable, and the run fails naming the first variable that differs.
+  int check_replicas = 0;
   /// Where to write a picture of the placed graph (.dot, .svg, .png or .pdf); empty: nowhere.
   std::string graph_out;
   /// Print "node: device" for every node placed (TensorFlow's log_device_placement).

@@ -3,6 +3,7 @@
 // tensors in rank order (so every run adds alike) and each member outputs the result in its
 // device's memory. On GPUs NCCL does this job (devices/cuda).
 #include "devices/collective.hpp"
+#include "devices/collective_execution.hpp"
 #include "devices/cpu/kernels/cpu_kernels.hpp"
 #include "devices/device.hpp"
 #include "devices/kernel.hpp"
@@ -33,11 +34,9 @@ result<tensor> reduce_in_rank_order(const std::vector<tensor>& by_rank, bool mea
   const T* p0 = first.data<T>();
   for (std::int64_t i = 0; i < n; ++i)
     sum[i] = p0[i];
-  for (std::size_t r = 1; r < by_rank.size(); ++r) {
-    const T* p = by_rank[r].data<T>();
-    for (std::int64_t i = 0; i < n; ++i)
-      sum[i] += p[i];
-  }
+  // The same arithmetic as collectives across tasks (devices/collective_execution.hpp).
+  for (std::size_t r = 1; r < by_rank.size(); ++r)
+    reduce_elements(first.type(), reduction::sum, sum, by_rank[r].data<T>(), n);
   if (mean)
     for (std::int64_t i = 0; i < n; ++i)
       sum[i] = static_cast<T>(sum[i] / static_cast<T>(by_rank.size()));

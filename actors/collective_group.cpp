@@ -1,0 +1,124 @@
+#include "actors/collective.hpp"
+
+#include "actors/cluster_spec.hpp"
+#include "actors/server.hpp"
+#include "actors/session_master.hpp"
+#include "actors/task_client.hpp"
+#include "graph/device_name.hpp"
+
+#include <caf/all.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace actorflow {
+
+namespace {
+
+/// Waits for `what` from `to` (bounded); the error with `context` added.
+template <class Answer, class Handle, class... Ts>
+result<Answer> ask(caf::actor_system& sys, const Handle& to, double timeout_seconds,
+                   const std::string& context, Ts&&... xs) {
+  caf::scoped_actor self{sys};
+  std::optional<result<Answer>> out;
+  self->request(to, request_bound(timeout_seconds), std::forward<Ts>(xs)...)
+    .receive([&](Answer& a) { out.emplace(std::move(a)); },
+             [&](caf::error& e) {
+               // A member's own errors name the collective already.
+               auto why = status_from_error(e);
+               out.emplace(why.message().rfind(context, 0) == 0 ? why : why.with_context(context));
+             });
+  return std::move(*out);
+}
+
+} // namespace
+
+result<collective_group> collective_group::join(caf::actor_system& sys,
+                                                protocol::collective_actor member,
+                                                protocol::collective_group group,
+                                                double timeout_seconds) {
+  auto rank = ask<std::int32_t>(sys, member, timeout_seconds,
+                                "joining collective group " + std::to_string(group.key),
+                                protocol::group_atom::value, group);
+  if (!rank)
+    return rank.error();
+  return collective_group{sys, std::move(member), std::move(group), *rank, timeout_seconds};
+}
+
+result<collective_group> collective_group::join(caf::actor_system& sys,
+                                                const protocol::task_actor& own,
+                                                const cluster_spec& cluster,
+                                                const std::string& job, int task,
+                                                std::int64_t key, double timeout_seconds) {
+  auto own_name = task_name(job, task);
+  auto mine = ask<protocol::collective_member_info>(
+    sys, own, timeout_seconds, "task " + own_name + "'s collective member",
+    protocol::collective_atom::value, job, std::int32_t{task});
+  if (!mine)
+    return mine.error();
+  std::vector<protocol::collective_member_info> members{*mine};
+  for (int other = 0; other < cluster.num_tasks(job); ++other) {
+    if (other == task)
+      continue;
+    auto name = task_name(job, other);
+    protocol::collective_member_info theirs;
+    if (name > own_name) {
+      // This task dials: one connection per pair of tasks (CAF 0.17 mishandles two).
+      std::string reached_name, address;
+      auto peer = reach_task(sys, cluster, job, other, timeout_seconds, reached_name, address,
+                             timeout_seconds);
+      if (!peer)
+        return peer.error().with_context("collective group " + std::to_string(key));
+      auto answer = ask<protocol::collective_member_info>(
+        sys, *peer, timeout_seconds,
+        "collective group " + std::to_string(key) + ": introducing " + own_name + " to " + name,
+        protocol::collective_atom::value, *mine);
+      if (!answer)
+        return answer.error().with_origin({job, other, 0});
+      theirs = std::move(*answer);
+    } else {
+      auto answer = ask<protocol::collective_member_info>(
+        sys, own, timeout_seconds,
+        "collective group " + std::to_string(key) + ": waiting for " + name +
+          " to introduce its member",
+        protocol::collective_atom::value, job, std::int32_t{other});
+      if (!answer)
+        return answer.error().with_origin({job, other, 0});
+      theirs = std::move(*answer);
+    }
+    members.push_back(std::move(theirs));
+  }
+  auto group = protocol::make_collective_group(key, std::move(members));
+  return join(sys, caf::actor_cast<protocol::collective_actor>(mine->actor), std::move(group),
+              timeout_seconds);
+}
+
+result<collective_group> collective_group::join(server& served, const cluster_spec& cluster,
+                                                const std::string& job, int task,
+                                                std::int64_t key, double timeout_seconds) {
+  return join(served.system(), served.task(), cluster, job, task, key, timeout_seconds);
+}
+
+result<tensor> collective_group::run(protocol::collective_request req) {
+  // The member's own bound fires first, naming whom it waits for; the request's is a backstop.
+  req.timeout_ms = static_cast<std::int64_t>(timeout_seconds_ * 1000);
+  auto what = std::string{"collective "} + to_string(req.kind) + " (group " +
+              std::to_string(group_.key) + ", instance " + std::to_string(req.instance_key) + ")";
+  return ask<tensor>(*sys_, member_, timeout_seconds_ > 0 ? timeout_seconds_ + 2 : 0, what,
+                     protocol::collective_atom::value, std::move(req));
+}
+
+result<tensor> collective_group::all_reduce(const tensor& value, reduction op,
+                                            collective_tuning tuning) {
+  return run(protocol::make_all_reduce(group_.key, next_instance_++, value, op, tuning));
+}
+
+result<tensor> collective_group::broadcast(const tensor& value, int root) {
+  return run(protocol::make_broadcast(group_.key, next_instance_++, root, value));
+}
+
+result<tensor> collective_group::all_gather(const tensor& value) {
+  return run(protocol::make_all_gather(group_.key, next_instance_++, value));
+}
+
+} // namespace actorflow

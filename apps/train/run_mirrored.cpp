@@ -1,0 +1,250 @@
+// actorflow-train --strategy mirrored: MultiWorkerMirroredStrategy without parameter servers.
+// Every worker process serves its own task, builds the whole model there and keeps its own copy
+// of the variables; the chief's initial values are broadcast to all; each step every worker
+// computes the gradients of its share of the global batch, the workers all-reduce their mean
+// (one bucket: every gradient packed into one tensor) and each applies it to its copy, so the
+// copies stay equal (--check-replicas compares them). The chief evaluates and writes metrics.
+#include "train/modes.hpp"
+#include "actors/collective.hpp"
+#include "actors/server.hpp"
+#include "graph/ops.hpp"
+
+#include <cstring>
+#include <memory>
+#include <optional>
+
+namespace actorflow::train_app {
+
+namespace {
+
+/// Every tensor's float32 elements one after another: one all-reduce per step.
+tensor pack(const std::vector<tensor>& parts) {
+  std::int64_t total = 0;
+  for (auto& p : parts)
+    total += p.num_elements();
+  tensor flat{dtype::float32, tensor_shape{total}};
+  auto* at = flat.data<float>();
+  for (auto& p : parts) {
+    std::memcpy(at, p.raw_data(), p.bytes());
+    at += p.num_elements();
+  }
+  return flat;
+}
+
+/// pack's inverse: `flat` cut into tensors shaped as `like`.
+std::vector<tensor> unpack(const tensor& flat, const std::vector<tensor>& like) {
+  std::vector<tensor> out;
+  const auto* at = flat.data<float>();
+  for (auto& l : like) {
+    tensor t{dtype::float32, l.shape()};
+    std::memcpy(t.raw_data(), at, t.bytes());
+    at += t.num_elements();
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+/// FNV-1a over a tensor's bytes: equal replicas hash alike.
+std::int64_t hash_of(const tensor& t) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(t.raw_data());
+  for (std::size_t i = 0; i < t.bytes(); ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return static_cast<std::int64_t>(h);
+}
+
+/// Compares a hash of every variable across the workers; an error naming the first variable
+/// (and worker) that differs from the chief's.
+status check_replicas(session& s, collective_group& group, const std::vector<variable>& vars,
+                      std::int64_t step) {
+  std::vector<output> reads;
+  for (auto& v : vars)
+    reads.push_back(v.read);
+  auto values = s.run(reads);
+  if (!values)
+    return values.error();
+  tensor hashes{dtype::int64, tensor_shape{static_cast<std::int64_t>(vars.size())}};
+  for (std::size_t i = 0; i < vars.size(); ++i)
+    hashes.data<std::int64_t>()[i] = hash_of(values->at(i));
+  auto all = group.all_gather(hashes);
+  if (!all)
+    return all.error().with_context("comparing the replicas at step " + std::to_string(step));
+  auto n = static_cast<std::int64_t>(vars.size());
+  for (std::size_t i = 0; i < vars.size(); ++i)
+    for (int w = 1; w < group.size(); ++w)
+      if (all->data<std::int64_t>()[w * n + static_cast<std::int64_t>(i)] !=
+          all->data<std::int64_t>()[i])
+        return make_error(errc::data_loss, "the replicas differ at step " + std::to_string(step) +
+                                             ": variable '" + vars[i].name() + "' of worker " +
+                                             std::to_string(w) + " is not the chief's");
+  return {};
+}
+
+} // namespace
+
+int run_mirrored(const train_options& o, const cluster_spec& cluster, const std::string& job,
+                 int task) {
+  if (!cluster.has_job(job))
+    return usage_error(make_error(errc::invalid_argument, "the cluster has no job '" + job + "' (--job)"));
+  const int workers = cluster.num_tasks(job);
+  if (task < 0 || task >= workers)
+    return usage_error(make_error(errc::invalid_argument, "job '" + job + "' has " +
+                                                            std::to_string(workers) +
+                                                            " tasks, not task " + std::to_string(task)));
+  const bool chief = task == 0;
+  const auto me = "/job:" + job + "/task:" + std::to_string(task);
+  if (chief)
+    if (auto st = prepare_output_directories(o); !st.ok())
+      return fail(st);
+  auto data = load_data(o);
+  if (!data)
+    return fail(data.error());
+  // One shared order of the training set; worker k takes positions k, k + N, ... of each global
+  // batch of N x --batch-size, as --data-order global's between-graph workers do.
+  batch_options shuffled;
+  shuffled.batch_size = o.batch_size;
+  shuffled.seed = o.seed;
+  shuffled.drop_last = true;
+  shuffled.replicas = workers;
+  shuffled.replica = task;
+  auto batches = batch_iterator::create(data->train, shuffled);
+  if (!batches)
+    return fail(batches.error());
+  const auto steps_per_epoch = batches->batches_per_epoch();
+  const auto total_steps = steps_per_epoch * o.epochs;
+
+  graph g;
+  g.seed = static_cast<std::int64_t>(o.seed);
+  auto opt = train::make_optimizer(o.optimizer, o.learning_rate);
+  auto kind = train::classifier_named(o.model);
+  if (!kind)
+    return fail(kind.error());
+  std::optional<train::classifier_model> model;
+  std::vector<output> gradients, gradient_feeds, value_feeds, assigns;
+  output apply;
+  {
+    auto here = g.device(me);
+    // Its own train op is never run: the gradients are fetched, reduced, and fed back.
+    model = train::build_classifier(g, *opt, *kind);
+    std::vector<gradient_and_variable> fed;
+    for (auto& [gradient, var] : opt->compute_gradients(model->loss, model->weights)) {
+      gradients.push_back(gradient);
+      gradient_feeds.push_back(ops::placeholder(g, dtype::float32));
+      fed.emplace_back(gradient_feeds.back(), var);
+    }
+    apply = opt->apply_gradients(fed, "mirrored_apply");
+    for (auto& var : model->weights) {
+      value_feeds.push_back(ops::placeholder(g, dtype::float32));
+      assigns.push_back(ops::assign(var, value_feeds.back()));
+    }
+  }
+  if (!g.status().ok())
+    return fail(g.status());
+  auto& m = *model;
+
+  server_options serving;
+  serving.in_default_system = true;
+  serving.threads = o.threads;
+  serving.device_filters = {me}; // no ps: the graph is this task's alone
+  serving.bind_host = o.bind;
+  serving.connect_timeout_seconds = o.connect_timeout_seconds;
+  auto served = server::start(std::make_shared<const cluster_spec>(cluster), job, task, serving);
+  if (!served)
+    return fail(served.error());
+  session_options options;
+  options.master = (*served)->local_master();
+  options.timeout_seconds = o.step_timeout_seconds;
+  options.inter_op_parallelism_threads = o.threads;
+  options.intra_op_parallelism_threads = o.threads;
+  options.log_device_placement = o.log_device_placement;
+  options.mixed_precision = o.mixed_precision;
+  session s{g, options};
+  if (auto init = s.run_targets({ops::global_variables_initializer(g)}); !init.ok())
+    return fail(init);
+  auto group = collective_group::join(**served, cluster, job, task, 1, o.init_timeout_seconds);
+  if (!group)
+    return fail(group.error());
+  progress_printer progress{o.log_every};
+  // Every replica starts from the chief's values (TF's MWMS broadcasts them).
+  {
+    std::vector<output> reads;
+    for (auto& v : m.weights)
+      reads.push_back(v.read);
+    auto values = s.run(reads);
+    if (!values)
+      return fail(values.error());
+    feed_list feeds;
+    for (std::size_t i = 0; i < values->size(); ++i) {
+      auto chiefs = group->broadcast(values->at(i), 0);
+      if (!chiefs)
+        return fail(chiefs.error().with_context("broadcasting the chief's initial values"));
+      feeds.emplace_back(value_feeds[i], std::move(*chiefs));
+    }
+    if (auto st = s.run_targets(assigns, feeds); !st.ok())
+      return fail(st);
+  }
+  progress.line("worker " + me + (chief ? " (chief)" : "") + ": mirrored over " +
+                std::to_string(workers) + " workers (rank " + std::to_string(group->rank()) +
+                "), its share (1 in " + std::to_string(workers) + ") of one shared order of " +
+                std::to_string(data->train.size()));
+  train::metrics_log metrics;
+  if (chief)
+    if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
+      return fail(st);
+  train::throughput_meter throughput;
+  std::vector<std::unique_ptr<train::training_hook>> hooks;
+  hooks.push_back(train::make_finite_loss_hook());
+  hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr, g));
+  train::trainer loop{std::move(hooks)};
+  std::vector<output> fetches = gradients;
+  fetches.push_back(m.loss);
+  fetches.push_back(m.correct);
+  auto trained = loop.run(0, total_steps, [&](std::int64_t next) -> result<train::step_report> {
+    auto started = clock_type::now();
+    auto& b = batches->next();
+    auto r = s.run(fetches, {{m.images, b.images}, {m.labels, b.one_hot}});
+    if (!r)
+      return r.error();
+    std::vector<tensor> grads(r->begin(), r->begin() + static_cast<std::ptrdiff_t>(gradients.size()));
+    auto mean = group->all_reduce(pack(grads), reduction::mean);
+    if (!mean)
+      return mean.error().with_context("step " + std::to_string(next));
+    auto reduced = unpack(*mean, grads);
+    feed_list feeds;
+    for (std::size_t i = 0; i < reduced.size(); ++i)
+      feeds.emplace_back(gradient_feeds[i], std::move(reduced[i]));
+    if (auto st = s.run_targets({apply}, feeds); !st.ok())
+      return st;
+    if (o.check_replicas > 0 && next % o.check_replicas == 0)
+      if (auto st = check_replicas(s, *group, m.weights, next); !st.ok())
+        return st;
+    std::vector<tensor> loss_and_correct{r->at(gradients.size()), r->at(gradients.size() + 1)};
+    return mlp_report(next, steps_per_epoch, loss_and_correct, b, started);
+  });
+  if (!trained.ok())
+    return fail(trained);
+  if (o.check_replicas > 0) {
+    if (auto st = check_replicas(s, *group, m.weights, total_steps); !st.ok())
+      return fail(st);
+    progress.line("replicas equal after " + std::to_string(total_steps) + " steps");
+  }
+  if (!chief) {
+    char line[64];
+    std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
+    progress.line(line);
+    return 0;
+  }
+  train::data_parallel_mlp single;
+  single.towers.push_back({m.images, m.labels, m.loss, m.correct});
+  auto accuracy = evaluate(s, single, data->test);
+  if (!accuracy)
+    return fail(accuracy.error());
+  if (auto st = report_results(o, g, metrics,
+                               "actorflow: " + model_title(o) + " mirrored (" + o.optimizer + ")",
+                               throughput, *accuracy, progress);
+      !st.ok())
+    return fail(st);
+  return 0;
+}
+
+} // namespace actorflow::train_app

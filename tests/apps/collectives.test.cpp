@@ -1,0 +1,205 @@
+// Collectives across real processes on loopback: collective_worker processes (a server per
+// task, the group joined as tasks reach each other) all-reduce to the exact sum, and a worker
+// killed between two all-reduces (or inside one) fails the next one on every other process at
+// once, naming it; actorflow-train --strategy mirrored on two workers keeps equal replicas.
+#include "support/processes.hpp"
+#include "support/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace actorflow::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string worker_binary = ACTORFLOW_COLLECTIVE_WORKER_BINARY;
+
+} // namespace
+
+TEST_CASE("collective all-reduces across three worker processes on loopback give every process the exact sum") {
+  // 200003 float32: 800 KiB, so the ring, in segments of odd sizes.
+  cluster_processes cluster{worker_binary, {{"worker", 3}}, 1, [](const std::string&, int) {
+    return std::vector<std::string>{"--elements", "200003", "--rounds", "3"};
+  }};
+  REQUIRE(cluster.ready());
+  for (std::size_t t = 0; t < 3; ++t) {
+    INFO("task " << t);
+    auto joined = cluster.task(t).wait_for_line("joined rank", 30000ms);
+    REQUIRE(joined);
+    CHECK(*joined == "joined rank " + std::to_string(t) + " of 3");
+    for (int round = 0; round < 3; ++round)
+      CHECK(cluster.task(t).wait_for_line("round " + std::to_string(round) + " sum", 30000ms) ==
+            "round " + std::to_string(round) + " sum exact");
+    CHECK(cluster.task(t).wait_for_line("done", 30000ms));
+  }
+}
+
+TEST_CASE("a worker process killed between collectives fails the next all-reduce on every other process at once naming the lost task") {
+  cluster_processes cluster{worker_binary, {{"worker", 3}}, 1, [](const std::string&, int task) {
+    std::vector<std::string> args{"--elements", "1001", "--rounds", "2"};
+    if (task == 1) {
+      args.push_back("--leave-in-round");
+      args.push_back("1");
+    }
+    return args;
+  }};
+  REQUIRE(cluster.ready());
+  for (std::size_t t : {0, 2})
+    REQUIRE(cluster.task(t).wait_for_line("round 0 sum", 30000ms) == "round 0 sum exact");
+  REQUIRE(cluster.task(1).wait_for_line("waiting in round 1", 30000ms));
+  auto killed = std::chrono::steady_clock::now();
+  cluster.task(1).signal(SIGKILL);
+  for (std::size_t t : {0, 2}) {
+    INFO("task " << t);
+    auto failed = cluster.task(t).wait_for_line("round 1 failed", 20000ms);
+    REQUIRE(failed);
+    INFO(*failed);
+    CHECK(failed->find("round 1 failed: unavailable") == 0);
+    CHECK(failed->find("member 1 (/job:worker/replica:0/task:1/device:CPU:0) was lost") !=
+          std::string::npos);
+    CHECK(failed->find("origin /job:worker/replica:0/task:1") != std::string::npos);
+    CHECK(cluster.task(t).wait_exit(10000ms) == 1);
+  }
+  // Told by the lost connection, not by the collective's 30 s bound.
+  CHECK(std::chrono::steady_clock::now() - killed < 10s);
+}
+
+TEST_CASE("a worker process killed inside a 64 MiB all-reduce leaves no other process waiting, and a failure names the lost task") {
+  // 16M float32 pieces take the bulk channel; the kill lands while the ring runs (or, on a
+  // fast day, after the others finished it: then they have their sum).
+  cluster_processes cluster{worker_binary, {{"worker", 3}}, 1, [](const std::string&, int) {
+    return std::vector<std::string>{"--elements", "16777216", "--rounds", "2"};
+  }};
+  REQUIRE(cluster.ready());
+  REQUIRE(cluster.task(1).wait_for_line("round 1 starting", 60000ms));
+  cluster.task(1).signal(SIGKILL);
+  auto killed = std::chrono::steady_clock::now();
+  for (std::size_t t : {0, 2}) {
+    INFO("task " << t);
+    auto outcome = cluster.task(t).wait_for_line("round 1 ", 20000ms);
+    while (outcome && outcome->find("starting") != std::string::npos)
+      outcome = cluster.task(t).wait_for_line("round 1 ", 20000ms);
+    REQUIRE(outcome);
+    INFO(*outcome);
+    if (*outcome == "round 1 sum exact")
+      continue;
+    CHECK(outcome->find("round 1 failed: ") == 0);
+    CHECK(outcome->find("origin /job:worker/replica:0/task:1") != std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - killed < 15s);
+}
+
+TEST_CASE("actorflow-train --strategy mirrored on two worker processes keeps the replicas equal and reaches the accuracy of one process on the concatenated batches") {
+  const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
+  actorflow::test::temp_dir out;
+  auto p0 = free_loopback_port(), p1 = free_loopback_port();
+  REQUIRE(p0 != 0);
+  REQUIRE(p1 != 0);
+  REQUIRE(p0 != p1);
+  auto spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(p0) + "\", \"127.0.0.1:" +
+              std::to_string(p1) + "\"]}";
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int task = 0; task < 2; ++task)
+    workers.push_back(std::make_unique<child_process>(
+      train_binary,
+      std::vector<std::string>{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                               "--task", std::to_string(task), "--threads", "1", "--epochs", "1",
+                               "--check-replicas", "50", "--output-dir",
+                               out.path() + "/w" + std::to_string(task)}));
+  // One process at the global batch (2 x 128), the same shared order.
+  child_process single{train_binary, {"--local", "--batch-size", "256", "--epochs", "1",
+                                      "--threads", "1", "--output-dir", out.path() + "/single"}};
+  auto accuracy_of = [](child_process& p) {
+    auto line = p.wait_for_line("test accuracy: ", 240000ms);
+    REQUIRE(line);
+    return std::stod(line->substr(line->find(": ") + 2));
+  };
+  for (auto& w : workers)
+    REQUIRE(w->wait_for_line("replicas equal after 234 steps", 240000ms));
+  auto mirrored = accuracy_of(*workers[0]);
+  auto alone = accuracy_of(single);
+  INFO("mirrored " << mirrored << ", one process " << alone);
+  CHECK(std::abs(mirrored - alone) <= 0.005);
+  CHECK(mirrored > 0.7);
+  for (auto& w : workers)
+    CHECK(w->wait_exit(30000ms) == 0);
+  CHECK(single.wait_exit(30000ms) == 0);
+}
+
+TEST_CASE("a mirrored worker killed mid-training fails the other's step at once naming the lost task") {
+  const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
+  actorflow::test::temp_dir out;
+  auto p0 = free_loopback_port(), p1 = free_loopback_port();
+  REQUIRE(p0 != 0);
+  REQUIRE(p1 != 0);
+  REQUIRE(p0 != p1);
+  auto spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(p0) + "\", \"127.0.0.1:" +
+              std::to_string(p1) + "\"]}";
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int task = 0; task < 2; ++task)
+    workers.push_back(std::make_unique<child_process>(
+      train_binary,
+      std::vector<std::string>{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                               "--task", std::to_string(task), "--threads", "1", "--epochs", "3",
+                               "--log-every", "10", "--output-dir",
+                               out.path() + "/w" + std::to_string(task)}));
+  REQUIRE(workers[1]->wait_for_line("step 20 ", 240000ms));
+  workers[1]->signal(SIGKILL);
+  auto killed = std::chrono::steady_clock::now();
+  CHECK(workers[0]->wait_exit(20000ms) == 1);
+  CHECK(std::chrono::steady_clock::now() - killed < 15s);
+  auto why = workers[0]->stderr_text();
+  INFO(why);
+  CHECK(why.find("member 1 (/job:worker/replica:0/task:1/device:CPU:0)") != std::string::npos);
+}
+
+TEST_CASE("mirrored training runs its collectives over mutual TLS with the cluster token, as every connection") {
+  const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
+  actorflow::test::temp_dir dir;
+  auto certs = dir.path() + "/certs";
+  {
+    child_process script{ACTORFLOW_CERT_SCRIPT, {certs, "w0", "w1"}, true,
+                         {"ACTORFLOW_CERT_SAN=IP:127.0.0.1"}};
+    REQUIRE(script.wait_exit(60000ms) == 0);
+  }
+  auto token_file = dir.path() + "/token";
+  {
+    std::FILE* f = std::fopen(token_file.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs("a token only these workers know\n", f);
+    std::fclose(f);
+  }
+  auto p0 = free_loopback_port(), p1 = free_loopback_port();
+  REQUIRE(p0 != 0);
+  REQUIRE(p1 != 0);
+  REQUIRE(p0 != p1);
+  auto spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(p0) + "\", \"127.0.0.1:" +
+              std::to_string(p1) + "\"]}";
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int task = 0; task < 2; ++task) {
+    auto name = "w" + std::to_string(task);
+    workers.push_back(std::make_unique<child_process>(
+      train_binary,
+      std::vector<std::string>{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                               "--task", std::to_string(task), "--threads", "1", "--epochs", "1",
+                               "--check-replicas", "100", "--output-dir", dir.path() + "/" + name,
+                               "--token-file", token_file, "--tls-cert", certs + "/" + name + ".pem",
+                               "--tls-key", certs + "/" + name + ".key", "--tls-ca",
+                               certs + "/ca.pem"}));
+  }
+  for (auto& w : workers)
+    REQUIRE(w->wait_for_line("replicas equal after 234 steps", 240000ms));
+  auto accuracy = workers[0]->wait_for_line("test accuracy: ", 60000ms);
+  REQUIRE(accuracy);
+  CHECK(std::stod(accuracy->substr(accuracy->find(": ") + 2)) > 0.7);
+  for (auto& w : workers)
+    CHECK(w->wait_exit(30000ms) == 0);
+}
