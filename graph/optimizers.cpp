@@ -296,4 +296,59 @@ output adam_optimizer::apply_gradients(
   return group_named_after_scope(g, finish);
 }
 
+output ftrl_optimizer::apply_gradients(const std::vector<gradient_and_variable>& all_pairs,
+                                       const std::string& name) {
+  auto [gp, pairs] = usable_pairs(all_pairs);
+  if (gp == nullptr)
+    return output{};
+  auto& g = *gp;
+  // TF1's FtrlOptimizer refuses these when it is made; here, when its update is built.
+  auto refuse = [&](const std::string& what, double value) {
+    g.record_error(make_error(errc::invalid_argument, "FtrlOptimizer: " + what + ", got " +
+                                                        std::to_string(value)));
+    return output{};
+  };
+  if (!(learning_rate_ > 0))
+    return refuse("learning_rate must be positive", learning_rate_);
+  if (!(learning_rate_power_ <= 0))
+    return refuse("learning_rate_power must be zero or negative", learning_rate_power_);
+  if (!(initial_accumulator_value_ >= 0))
+    return refuse("initial_accumulator_value must be zero or positive", initial_accumulator_value_);
+  if (!(l1_ >= 0) || !(l2_ >= 0) || !(l2_shrinkage_ >= 0))
+    return refuse("l1, l2 and l2_shrinkage must be zero or positive", std::min({l1_, l2_, l2_shrinkage_}));
+  std::vector<std::pair<variable, variable>> slots;
+  for (auto& pair : pairs) {
+    auto accum = make_slot(pair.second, "Ftrl", initial_accumulator_value_);
+    auto linear = make_slot(pair.second, "Ftrl");
+    slots.emplace_back(accum, linear);
+  }
+  auto scope = g.name_scope(name.empty() ? "Ftrl" : name);
+  const bool v2 = l2_shrinkage_ != 0;
+  std::vector<output> updates;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    auto& [grad, var] = pairs[i];
+    auto update_scope = g.name_scope("update_" + var.name());
+    auto colocation = g.colocate_with(var.ref);
+    auto type = var.ref.type();
+    std::vector<output> hyper{ops::scalar_like(g, type, learning_rate_, "learning_rate"),
+                              ops::scalar_like(g, type, l1_, "l1_regularization_strength"),
+                              ops::scalar_like(g, type, l2_, "l2_regularization_strength")};
+    if (v2)
+      hyper.push_back(ops::scalar_like(g, type, l2_shrinkage_, "l2_shrinkage_regularization_strength"));
+    hyper.push_back(ops::scalar_like(g, type, learning_rate_power_, "learning_rate_power"));
+    std::vector<output> inputs;
+    std::string op;
+    if (auto rows = unique_rows(grad)) {
+      inputs = {rows->second, rows->first};
+      op = v2 ? "SparseApplyFtrlV2" : "SparseApplyFtrl";
+    } else {
+      inputs = {grad};
+      op = v2 ? "ApplyFtrlV2" : "ApplyFtrl";
+    }
+    inputs.insert(inputs.end(), hyper.begin(), hyper.end());
+    updates.push_back(apply_op(g, op, var, {slots[i].first, slots[i].second}, inputs));
+  }
+  return group_named_after_scope(g, updates);
+}
+
 } // namespace actorflow

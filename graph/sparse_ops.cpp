@@ -10,6 +10,9 @@
 //   SparseApplyAdagrad(var, accum, lr, grad [n, ...], indices [n])
 //   SparseApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
 //                   grad [n, ...], indices [n])             lazy: only the rows named
+//   SparseApplyFtrl(var, accum, linear, grad [n, ...], indices [n], lr, l1, l2, lr_power)
+//   SparseApplyFtrlV2(var, accum, linear, grad [n, ...], indices [n], lr, l1, l2, l2_shrinkage,
+//                     lr_power)                                TF's input orders
 //   DynamicPartition(data [n, ...], partitions [n])   attr num_partitions; that many outputs
 //   DynamicStitch(indices_0..N-1, data_0..N-1)         attr N
 //   _EmbeddingShardIds(ids [m])                        attrs strategy, num_shards, total_rows;
@@ -278,6 +281,20 @@ void register_sparse_ops(op_registry& r) {
         return error("SparseApplyAdam: a moment differs from the variable " + c.input_shapes[0].to_string());
     return status{};
   }, {1, 2});
+  for (auto [op, inputs] : {std::pair<const char*, int>{"SparseApplyFtrl", 9}, {"SparseApplyFtrlV2", 10}})
+    update(op, inputs, [inputs = inputs](shape_context& c) {
+      std::vector<int> scalars;
+      for (int i = 5; i < inputs; ++i)
+        scalars.push_back(i);
+      AF_RETURN_IF_ERROR(sparse_update(c, 3, 4, scalars));
+      for (std::size_t slot : {1, 2})
+        if (c.input_types[slot] != c.input_types[0] ||
+            !c.input_shapes[slot].is_compatible_with(c.input_shapes[0]))
+          return error(c.n.op + ": " + (slot == 1 ? "accum " : "linear ") +
+                       c.input_shapes[slot].to_string() + " differs from the variable " +
+                       c.input_shapes[0].to_string());
+      return status{};
+    }, {1, 2});
   update("SparseApplyMomentum", 6, [](shape_context& c) {
     AF_RETURN_IF_ERROR(sparse_update(c, 3, 4, {2, 5}));
     if (c.input_types[1] != c.input_types[0] ||
@@ -295,7 +312,8 @@ void register_sparse_gradients(gradient_registry& r) {
   r.add("DynamicStitch", dynamic_stitch_grad);
   for (auto op : {"Unique", "_EmbeddingShardIds", "_DeduplicateSlices", "UnsortedSegmentSumLike", "ScatterAdd",
                   "ScatterSub", "ScatterUpdate", "SparseApplyGradientDescent",
-                  "SparseApplyMomentum", "SparseApplyAdagrad", "SparseApplyAdam"})
+                  "SparseApplyMomentum", "SparseApplyAdagrad", "SparseApplyAdam",
+                  "SparseApplyFtrl", "SparseApplyFtrlV2"})
     r.add_not_differentiable(op);
 }
 
