@@ -22,6 +22,7 @@
 #include "graph/sparse_ops.hpp"
 
 #include "graph/gradients.hpp"
+#include "graph/hash_embedding.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/ops.hpp"
 
@@ -306,6 +307,7 @@ void register_sparse_ops(op_registry& r) {
 }
 
 void register_sparse_gradients(gradient_registry& r) {
+  register_hash_embedding_gradients(r);
   r.add("Gather", gather_grad);
   r.add("IndexedSlices", indexed_slices_grad);
   r.add("UnsortedSegmentSum", unsorted_segment_sum_grad);
