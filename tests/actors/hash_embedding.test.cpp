@@ -6,6 +6,7 @@
 #include "devices/hash_embedding_table.hpp"
 #include "graph/gradients.hpp"
 #include "graph/hash_embedding.hpp"
+#include "graph/metrics.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
 #include "graph/replica_device_setter.hpp"
@@ -338,8 +339,21 @@ TEST_CASE("a hash embedding's shards on two ps tasks train as in one process", "
     REQUIRE(r.ok());
     return std::make_pair(shard_sizes, r->at(0).to_vector<float>());
   };
-  auto local = train(false);
+  // Updates served by a shard actor count in its variable's series (devices/variable_shard.cpp):
+  // each shard applied one update per step, in its mailbox.
+  auto& metrics = default_metrics();
+  auto was_enabled = metrics.enabled();
+  metrics.set_enabled(true);
+  auto updates_of = [&](const std::string& shard) -> metric_counter& {
+    return metrics.counter("actorflow_shard_updates_total",
+                           "Updates a parameter shard applied, by variable.", {{"variable", shard}});
+  };
+  auto before = std::make_pair(updates_of("emb/part_0").value(), updates_of("emb/part_1").value());
   auto cluster = train(true);
+  CHECK(updates_of("emb/part_0").value() - before.first == batches.size());
+  CHECK(updates_of("emb/part_1").value() - before.second == batches.size());
+  metrics.set_enabled(was_enabled);
+  auto local = train(false);
   // Seven distinct ids, each on the shard its hash names.
   std::vector<std::int64_t> expected{0, 0};
   for (auto id : {3, 11, 900, 12, 77, 5, 6})
