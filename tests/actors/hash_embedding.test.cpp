@@ -364,3 +364,34 @@ TEST_CASE("a hash embedding's shards on two ps tasks train as in one process", "
   for (std::size_t i = 0; i < local.second.size(); ++i)
     CHECK(cluster.second[i] == Approx(local.second[i]).margin(1e-6));
 }
+
+TEST_CASE("hash embeddings refuse what they cannot do with errors naming the table", "[actors][sparse][hash_embedding]") {
+  {
+    graph g;
+    auto table = ops::hash_embedding(g, "emb", 2, hash_initializer::zeros(), 1);
+    auto ids = ops::placeholder(g, dtype::int32, tensor_shape{std::vector<std::int64_t>{3}}, "ids");
+    static_cast<void>(ops::hash_embedding_lookup(table, ids));
+    REQUIRE_FALSE(g.status().ok());
+    CHECK(g.status().message().find("hash_embedding_lookup of 'emb': ids must be int64") != std::string::npos);
+  }
+  {
+    graph g;
+    static_cast<void>(ops::hash_embedding(g, "emb", 2, hash_initializer{"xavier", 0, 0}, 1));
+    REQUIRE_FALSE(g.status().ok());
+    CHECK(g.status().message().find("initializer 'xavier'") != std::string::npos);
+  }
+  {
+    momentum_optimizer momentum{0.1, 0.9};
+    hash_model m{2, hash_initializer::zeros(), 2, {}, &momentum, 3};
+    REQUIRE_FALSE(m.g.status().ok());
+    CHECK(m.g.status().message().find("MomentumOptimizer cannot update hash table 'emb/part_0'") != std::string::npos);
+  }
+  {
+    graph g;
+    auto table = ops::hash_embedding(g, "emb", 2, hash_initializer::zeros(), 1);
+    gradient_descent_optimizer sgd{0.1};
+    static_cast<void>(sgd.apply_gradients({{ops::constant(g, tensor::from_vector<float>({1, 2})), table.variables()[0]}}));
+    REQUIRE_FALSE(g.status().ok());
+    CHECK(g.status().message().find("the gradient of hash table 'emb/part_0' is dense") != std::string::npos);
+  }
+}
