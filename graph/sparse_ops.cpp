@@ -433,9 +433,55 @@ std::optional<std::vector<std::int64_t>> lookup_shapes(graph& g, const std::stri
   return out;
 }
 
+/// TF's clip_by_norm of each row of `rows` [m, row dims...] (rank `rank`) to `max_norm`:
+/// rows * max_norm / max(norm, max_norm), written with the ops there are: `over` (1 where the
+/// norm exceeds max_norm) picks the scale, and the norm is taken of sum + (1 - over), so a zero
+/// row (never over) neither divides by zero nor takes sqrt's infinite slope at 0.
+output clip_rows(graph& g, output rows, double max_norm, int rank) {
+  if (max_norm <= 0)
+    return rows;
+  std::vector<std::int64_t> axes;
+  for (int i = 1; i < rank; ++i)
+    axes.push_back(i);
+  auto type = rows.type();
+  auto sum = reduce_sum(square(rows), axes, /*keep_dims=*/true, "clip_sum");
+  auto over = cast(greater(sum, max_norm * max_norm), type, "clip_over");
+  auto under = sub(scalar_like(g, type, 1.0, "one"), over, "clip_under");
+  auto norm = sqrt(add(sum, under), "clip_norm");
+  auto scale = add(div(mul(over, scalar_like(g, type, max_norm, "max_norm")), norm), under, "clip_scale");
+  return mul(rows, scale, "clipped");
+}
+
+output lookup_one(const actorflow::variable& params, output ids, double max_norm, const std::string& name);
+output lookup_partitioned(const actorflow::partitioned_variable& params, output ids,
+                          const std::string& partition_strategy, double max_norm,
+                          const std::string& name);
+
 } // namespace
 
 output embedding_lookup(const actorflow::variable& params, output ids, const std::string& name) {
+  return lookup_one(params, ids, 0, name);
+}
+
+output embedding_lookup(const actorflow::variable& params, output ids, double max_norm,
+                        const std::string& name) {
+  return lookup_one(params, ids, max_norm, name);
+}
+
+output embedding_lookup(const actorflow::partitioned_variable& params, output ids,
+                        const std::string& partition_strategy, const std::string& name) {
+  return lookup_partitioned(params, ids, partition_strategy, 0, name);
+}
+
+output embedding_lookup(const actorflow::partitioned_variable& params, output ids,
+                        const std::string& partition_strategy, double max_norm,
+                        const std::string& name) {
+  return lookup_partitioned(params, ids, partition_strategy, max_norm, name);
+}
+
+namespace {
+
+output lookup_one(const actorflow::variable& params, output ids, double max_norm, const std::string& name) {
   auto& g = graph_of(ids);
   auto scope = g.name_scope(name);
   auto out_dims = lookup_shapes(g, params.name(), params.ref.shape(), ids);
@@ -451,15 +497,16 @@ output embedding_lookup(const actorflow::variable& params, output ids, const std
   output rows;
   {
     auto beside_table = g.colocate_with(params.ref);
-    rows = gather(params.read, unique_ids, 0, "Gather");
+    rows = clip_rows(g, gather(params.read, unique_ids, 0, "Gather"), max_norm, params.ref.shape().rank());
   }
   // Where the ids are again: spread back, in the ids' shape.
   auto beside_ids = g.colocate_with(ids);
   return reshape(gather(rows, positions, 0, "Gather_1"), *out_dims, "Reshape_1");
 }
 
-output embedding_lookup(const actorflow::partitioned_variable& params, output ids,
-                        const std::string& partition_strategy, const std::string& name) {
+output lookup_partitioned(const actorflow::partitioned_variable& params, output ids,
+                          const std::string& partition_strategy, double max_norm,
+                          const std::string& name) {
   auto& g = graph_of(ids);
   auto scope = g.name_scope(name);
   if (!params.valid() || params.axis() != 0) {
@@ -492,8 +539,9 @@ output embedding_lookup(const actorflow::partitioned_variable& params, output id
   for (int p = 0; p < n && static_cast<int>(rows_of_shard.size()) == n; ++p) {
     auto& shard = shards[static_cast<std::size_t>(p)];
     auto beside_shard = g.colocate_with(shard.ref);
-    found.push_back(gather(shard.read, rows_of_shard[static_cast<std::size_t>(p)], 0,
-                           "Gather_" + std::to_string(p)));
+    found.push_back(clip_rows(g, gather(shard.read, rows_of_shard[static_cast<std::size_t>(p)], 0,
+                                        "Gather_" + std::to_string(p)),
+                              max_norm, params.shape().rank()));
   }
   if (static_cast<int>(found.size()) != n)
     return {};
@@ -502,6 +550,8 @@ output embedding_lookup(const actorflow::partitioned_variable& params, output id
   auto unique_rows = dynamic_stitch(order_of_shard, found, "DynamicStitch");
   return reshape(gather(unique_rows, positions, 0, "Gather"), *out_dims, "Reshape_1");
 }
+
+} // namespace
 
 } // namespace ops
 
