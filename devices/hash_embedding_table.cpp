@@ -45,13 +45,6 @@ bool hash_embedding_table::expired(const entry& e) const {
   return config_.evict_after > 0 && step_ - e.last_step > config_.evict_after;
 }
 
-std::int64_t hash_embedding_table::size() const {
-  std::int64_t n = 0;
-  for (auto& [id, e] : entries_)
-    n += !e.data.empty() && !expired(e) ? 1 : 0;
-  return n;
-}
-
 std::vector<float> hash_embedding_table::new_row(std::int64_t id) const {
   std::vector<float> row(static_cast<std::size_t>(width()));
   for (std::int64_t c = 0; c < config_.dim; ++c)
@@ -70,12 +63,16 @@ void hash_embedding_table::lookup(const std::int64_t* ids, std::int64_t n, std::
   for (std::int64_t i = 0; i < n; ++i) {
     auto& e = entries_[ids[i]];
     // Gone for its lookups once expired, whether the sweep has dropped it yet or not.
-    if (expired(e))
+    if (expired(e)) {
+      admitted_ -= e.data.empty() ? 0 : 1;
       e = entry{};
+    }
     ++e.count;
     e.last_step = step_;
-    if (e.data.empty() && e.count >= admit_at)
+    if (e.data.empty() && e.count >= admit_at) {
       e.data = new_row(ids[i]);
+      ++admitted_;
+    }
     auto* dst = out + static_cast<std::size_t>(i) * dim;
     if (e.data.empty())
       std::fill_n(dst, dim, 0.0f);
@@ -90,7 +87,12 @@ void hash_embedding_table::lookup(const std::int64_t* ids, std::int64_t n, std::
 
 void hash_embedding_table::sweep() {
   for (auto i = entries_.begin(); i != entries_.end();)
-    i = expired(i->second) ? entries_.erase(i) : std::next(i);
+    if (expired(i->second)) {
+      admitted_ -= i->second.data.empty() ? 0 : 1;
+      i = entries_.erase(i);
+    } else {
+      ++i;
+    }
   last_sweep_ = step_;
 }
 
@@ -173,6 +175,7 @@ status hash_embedding_table::import_contents(const contents& c, const std::strin
     e.last_step = step;
   }
   entries_ = std::move(entries);
+  admitted_ = static_cast<std::int64_t>(n);
   step_ = step;
   last_sweep_ = step;
   return {};

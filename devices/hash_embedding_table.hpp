@@ -47,8 +47,9 @@ public:
   std::int64_t dim() const { return config_.dim; }
   /// Floats per row: the value and every slot.
   std::int64_t width() const { return config_.dim * (1 + static_cast<std::int64_t>(config_.slots.size())); }
-  /// Rows admitted and not expired at the current step.
-  std::int64_t size() const;
+  /// Rows admitted, counted as they are made and dropped (an expired row counts until the
+  /// sweep drops it), so that reading it costs nothing per step.
+  std::int64_t size() const { return admitted_; }
   /// The step of the latest lookup (or of the restored contents).
   std::int64_t step() const { return step_; }
 
@@ -91,6 +92,7 @@ private:
   std::unordered_map<std::int64_t, entry> entries_;
   std::int64_t step_ = 0;
   std::int64_t last_sweep_ = 0;
+  std::int64_t admitted_ = 0;
 };
 
 } // namespace actorflow

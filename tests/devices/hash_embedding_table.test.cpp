@@ -71,6 +71,7 @@ TEST_CASE("a hash table admits an id at its Nth lookup and forgets ids untouched
   t.lookup(&other, 1, 16, &out);  // 5 steps: gone, and its count with it
   CHECK(t.row_for_update(5) == nullptr);
   CHECK(t.export_contents().keys == std::vector<std::int64_t>{6});
+  CHECK(t.size() == 1);
   t.lookup(&id, 1, 17, &out);
   CHECK(out == 0.0f);  // seen once again: not admitted yet
   auto c = t.export_contents();
