@@ -351,7 +351,7 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
         budget = std::make_shared<memory_budget>(
           "the session's partition " + std::to_string(r.handle) + " on " + st.dev->full_name(), limit);
       auto plan = executor_plan::make(r.partition, *st.dev, kernel_registry::global(),
-                                      std::move(budget));
+                                      std::move(budget), r.session);
       if (!plan)
         return plan.error();
       auto keys = parse_keys(*r.partition);

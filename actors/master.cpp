@@ -286,11 +286,17 @@ result<std::shared_ptr<run_plan>> plan_for(Self self, master_session& s,
     plan->partitions.size(), [plan](const status& outcome) { plan->finish_registration(outcome); });
   for (auto& entry : plan->partitions) {
     auto where = "registering a partition on " + entry.device;
+    // No answer (a timeout, a lost connection) is the device's task's failure: the origin lets
+    // the training library tell a lost ps from a bad graph.
+    auto from = task_origin_of(entry.device, entry.incarnation);
     self->request(entry.actor, request_bound(st.options.timeout_seconds), register_atom::value,
                   make_partition_registration(entry.handle, entry.partition,
-                                              s.config.memory_limit_bytes))
+                                              s.config.memory_limit_bytes, req.handle))
       .then([=](status& registered) { done->report(registered.with_context(where)); },
-            [=](caf::error& err) { done->report(status_from_error(err).with_context(where)); });
+            [=](caf::error& err) {
+              auto failed = status_from_error(err).with_context(where);
+              done->report(from ? failed.with_origin(*from) : failed);
+            });
   }
   return plan;
 }

@@ -47,7 +47,8 @@ bool is_control_flow(executor_plan::node_kind k) {
 
 result<std::shared_ptr<const executor_plan>>
 executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
-                    const kernel_registry& registry, std::shared_ptr<memory_budget> budget) {
+                    const kernel_registry& registry, std::shared_ptr<memory_budget> budget,
+                    std::int64_t session) {
   auto plan = std::make_shared<executor_plan>();
   plan->partition_ = partition;
   plan->budget_ = std::move(budget);
@@ -85,6 +86,8 @@ executor_plan::make(std::shared_ptr<const graph> partition, device& dev,
       if (!kernel)
         return kernel.error().with_context("node '" + n.name + "' on " + dev.full_name());
       it.kernel = std::move(*kernel);
+      if (session != 0 && it.kernel->keeps_state())
+        it.kernel = dev.resources().session_kernel(session, std::move(it.kernel));
       it.may_inline = !it.kernel->is_expensive();
     }
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {

@@ -53,7 +53,8 @@ public:
   struct item {
     const node* def = nullptr;
     node_kind kind = node_kind::kernel;
-    std::unique_ptr<op_kernel> kernel;
+    /// Shared with the session's other plans when it keeps_state().
+    std::shared_ptr<op_kernel> kernel;
     /// Slots this node's inputs read, in input order (in the node's frame).
     std::vector<int> input_slots;
     /// Producer node of each input (for error messages).
@@ -107,10 +108,12 @@ public:
 
   /// Makes the kernels of every node of `partition` for `dev`; an error names the node and
   /// the device. The plan keeps `partition` alive and must not outlive `dev`. With `budget`,
-  /// every output a kernel allocates is charged to it (devices/memory_budget.hpp).
+  /// every output a kernel allocates is charged to it (devices/memory_budget.hpp). Kernels
+  /// that keep state are those of `session`'s other plans on `dev` where they exist (0: the
+  /// plan's own).
   static result<std::shared_ptr<const executor_plan>>
   make(std::shared_ptr<const graph> partition, device& dev, const kernel_registry& registry,
-       std::shared_ptr<memory_budget> budget = nullptr);
+       std::shared_ptr<memory_budget> budget = nullptr, std::int64_t session = 0);
 
   const std::vector<item>& items() const { return items_; }
   const std::vector<frame_info>& frames() const { return frames_; }

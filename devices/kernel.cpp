@@ -66,6 +66,19 @@ std::vector<std::string> resource_manager::variable_names() const {
   return names;
 }
 
+std::shared_ptr<op_kernel> resource_manager::session_kernel(std::int64_t session,
+                                                            std::shared_ptr<op_kernel> made) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  // Kernels whose plans are all gone (their sessions closed) leave expired entries: drop them.
+  for (auto i = session_kernels_.begin(); i != session_kernels_.end();)
+    i = i->second.expired() ? session_kernels_.erase(i) : std::next(i);
+  auto& entry = session_kernels_[{session, made->name()}];
+  if (auto known = entry.lock(); known && known->op() == made->op())
+    return known;
+  entry = made;
+  return made;
+}
+
 // --- step_cancellation ---------------------------------------------------------------------
 
 std::uint64_t step_cancellation::add(std::function<void()> cancel) {

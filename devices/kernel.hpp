@@ -29,6 +29,7 @@ class device;
 class hash_embedding_table;
 class memory_budget;
 class thread_pool;
+class op_kernel;
 
 /// What becomes of an update that waited for its turn.
 enum class update_turn {
@@ -81,10 +82,16 @@ public:
   /// from now on: a task serves each with a shard actor as it appears.
   void on_variable_created(std::function<void(const std::string&)> observer);
 
+  /// The kernel of node `made->name()` that session `session` already runs in another plan, if
+  /// one is alive and of the same op; else `made`, remembered for the session's next plans.
+  /// For kernels that keep_state(); the plans own them, this manager only finds them.
+  std::shared_ptr<op_kernel> session_kernel(std::int64_t session, std::shared_ptr<op_kernel> made);
+
 private:
   mutable std::mutex mutex_;
   std::function<void(const std::string&)> observer_;
   std::unordered_map<std::string, std::shared_ptr<variable_state>> variables_;
+  std::map<std::pair<std::int64_t, std::string>, std::weak_ptr<op_kernel>> session_kernels_;
 };
 
 /// What ends the waits of a step's asynchronous kernels when the step is aborted (TensorFlow's
@@ -218,6 +225,11 @@ public:
   /// random ops make any amount from a shape, MatMul and Conv2D multiply): such kernels never
   /// run inline on an actor's thread (TensorFlow's OpKernel::IsExpensive).
   virtual bool is_expensive() const { return false; }
+  /// Whether the kernel carries state from one run to the next (the random ops' generators):
+  /// such a kernel is made once per node and session and shared by every plan of the session
+  /// that runs the node (TensorFlow's OpSegment), so that a new run signature continues the
+  /// node's sequence instead of replaying it.
+  virtual bool keeps_state() const { return false; }
   /// Whether input `i` must be in host memory when the kernel runs on a device with memory of
   /// its own (TensorFlow's HostMemory("shape")): the executor copies it there first. Other
   /// inputs are copied into the device's memory.

@@ -3,6 +3,7 @@
 // build (SumToShapeOf, BroadcastToShapeOf, ReluGrad, ...) are defined in graph/gradient_ops.cpp.
 #include "graph/gradients.hpp"
 #include "graph/sampled_losses.hpp"
+#include "graph/shape_ops.hpp"
 #include "graph/sparse_ops.hpp"
 
 #include "graph/control_flow.hpp"
@@ -461,6 +462,7 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("TanhGrad", tanh_grad_grad);
   register_sparse_gradients(r);
   register_sampled_loss_gradients(r);
+  register_shape_gradients(r);
   for (auto op : {"ArgMax", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                   "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
                   "OnesLike", "ZerosLike", "_Send", "_Recv", "ApplyGradientDescent",

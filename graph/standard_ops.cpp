@@ -3,6 +3,7 @@
 #include "graph/hash_embedding.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/sampled_losses.hpp"
+#include "graph/shape_ops.hpp"
 
 #include <algorithm>
 
@@ -306,6 +307,7 @@ void register_standard_ops(op_registry& r) {
   register_conv_ops(r);
   register_fused_ops(r);
   register_control_flow_ops(r);
+  register_shape_ops(r);
   auto add = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer,
                   bool stateful = false, bool takes_ref = false) {
     r.add(op_def{std::move(name), inputs, stateful, takes_ref, std::move(infer)});

@@ -103,12 +103,16 @@ struct partition_registration {
   /// The session's memory limit on this device (session_config::memory_limit_bytes); 0: none
   /// but the task's.
   std::int64_t memory_limit_bytes = 0;
+  /// The master's session handle: the session's plans share the kernels that keep state (a
+  /// random op continues its sequence in every run signature). 0: the plan keeps its own.
+  std::int64_t session = 0;
 };
 
 inline partition_registration make_partition_registration(std::int64_t handle,
                                                            std::shared_ptr<const graph> partition,
-                                                           std::int64_t memory_limit_bytes = 0) {
-  return partition_registration{handle, std::move(partition), memory_limit_bytes};
+                                                           std::int64_t memory_limit_bytes = 0,
+                                                           std::int64_t session = 0) {
+  return partition_registration{handle, std::move(partition), memory_limit_bytes, session};
 }
 
 /// Device actors by full device name, for _Send nodes to address their receivers.
@@ -202,14 +206,14 @@ typename Inspector::result_type inspect(Inspector& f, tensor_chunk& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_registration& x) {
   if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
-    return f(caf::meta::type_name("partition_registration"), x.handle, x.memory_limit_bytes,
+    return f(caf::meta::type_name("partition_registration"), x.handle, x.memory_limit_bytes, x.session,
              caf::meta::save_callback([&] { return wire::save(f, x.partition); }));
   } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
-    return f(caf::meta::type_name("partition_registration"), x.handle, x.memory_limit_bytes,
+    return f(caf::meta::type_name("partition_registration"), x.handle, x.memory_limit_bytes, x.session,
              caf::meta::load_callback([&] { return wire::load(f, x.partition); }));
   } else {
     auto nodes = x.partition ? std::to_string(x.partition->size()) + " nodes" : "no graph";
-    return f(caf::meta::type_name("partition_registration"), x.handle, nodes);
+    return f(caf::meta::type_name("partition_registration"), x.handle, x.session, nodes);
   }
 }
 

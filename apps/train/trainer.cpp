@@ -1,5 +1,7 @@
 #include "train/trainer.hpp"
 
+#include "actors/task_client.hpp"
+
 #include <cmath>
 #include <string>
 #include <thread>
@@ -109,9 +111,9 @@ result<int> wait_until_ready(const readiness_wait& wait) {
     auto st = wait.check();
     if (st.ok())
       return tries;
-    auto code = st.code();
-    bool not_yet = code == errc::failed_precondition || code == errc::unavailable ||
-                   code == errc::deadline_exceeded;
+    // Uninitialised, or a task not (yet, or no longer) reachable: a ps lost during the wait
+    // answers aborted or data_loss, and comes back within the wait as well as one not up yet.
+    bool not_yet = st.code() == errc::failed_precondition || connection_like(st);
     if (!not_yet)
       return st;
     if (tries == 1 && wait.waiting)

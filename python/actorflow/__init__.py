@@ -32,7 +32,9 @@ from actorflow.ops import (add, add_n, all_variables, arg_max, argmax, assign, a
                            sigmoid, sqrt, square, subtract, tanh, to_float, to_int32, to_int64,
                            trainable_variables, truediv, truncated_normal, variables_initializer,
                            zeros, zeros_like)
-from actorflow.session import ConfigProto, InteractiveSession, Session, get_default_session
+from actorflow.ops import pad, rank, shape, size, slice, split, tile, transpose, unstack  # noqa: A004
+from actorflow.session import (ConfigProto, InteractiveSession, RunMetadata, RunOptions, Session,
+                               get_default_session)
 
 newaxis = None
 

@@ -202,3 +202,38 @@ def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
         x = convert_to_tensor(x)
         squares = _ops.reduce_sum(_ops.square(x), axis=axis, keepdims=True)
         return _ops.multiply(x, _ops.rsqrt(_ops.maximum(squares, epsilon)))
+
+
+def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
+    """x / keep_prob where a uniform draw is at least 1 - keep_prob, else 0 (TF's
+    floor(keep_prob + uniform)); keep_prob may be a tensor (a placeholder fed 1.0 to evaluate).
+    The draw has noise_shape, by default x's shape, which must be fully known: actorflow's
+    RandomUniform takes its shape as an attribute."""
+    if (keep_prob is None) == (rate is None):
+        raise ValueError("dropout needs exactly one of keep_prob and rate")
+    with _ops._scoped("dropout", name):
+        x = convert_to_tensor(x)
+        if not x.dtype.is_floating:
+            raise ValueError("dropout of %r: x must be a floating tensor, not %s"
+                             % (x.name, x.dtype.name))
+        if keep_prob is None:
+            keep_prob = (1 - rate) if not _ops._is_tensor_like(rate) else _ops.subtract(1.0, rate)
+        if not _ops._is_tensor_like(keep_prob):
+            keep_prob = float(keep_prob)
+            if not 0 < keep_prob <= 1:
+                raise ValueError("keep_prob must be a scalar tensor or a float in the range "
+                                 "(0, 1], got %g" % keep_prob)
+            if keep_prob == 1:
+                return x
+        keep = convert_to_tensor(keep_prob, dtype=None if _ops._is_tensor_like(keep_prob)
+                                 else x.dtype, graph=x.graph)
+        shape = noise_shape if noise_shape is not None else \
+            (x.shape.as_list() if x.shape.ndims is not None else None)
+        if shape is None or any(d is None or d < 0 for d in _ops._int_list_or_none(shape)):
+            raise ValueError("dropout of %r needs a fully known shape (or noise_shape), got %s: "
+                             "actorflow's RandomUniform takes its shape as an attribute"
+                             % (x.name, x.shape))
+        draw = _ops.random_uniform(_ops._int_list(shape, "dropout's noise_shape"),
+                                   dtype=x.dtype, seed=seed)
+        kept = _ops.cast(_ops.greater_equal(draw, _ops.subtract(1.0, keep)), x.dtype)
+        return _ops.multiply(_ops.truediv(x, keep), kept)

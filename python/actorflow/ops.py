@@ -1,4 +1,5 @@
-"""The ops (tf.constant, tf.matmul, tf.reduce_mean, ...) over graph/ops.hpp.
+"""The ops (tf.constant, tf.matmul, tf.reduce_mean, tf.transpose, ...) over graph/ops.hpp and
+graph/shape_ops.hpp (the sparse ones over graph/sparse_ops.hpp).
 
     x = tf.placeholder(tf.float32, [None, 3], name="x")
     w = tf.Variable(tf.random_normal([3, 1]))
@@ -6,9 +7,11 @@
 
 Each function converts its arguments by TF1's rules (framework.convert_to_tensor), makes the
 node through the extension and raises what went wrong making it (a ValueError with the C++
-graph's message, which names the node). Ops graph/ops.hpp does not have are absent, and asking
-the module for one raises AttributeError naming it.
+graph's message, which names the node). Ops the C++ side does not have are absent, and asking
+the module for one raises AttributeError naming it; a few are composed of those it has (below).
 """
+
+import builtins
 
 import numpy as np
 
@@ -101,6 +104,13 @@ def _int_list(values, what):
         return [int(v) for v in values]
     except (TypeError, ValueError):
         raise TypeError("%s must be a list of ints, not %r" % (what, values)) from None
+
+
+def _int_list_or_none(values):
+    """A shape's entries as ints, None for an unknown one (a TensorShape's or a list's)."""
+    if isinstance(values, dtypes.TensorShape):
+        values = values.as_list()
+    return [None if v is None else int(v) for v in values]
 
 
 def _dims(shape, what):
@@ -319,6 +329,25 @@ def gather(params, indices, validate_indices=None, name=None, axis=0):
                                               int(axis), name or "Gather"))
 
 
+def _gather_along(x, indices, axis):
+    """gather(x, indices, axis=axis) for the ops composed of Gathers (indexing, split, slice,
+    tile, pad, unstack), differentiable along every axis: Gather's gradient is along axis 0 only
+    (graph/sparse_ops.cpp), so another axis is moved to the front and back by Transposes, as
+    TF's gradient of Gather does it."""
+    rank = x.shape.ndims
+    index_rank = indices.shape.ndims if _is_tensor_like(indices) else np.ndim(indices)
+    if axis == 0 or rank is None or index_rank is None:
+        return gather(x, indices, axis=axis)
+    front = [axis] + [a for a in builtins.range(rank) if a != axis]
+    moved = gather(transpose(x, front), indices)
+    back = list(builtins.range(index_rank, index_rank + axis)) + \
+        list(builtins.range(index_rank)) + \
+        list(builtins.range(index_rank + axis, rank - 1 + index_rank))
+    if back == list(builtins.range(len(back))):
+        return moved
+    return transpose(moved, back)
+
+
 # --- linear algebra, reductions, shapes ----------------------------------------------------------
 
 
@@ -368,6 +397,40 @@ def reshape(tensor, shape, name=None):
                                           name or "Reshape"))
 
 
+def transpose(a, perm=None, name="transpose", conjugate=False):
+    """a with its axes permuted: output axis i is input axis perm[i]; without perm the axes
+    are reversed (for any rank, known or not). perm is a list of Python ints here (actorflow's
+    Transpose takes it as an attribute); the dtypes are real, so conjugate changes nothing."""
+    x = convert_to_tensor(a)
+    axes = [] if perm is None else _int_list(perm, "transpose's perm")
+    return _tensor_in(x.graph, _c.transpose(x._output, axes, name or "transpose"))
+
+
+def _index_type(out_type, op_name):
+    out_type = dtypes.as_dtype(out_type)
+    if out_type not in (dtypes.int32, dtypes.int64):
+        raise TypeError("%s: out_type must be int32 or int64, not %s" % (op_name, out_type.name))
+    return out_type.name
+
+
+def shape(input, name=None, out_type=dtypes.int32):  # noqa: A002 - TF's name
+    """input's dimensions when the step runs, a 1-D int32 (or int64) tensor."""
+    x = convert_to_tensor(input)
+    return _tensor_in(x.graph, _c.shape(x._output, _index_type(out_type, "shape"), name or "Shape"))
+
+
+def size(input, name=None, out_type=dtypes.int32):  # noqa: A002 - TF's name
+    """input's number of elements when the step runs, an int32 (or int64) scalar."""
+    x = convert_to_tensor(input)
+    return _tensor_in(x.graph, _c.size(x._output, _index_type(out_type, "size"), name or "Size"))
+
+
+def rank(input, name=None):  # noqa: A002 - TF's name
+    """input's number of dimensions when the step runs, an int32 scalar."""
+    x = convert_to_tensor(input)
+    return _tensor_in(x.graph, _c.rank(x._output, name or "Rank"))
+
+
 def concat(values, axis, name="concat"):
     if not values:
         raise ValueError("concat needs at least one value")
@@ -380,15 +443,28 @@ def concat(values, axis, name="concat"):
 
 
 def _slice(tensor, key):
-    """tensor[key] for ints, slices and integer scalar tensors, one axis after another, each a
-    Gather (actorflow has no StridedSlice); a slice needs that axis's size to be known."""
+    """tensor[key] for ints, slices, integer scalar tensors, `...` and tf.newaxis, one axis
+    after another, each a Gather (actorflow has no StridedSlice); a slice needs that axis's size
+    to be known, `...` the rank, and tf.newaxis (a Reshape, as expand_dims) the shape but for
+    one dimension."""
     keys = key if isinstance(key, tuple) else (key,)
+    ellipses = [i for i, k in enumerate(keys) if k is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...'), got %r" % (key,))
+    if ellipses:
+        if tensor.shape.ndims is None:
+            raise ValueError("indexing %r with ... needs its rank to be known" % (tensor,))
+        taken = sum(1 for k in keys if k is not None and k is not Ellipsis)
+        at = ellipses[0]
+        keys = keys[:at] + (builtins.slice(None),) * max(0, tensor.shape.ndims - taken) + \
+            keys[at + 1:]
     result = tensor
     axis = 0
     for k in keys:
-        if k is Ellipsis or k is None:
-            raise TypeError("indexing with ... or tf.newaxis is not supported yet (actorflow "
-                            "has no StridedSlice op)")
+        if k is None:
+            result = expand_dims(result, axis)
+            axis += 1
+            continue
         rank = result.shape.ndims
         if rank is not None and axis >= rank:
             raise ValueError("Index out of range: %r has rank %d" % (tensor, rank))
@@ -403,19 +479,19 @@ def _slice(tensor, key):
                     raise ValueError("a negative index needs the size of dimension %d, which is "
                                      "not known for %r" % (axis, tensor))
                 k += size
-            result = gather(result, np.int32(k), axis=axis)  # the axis goes away
-        elif isinstance(k, slice):
-            if k == slice(None):
+            result = _gather_along(result, np.int32(k), axis)  # the axis goes away
+        elif isinstance(k, builtins.slice):
+            if k == builtins.slice(None):
                 axis += 1
                 continue
             if size is None:
                 raise ValueError("slicing dimension %d needs its size, which is not known for %r"
                                  % (axis, tensor))
             indices = np.arange(*k.indices(size), dtype=np.int32)
-            result = gather(result, indices, axis=axis)
+            result = _gather_along(result, indices, axis)
             axis += 1
         elif isinstance(k, (Tensor, Variable)) and convert_to_tensor(k).dtype.is_integer:
-            result = gather(result, k, axis=axis)
+            result = _gather_along(result, convert_to_tensor(k), axis)
         else:
             raise TypeError("Only integers, slices (`:`) and integer scalar tensors are valid "
                             "indices here, got %r" % (k,))
@@ -554,8 +630,9 @@ def _static_dims(x, what):
     """x's dimensions, with at most one unknown (reshape takes one -1)."""
     dims = x.shape.as_list() if x.shape.ndims is not None else None
     if dims is None or sum(d is None for d in dims) > 1:
-        raise ValueError("%s of %r needs its shape known but for one dimension (actorflow has no "
-                         "Shape op yet), got %s" % (what, x.name, x.shape))
+        raise ValueError("%s of %r needs its shape known but for one dimension (actorflow's "
+                         "Reshape takes its shape as an attribute), got %s"
+                         % (what, x.name, x.shape))
     return [-1 if d is None else d for d in dims]
 
 
@@ -602,6 +679,176 @@ def stack(values, axis=0, name="stack"):
         graph = _same_graph(values, "stack")
         tensors = [convert_to_tensor(v, graph=graph) for v in values]
         return concat([expand_dims(t, axis) for t in tensors], axis)
+
+
+def _axis_of(x, axis, what):
+    """`axis` (negative counts from the end) of x, whose rank must be known."""
+    rank = x.shape.ndims
+    if rank is None:
+        raise ValueError("%s of %r needs its rank to be known" % (what, x.name))
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise ValueError("%s: axis %d is out of range for %r of rank %d" % (what, axis, x.name, rank))
+    return axis % rank
+
+
+def _known_dim(x, axis, what):
+    size = x.shape[axis]
+    if size is None:
+        raise ValueError("%s needs dimension %d of %r to be known, got shape %s (its pieces "
+                         "are Gathers of positions fixed when the graph is built)"
+                         % (what, axis, x.name, x.shape))
+    return size
+
+
+def _positions(x, indices, axis):
+    """x's slices at the given positions along axis (one Gather), or x itself when they are
+    all of the axis in order."""
+    indices = np.asarray(indices, dtype=np.int32)
+    if x.shape[axis] == len(indices) and np.array_equal(indices, np.arange(len(indices))):
+        return x
+    return _gather_along(x, indices, axis)
+
+
+def unstack(value, num=None, axis=0, name="unstack"):
+    """The num slices of value along axis, each without that axis (Gathers of one position)."""
+    x = convert_to_tensor(value)
+    axis = _axis_of(x, axis, "unstack")
+    count = x.shape[axis] if num is None else int(num)
+    if count is None:
+        raise ValueError("Cannot infer num from shape %s" % x.shape)
+    if x.shape[axis] is not None and count != x.shape[axis]:
+        raise ValueError("unstack: num %d differs from dimension %d of %r, %d"
+                         % (count, axis, x.name, x.shape[axis]))
+    with _scoped("unstack", name):
+        return [_gather_along(x, np.int32(i), axis) for i in builtins.range(count)]
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name="split"):
+    """value cut along axis into num_or_size_splits equal pieces, or pieces of the listed sizes
+    (one may be -1: the rest); each piece is a Gather of its positions."""
+    x = convert_to_tensor(value)
+    axis = _axis_of(x, axis, "split")
+    if isinstance(num_or_size_splits, (Tensor, Variable)):
+        raise TypeError("split takes Python ints for num_or_size_splits here, not the tensor %r"
+                        % (num_or_size_splits,))
+    total = x.shape[axis]
+    if isinstance(num_or_size_splits, (int, np.integer)):
+        count = int(num_or_size_splits)
+        total = _known_dim(x, axis, "split")
+        if count <= 0 or total % count != 0:
+            raise ValueError("split: dimension %d of %r (%d) does not divide into %d pieces"
+                             % (axis, x.name, total, count))
+        sizes = [total // count] * count
+    else:
+        sizes = _int_list(num_or_size_splits, "split's size_splits")
+        if sizes.count(-1) > 1 or any(s < -1 for s in sizes):
+            raise ValueError("split: sizes %r may hold one -1 and no other negative size" % sizes)
+        if -1 in sizes or total is not None:
+            total = _known_dim(x, axis, "split")
+            known = sum(s for s in sizes if s >= 0)
+            if -1 in sizes:
+                sizes[sizes.index(-1)] = total - known
+            if sum(sizes) != total or min(sizes) < 0:
+                raise ValueError("split: sizes %r do not add up to dimension %d of %r, %d"
+                                 % (sizes, axis, x.name, total))
+    with _scoped("split", name):
+        pieces, start = [], 0
+        for size in sizes:
+            pieces.append(_gather_along(x, np.arange(start, start + size, dtype=np.int32), axis))
+            start += size
+        return pieces
+
+
+def slice(input_, begin, size, name=None):  # noqa: A001 - TF's name
+    """input_[begin[i] : begin[i] + size[i]] on every axis (size -1: to the end), one Gather
+    per axis that is not taken whole."""
+    x = convert_to_tensor(input_)
+    begin = _int_list(begin, "slice's begin")
+    size = _int_list(size, "slice's size")
+    rank = x.shape.ndims
+    if rank is None or len(begin) != rank or len(size) != rank:
+        raise ValueError("slice of %r (shape %s) needs begin and size of its rank, got %r and %r"
+                         % (x.name, x.shape, begin, size))
+    with _scoped("Slice", name):
+        result = x
+        for axis, (start, extent) in enumerate(zip(begin, size)):
+            dim = x.shape[axis]
+            if start == 0 and (extent == -1 or (dim is not None and extent == dim)):
+                continue
+            if extent == -1:
+                extent = _known_dim(x, axis, "slice with size -1") - start
+            if start < 0 or extent < 0 or (dim is not None and start + extent > dim):
+                raise ValueError("slice: begin %d and size %d are out of range for dimension %d "
+                                 "of %r (shape %s)" % (start, extent, axis, x.name, x.shape))
+            result = _gather_along(result, np.arange(start, start + extent, dtype=np.int32), axis)
+        return identity(result) if result is x else result
+
+
+def tile(input, multiples, name=None):  # noqa: A002 - TF's name
+    """input repeated multiples[i] times along each axis i: a Gather of the repeated positions
+    per axis with a multiple other than 1 (those axes must have a known size)."""
+    x = convert_to_tensor(input)
+    multiples = _int_list(multiples, "tile's multiples")
+    if x.shape.ndims is None or len(multiples) != x.shape.ndims:
+        raise ValueError("tile of %r (shape %s): multiples %r must have its rank"
+                         % (x.name, x.shape, multiples))
+    if any(m < 0 for m in multiples):
+        raise ValueError("tile: multiples %r must be non-negative" % (multiples,))
+    with _scoped("Tile", name):
+        result = x
+        for axis, times in enumerate(multiples):
+            if times == 1:
+                continue
+            dim = _known_dim(x, axis, "tile")
+            result = _gather_along(result, np.tile(np.arange(dim, dtype=np.int32), times), axis)
+        return identity(result) if result is x else result
+
+
+def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
+    """tensor with paddings[i] = [before, after] elements added on each side of axis i. CONSTANT
+    concatenates filled blocks (the shape must be known); REFLECT and SYMMETRIC gather mirrored
+    positions (the padded axes' sizes must be known)."""
+    x = convert_to_tensor(tensor)
+    paddings = np.asarray(paddings)
+    rank = x.shape.ndims
+    if rank is None or paddings.shape != (rank, 2):
+        raise ValueError("pad of %r (shape %s): paddings must be [rank, 2], got %r"
+                         % (x.name, x.shape, paddings.tolist()))
+    paddings = [(int(a), int(b)) for a, b in paddings]
+    if any(a < 0 or b < 0 for a, b in paddings):
+        raise ValueError("pad: paddings %r must be non-negative" % (paddings,))
+    mode = mode.upper()
+    if mode not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
+        raise ValueError("pad: mode %r is none of CONSTANT, REFLECT, SYMMETRIC" % (mode,))
+    with _scoped("Pad", name):
+        result = x
+        for axis, (before, after) in enumerate(paddings):
+            if before == 0 and after == 0:
+                continue
+            if mode == "CONSTANT":
+                dims = result.shape.as_list() if result.shape.ndims is not None else None
+                if dims is None or None in dims:
+                    raise ValueError("pad(mode='CONSTANT') of %r needs its shape known, got %s"
+                                     % (x.name, x.shape))
+                parts = []
+                for count in (before, after):
+                    block = list(dims)
+                    block[axis] = count
+                    parts.append(fill(block, convert_to_tensor(constant_values, dtype=x.dtype))
+                                 if count else None)
+                result = concat([p for p in (parts[0], result, parts[1]) if p is not None], axis)
+                continue
+            dim = _known_dim(x, axis, "pad(mode=%r)" % mode)
+            edge = 1 if mode == "REFLECT" else 0
+            if before > dim - edge or after > dim - edge:
+                raise ValueError("pad: paddings %r are too large for dimension %d of %r (%d) in "
+                                 "mode %s" % ((before, after), axis, x.name, dim, mode))
+            positions = list(builtins.range(before - 1 + edge, edge - 1, -1)) + \
+                list(builtins.range(dim)) + \
+                list(builtins.range(dim - 1 - edge, dim - 1 - edge - after, -1))
+            result = _positions(result, positions, axis)
+        return identity(result) if result is x else result
 
 
 # --- sparse values (graph/sparse_ops.hpp) --------------------------------------------------------------

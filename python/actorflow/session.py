@@ -48,6 +48,84 @@ class ConfigProto:
         return "ConfigProto(%s)" % ", ".join("%s=%r" % (n, getattr(self, n)) for n in self._FIELDS)
 
 
+class RunOptions:
+    """TF's RunOptions for Session.run. trace_level is taken at every level (the step's times go
+    to RunMetadata.step_stats whenever a RunMetadata is given); report_tensor_allocations_upon_oom
+    adds nothing (an out-of-memory error already names the node, device and limit). A
+    timeout_in_ms, inter_op_thread_pool or output_partition_graphs makes Session.run raise
+    ValueError: actorflow's session has no bound of one step (ConfigProto's
+    operation_timeout_in_ms bounds every answer of the session's tasks), one inter-op pool per
+    session, and does not hand out the partitions' graphs."""
+
+    NO_TRACE, SOFTWARE_TRACE, HARDWARE_TRACE, FULL_TRACE = 0, 1, 2, 3
+
+    _FIELDS = {
+        "trace_level": 0,
+        "timeout_in_ms": 0,
+        "inter_op_thread_pool": 0,
+        "output_partition_graphs": False,
+        "report_tensor_allocations_upon_oom": False,
+    }
+    # What each refused field would need, for the error.
+    _REFUSED = {
+        "timeout_in_ms": "a bound of one step, which actorflow's session has not (ConfigProto's "
+                         "operation_timeout_in_ms bounds every answer of the session's tasks)",
+        "inter_op_thread_pool": "a choice of inter-op pool, and a session has one",
+        "output_partition_graphs": "the partitions' graphs, which actorflow's session does not "
+                                   "hand out",
+    }
+
+    def __init__(self, **fields):
+        for name, default in self._FIELDS.items():
+            object.__setattr__(self, name, default)
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __setattr__(self, name, value):
+        if name not in self._FIELDS:
+            raise AttributeError("actorflow's RunOptions has no field %r (it has %s)"
+                                 % (name, ", ".join(sorted(self._FIELDS))))
+        object.__setattr__(self, name, value)
+
+    def _check(self):
+        for name, why in self._REFUSED.items():
+            if getattr(self, name) != self._FIELDS[name]:
+                raise ValueError("Session.run: RunOptions(%s=%r) asks for %s"
+                                 % (name, getattr(self, name), why))
+
+    def __repr__(self):
+        return "RunOptions(%s)" % ", ".join("%s=%r" % (n, getattr(self, n)) for n in self._FIELDS)
+
+
+class StepStats:
+    """RunMetadata.step_stats: where the time of the step went, as actorflow's session measures
+    it (actors/session.hpp's step_stats): total_seconds, from the call to the return, and
+    execution_seconds, the longest time a device spent executing its partition. TF's per-node
+    dev_stats stay empty: actorflow does not record them."""
+
+    def __init__(self):
+        self.dev_stats = []
+        self.total_seconds = 0.0
+        self.execution_seconds = 0.0
+
+    def __repr__(self):
+        return "StepStats(total_seconds=%g, execution_seconds=%g)" % (self.total_seconds,
+                                                                      self.execution_seconds)
+
+
+class RunMetadata:
+    """TF's RunMetadata, filled by Session.run(..., run_metadata=): step_stats (StepStats); no
+    partition_graphs and no cost_graph (actorflow's session gives neither)."""
+
+    def __init__(self):
+        self.Clear()
+
+    def Clear(self):  # noqa: N802 - the protobuf method's name
+        self.step_stats = StepStats()
+        self.partition_graphs = []
+        self.cost_graph = None
+
+
 def _native_target(target):
     """The C++ session's target: "" (in-process) or "caf://host:port"."""
     if target is None or target == "":
@@ -153,13 +231,24 @@ class Session:
         """The values of `fetches` (a Tensor, Operation, Variable or tensor name, or lists,
         tuples, namedtuples and dicts of them) in the same structure: numpy values, None for an
         Operation."""
-        if options is not None or run_metadata is not None:
-            raise ValueError("Session.run: options and run_metadata are not supported yet")
+        if options is not None:
+            if not isinstance(options, RunOptions):
+                raise TypeError("Session.run: options must be a tf.RunOptions, not %r" % (options,))
+            options._check()
+        if run_metadata is not None and not isinstance(run_metadata, RunMetadata):
+            raise TypeError("Session.run: run_metadata must be a tf.RunMetadata, not %r"
+                            % (run_metadata,))
         if self._c.closed:
             raise RuntimeError("Attempted to use a closed Session.")
         step = _StepPlan(self, fetches, feed_dict)
-        return step.values(self._c.run(step.fetch_outputs, step.feed_outputs, step.feed_values,
-                                       step.targets))
+        if run_metadata is None:
+            return step.values(self._c.run(step.fetch_outputs, step.feed_outputs,
+                                           step.feed_values, step.targets))
+        arrays, total, execution = self._c.run_with_stats(step.fetch_outputs, step.feed_outputs,
+                                                          step.feed_values, step.targets)
+        run_metadata.step_stats.total_seconds = total
+        run_metadata.step_stats.execution_seconds = execution
+        return step.values(arrays)
 
     def _used_feeds(self, leaves, feed_outputs):
         """For each fed output, whether the step reaches it from its fetches and targets (walking

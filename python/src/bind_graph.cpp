@@ -7,6 +7,7 @@
 
 #include "graph/graph.hpp"
 #include "graph/ops.hpp"
+#include "graph/shape_ops.hpp"
 
 #include <pybind11/stl.h>
 
@@ -240,6 +241,16 @@ void bind_ops(py::module_& m) {
 
   m.def("softmax_cross_entropy_with_logits", &ops::softmax_cross_entropy_with_logits,
         "logits"_a, "labels"_a, "name"_a);
+
+  // Layout and shape (graph/shape_ops.hpp).
+  m.def("transpose", &ops::transpose, "x"_a, "perm"_a, "name"_a);
+  m.def("shape", [](output x, const std::string& out_type, const std::string& name) {
+    return ops::shape(x, dtype_from_name(out_type), name);
+  }, "x"_a, "out_type"_a, "name"_a);
+  m.def("size", [](output x, const std::string& out_type, const std::string& name) {
+    return ops::size(x, dtype_from_name(out_type), name);
+  }, "x"_a, "out_type"_a, "name"_a);
+  m.def("rank", &ops::rank, "x"_a, "name"_a);
 }
 
 } // namespace

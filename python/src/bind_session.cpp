@@ -39,6 +39,21 @@ py::list run_step(python_session& self, const std::vector<output>& fetches,
   return run_fed_step(self.get(), fetches, feed_outputs, feed_values, targets);
 }
 
+namespace {
+
+/// run_step, and where the step's time went (actors/session.hpp's step_stats, the one part of
+/// TF's RunMetadata the session gives): (values, total_seconds, execution_seconds).
+py::tuple run_step_with_stats(python_session& self, const std::vector<output>& fetches,
+                              const std::vector<output>& feed_outputs,
+                              const std::vector<py::array>& feed_values,
+                              const std::vector<output>& targets) {
+  step_stats stats;
+  auto values = run_fed_step(self.get(), fetches, feed_outputs, feed_values, targets, &stats);
+  return py::make_tuple(values, stats.total_seconds, stats.execution_seconds);
+}
+
+} // namespace
+
 void bind_session(py::module_& m) {
   using namespace pybind11::literals;
   py::class_<python_session>(m, "Session")
@@ -48,6 +63,8 @@ void bind_session(py::module_& m) {
          // The session refers to its graph until it is destroyed.
          py::keep_alive<1, 2>())
     .def("run", &run_step, "fetches"_a, "feed_outputs"_a, "feed_values"_a, "targets"_a)
+    .def("run_with_stats", &run_step_with_stats, "fetches"_a, "feed_outputs"_a, "feed_values"_a,
+         "targets"_a)
     .def("close", &python_session::close)
     .def_property_readonly("closed", [](const python_session& s) { return !s.open && !s.borrowed; })
     .def("placement_log", [](python_session& s) { return s.get().placement_log(); })

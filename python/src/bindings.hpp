@@ -111,11 +111,13 @@ tensor tensor_from_array(const py::array& array);
 py::array array_from_tensor(const tensor& t);
 
 /// One step of `s` (a session or a monitored session: anything with run(fetches, feeds,
-/// targets)) fed numpy arrays, the GIL released while it runs; its values as numpy arrays.
-template <class Session>
+/// targets, extra...)) fed numpy arrays, the GIL released while it runs; its values as numpy
+/// arrays. `extra` goes to run after the targets (a session's step_stats*).
+template <class Session, class... Extra>
 py::list run_fed_step(Session& s, const std::vector<output>& fetches,
                       const std::vector<output>& feed_outputs,
-                      const std::vector<py::array>& feed_values, const std::vector<output>& targets) {
+                      const std::vector<py::array>& feed_values, const std::vector<output>& targets,
+                      Extra... extra) {
   if (feed_outputs.size() != feed_values.size())
     throw py::value_error("a step needs one value per fed output");
   feed_list feeds;
@@ -124,7 +126,7 @@ py::list run_fed_step(Session& s, const std::vector<output>& fetches,
   std::optional<result<std::vector<tensor>>> outcome;
   {
     py::gil_scoped_release release;
-    outcome.emplace(s.run(fetches, feeds, targets));
+    outcome.emplace(s.run(fetches, feeds, targets, extra...));
   }
   auto values = value_or_raise(std::move(*outcome));
   py::list arrays;

@@ -6,6 +6,7 @@
 #include "graph/control_flow.hpp"
 #include "graph/gradients.hpp"
 #include "graph/ops.hpp"
+#include "graph/shape_ops.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -874,5 +875,34 @@ TEST_CASE("gradients of a loop whose condition reads its float state while its b
                       },
                       {ops::constant(g, std::int32_t{0}, "t"), in[0]});
                     return out[1];
+                  });
+}
+
+TEST_CASE("Transpose gradients match finite differences for every permutation of rank 3 and of "
+          "unknown dimensions",
+          "[actors][gradients]") {
+  std::uint64_t seed = base_seed + 1500;
+  std::mt19937_64 e{seed};
+  INFO("seed " << seed);
+  std::uint64_t n = 0;
+  std::vector<std::int64_t> perm{0, 1, 2};
+  do {
+    check_gradients("transpose by " + shape(perm).to_string(), seed + n++,
+                    {fixed(uniform(e, shape({2, 3, 4}), -1, 1))},
+                    [perm](graph&, const std::vector<output>& x) {
+                      // The square makes each element's gradient depend on its own value.
+                      return ops::transpose(ops::square(x[0]), perm);
+                    });
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  check_gradients("transpose without perm of an input of unknown rank", seed + n++,
+                  {partial(uniform(e, shape({3, 2, 2}), -1, 1), tensor_shape::unknown())},
+                  [](graph&, const std::vector<output>& x) {
+                    return ops::transpose(ops::tanh(x[0]));
+                  });
+  check_gradients("transpose of a batch of unknown size into a matmul", seed + n++,
+                  {partial(uniform(e, shape({4, 3}), -1, 1), shape({-1, 3})),
+                   fixed(uniform(e, shape({4, 2}), -1, 1))},
+                  [](graph&, const std::vector<output>& x) {
+                    return ops::matmul(ops::transpose(x[0], {1, 0}), ops::exp(x[1]));
                   });
 }

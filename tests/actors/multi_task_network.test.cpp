@@ -467,6 +467,40 @@ TEST_CASE("a step with the ps hung names it after the step bound and a probe, an
   CHECK(ps_lines_with(" deregister ") == 2);
 }
 
+TEST_CASE("a partition the hung ps never registers fails the step naming the ps task as its origin") {
+  two_task_cluster cluster;
+  linreg_graph model;
+  auto created = cluster.create(model.g, make_session_config(false, false, 2000));
+  REQUIRE(created.outcome.ok());
+  REQUIRE(cluster.run(created.handle, {}, {}, {model.init}).outcome.ok());
+
+  // The ps is stopped before the training step's first run, which must register its
+  // partitions there: the registration's request times out on the worker's clock.
+  caf::scoped_actor client{cluster.worker_node.system()};
+  master_run_request step;
+  step.handle = created.handle;
+  step.feeds = {{model.x, tensor::from_vector<float>({1, 2, 3, 4})}};
+  step.fetches = {model.loss};
+  step.targets = {model.train};
+  client->send(cluster.master, run_atom::value, std::move(step));
+  cluster.run_worker_node_only();
+  // The master's request bound (master_options::timeout_seconds, 10 s by default) passes.
+  cluster.worker_node.scheduler().advance_time(std::chrono::seconds{10});
+  cluster.run_worker_node_only();
+  std::optional<master_run_result> failed;
+  client->receive([&](master_run_result& r) { failed = std::move(r); },
+                  caf::after(std::chrono::seconds(0)) >> [] {});
+  REQUIRE(failed.has_value());
+  INFO(failed->outcome.to_string());
+  CHECK_FALSE(failed->outcome.ok());
+  CHECK(failed->outcome.message().find(std::string{"registering a partition on "} + ps_device) !=
+        std::string::npos);
+  // A timeout is no answer from the ps: the training library's lost-ps test reads this field.
+  REQUIRE(failed->outcome.origin());
+  CHECK(failed->outcome.origin()->name() == "/job:ps/replica:0/task:0");
+  CHECK(failed->outcome.origin()->incarnation != 0);
+}
+
 TEST_CASE("steps in flight on a hung ps each fail at their own bound, though the coordinator keeps one timer") {
   two_task_cluster cluster;
   linreg_graph model;

@@ -5,6 +5,7 @@
 #include "actors/session.hpp"
 #include "graph/gradients.hpp"
 #include "graph/ops.hpp"
+#include "graph/optimizers.hpp"
 #include "graph/sampled_losses.hpp"
 #include "graph/sparse_ops.hpp"
 
@@ -27,7 +28,7 @@ double sigmoid_xent(double x, double z) { return std::max(x, 0.0) - x * z + std:
 /// weights [5, 2] and biases [5] (float64), two examples, fixed candidates {0, 3, 4}.
 struct sampled_model {
   graph g;
-  actorflow::variable weights, biases;
+  actorflow::variable weights, biases, input_table;
   output labels, inputs;
   sampled_values fixed;
   std::vector<double> w{0.1, -0.2, 0.4, 0.3, -0.5, 0.2, 0.7, -0.1, 0.05, 0.6};
@@ -42,7 +43,8 @@ struct sampled_model {
     weights = ops::variable(g, ops::constant(g, tensor::from_vector<double>(w, {5, 2})), "weights");
     biases = ops::variable(g, ops::constant(g, tensor::from_vector<double>(b, {5})), "biases");
     labels = ops::constant(g, tensor::from_vector<std::int64_t>(truth, {2, 1}));
-    inputs = ops::variable(g, ops::constant(g, tensor::from_vector<double>(x, {2, 2})), "inputs").read;
+    input_table = ops::variable(g, ops::constant(g, tensor::from_vector<double>(x, {2, 2})), "inputs");
+    inputs = input_table.read;
     fixed = {ops::constant(g, tensor::from_vector<std::int64_t>(candidates)),
              ops::constant(g, tensor::from_vector<double>(true_expected, {2, 1})),
              ops::constant(g, tensor::from_vector<double>(sampled_expected))};
@@ -99,6 +101,13 @@ TEST_CASE("the log-uniform candidate sampler draws with TF's probabilities and g
   auto same = again.run({many.candidates});
   REQUIRE(same.ok());
   CHECK(same->at(0).to_vector<std::int64_t>() == drawn);
+  // Each step draws anew: a sampler that drew one sample for every step would leave NCE the
+  // same few negatives.
+  auto first = s.run({few.candidates});
+  auto next = s.run({few.candidates});
+  REQUIRE(first.ok());
+  REQUIRE(next.ok());
+  CHECK(next->at(0).to_vector<std::int64_t>() != first->at(0).to_vector<std::int64_t>());
 }
 
 TEST_CASE("nce_loss and sampled_softmax_loss on fixed candidates match their formulas, accidental hits removed", "[actors][sampled]") {
@@ -139,13 +148,13 @@ TEST_CASE("nce_loss's gradients match finite differences, and the tables' are sp
   ops::sampled_loss_options options;
   options.sampled = m.fixed;
   auto loss = ops::reduce_sum(ops::nce_loss(m.weights, m.biases, m.labels, m.inputs, 3, 5, options));
-  auto grads = gradients(loss, {m.weights.ref, m.biases.ref});
+  auto grads = gradients(loss, {m.weights.ref, m.biases.ref, m.inputs});
   REQUIRE(m.g.status().ok());
   CHECK(as_indexed_slices(grads[0]).has_value());
   CHECK(as_indexed_slices(grads[1]).has_value());
   session s{m.g};
   REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
-  auto r = s.run({grads[0], grads[1]});
+  auto r = s.run({grads[0], grads[1], grads[2]});
   REQUIRE(r.ok());
   auto check = [&](const actorflow::variable& v, std::vector<double> values, const tensor& analytic,
                    std::vector<std::int64_t> shape) {
@@ -169,6 +178,67 @@ TEST_CASE("nce_loss's gradients match finite differences, and the tables' are sp
   };
   check(m.weights, m.w, r->at(0), {5, 2});
   check(m.biases, m.b, r->at(1), {5});
+  check(m.input_table, m.x, r->at(2), {2, 2});
   // Class 2 was neither true nor drawn: no gradient.
   CHECK(r->at(1).to_vector<double>()[2] == 0.0);
+}
+
+TEST_CASE("a word2vec step moves each looked-up row of its float32 tables by the row's summed gradient", "[actors][sampled][gradients]") {
+  // word2vec's graph in small: a float32 table, a batch of ids with repeats, nce_loss over
+  // fixed candidates, gradient descent. The table's change must be -lr times, per row, the sum
+  // of the loss's gradients for the examples that looked it up.
+  graph g;
+  const std::int64_t rows = 12, dim = 3;
+  std::vector<float> table(rows * dim), w(rows * dim);
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    table[i] = 0.1f * static_cast<float>(static_cast<int>(i % 7) - 3);
+    w[i] = 0.05f * static_cast<float>(static_cast<int>(i % 5) - 2);
+  }
+  auto embeddings = ops::variable(g, ops::constant(g, tensor::from_vector<float>(table, {rows, dim})), "embeddings");
+  auto weights = ops::variable(g, ops::constant(g, tensor::from_vector<float>(w, {rows, dim})), "weights");
+  auto biases = ops::variable(g, ops::zeros(g, {rows}), "biases");
+  std::vector<std::int64_t> ids{3, 7, 3, 0, 11, 7, 3, 5};
+  auto centers = ops::constant(g, tensor::from_vector<std::int64_t>(ids));
+  auto contexts = ops::constant(g, tensor::from_vector<std::int64_t>({1, 2, 4, 6, 8, 9, 10, 1}, {8, 1}));
+  ops::sampled_loss_options options;
+  options.sampled = {ops::constant(g, tensor::from_vector<std::int64_t>({0, 2, 5})),
+                     ops::constant(g, tensor::from_vector<float>(std::vector<float>(8, 0.2f), {8, 1})),
+                     ops::constant(g, tensor::from_vector<float>({0.3f, 0.1f, 0.05f}))};
+  auto embedded = ops::embedding_lookup(embeddings, centers);
+  auto loss = ops::reduce_mean(ops::nce_loss(weights, biases, contexts, embedded, 3, rows, options));
+  auto by_example = gradients(loss, {embedded})[0];
+  auto table_grads = gradients(loss, {weights.ref, biases.ref});
+  const double lr = 0.5;
+  auto train = gradient_descent_optimizer{lr}.minimize(loss);
+  REQUIRE(g.status().ok());
+  session s{g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  auto before = s.run({by_example, embeddings.read, weights.read, table_grads[0], biases.read,
+                       table_grads[1]});
+  REQUIRE(before.ok());
+  REQUIRE(s.run_targets({train}).ok());
+  auto after = s.run({embeddings.read, weights.read, biases.read});
+  REQUIRE(after.ok());
+  // The output tables (true classes' and candidates' rows, some both): -lr times the gradient.
+  for (int t : {0, 1}) {
+    auto old_values = before->at(2 + 2 * t).to_vector<float>();
+    auto grad_values = before->at(3 + 2 * t).to_vector<float>();
+    auto new_values = after->at(1 + t).to_vector<float>();
+    REQUIRE(grad_values.size() == old_values.size());
+    for (std::size_t i = 0; i < old_values.size(); ++i) {
+      INFO((t == 0 ? "weights" : "biases") << " element " << i);
+      CHECK(new_values[i] == Approx(old_values[i] - lr * grad_values[i]).margin(1e-6));
+    }
+  }
+  auto grad = before->at(0).to_vector<float>();
+  auto old_table = before->at(1).to_vector<float>();
+  auto new_table = after->at(0).to_vector<float>();
+  std::vector<double> expected(old_table.begin(), old_table.end());
+  for (std::size_t e = 0; e < ids.size(); ++e)
+    for (std::int64_t d = 0; d < dim; ++d)
+      expected[static_cast<std::size_t>(ids[e] * dim + d)] -= lr * grad[e * dim + static_cast<std::size_t>(d)];
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO("table element " << i << " (row " << i / dim << ")");
+    CHECK(new_table[i] == Approx(expected[i]).margin(1e-6));
+  }
 }

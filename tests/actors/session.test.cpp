@@ -219,3 +219,32 @@ TEST_CASE("a tensor over the per-tensor cap fails its step with an error naming 
   REQUIRE(fine.ok());
   CHECK(fine->at(0).scalar_value<float>() == Approx(1 << 20));
 }
+
+TEST_CASE("a random op continues its sequence across a session's run signatures, and each session has its own") {
+  // TF keeps one kernel per stateful node and session (its OpSegment): a training loop that
+  // also fetches the loss every N steps runs two signatures, and must not draw the same
+  // dropout masks or negative samples in both.
+  graph g;
+  g.seed = 3;
+  auto drawn = ops::random_uniform(g, {4}, 0.0, 1.0, dtype::float32, std::nullopt, "drawn");
+  auto doubled = ops::mul(drawn, ops::constant(g, 2.f), "doubled");
+  REQUIRE(g.status().ok());
+  session reference{g};
+  std::vector<std::vector<float>> expected;
+  for (int i = 0; i < 3; ++i) {
+    auto r = reference.run({drawn});
+    REQUIRE(r.ok());
+    expected.push_back(r->at(0).to_vector<float>());
+  }
+  REQUIRE(expected[0] != expected[1]);
+  session s{g};
+  auto first = s.run({drawn});
+  auto second = s.run({drawn, doubled});   // a second signature: another plan, the same kernel
+  auto third = s.run({drawn});
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  REQUIRE(third.ok());
+  CHECK(first->at(0).to_vector<float>() == expected[0]);
+  CHECK(second->at(0).to_vector<float>() == expected[1]);
+  CHECK(third->at(0).to_vector<float>() == expected[2]);
+}

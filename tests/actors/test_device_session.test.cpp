@@ -4,6 +4,7 @@
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
 #include "graph/optimizers.hpp"
+#include "graph/shape_ops.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -179,4 +180,38 @@ TEST_CASE("tasks of an in-process cluster pass tensors between their test device
   REQUIRE(r.ok());
   CHECK(r->at(0).to_vector<float>() == std::vector<float>{2, 8});
   CHECK(placed(s, "y") == "/job:worker/replica:0/task:1/device:TEST:0");
+}
+
+TEST_CASE("Transpose, Shape, Size and Rank of a fed batch run on the test device and fetch to "
+          "the host") {
+  graph g;
+  auto x = ops::placeholder(g, dtype::float32, tensor_shape{-1, 3}, "x");
+  auto moved = ops::transpose(x * 2.0, {1, 0}, "moved");
+  auto dims = ops::shape(moved, dtype::int32, "dims");
+  auto count = ops::size(moved, dtype::int64, "count");
+  auto rank = ops::rank(moved, "rank");
+  REQUIRE(g.status().ok());
+  session s{g, with_test_device()};
+  for (std::int64_t batch : {2, 5}) {
+    INFO("batch " << batch);
+    std::vector<float> values;
+    for (std::int64_t i = 0; i < batch * 3; ++i)
+      values.push_back(static_cast<float>(i));
+    auto r = s.run({moved, dims, count, rank}, {{x, tensor::from_vector(values, {batch, 3})}});
+    INFO(r.error().to_string());
+    REQUIRE(r.ok());
+    auto& t = r->at(0);
+    REQUIRE(t.shape() == tensor_shape{3, batch});
+    auto got = t.to_vector<float>();
+    for (std::int64_t row = 0; row < 3; ++row)
+      for (std::int64_t column = 0; column < batch; ++column)
+        CHECK(got[static_cast<std::size_t>(row * batch + column)] == 2.0f * static_cast<float>(column * 3 + row));
+    CHECK(r->at(1).to_vector<std::int32_t>() == std::vector<std::int32_t>{3, static_cast<std::int32_t>(batch)});
+    CHECK(r->at(2).scalar_value<std::int64_t>() == 3 * batch);
+    CHECK(r->at(3).scalar_value<std::int32_t>() == 2);
+  }
+  for (auto* name : {"moved", "dims", "count", "rank"}) {
+    INFO(name);
+    CHECK(placed(s, name) == test0);
+  }
 }

@@ -138,6 +138,19 @@ TEST_CASE("a non-chief's wait for the variables is bounded and names what is sti
     CHECK(refused.error().code() == errc::invalid_argument);
     CHECK(checks == 1);
   }
+
+  SECTION("a task lost during the wait is waited for, whatever its failure's code") {
+    // What a read answers while a ps dies and restarts: its connection aborted, data lost on
+    // it, then unreachable, then ready.
+    std::vector<status> answers{make_error(errc::aborted, "the step was aborted"),
+                                make_error(errc::data_loss, "registering a partition"),
+                                make_error(errc::unavailable, "cannot reach task ps:0"), {}};
+    std::size_t checks = 0;
+    wait.check = [&] { return answers.at(checks++); };
+    auto waited = train::wait_until_ready(wait);
+    REQUIRE(waited.ok());
+    CHECK(*waited == 4);
+  }
 }
 
 namespace {

@@ -67,6 +67,19 @@ TEST_CASE("GPU kernels where built cover pooling and the convolutions as one fam
   CHECK(registry.has("Conv2DBackpropFilter", "GPU", dtype::float32) == forward);
 }
 
+TEST_CASE("GPU kernels where built cover Transpose, Shape, Size and Rank for every dtype",
+          "[cuda][registry]") {
+  auto& registry = kernel_registry::global();
+  if (!registry.has("MatMul", "GPU", dtype::float32))
+    return; // a build without CUDA
+  for (auto type : all_dtypes())
+    for (const char* op : {"Transpose", "Shape", "Size", "Rank"}) {
+      INFO(op << " " << to_string(type));
+      // Without a GPU Shape, placement would put it on the CPU and copy its whole input there.
+      CHECK(registry.has(op, "GPU", type));
+    }
+}
+
 TEST_CASE("making a CUDA device where there is none says why", "[cuda][registry]") {
   if (gpu_count() > 0)
     return; // a GPU machine makes one (the kernel tests use it)

@@ -88,15 +88,19 @@ def test_indexing_and_slicing_match_numpy():
     m = tf.constant(m_np)
     cases = [(m[1], m_np[1]), (m[-1], m_np[-1]), (m[1:3], m_np[1:3]), (m[:, 2], m_np[:, 2]),
              (m[::2, 1:5:2], m_np[::2, 1:5:2]), (m[2, -2], m_np[2, -2]),
-             (m[tf.constant(3)], m_np[3])]
+             (m[tf.constant(3)], m_np[3]), (m[..., 1], m_np[..., 1]), (m[1, ...], m_np[1, ...]),
+             (m[:, tf.newaxis], m_np[:, None]), (m[None, 1:3], m_np[None, 1:3]),
+             (m[..., ::-2, None], m_np[..., ::-2, None]), (m[...], m_np)]
     for tensor, expected in cases:
         value = evaluate(tensor)
         np.testing.assert_array_equal(value, expected)
         assert tensor.shape.as_list() == list(expected.shape)
     with pytest.raises(ValueError, match="out of bounds"):
         m[4]
-    with pytest.raises(TypeError, match="newaxis"):
-        m[..., 1]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        m[..., 1, ...]
+    with pytest.raises(ValueError, match="rank"):
+        tf.placeholder(tf.float32)[..., 0]
 
 
 def test_variables_take_part_in_operators_through_their_value():

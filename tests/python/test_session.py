@@ -157,11 +157,40 @@ def test_a_target_actorflow_cannot_use_is_an_error_quoting_it(target):
         tf.Session(target)
 
 
-def test_run_options_are_refused_rather_than_ignored():
+def test_run_options_it_cannot_honour_are_refused_rather_than_ignored():
     a = tf.constant(1.0)
     with tf.Session() as sess:
-        with pytest.raises(ValueError, match="options"):
+        with pytest.raises(TypeError, match="options"):
             sess.run(a, options=object())
+        with pytest.raises(TypeError, match="run_metadata"):
+            sess.run(a, run_metadata={})
+        for field, value in [("timeout_in_ms", 100), ("output_partition_graphs", True),
+                             ("inter_op_thread_pool", 1)]:
+            with pytest.raises(ValueError, match=field):
+                sess.run(a, options=tf.RunOptions(**{field: value}))
+        # A refused step leaves the session usable.
+        assert sess.run(a, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)) == 1.0
+    with pytest.raises(AttributeError, match="no field 'timeout'"):
+        tf.RunOptions(timeout=5)
+
+
+def test_run_metadata_gets_the_steps_times():
+    x = tf.constant(np.ones((300, 300), np.float32))
+    product = tf.matmul(x, x)
+    metadata = tf.RunMetadata()
+    assert metadata.step_stats.total_seconds == 0.0
+    with tf.Session() as sess:
+        value = sess.run(product, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+                         run_metadata=metadata)
+        stats = metadata.step_stats
+        assert value[0, 0] == 300.0
+        assert stats.total_seconds >= stats.execution_seconds > 0.0
+        assert stats.dev_stats == [] and metadata.partition_graphs == []
+        # Without options too; each step overwrites the times.
+        sess.run(tf.constant(2.0), run_metadata=metadata)
+        assert 0.0 < metadata.step_stats.total_seconds
+    metadata.Clear()
+    assert metadata.step_stats.total_seconds == 0.0
 
 
 def test_steps_release_the_gil():

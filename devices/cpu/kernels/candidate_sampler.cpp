@@ -24,6 +24,8 @@ public:
       log_range_(std::log1p(static_cast<double>(range_))),
       generator_(make_generator(n.attr_or<std::int64_t>("seed", 0), n.attr_or<std::int64_t>("seed2", 0))) {}
 
+  bool keeps_state() const override { return true; }
+
   void compute(kernel_context& ctx) override {
     if (!check_input(ctx, 0, dtype::int64))
       return;

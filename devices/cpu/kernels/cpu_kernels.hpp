@@ -36,5 +36,7 @@ void register_hash_embedding_kernels(kernel_registry& registry); // HashEmbeddin
 void register_sparse_kernels(kernel_registry& registry);     // IndexedSlices, Unique, UnsortedSegmentSum(Like), _DeduplicateSlices, Scatter*, SparseApply*
 void register_candidate_sampler_kernels(kernel_registry& registry); // LogUniformCandidateSampler, SigmoidCrossEntropyWithLogits, _AccidentalHitMask
 void register_gradient_kernels(kernel_registry& registry);   // AddN, ReluGrad, SigmoidGrad, TanhGrad, SumToShapeOf, BroadcastToShapeOf, ReshapeLike, OnesLike, ZerosLike
+void register_transpose_kernels(kernel_registry& registry);  // Transpose
+void register_shape_kernels(kernel_registry& registry);      // Shape, Size, Rank
 
 } // namespace actorflow

@@ -1,7 +1,9 @@
 // RandomUniform ([0, 1)), RandomStandardNormal, TruncatedNormal (|x| < 2): attrs shape, dtype,
 // seed, seed2. With either seed set the sequence is reproducible; with both 0 it comes from
 // std::random_device. The generator lives in the kernel, so each run continues the sequence
-// and draws new numbers; a mutex guards it because steps may run the kernel concurrently.
+// and draws new numbers; the kernel keeps_state(), so every run signature of a session shares
+// it (a new signature does not replay the sequence); a mutex guards it because steps may run
+// the kernel concurrently.
 //
 // The distributions are written out here (bits to [0,1), Box-Muller) rather than taken from
 // <random>, whose distributions differ between standard libraries: a seed then means the same
@@ -25,6 +27,7 @@ template <class T, distribution kind>
 class random_kernel : public op_kernel {
 public:
   bool is_expensive() const override { return true; }
+  bool keeps_state() const override { return true; }
   random_kernel(const node& n, tensor_shape shape)
     : op_kernel(n), shape_(std::move(shape)),
       generator_(make_generator(n.attr_or<std::int64_t>("seed", 0),

@@ -34,6 +34,8 @@ void register_cpu_kernels(kernel_registry& registry) {
   register_gradient_kernels(registry);
   register_all_reduce_kernels(registry);
   register_control_flow_kernels(registry);
+  register_transpose_kernels(registry);
+  register_shape_kernels(registry);
 }
 
 } // namespace actorflow

@@ -104,6 +104,7 @@ public:
       key_(make_key(n.attr_or<std::int64_t>("seed", 0), n.attr_or<std::int64_t>("seed2", 0))) {}
 
   bool is_expensive() const override { return true; }
+  bool keeps_state() const override { return true; }
 
   static result<std::unique_ptr<op_kernel>> make(const node& n) {
     auto shape = concrete_shape_attr(n, "shape");

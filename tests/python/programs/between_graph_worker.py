@@ -2,7 +2,8 @@
 tasks (replica_device_setter), MonitoredTrainingSession with StopAtStepHook, the chief
 checkpointing; with --sync, SyncReplicasOptimizer rounds of both workers' gradients.
     between_graph_worker.py --cluster JSON --task N --steps S --checkpoint-dir D [--sync]
-Prints one JSON line: the task, its global step at the end, its steps, first and last losses."""
+Prints one JSON line: the task, its global step at the end, its steps, its very first loss, and
+its first and last losses (means of five)."""
 
 import argparse
 import json
@@ -76,6 +77,7 @@ with tf.train.MonitoredTrainingSession(master=server.target, is_chief=args.task 
         losses.append(float(value))
 print(json.dumps({"task": args.task, "global_step": int(sess.global_step()), "steps": len(losses),
                   "hook_steps": recorder.steps,
+                  "initial_loss": losses[0],
                   "first_loss": float(np.mean(losses[:5])),
                   "last_loss": float(np.mean(losses[-5:]))}), flush=True)
 server.stop()
