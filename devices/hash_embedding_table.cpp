@@ -8,13 +8,6 @@ namespace actorflow {
 
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 /// A uniform double in [0, 1) from (seed, id, counter).
 double unit(std::uint64_t seed, std::int64_t id, std::uint64_t counter) {
   auto h = splitmix64(splitmix64(splitmix64(seed) ^ static_cast<std::uint64_t>(id)) ^ counter);

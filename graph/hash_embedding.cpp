@@ -87,12 +87,15 @@ output table_op(const char* op, const output& table, std::vector<output> inputs,
 
 } // namespace
 
-std::int64_t hash_shard_of(std::int64_t id, std::int64_t shards) {
-  auto x = static_cast<std::uint64_t>(id) + 0x9e3779b97f4a7c15ULL;
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return static_cast<std::int64_t>(x % static_cast<std::uint64_t>(shards));
+  return x ^ (x >> 31);
+}
+
+std::int64_t hash_shard_of(std::int64_t id, std::int64_t shards) {
+  return static_cast<std::int64_t>(splitmix64(static_cast<std::uint64_t>(id)) % static_cast<std::uint64_t>(shards));
 }
 
 bool is_hash_table(const variable& v) {

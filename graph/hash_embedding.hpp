@@ -61,6 +61,10 @@ struct hash_embedding {
   std::vector<output> sizes() const;
 };
 
+/// splitmix64's finaliser (Steele, Lea and Flood 2014): a cheap bijective mix of 64 bits, the one
+/// hash behind the tables' routing and initial rows (and the synthetic click log's draws).
+std::uint64_t splitmix64(std::uint64_t x);
+
 /// The shard of `id` among `shards`: splitmix64(id) mod shards, so consecutive ids spread.
 std::int64_t hash_shard_of(std::int64_t id, std::int64_t shards);
 

@@ -1,5 +1,7 @@
 #include "train/click_log.hpp"
 
+#include "graph/hash_embedding.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -8,12 +10,7 @@ namespace actorflow::train {
 
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+std::uint64_t mix(std::uint64_t x) { return splitmix64(x); }
 
 std::uint64_t hash_of(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0) {
   return mix(mix(mix(a) ^ b) ^ c);
