@@ -1,7 +1,9 @@
 #include "actors/saver.hpp"
 
+#include "graph/hash_embedding.hpp"
 #include "graph/ops.hpp"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -15,11 +17,39 @@ std::string describe(dtype type, const tensor_shape& shape) {
   return std::string{to_string(type)} + shape.to_string();
 }
 
+/// The checkpoint entries of a hash table shard, in export order.
+const char* const table_parts[] = {"-keys", "-rows", "-last_steps", "-candidates", "-counts"};
+const dtype table_part_types[] = {dtype::int64, dtype::float32, dtype::int64, dtype::int64, dtype::int64};
+
+/// Floats per row of a table node's export: its dim for the value and for each slot it lists.
+std::int64_t table_width(const node& table) {
+  auto dim = table.attr_or<std::int64_t>("dim", 1);
+  auto slots = table.attr_or<std::string>("slots", "");
+  auto count = slots.empty() ? 0 : 1 + static_cast<std::int64_t>(std::count(slots.begin(), slots.end(), ','));
+  return dim * (1 + count);
+}
+
 } // namespace
 
-saver::saver(graph& g, std::vector<variable> vars)
-  : vars_(vars.empty() ? g.global_variables() : std::move(vars)) {
+saver::saver(graph& g, std::vector<variable> vars) {
+  if (vars.empty()) {
+    vars_ = g.global_variables();
+    for (int id = 0; id < static_cast<int>(g.size()); ++id)
+      if (g.at(id).op == "HashEmbeddingTable")
+        tables_.push_back(g.output_of(id));
+  } else {
+    for (auto& v : vars)
+      if (is_hash_table(v))
+        tables_.push_back(v.ref);
+      else
+        vars_.push_back(v);
+  }
   std::set<std::string> seen;
+  for (auto& t : tables_)
+    if (!seen.insert(t.name()).second) {
+      status_ = make_error(errc::invalid_argument, "saver: hash table " + quoted(t.name()) + " is listed twice");
+      return;
+    }
   for (std::size_t i = 0; i < vars_.size(); ++i) {
     auto& v = vars_[i];
     if (!v.ref.valid() || v.ref.owner != &g) {
@@ -40,6 +70,14 @@ saver::saver(graph& g, std::vector<variable> vars)
     restore_values_.push_back(value);
     assigns.push_back(ops::assign(v, value, "restore"));
   }
+  for (auto& t : tables_) {
+    table_exports_.push_back(ops::hash_embedding_export(t, "export"));
+    std::vector<output> values;
+    for (std::size_t k = 0; k < 5; ++k)
+      values.push_back(ops::placeholder(g, table_part_types[k], tensor_shape::unknown(), "restore_table"));
+    table_restore_values_.push_back(values);
+    assigns.push_back(ops::hash_embedding_import(t, values, "restore"));
+  }
   restore_all_ = ops::group(g, assigns, "restore_all");
 }
 
@@ -50,6 +88,8 @@ result<checkpoint_entries> saver::values(session& s) const {
   fetches.reserve(vars_.size());
   for (auto& v : vars_)
     fetches.push_back(v.ref);
+  for (auto& exported : table_exports_)
+    fetches.insert(fetches.end(), exported.begin(), exported.end());
   checkpoint_entries entries;
   if (fetches.empty())
     return entries;
@@ -64,6 +104,9 @@ result<checkpoint_entries> saver::values(session& s) const {
                           " is uninitialised");
     entries.emplace(vars_[i].name(), std::move(values->at(i)));
   }
+  for (std::size_t t = 0; t < tables_.size(); ++t)
+    for (std::size_t k = 0; k < 5; ++k)
+      entries.emplace(tables_[t].name() + table_parts[k], std::move(values->at(vars_.size() + 5 * t + k)));
   return entries;
 }
 
@@ -108,6 +151,40 @@ status saver::restore(session& s, const checkpoint_data& data, const std::string
                           (value.is_initialized() ? describe(value.type(), value.shape())
                                                   : std::string{"no value"}));
     feeds.emplace_back(restore_values_[i], value);
+  }
+  for (std::size_t t = 0; t < tables_.size(); ++t) {
+    auto& table = tables_[t];
+    std::vector<const tensor*> parts;
+    for (std::size_t k = 0; k < 5; ++k) {
+      auto entry = data.entries.find(table.name() + table_parts[k]);
+      if (entry == data.entries.end())
+        return make_error(errc::not_found, "saver: cannot restore from " + source +
+                                             ": it has no " + table_parts[k] + " of hash table " +
+                                             quoted(table.name()));
+      auto& value = entry->second;
+      auto rank = k == 1 ? 2 : 1;
+      if (!value.is_initialized() || value.type() != table_part_types[k] || value.shape().rank() != rank)
+        return make_error(errc::invalid_argument,
+                          "saver: cannot restore from " + source + ": the " + table_parts[k] +
+                            " of hash table " + quoted(table.name()) + " should be a " +
+                            to_string(table_part_types[k]) + " tensor of rank " + std::to_string(rank) +
+                            ", got " + (value.is_initialized() ? describe(value.type(), value.shape())
+                                                               : std::string{"no value"}));
+      parts.push_back(&value);
+    }
+    auto width = table_width(table.producer());
+    auto n = parts[0]->shape().dim(0);
+    if (parts[1]->shape().dim(0) != n || parts[1]->shape().dim(1) != width ||
+        parts[2]->shape().dim(0) != n || parts[3]->shape().dim(0) != parts[4]->shape().dim(0))
+      return make_error(errc::invalid_argument,
+                        "saver: cannot restore from " + source + ": hash table " + quoted(table.name()) +
+                          " takes " + std::to_string(width) + " floats a row (its dim and slots), the "
+                          "checkpoint holds " + std::to_string(n) + " keys with rows " +
+                          parts[1]->shape().to_string() + ", last steps " + parts[2]->shape().to_string() +
+                          " and " + parts[3]->shape().to_string() + " candidates with counts " +
+                          parts[4]->shape().to_string());
+    for (std::size_t k = 0; k < 5; ++k)
+      feeds.emplace_back(table_restore_values_[t][k], *parts[k]);
   }
   if (feeds.empty())
     return {};

@@ -4,7 +4,10 @@
 ///   checkpoint_manager m{"/tmp/run1", 3};
 ///   AF_RETURN_IF_ERROR(s.save(sess, m, step));    // one session.run fetches every variable
 ///   if (auto p = m.latest()) AF_RETURN_IF_ERROR(s.restore(sess, *p));
-/// Checkpoint entries are keyed by the variable's node name ("layer1/weights").
+/// Checkpoint entries are keyed by the variable's node name ("layer1/weights"); a hash embedding
+/// shard (graph/hash_embedding.hpp) "users/part_0" is saved as five entries, "users/part_0-keys",
+/// "-rows" (value and slots), "-last_steps", "-candidates" and "-counts", taken in the same run as
+/// the variables, so one checkpoint file holds one moment of everything.
 
 #include "actors/session.hpp"
 #include "graph/graph.hpp"
@@ -24,8 +27,9 @@ namespace actorflow {
 
 class saver {
 public:
-  /// Saves and restores `vars`, by default every global variable `g` has now (variables made
-  /// later are not included). Adds to `g`, inside a name scope "save", one placeholder and one
+  /// Saves and restores `vars`, by default every global variable and every hash embedding
+  /// shard `g` has now (those made later are not included); a hash table shard in `vars`
+  /// (hash_embedding::variables()) is saved as a table. Adds to `g`, inside a name scope "save", one placeholder and one
   /// Assign per variable and a NoOp grouping the assigns; do this before a session runs the
   /// graph. A malformed list (a variable without a node, one listed twice) is reported by
   /// status() and by every save and restore. `g` must outlive the saver.
@@ -34,8 +38,10 @@ public:
   /// Ok, or what is wrong with the variable list.
   const actorflow::status& status() const { return status_; }
 
-  /// The variables this saver handles, in the order given.
+  /// The variables this saver handles, in the order given (hash tables not included).
   const std::vector<variable>& variables() const { return vars_; }
+  /// The hash embedding shards it handles (their table nodes).
+  const std::vector<output>& tables() const { return tables_; }
 
   /// The current values of the variables, fetched in one run of `s`. Fails (naming the
   /// variable) when one is uninitialised.
@@ -59,6 +65,10 @@ private:
   std::vector<variable> vars_;
   /// Per variable: the placeholder that takes the restored value.
   std::vector<output> restore_values_;
+  /// Per hash table shard: its export's five outputs, and the placeholders its import takes.
+  std::vector<output> tables_;
+  std::vector<std::vector<output>> table_exports_;
+  std::vector<std::vector<output>> table_restore_values_;
   /// Runs every restore assign.
   output restore_all_;
   actorflow::status status_;

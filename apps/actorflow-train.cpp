@@ -70,7 +70,7 @@ int run(int argc, char** argv) {
   if (!o.job.empty() || (o.cluster.empty() && o.target.empty() && !o.local &&
                          std::getenv("TF_CONFIG") != nullptr)) {
     // Between-graph: --cluster/--job/--task, or TF_CONFIG (which --job/--task may override).
-    if (o.model == "linreg" || o.model == "word2vec") {
+    if (o.model == "linreg" || o.model == "word2vec" || o.model == "wide-deep") {
       std::cerr << "actorflow-train: between-graph training runs a classifier (--model mlp, cnn or rnn)\n";
       return 2;
     }
@@ -128,6 +128,8 @@ int run(int argc, char** argv) {
     return *failed;
   if (o.model == "word2vec")
     return run_word2vec(o, *where);
+  if (o.model == "wide-deep")
+    return run_wide_deep(o, *where);
   return o.model == "linreg" ? run_linreg(o, *where) : run_mlp(o, *where);
 }
 

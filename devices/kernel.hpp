@@ -26,6 +26,7 @@ namespace actorflow {
 class commit_gate;
 class metric_counter;
 class device;
+class hash_embedding_table;
 class memory_budget;
 class thread_pool;
 class op_kernel;
@@ -60,6 +61,9 @@ struct variable_state {
   /// Counts the updates for the process's metrics while a shard actor serves the variable
   /// (actorflow_shard_updates_total); null otherwise. Guarded by `mutex`.
   metric_counter* update_counter = nullptr;
+  /// Set when this is a hash embedding's table shard (devices/hash_embedding_table.hpp), made by
+  /// its HashEmbeddingTable kernel; `value` then stays empty. Guarded by `mutex`.
+  std::shared_ptr<hash_embedding_table> table;
 
   /// One update applied (under `mutex`): the version goes up, and update_counter when set.
   /// Returns the new version. Every update of the value goes through here.

@@ -466,7 +466,7 @@ void register_standard_gradients(gradient_registry& r) {
   for (auto op : {"ArgMax", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                   "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
                   "OnesLike", "ZerosLike", "_Send", "_Recv", "ApplyGradientDescent",
-                  "ApplyMomentum", "ApplyAdam", "ApplyAdagrad", "Less", "LessEqual", "Greater",
+                  "ApplyMomentum", "ApplyAdam", "ApplyAdagrad", "ApplyFtrl", "ApplyFtrlV2", "Less", "LessEqual", "Greater",
                   "GreaterEqual", "LogicalAnd", "LogicalNot", "LoopCond", "StackPush", "StackPop"})
     r.add_not_differentiable(op);
 }

@@ -7,6 +7,7 @@
 #include "graph/optimizers.hpp"
 
 #include "graph/gradients.hpp"
+#include "graph/hash_embedding.hpp"
 #include "graph/ops.hpp"
 #include "graph/sparse_ops.hpp"
 
@@ -60,6 +61,47 @@ output dense_where_applied(graph& g, const output& grad) {
     return grad;
   auto rows = unique_rows(grad);
   return ops::indexed_slices(rows->second, rows->first, slices->dense_shape, "densified");
+}
+
+/// The update of a hash table shard (graph/hash_embedding.hpp) by `op` from a sparse gradient's
+/// deduplicated rows: inputs table, `before`, rows, ids, `after`. The table's node lists the
+/// `slots` it keeps beside each row (name, initial value), so that a table restored before its
+/// first update lays out their columns. A dense gradient is an error: a table has no dense form.
+output hash_table_update(graph& g, const std::string& op, const variable& table, const output& grad,
+                         const std::vector<output>& before, const std::vector<output>& after,
+                         const std::vector<std::pair<std::string, double>>& slots,
+                         std::map<std::string, attr_value> attrs = {}) {
+  auto rows = unique_rows(grad);
+  if (!rows) {
+    g.record_error(make_error(errc::invalid_argument, op + ": the gradient of hash table '" +
+                                                        table.name() + "' is dense ('" +
+                                                        grad.tensor_name() + "'); it must be sparse"));
+    return {};
+  }
+  auto& table_node = g.at(table.ref.node_id);
+  auto listed = table_node.attr_or<std::string>("slots", "");
+  for (auto& [name, initial] : slots)
+    if (("," + listed).find("," + name + "=") == std::string::npos)
+      listed += (listed.empty() ? "" : ",") + name + "=" + std::to_string(initial);
+  table_node.attrs["slots"] = listed;
+  std::vector<output> inputs{table.ref};
+  inputs.insert(inputs.end(), before.begin(), before.end());
+  inputs.push_back(rows->second);
+  inputs.push_back(rows->first);
+  inputs.insert(inputs.end(), after.begin(), after.end());
+  attrs["variable"] = table.name();
+  attrs["colocate_with"] = table.name();
+  if (auto* dim = table_node.attr<std::int64_t>("dim"))
+    attrs["dim"] = *dim;
+  return ops::make(g, op, op, std::move(inputs), std::move(attrs));
+}
+
+/// The error for an optimizer with no hash table update; an invalid output.
+output no_hash_table_update(graph& g, const char* optimizer, const variable& table) {
+  g.record_error(make_error(errc::unimplemented, std::string{optimizer} + " cannot update hash table '" +
+                                                   table.name() + "' (gradient descent, Adagrad "
+                                                   "and FTRL can)"));
+  return {};
 }
 
 /// A NoOp named exactly as the current name scope (TF names the train op after its scope),
@@ -167,6 +209,11 @@ output gradient_descent_optimizer::apply_gradients(
   for (auto& [grad, var] : pairs) {
     auto update_scope = g.name_scope("update_" + var.name());
     auto colocation = g.colocate_with(var.ref);
+    if (is_hash_table(var)) {
+      auto lr = ops::scalar_like(g, dtype::float32, learning_rate_, "learning_rate");
+      updates.push_back(hash_table_update(g, "HashEmbeddingApplyGradientDescent", var, grad, {lr}, {}, {}));
+      continue;
+    }
     auto type = var.ref.type();
     auto alpha = ops::scalar_like(g, type, learning_rate_, "learning_rate");
     if (auto rows = unique_rows(grad)) {
@@ -186,8 +233,11 @@ output momentum_optimizer::apply_gradients(
     return output{};
   auto& g = *gp;
   std::vector<variable> accumulators;
-  for (auto& pair : pairs)
+  for (auto& pair : pairs) {
+    if (is_hash_table(pair.second))
+      return no_hash_table_update(g, "MomentumOptimizer", pair.second);
     accumulators.push_back(make_slot(pair.second, "Momentum"));
+  }
   auto scope = g.name_scope(name.empty() ? "Momentum" : name);
   std::vector<output> updates;
   for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -217,13 +267,22 @@ output adagrad_optimizer::apply_gradients(
   auto& g = *gp;
   std::vector<variable> accumulators;
   for (auto& pair : pairs)
-    accumulators.push_back(make_slot(pair.second, "Adagrad", initial_accumulator_value_));
+    accumulators.push_back(is_hash_table(pair.second)
+                             ? variable{}
+                             : make_slot(pair.second, "Adagrad", initial_accumulator_value_));
   auto scope = g.name_scope(name.empty() ? "Adagrad" : name);
   std::vector<output> updates;
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     auto& [grad, var] = pairs[i];
     auto update_scope = g.name_scope("update_" + var.name());
     auto colocation = g.colocate_with(var.ref);
+    if (is_hash_table(var)) {
+      auto lr = ops::scalar_like(g, dtype::float32, learning_rate_, "learning_rate");
+      updates.push_back(hash_table_update(g, "HashEmbeddingApplyAdagrad", var, grad, {lr}, {},
+                                          {{"Adagrad", initial_accumulator_value_}},
+                                          {{"initial_accumulator_value", initial_accumulator_value_}}));
+      continue;
+    }
     auto lr = ops::scalar_like(g, var.ref.type(), learning_rate_, "learning_rate");
     if (auto rows = unique_rows(grad)) {
       updates.push_back(apply_op(g, "SparseApplyAdagrad", var, {accumulators[i]},
@@ -243,6 +302,8 @@ output adam_optimizer::apply_gradients(
   auto& g = *gp;
   std::vector<std::pair<variable, variable>> moments;
   for (auto& pair : pairs) {
+    if (is_hash_table(pair.second))
+      return no_hash_table_update(g, "AdamOptimizer", pair.second);
     auto m = make_slot(pair.second, "Adam");
     auto v = make_slot(pair.second, "Adam");
     moments.emplace_back(m, v);
@@ -294,6 +355,74 @@ output adam_optimizer::apply_gradients(
     finish.push_back(ops::assign(beta2_power, next_beta2, "Assign_1"));
   }
   return group_named_after_scope(g, finish);
+}
+
+output ftrl_optimizer::apply_gradients(const std::vector<gradient_and_variable>& all_pairs,
+                                       const std::string& name) {
+  auto [gp, pairs] = usable_pairs(all_pairs);
+  if (gp == nullptr)
+    return output{};
+  auto& g = *gp;
+  // TF1's FtrlOptimizer refuses these when it is made; here, when its update is built.
+  auto refuse = [&](const std::string& what, double value) {
+    g.record_error(make_error(errc::invalid_argument, "FtrlOptimizer: " + what + ", got " +
+                                                        std::to_string(value)));
+    return output{};
+  };
+  if (!(learning_rate_ > 0))
+    return refuse("learning_rate must be positive", learning_rate_);
+  if (!(learning_rate_power_ <= 0))
+    return refuse("learning_rate_power must be zero or negative", learning_rate_power_);
+  if (!(initial_accumulator_value_ >= 0))
+    return refuse("initial_accumulator_value must be zero or positive", initial_accumulator_value_);
+  if (!(l1_ >= 0) || !(l2_ >= 0) || !(l2_shrinkage_ >= 0))
+    return refuse("l1, l2 and l2_shrinkage must be zero or positive", std::min({l1_, l2_, l2_shrinkage_}));
+  std::vector<std::pair<variable, variable>> slots;
+  for (auto& pair : pairs) {
+    if (is_hash_table(pair.second)) {
+      slots.emplace_back();
+      continue;
+    }
+    auto accum = make_slot(pair.second, "Ftrl", initial_accumulator_value_);
+    auto linear = make_slot(pair.second, "Ftrl");
+    slots.emplace_back(accum, linear);
+  }
+  auto scope = g.name_scope(name.empty() ? "Ftrl" : name);
+  const bool v2 = l2_shrinkage_ != 0;
+  std::vector<output> updates;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    auto& [grad, var] = pairs[i];
+    auto update_scope = g.name_scope("update_" + var.name());
+    auto colocation = g.colocate_with(var.ref);
+    auto type = is_hash_table(var) ? dtype::float32 : var.ref.type();
+    std::vector<output> hyper{ops::scalar_like(g, type, learning_rate_, "learning_rate"),
+                              ops::scalar_like(g, type, l1_, "l1_regularization_strength"),
+                              ops::scalar_like(g, type, l2_, "l2_regularization_strength")};
+    if (v2)
+      hyper.push_back(ops::scalar_like(g, type, l2_shrinkage_, "l2_shrinkage_regularization_strength"));
+    hyper.push_back(ops::scalar_like(g, type, learning_rate_power_, "learning_rate_power"));
+    if (is_hash_table(var)) {
+      // Its update takes l2_shrinkage always (0: V1's arithmetic).
+      if (!v2)
+        hyper.insert(hyper.end() - 1, ops::scalar_like(g, type, 0.0, "l2_shrinkage_regularization_strength"));
+      updates.push_back(hash_table_update(g, "HashEmbeddingApplyFtrl", var, grad, {}, hyper,
+                                          {{"Ftrl", initial_accumulator_value_}, {"Ftrl_1", 0.0}},
+                                          {{"initial_accumulator_value", initial_accumulator_value_}}));
+      continue;
+    }
+    std::vector<output> inputs;
+    std::string op;
+    if (auto rows = unique_rows(grad)) {
+      inputs = {rows->second, rows->first};
+      op = v2 ? "SparseApplyFtrlV2" : "SparseApplyFtrl";
+    } else {
+      inputs = {grad};
+      op = v2 ? "ApplyFtrlV2" : "ApplyFtrl";
+    }
+    inputs.insert(inputs.end(), hyper.begin(), hyper.end());
+    updates.push_back(apply_op(g, op, var, {slots[i].first, slots[i].second}, inputs));
+  }
+  return group_named_after_scope(g, updates);
 }
 
 } // namespace actorflow

@@ -102,4 +102,25 @@ private:
   bool lazy_;
 };
 
+/// TF1's FtrlOptimizer (FTRL-Proximal, McMahan et al. 2013; devices/ftrl.hpp has the update):
+/// slots "<var>/Ftrl" (the accumulator, starting at initial_accumulator_value) and "<var>/Ftrl_1"
+/// (linear, zeros). ApplyFtrl, or ApplyFtrlV2 when l2_shrinkage is not 0; a sparse gradient (an
+/// embedding's) goes to SparseApplyFtrl(V2), deduplicated, applied to its rows only. Invalid
+/// hyperparameters (learning_rate <= 0, learning_rate_power > 0, a negative initial accumulator or
+/// regularisation strength) are recorded as the graph's error when the update is built.
+class ftrl_optimizer : public optimizer {
+public:
+  explicit ftrl_optimizer(double learning_rate, double learning_rate_power = -0.5,
+                          double initial_accumulator_value = 0.1, double l1 = 0, double l2 = 0,
+                          double l2_shrinkage = 0)
+    : learning_rate_(learning_rate), learning_rate_power_(learning_rate_power),
+      initial_accumulator_value_(initial_accumulator_value), l1_(l1), l2_(l2),
+      l2_shrinkage_(l2_shrinkage) {}
+  output apply_gradients(const std::vector<gradient_and_variable>& pairs,
+                         const std::string& name = "") override;
+
+private:
+  double learning_rate_, learning_rate_power_, initial_accumulator_value_, l1_, l2_, l2_shrinkage_;
+};
+
 } // namespace actorflow

@@ -33,7 +33,7 @@ struct replica_device_setter_options {
   /// False: a node that already requests any device keeps that request untouched.
   bool merge_devices = true;
   /// Ops that live on the parameter servers.
-  std::vector<std::string> ps_ops = {"VariableV2"};
+  std::vector<std::string> ps_ops = {"VariableV2", "HashEmbeddingTable"};
   /// Picks the ps task of each ps op; empty means round-robin 0, 1, ..., ps_tasks-1, 0, ...
   /// It is called only for ps ops whose request names no job or the ps job (as in TF), once
   /// per node, from the thread building the graph.

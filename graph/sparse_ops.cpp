@@ -10,6 +10,9 @@
 //   SparseApplyAdagrad(var, accum, lr, grad [n, ...], indices [n])
 //   SparseApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
 //                   grad [n, ...], indices [n])             lazy: only the rows named
+//   SparseApplyFtrl(var, accum, linear, grad [n, ...], indices [n], lr, l1, l2, lr_power)
+//   SparseApplyFtrlV2(var, accum, linear, grad [n, ...], indices [n], lr, l1, l2, l2_shrinkage,
+//                     lr_power)                                TF's input orders
 //   DynamicPartition(data [n, ...], partitions [n])   attr num_partitions; that many outputs
 //   DynamicStitch(indices_0..N-1, data_0..N-1)         attr N
 //   _EmbeddingShardIds(ids [m])                        attrs strategy, num_shards, total_rows;
@@ -19,6 +22,7 @@
 #include "graph/sparse_ops.hpp"
 
 #include "graph/gradients.hpp"
+#include "graph/hash_embedding.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/ops.hpp"
 
@@ -278,6 +282,20 @@ void register_sparse_ops(op_registry& r) {
         return error("SparseApplyAdam: a moment differs from the variable " + c.input_shapes[0].to_string());
     return status{};
   }, {1, 2});
+  for (auto [op, inputs] : {std::pair<const char*, int>{"SparseApplyFtrl", 9}, {"SparseApplyFtrlV2", 10}})
+    update(op, inputs, [inputs = inputs](shape_context& c) {
+      std::vector<int> scalars;
+      for (int i = 5; i < inputs; ++i)
+        scalars.push_back(i);
+      AF_RETURN_IF_ERROR(sparse_update(c, 3, 4, scalars));
+      for (std::size_t slot : {1, 2})
+        if (c.input_types[slot] != c.input_types[0] ||
+            !c.input_shapes[slot].is_compatible_with(c.input_shapes[0]))
+          return error(c.n.op + ": " + (slot == 1 ? "accum " : "linear ") +
+                       c.input_shapes[slot].to_string() + " differs from the variable " +
+                       c.input_shapes[0].to_string());
+      return status{};
+    }, {1, 2});
   update("SparseApplyMomentum", 6, [](shape_context& c) {
     AF_RETURN_IF_ERROR(sparse_update(c, 3, 4, {2, 5}));
     if (c.input_types[1] != c.input_types[0] ||
@@ -289,13 +307,15 @@ void register_sparse_ops(op_registry& r) {
 }
 
 void register_sparse_gradients(gradient_registry& r) {
+  register_hash_embedding_gradients(r);
   r.add("Gather", gather_grad);
   r.add("IndexedSlices", indexed_slices_grad);
   r.add("UnsortedSegmentSum", unsorted_segment_sum_grad);
   r.add("DynamicStitch", dynamic_stitch_grad);
   for (auto op : {"Unique", "_EmbeddingShardIds", "_DeduplicateSlices", "UnsortedSegmentSumLike", "ScatterAdd",
                   "ScatterSub", "ScatterUpdate", "SparseApplyGradientDescent",
-                  "SparseApplyMomentum", "SparseApplyAdagrad", "SparseApplyAdam"})
+                  "SparseApplyMomentum", "SparseApplyAdagrad", "SparseApplyAdam",
+                  "SparseApplyFtrl", "SparseApplyFtrlV2"})
     r.add_not_differentiable(op);
 }
 
@@ -413,9 +433,55 @@ std::optional<std::vector<std::int64_t>> lookup_shapes(graph& g, const std::stri
   return out;
 }
 
+/// TF's clip_by_norm of each row of `rows` [m, row dims...] (rank `rank`) to `max_norm`:
+/// rows * max_norm / max(norm, max_norm), written with the ops there are: `over` (1 where the
+/// norm exceeds max_norm) picks the scale, and the norm is taken of sum + (1 - over), so a zero
+/// row (never over) neither divides by zero nor takes sqrt's infinite slope at 0.
+output clip_rows(graph& g, output rows, double max_norm, int rank) {
+  if (max_norm <= 0)
+    return rows;
+  std::vector<std::int64_t> axes;
+  for (int i = 1; i < rank; ++i)
+    axes.push_back(i);
+  auto type = rows.type();
+  auto sum = reduce_sum(square(rows), axes, /*keep_dims=*/true, "clip_sum");
+  auto over = cast(greater(sum, max_norm * max_norm), type, "clip_over");
+  auto under = sub(scalar_like(g, type, 1.0, "one"), over, "clip_under");
+  auto norm = sqrt(add(sum, under), "clip_norm");
+  auto scale = add(div(mul(over, scalar_like(g, type, max_norm, "max_norm")), norm), under, "clip_scale");
+  return mul(rows, scale, "clipped");
+}
+
+output lookup_one(const actorflow::variable& params, output ids, double max_norm, const std::string& name);
+output lookup_partitioned(const actorflow::partitioned_variable& params, output ids,
+                          const std::string& partition_strategy, double max_norm,
+                          const std::string& name);
+
 } // namespace
 
 output embedding_lookup(const actorflow::variable& params, output ids, const std::string& name) {
+  return lookup_one(params, ids, 0, name);
+}
+
+output embedding_lookup(const actorflow::variable& params, output ids, double max_norm,
+                        const std::string& name) {
+  return lookup_one(params, ids, max_norm, name);
+}
+
+output embedding_lookup(const actorflow::partitioned_variable& params, output ids,
+                        const std::string& partition_strategy, const std::string& name) {
+  return lookup_partitioned(params, ids, partition_strategy, 0, name);
+}
+
+output embedding_lookup(const actorflow::partitioned_variable& params, output ids,
+                        const std::string& partition_strategy, double max_norm,
+                        const std::string& name) {
+  return lookup_partitioned(params, ids, partition_strategy, max_norm, name);
+}
+
+namespace {
+
+output lookup_one(const actorflow::variable& params, output ids, double max_norm, const std::string& name) {
   auto& g = graph_of(ids);
   auto scope = g.name_scope(name);
   auto out_dims = lookup_shapes(g, params.name(), params.ref.shape(), ids);
@@ -431,15 +497,16 @@ output embedding_lookup(const actorflow::variable& params, output ids, const std
   output rows;
   {
     auto beside_table = g.colocate_with(params.ref);
-    rows = gather(params.read, unique_ids, 0, "Gather");
+    rows = clip_rows(g, gather(params.read, unique_ids, 0, "Gather"), max_norm, params.ref.shape().rank());
   }
   // Where the ids are again: spread back, in the ids' shape.
   auto beside_ids = g.colocate_with(ids);
   return reshape(gather(rows, positions, 0, "Gather_1"), *out_dims, "Reshape_1");
 }
 
-output embedding_lookup(const actorflow::partitioned_variable& params, output ids,
-                        const std::string& partition_strategy, const std::string& name) {
+output lookup_partitioned(const actorflow::partitioned_variable& params, output ids,
+                          const std::string& partition_strategy, double max_norm,
+                          const std::string& name) {
   auto& g = graph_of(ids);
   auto scope = g.name_scope(name);
   if (!params.valid() || params.axis() != 0) {
@@ -472,8 +539,9 @@ output embedding_lookup(const actorflow::partitioned_variable& params, output id
   for (int p = 0; p < n && static_cast<int>(rows_of_shard.size()) == n; ++p) {
     auto& shard = shards[static_cast<std::size_t>(p)];
     auto beside_shard = g.colocate_with(shard.ref);
-    found.push_back(gather(shard.read, rows_of_shard[static_cast<std::size_t>(p)], 0,
-                           "Gather_" + std::to_string(p)));
+    found.push_back(clip_rows(g, gather(shard.read, rows_of_shard[static_cast<std::size_t>(p)], 0,
+                                        "Gather_" + std::to_string(p)),
+                              max_norm, params.shape().rank()));
   }
   if (static_cast<int>(found.size()) != n)
     return {};
@@ -482,6 +550,8 @@ output embedding_lookup(const actorflow::partitioned_variable& params, output id
   auto unique_rows = dynamic_stitch(order_of_shard, found, "DynamicStitch");
   return reshape(gather(unique_rows, positions, 0, "Gather"), *out_dims, "Reshape_1");
 }
+
+} // namespace
 
 } // namespace ops
 

@@ -83,6 +83,15 @@ output embedding_lookup(const actorflow::partitioned_variable& params, output id
                         const std::string& partition_strategy = "mod",
                         const std::string& name = "embedding_lookup");
 
+/// The same with TF's max_norm (> 0): every looked-up row whose L2 norm exceeds it is scaled to
+/// max_norm (clip_by_norm over the row's dims), beside the table, before the rows are spread back;
+/// the gradient goes through the clipping. max_norm <= 0 clips nothing.
+output embedding_lookup(const actorflow::variable& params, output ids, double max_norm,
+                        const std::string& name = "embedding_lookup");
+output embedding_lookup(const actorflow::partitioned_variable& params, output ids,
+                        const std::string& partition_strategy, double max_norm,
+                        const std::string& name = "embedding_lookup");
+
 /// tf.nn.embedding_lookup_sparse: per example (segment) its ids' rows combined, [num_segments,
 /// dim...]. ids [n] and segment_ids [n] (int32 or int64: the example of each id) are TF's sparse
 /// ids (values and the first column of indices); `weights` [n] (float, optional: 1 each) weigh

@@ -1,5 +1,6 @@
 // Definitions and shape inference of the standard ops. Names and attributes follow
 // TensorFlow; graph/ops.hpp documents each one's attributes.
+#include "graph/hash_embedding.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/sampled_losses.hpp"
 #include "graph/shape_ops.hpp"
@@ -301,6 +302,7 @@ void register_standard_ops(op_registry& r) {
   register_gradient_ops(r);
   register_training_ops(r);
   register_sparse_ops(r);
+  register_hash_embedding_ops(r);
   register_sampled_loss_ops(r);
   register_conv_ops(r);
   register_fused_ops(r);

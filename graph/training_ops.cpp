@@ -3,6 +3,8 @@
 //   ApplyMomentum(var, accum, lr, grad, momentum)                       attr use_nesterov
 //   ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad)
 //   ApplyAdagrad(var, accum, lr, grad)
+//   ApplyFtrl(var, accum, linear, grad, lr, l1, l2, lr_power)
+//   ApplyFtrlV2(var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power)   TF's orders
 // Input 0 and the slot inputs (accum; m, v) are variable refs, as for Assign: the kernel finds
 // the variables through attr "variable" (input 0) and attr "slots" (the slot variables' node
 // names, comma-separated, in input order). The output is the variable's updated value.
@@ -80,6 +82,16 @@ void register_training_ops(op_registry& r) {
                         {"var", "m", "v", "beta1_power", "beta2_power", "lr", "beta1", "beta2",
                          "epsilon", "grad"},
                         {1, 2, 9}, {3, 4, 5, 6, 7, 8});
+  }, {1, 2});
+  add("ApplyFtrl", 8, [](shape_context& c) {
+    return check_update(c, {"var", "accum", "linear", "grad", "lr", "l1", "l2", "lr_power"},
+                        {1, 2, 3}, {4, 5, 6, 7});
+  }, {1, 2});
+  add("ApplyFtrlV2", 9, [](shape_context& c) {
+    return check_update(c,
+                        {"var", "accum", "linear", "grad", "lr", "l1", "l2", "l2_shrinkage",
+                         "lr_power"},
+                        {1, 2, 3}, {4, 5, 6, 7, 8});
   }, {1, 2});
 }
 

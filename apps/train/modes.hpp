@@ -15,6 +15,9 @@ int run_mlp(const train_options& o, const training_target& where);
 /// Skip-gram word vectors of a dictionary by a sampled loss (--model word2vec), locally or on
 /// the in-process cluster (the tables on the ps tasks).
 int run_word2vec(const train_options& o, const training_target& where);
+/// Click prediction over hash embeddings (--model wide-deep), locally or on the in-process
+/// cluster (the tables' shards on the ps tasks).
+int run_wide_deep(const train_options& o, const training_target& where);
 /// Between-graph replication: this process is worker `task` of `job`; async, or --sync rounds.
 int run_between_graph(const train_options& o, const cluster_spec& cluster, const std::string& job,
                       int task);

@@ -49,6 +49,9 @@ struct train_options {
   int embedding_dim = 128;
   int num_sampled = 64;
   std::string sampled_loss = "nce";
+  /// wide-deep: each field's ids in the synthetic click log (train/click_log.hpp); its
+  /// embedding_dim defaults to 8.
+  std::int64_t ids_per_field = 100000;
   /// Write a metrics row (and a plain progress line when not on a terminal) every N steps.
   int log_every = 50;
   /// Where to train. A master "caf://host:port" (with `cluster`, data parallel over its ps and

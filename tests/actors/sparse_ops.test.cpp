@@ -389,3 +389,77 @@ TEST_CASE("lazy Adam updates the rows a batch touches only, moments and all, by 
     CHECK(got[at(0)] == table[at(0)]);
   }
 }
+
+TEST_CASE("embedding_lookup with max_norm scales rows longer than it down to it, over one table and a partitioned one, and its gradient matches finite differences", "[actors][sparse][gradients]") {
+  const double max_norm = 1.0;
+  auto table = table_values();
+  auto clipped_row = [&](std::int64_t id) {
+    std::vector<double> row(table.begin() + id * dim, table.begin() + (id + 1) * dim);
+    double norm = 0;
+    for (auto v : row)
+      norm += v * v;
+    norm = std::sqrt(norm);
+    for (auto& v : row)
+      v = norm > max_norm ? v * max_norm / norm : v;
+    return row;
+  };
+  const std::vector<std::int64_t> batch{1, 4, 1, 0};
+  std::vector<double> expected;
+  for (auto id : batch)
+    for (auto v : clipped_row(id))
+      expected.push_back(v);
+  // Rows 4 and 0 are longer than 1 (1.05 and 1.05), row 1 is not (0.54).
+  CHECK(expected[3] != table[4 * dim]);
+  CHECK(expected[0] == table[1 * dim]);
+  {
+    graph g;
+    auto parts = ops::partitioned_variable(g, "table", {rows, dim},
+                                           constant_initializer(tensor::from_vector<double>(table, {rows, dim})),
+                                           fixed_size_partitioner(2), dtype::float64);
+    auto ids = ops::placeholder(g, dtype::int64, tensor_shape{std::vector<std::int64_t>{4}}, "ids");
+    auto looked_up = ops::embedding_lookup(parts, ids, "div", max_norm);
+    INFO(g.status().to_string());
+    REQUIRE(g.status().ok());
+    session s{g};
+    REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+    auto r = s.run({looked_up}, {{ids, ids_of(batch, {4})}});
+    REQUIRE(r.ok());
+    auto got = r->at(0).to_vector<double>();
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      CHECK(got[i] == Approx(expected[i]).margin(1e-12));
+  }
+  lookup_model m{{4}};
+  auto looked_up = ops::embedding_lookup(m.table, m.ids, max_norm);
+  std::vector<double> weights;
+  for (std::int64_t i = 0; i < 4 * dim; ++i)
+    weights.push_back(0.3 * static_cast<double>(i % 5) - 0.5);
+  auto y = ops::reduce_sum(ops::mul(looked_up, ops::constant(m.g, tensor::from_vector<double>(weights, {4, dim}))));
+  auto grad = gradients(y, {m.table.ref})[0];
+  REQUIRE(m.g.status().ok());
+  REQUIRE(as_indexed_slices(grad).has_value());
+  session s{m.g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(m.g)}).ok());
+  feed_list feeds{{m.ids, ids_of(batch, {4})}};
+  auto r = s.run({looked_up, grad}, feeds);
+  REQUIRE(r.ok());
+  auto got = r->at(0).to_vector<double>();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    CHECK(got[i] == Approx(expected[i]).margin(1e-12));
+  auto analytic = r->at(1).to_vector<double>();
+  auto value = ops::placeholder(m.g, dtype::float64, {rows, dim}, "value");
+  auto set = ops::assign(m.table, value);
+  const double h = 1e-6;
+  for (std::int64_t i = 0; i < rows * dim; ++i) {
+    auto at = [&](double delta) {
+      auto shifted = table;
+      shifted[static_cast<std::size_t>(i)] += delta;
+      REQUIRE(s.run_targets({set}, {{value, tensor::from_vector<double>(shifted, {rows, dim})}}).ok());
+      auto out = s.run({y}, feeds);
+      REQUIRE(out.ok());
+      return out->at(0).scalar_value<double>();
+    };
+    INFO("table element " << i);
+    CHECK(analytic[static_cast<std::size_t>(i)] == Approx((at(h) - at(-h)) / (2 * h)).margin(1e-6));
+  }
+}

@@ -1,4 +1,4 @@
-// ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad: the optimizer updates (TensorFlow's
+// ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad, ApplyFtrl(V2): the optimizer updates (TensorFlow's
 // training_ops), for float32 and float64. Input 0 is the variable (attr "variable" names it);
 // the slot inputs (accum; m and v) are variables too (attr "slots": their names, comma-separated,
 // in input order). The kernel holds every updated variable's mutex for the whole update and
@@ -8,9 +8,11 @@
 // devices/variable_update.hpp, shared with the GPU; this file keeps the arithmetic.
 #include "devices/cpu/kernels/kernel_util.hpp"
 #include "devices/device.hpp"
+#include "devices/ftrl.hpp"
 #include "devices/variable_update.hpp"
 
 #include <cmath>
+#include <cstring>
 
 namespace actorflow {
 
@@ -158,6 +160,48 @@ public:
   }
 };
 
+/// FTRL-Proximal (devices/ftrl.hpp): ApplyFtrl(var, accum, linear, grad, lr, l1, l2, lr_power)
+/// and, with `V2`, ApplyFtrlV2(var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power):
+/// TF's input orders.
+template <class T, bool V2>
+class apply_ftrl_kernel : public apply_kernel_base<T, 3> {
+public:
+  using apply_kernel_base<T, 3>::apply_kernel_base;
+
+  void compute(kernel_context& ctx) override {
+    const int inputs = V2 ? 9 : 8;
+    if (ctx.num_inputs() != inputs)
+      return ctx.fail(make_error(errc::invalid_argument, this->op() + " needs " +
+                                                           std::to_string(inputs) + " inputs"));
+    for (int i = 4; i < inputs; ++i)
+      if (!ctx.input(i).is_initialized() || ctx.input(i).type() != dtype_of<T>() ||
+          ctx.input(i).num_elements() != 1)
+        return ctx.fail(make_error(errc::invalid_argument, this->op() + " node '" + this->name() +
+                                                             "': input " + std::to_string(i) +
+                                                             " must be a scalar of the variable's type"));
+    ftrl_parameters<T> p{this->scalar(ctx, 4), this->scalar(ctx, 5), this->scalar(ctx, 6),
+                         V2 ? this->scalar(ctx, 7) : T(0), this->scalar(ctx, inputs - 1)};
+    if (auto checked = check_ftrl_parameters(p, this->op() + " node '" + this->name() + "'"); !checked.ok())
+      return ctx.fail(std::move(checked));
+    std::vector<int> scalars{4, 5, 6, 7};
+    if (V2)
+      scalars.push_back(8);
+    this->run(ctx, {3}, scalars, 20, [&](std::int64_t begin, std::int64_t end, auto& vars) {
+      auto n = end - begin;
+      // ftrl_update works in place: a fresh buffer starts as the old value.
+      for (auto& v : vars)
+        if (v.out != v.in)
+          std::memcpy(v.out + begin, v.in + begin, static_cast<std::size_t>(n) * sizeof(T));
+      ftrl_update(vars[0].out + begin, vars[1].out + begin, vars[2].out + begin,
+                  ctx.input(3).template data<T>() + begin, n, p);
+    });
+  }
+};
+template <class T>
+using apply_ftrl_v1_kernel = apply_ftrl_kernel<T, false>;
+template <class T>
+using apply_ftrl_v2_kernel = apply_ftrl_kernel<T, true>;
+
 } // namespace
 
 void register_apply_kernels(kernel_registry& registry) {
@@ -165,6 +209,8 @@ void register_apply_kernels(kernel_registry& registry) {
   add_typed_kernels<apply_momentum_kernel, float, double>(registry, "ApplyMomentum");
   add_typed_kernels<apply_adam_kernel, float, double>(registry, "ApplyAdam");
   add_typed_kernels<apply_adagrad_kernel, float, double>(registry, "ApplyAdagrad");
+  add_typed_kernels<apply_ftrl_v1_kernel, float, double>(registry, "ApplyFtrl");
+  add_typed_kernels<apply_ftrl_v2_kernel, float, double>(registry, "ApplyFtrlV2");
 }
 
 } // namespace actorflow

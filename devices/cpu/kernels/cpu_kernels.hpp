@@ -32,6 +32,7 @@ void register_random_kernels(kernel_registry& registry);     // RandomUniform, R
 void register_apply_kernels(kernel_registry& registry);      // ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad
 void register_all_reduce_kernels(kernel_registry& registry);  // AllReduce
 void register_control_flow_kernels(kernel_registry& registry); // Switch, Merge, Enter, Exit, NextIteration, LoopCond, LogicalNot, StackPush, StackPop, Gather
+void register_hash_embedding_kernels(kernel_registry& registry); // HashEmbedding*, _HashShardIds
 void register_sparse_kernels(kernel_registry& registry);     // IndexedSlices, Unique, UnsortedSegmentSum(Like), _DeduplicateSlices, Scatter*, SparseApply*
 void register_candidate_sampler_kernels(kernel_registry& registry); // LogUniformCandidateSampler, SigmoidCrossEntropyWithLogits, _AccidentalHitMask
 void register_gradient_kernels(kernel_registry& registry);   // AddN, ReluGrad, SigmoidGrad, TanhGrad, SumToShapeOf, BroadcastToShapeOf, ReshapeLike, OnesLike, ZerosLike

@@ -29,6 +29,7 @@ void register_cpu_kernels(kernel_registry& registry) {
   register_random_kernels(registry);
   register_apply_kernels(registry);
   register_sparse_kernels(registry);
+  register_hash_embedding_kernels(registry);
   register_candidate_sampler_kernels(registry);
   register_gradient_kernels(registry);
   register_all_reduce_kernels(registry);

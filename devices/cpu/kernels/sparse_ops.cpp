@@ -6,6 +6,7 @@
 // shares the stored buffer, the new value is a copy of the old with those rows changed.
 #include "devices/cpu/kernels/kernel_util.hpp"
 #include "devices/device.hpp"
+#include "devices/ftrl.hpp"
 #include "devices/variable_update.hpp"
 
 #include <cmath>
@@ -356,6 +357,41 @@ public:
   }
 };
 
+/// Per row named: FTRL-Proximal (devices/ftrl.hpp), TF's SparseApplyFtrl(var, accum, linear,
+/// grad, indices, lr, l1, l2, lr_power) and, with `V2`, SparseApplyFtrlV2(..., l2, l2_shrinkage,
+/// lr_power). Rows not named keep var, accum and linear.
+template <class T, bool V2>
+class sparse_apply_ftrl_kernel : public sparse_update_base<T, 3> {
+public:
+  using sparse_update_base<T, 3>::sparse_update_base;
+  void compute(kernel_context& ctx) override {
+    const int inputs = V2 ? 10 : 9;
+    if (ctx.num_inputs() != inputs)
+      return ctx.fail(make_error(errc::invalid_argument, this->op() + " needs " +
+                                                           std::to_string(inputs) + " inputs"));
+    std::vector<int> scalars;
+    for (int i = 5; i < inputs; ++i) {
+      if (!ctx.input(i).is_initialized() || ctx.input(i).type() != dtype_of<T>() ||
+          ctx.input(i).num_elements() != 1)
+        return ctx.fail(make_error(errc::invalid_argument, this->op() + " node '" + this->name() +
+                                                             "': input " + std::to_string(i) +
+                                                             " must be a scalar of the variable's type"));
+      scalars.push_back(i);
+    }
+    ftrl_parameters<T> p{this->scalar(ctx, 5), this->scalar(ctx, 6), this->scalar(ctx, 7),
+                         V2 ? this->scalar(ctx, 8) : T(0), this->scalar(ctx, inputs - 1)};
+    if (auto checked = check_ftrl_parameters(p, this->op() + " node '" + this->name() + "'"); !checked.ok())
+      return ctx.fail(std::move(checked));
+    this->run(ctx, 3, 4, scalars, [&p](std::int64_t at, const T* grad, std::int64_t width, auto& vars) {
+      ftrl_update(vars[0].out + at, vars[1].out + at, vars[2].out + at, grad, width, p);
+    });
+  }
+};
+template <class T>
+using sparse_apply_ftrl_v1_kernel = sparse_apply_ftrl_kernel<T, false>;
+template <class T>
+using sparse_apply_ftrl_v2_kernel = sparse_apply_ftrl_kernel<T, true>;
+
 /// Rows of data split by partition, order kept; rows are copied as bytes (any dtype).
 class dynamic_partition_kernel : public op_kernel {
 public:
@@ -509,6 +545,8 @@ void register_sparse_kernels(kernel_registry& registry) {
   add_typed_kernels<sparse_apply_momentum_kernel, float, double>(registry, "SparseApplyMomentum");
   add_typed_kernels<sparse_apply_adagrad_kernel, float, double>(registry, "SparseApplyAdagrad");
   add_typed_kernels<sparse_apply_adam_kernel, float, double>(registry, "SparseApplyAdam");
+  add_typed_kernels<sparse_apply_ftrl_v1_kernel, float, double>(registry, "SparseApplyFtrl");
+  add_typed_kernels<sparse_apply_ftrl_v2_kernel, float, double>(registry, "SparseApplyFtrlV2");
 }
 
 } // namespace actorflow
