@@ -144,22 +144,17 @@ void register_hash_embedding_ops(op_registry& r) {
                                                         c.n.attr_or<std::int64_t>("dim", -1)}});
     return status{};
   });
-  add("HashEmbeddingApplyGradientDescent", 4, true, [](shape_context& c) {
+  // (table, learning rate, rows, ids): gradient descent's and Adagrad's inputs alike.
+  auto learning_rate_update = [](shape_context& c) {
     AF_RETURN_IF_ERROR(check_table(c));
     AF_RETURN_IF_ERROR(check_float_scalars(c, {1}));
     AF_RETURN_IF_ERROR(check_rows(c, 2));
     AF_RETURN_IF_ERROR(check_ids(c, 3));
     c.set_output(0, dtype::int64, scalar_shape());
     return status{};
-  });
-  add("HashEmbeddingApplyAdagrad", 4, true, [](shape_context& c) {
-    AF_RETURN_IF_ERROR(check_table(c));
-    AF_RETURN_IF_ERROR(check_float_scalars(c, {1}));
-    AF_RETURN_IF_ERROR(check_rows(c, 2));
-    AF_RETURN_IF_ERROR(check_ids(c, 3));
-    c.set_output(0, dtype::int64, scalar_shape());
-    return status{};
-  });
+  };
+  add("HashEmbeddingApplyGradientDescent", 4, true, learning_rate_update);
+  add("HashEmbeddingApplyAdagrad", 4, true, learning_rate_update);
   add("HashEmbeddingApplyFtrl", 8, true, [](shape_context& c) {
     AF_RETURN_IF_ERROR(check_table(c));
     AF_RETURN_IF_ERROR(check_rows(c, 1));

@@ -18,7 +18,26 @@ from actorflow import dtypes, errors
 from actorflow.framework import IndexedSlices, Operation, Tensor, Variable, get_default_graph
 
 
-class ConfigProto:
+class _Fields:
+    """A message of TF's with the fields in _FIELDS (name: default) and no others: a field it
+    lacks is an AttributeError naming the class and what it has."""
+
+    _FIELDS = {}
+
+    def __init__(self, **fields):
+        for name, default in self._FIELDS.items():
+            object.__setattr__(self, name, default)
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __setattr__(self, name, value):
+        if name not in self._FIELDS:
+            raise AttributeError("actorflow's %s has no field %r (it has %s)"
+                                 % (type(self).__name__, name, ", ".join(sorted(self._FIELDS))))
+        object.__setattr__(self, name, value)
+
+
+class ConfigProto(_Fields):
     """The fields of TF's ConfigProto that actorflow's sessions have."""
 
     _FIELDS = {
@@ -32,23 +51,12 @@ class ConfigProto:
         "device_filters": (),
     }
 
-    def __init__(self, **fields):
-        for name, default in self._FIELDS.items():
-            object.__setattr__(self, name, default)
-        for name, value in fields.items():
-            setattr(self, name, value)
-
-    def __setattr__(self, name, value):
-        if name not in self._FIELDS:
-            raise AttributeError("actorflow's ConfigProto has no field %r (it has %s)"
-                                 % (name, ", ".join(sorted(self._FIELDS))))
-        object.__setattr__(self, name, value)
 
     def __repr__(self):
         return "ConfigProto(%s)" % ", ".join("%s=%r" % (n, getattr(self, n)) for n in self._FIELDS)
 
 
-class RunOptions:
+class RunOptions(_Fields):
     """TF's RunOptions for Session.run. trace_level is taken at every level (the step's times go
     to RunMetadata.step_stats whenever a RunMetadata is given); report_tensor_allocations_upon_oom
     adds nothing (an out-of-memory error already names the node, device and limit). A
@@ -75,17 +83,6 @@ class RunOptions:
                                    "hand out",
     }
 
-    def __init__(self, **fields):
-        for name, default in self._FIELDS.items():
-            object.__setattr__(self, name, default)
-        for name, value in fields.items():
-            setattr(self, name, value)
-
-    def __setattr__(self, name, value):
-        if name not in self._FIELDS:
-            raise AttributeError("actorflow's RunOptions has no field %r (it has %s)"
-                                 % (name, ", ".join(sorted(self._FIELDS))))
-        object.__setattr__(self, name, value)
 
     def _check(self):
         for name, why in self._REFUSED.items():
