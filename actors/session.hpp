@@ -186,7 +186,8 @@ private:
 caf::actor_system& default_actor_system();
 
 /// Caps the default actor system's scheduler threads; only effective before its first use
-/// (before the first session). Returns false when it is too late. 0 means one per core.
+/// (before the first session). Returns false when it is too late. 0 means one per core, at
+/// least two.
 bool set_default_scheduler_threads(int threads);
 
 } // namespace actorflow

@@ -137,11 +137,24 @@ void compare_mixed_precision(const dataset& data, model_run run, const std::stri
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
   auto data = bench::load_training_data();
   if (!data) {
     std::fprintf(stderr, "mlp_training: %s\n", data.error().to_string().c_str());
     return 1;
+  }
+  // `bench_mlp_training --mlp-only THREADS STEPS`: actorflow's MLP alone, for a profiler.
+  if (argc == 4 && std::string{argv[1]} == "--mlp-only") {
+    model_run run;
+    run.steps = std::stoi(argv[3]);
+    auto r = train_actorflow(*data, std::stoi(argv[2]), run);
+    if (!r) {
+      std::fprintf(stderr, "mlp_training: %s\n", r.error().to_string().c_str());
+      return 1;
+    }
+    bench::emit({"mlp_train_examples_per_s_t" + std::string{argv[2]}, r->examples_per_second,
+                 "examples/s"});
+    return 0;
   }
   for (int threads : {1, 2}) {
     // PyTorch first: OpenBLAS worker threads of ours spin for a while after our last matmul and
