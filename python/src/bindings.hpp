@@ -107,8 +107,11 @@ dtype dtype_from_name(const std::string& name);
 /// the five dtypes (np.asarray(value, dtype)); a TypeError names any other dtype.
 tensor tensor_from_array(const py::array& array);
 
-/// A numpy array holding a copy of host tensor `t` (0-d for a scalar).
-py::array array_from_tensor(const tensor& t);
+/// A numpy array of host tensor `t` (0-d for a scalar). When `t` is its buffer's only holder (a
+/// step's fresh result, moved in) the array is that buffer, kept alive by the array and freed
+/// with it: no copy. Otherwise (a variable's or a constant's stored value, which a later step
+/// may write in place) the array is a copy, as TensorFlow's TF_TensorMaybeMove decides.
+py::array array_from_tensor(tensor t);
 
 /// One step of `s` (a session or a monitored session: anything with run(fetches, feeds,
 /// targets, extra...)) fed numpy arrays, the GIL released while it runs; its values as numpy
@@ -131,7 +134,7 @@ py::list run_fed_step(Session& s, const std::vector<output>& fetches,
   auto values = value_or_raise(std::move(*outcome));
   py::list arrays;
   for (auto& t : values)
-    arrays.append(array_from_tensor(t));
+    arrays.append(array_from_tensor(std::move(t)));
   return arrays;
 }
 

@@ -4,6 +4,7 @@
 #include "python/src/bindings.hpp"
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace actorflow::python {
@@ -60,7 +61,7 @@ tensor tensor_from_array(const py::array& array) {
   return t;
 }
 
-py::array array_from_tensor(const tensor& t) {
+py::array array_from_tensor(tensor t) {
   if (!t.on_host())
     throw py::value_error("a fetched tensor is in device memory; actorflow fetches to the host");
   py::dtype type;
@@ -72,6 +73,14 @@ py::array array_from_tensor(const tensor& t) {
     case dtype::boolean: type = py::dtype::of<bool>(); break;
   }
   std::vector<py::ssize_t> shape(t.shape().dims().begin(), t.shape().dims().end());
+  // Nobody else can reach a buffer only `t` holds, so the array may own it (and write it).
+  if (t.bytes() > 0 && t.buffer_ref().use_count() == 1) {
+    void* data = t.raw_data();
+    auto owner = std::make_unique<tensor>(std::move(t));
+    py::capsule keep_alive{owner.get(), [](void* held) { delete static_cast<tensor*>(held); }};
+    owner.release();
+    return py::array{type, shape, data, keep_alive};
+  }
   py::array out{type, shape};
   if (t.bytes() > 0)
     std::memcpy(out.mutable_data(), t.raw_data(), t.bytes());

@@ -2,6 +2,7 @@
 errors."""
 
 import collections
+import gc
 import threading
 
 import numpy as np
@@ -46,6 +47,26 @@ def test_feeds_from_numpy_lists_and_scalars():
         np.testing.assert_allclose(sess.run(y, feed_dict={"x:0": [[0.5, 0.5]], "k:0": 1}), [1.0])
         # Any tensor may be fed, not only placeholders.
         assert sess.run(y, {x: [[1.0, 1.0]], k: 1, y: [9.0]}) == [9.0]
+
+
+def test_a_steps_results_come_back_without_a_copy_and_stored_values_as_copies():
+    v = tf.Variable(np.arange(4, dtype=np.float32))
+    doubled = v * 2.0
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        fresh = sess.run(doubled)
+        stored = sess.run(v)
+        # The step's own result: the array is the tensor's buffer, which its base keeps alive.
+        assert not fresh.flags.owndata and fresh.base is not None
+        # The variable's value: writing the fetched array changes nothing in the session.
+        stored[0] = 100.0
+        np.testing.assert_array_equal(sess.run(v), [0, 1, 2, 3])
+        fresh[1] = -1.0
+        np.testing.assert_array_equal(sess.run(doubled), [0, 2, 4, 6])
+    del sess
+    gc.collect()
+    # The buffer outlives the session that made it.
+    np.testing.assert_array_equal(fresh, [0, -1, 4, 6])
 
 
 def test_a_feed_of_the_wrong_dtype_or_shape_names_the_placeholder():
