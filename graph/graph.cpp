@@ -261,6 +261,16 @@ scope_guard graph::name_scope(const std::string& name) {
   return scope_guard{[this] { name_scopes_.pop_back(); }};
 }
 
+scope_guard graph::absolute_name_scope(const std::string& full_name) {
+  auto enclosing = std::move(name_scopes_);
+  name_scopes_.clear();
+  if (!full_name.empty())
+    name_scopes_.push_back(full_name);
+  return scope_guard{[this, enclosing = std::move(enclosing)]() mutable {
+    name_scopes_ = std::move(enclosing);
+  }};
+}
+
 scope_guard graph::device(const std::string& spec) {
   auto parsed = device_name::parse(spec);
   if (!parsed) {

@@ -204,6 +204,10 @@ public:
   /// Names created inside get the prefix "name/". A repeated scope name is made unique
   /// ("layer", "layer_1").
   scope_guard name_scope(const std::string& name);
+  /// Names created inside get the prefix "full_name/" ("" for none), whatever scopes enclose
+  /// it, and the enclosing ones are back when it ends (TensorFlow's name_scope("a/b/"), how
+  /// get_variable names a variable after its variable scope, not the name scope open there).
+  scope_guard absolute_name_scope(const std::string& full_name);
   /// The current scope prefix, "" or "a/b/".
   std::string scope_prefix() const;
   /// The innermost scope's full name without the trailing slash, "a/b"; "" at the top.

@@ -9,7 +9,7 @@
 Names TF has and actorflow does not yet raise AttributeError saying so.
 """
 
-from actorflow import errors, losses, nn, train
+from actorflow import distribute, errors, layers, losses, nn, train
 from actorflow._missing import missing_names
 from actorflow.dtypes import (DType, TensorShape, as_dtype, bool, double, float32,  # noqa: A004
                               float64, int32, int64)
@@ -33,6 +33,15 @@ from actorflow.ops import (add, add_n, all_variables, arg_max, argmax, assign, a
                            trainable_variables, truediv, truncated_normal, variables_initializer,
                            zeros, zeros_like)
 from actorflow.ops import pad, rank, shape, size, slice, split, tile, transpose, unstack  # noqa: A004
+from actorflow.init_ops import (constant_initializer, fixed_size_partitioner,
+                                glorot_normal_initializer, glorot_uniform_initializer,
+                                initializers, min_max_variable_partitioner, ones_initializer,
+                                random_normal_initializer, random_uniform_initializer,
+                                truncated_normal_initializer, variable_axis_size_partitioner,
+                                variance_scaling_initializer, zeros_initializer)
+from actorflow.variable_scope import (AUTO_REUSE, GraphKeys, VariableScope, add_to_collection,
+                                      get_collection, get_variable, get_variable_scope,
+                                      variable_op_scope, variable_scope)
 from actorflow.session import (ConfigProto, InteractiveSession, RunMetadata, RunOptions, Session,
                                get_default_session)
 

@@ -28,6 +28,11 @@ class DType:
         return self._numpy_type
 
     @property
+    def size(self):
+        """Bytes per element."""
+        return np.dtype(self._numpy_type).itemsize
+
+    @property
     def base_dtype(self):
         return self
 

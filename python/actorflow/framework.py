@@ -119,10 +119,17 @@ class Graph:
             yield ""
             return
         if name.endswith("/"):
-            raise ValueError("name_scope %r: re-entering a scope by its full name is not "
-                             "supported yet" % name)
+            # TF's rule: a name ending in "/" is a scope's full name, re-entered as it is.
+            with self._absolute_name_scope(name[:-1]):
+                yield name
+            return
         with self._scope(lambda: self._c.name_scope(name)):
             yield self._c.current_scope() + "/"
+
+    def _absolute_name_scope(self, full_name):
+        """Names made inside get the prefix "full_name/" (none for ""), whatever scopes enclose
+        it."""
+        return self._scope(lambda: self._c.absolute_name_scope(full_name))
 
     def device(self, device_name_or_function):
         spec = device_name_or_function
@@ -737,6 +744,8 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=
     graph. TF1's rules: a Python float is float32, an int int32, a numpy array keeps its dtype."""
     if isinstance(value, Variable):
         value = value.value()
+    elif hasattr(value, "_get_variable_list"):  # a PartitionedVariable: its shards concatenated
+        value = value.as_tensor()
     if isinstance(value, IndexedSlices):
         value = value._dense
     if isinstance(value, Tensor):
@@ -753,6 +762,16 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=
         except (TypeError, ValueError):
             pass
     return _ops.constant(value, dtype=dtype, name=name or "Const", graph=graph)
+
+
+def flat_variables(var_list):
+    """`var_list` with each PartitionedVariable replaced by its shards (TF accepts both wherever
+    it takes a list of variables)."""
+    flat = []
+    for v in var_list:
+        parts = getattr(v, "_get_variable_list", None)
+        flat.extend(parts() if parts is not None else [v])
+    return flat
 
 
 def numpy_value(value, dtype=None):

@@ -4,6 +4,7 @@ from actorflow import ops as _ops
 from actorflow import nn as _nn
 from actorflow._missing import missing_names
 from actorflow.framework import Tensor, Variable, _same_graph, convert_to_tensor
+from actorflow.variable_scope import get_regularization_loss  # noqa: F401 - tf.losses' name
 
 
 def _scalar_weight(weights, loss_name):

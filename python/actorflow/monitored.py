@@ -20,7 +20,7 @@ import os
 from actorflow import _actorflow as _c
 from actorflow import errors
 from actorflow import session as _session
-from actorflow.framework import Tensor, Variable, get_default_graph
+from actorflow.framework import Tensor, Variable, flat_variables, get_default_graph
 
 # --- Saver -------------------------------------------------------------------------------------------
 
@@ -46,7 +46,7 @@ class Saver:
             var_list = _ops.global_variables()
         elif isinstance(var_list, dict):
             var_list = list(var_list.values())
-        var_list = list(var_list)
+        var_list = flat_variables(var_list)
         for v in var_list:
             if not isinstance(v, Variable):
                 raise TypeError("Saver's var_list holds Variables, not %r" % (v,))

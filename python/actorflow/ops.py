@@ -914,20 +914,61 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
     """The rows of `params` at `ids` ([ids..., dim]). For one Variable the ids are made unique
     on the worker and only those rows come from the table's device; its gradient is an
     IndexedSlices of those rows. A plain Tensor is gathered."""
-    if max_norm is not None:
-        raise ValueError("embedding_lookup(max_norm=...) is not supported yet")
+    if partition_strategy not in ("mod", "div"):
+        raise ValueError("embedding_lookup: partition_strategy is 'mod' or 'div', not %r"
+                         % (partition_strategy,))
+    table_name = getattr(params, "name", None)
+    if hasattr(params, "_get_variable_list"):
+        params = params._get_variable_list()
+    elif isinstance(params, (list, tuple)):
+        table_name = None
     if isinstance(params, (list, tuple)):
-        if len(params) != 1:
-            raise NotImplementedError(
-                "embedding_lookup of a partitioned variable (a list of %d tables) is not "
-                "supported by actorflow's Python front end yet; give one Variable" % len(params))
-        params = params[0]
+        if len(params) == 1:
+            params = params[0]
+        elif all(isinstance(p, Variable) for p in params):
+            return _partitioned_lookup(list(params), table_name, ids, partition_strategy,
+                                       max_norm, name or "embedding_lookup")
+        else:
+            raise NotImplementedError("embedding_lookup of a list of %d tensors: actorflow "
+                                      "takes a list of Variables (a partitioned table) or one "
+                                      "tensor" % len(params))
     if isinstance(params, Variable):
         ids = _int_ids(ids, params.graph, "embedding_lookup's ids")
         _same_graph((params, ids), "embedding_lookup")
+        if max_norm is not None:
+            return _tensor_in(params.graph, _c.embedding_lookup_clipped(
+                params._handle, ids._output, float(max_norm), name or "embedding_lookup"))
         return _tensor_in(params.graph, _c.embedding_lookup(params._handle, ids._output,
                                                             name or "embedding_lookup"))
+    if max_norm is not None:
+        raise ValueError("embedding_lookup(max_norm=...) of a tensor: actorflow clips the rows "
+                         "of a Variable only")
     return gather(params, ids, name=name or "embedding_lookup")
+
+
+def _partitioned_lookup(shards, table_name, ids, partition_strategy, max_norm, name):
+    """The rows at `ids` of a table stored as `shards` along axis 0 (each the same dtype and
+    row shape)."""
+    graph = _same_graph(shards, "embedding_lookup")
+    row_shape = shards[0].shape.as_list()[1:]
+    for shard in shards:
+        dims = shard.shape.as_list()
+        if shard.dtype != shards[0].dtype or dims[1:] != row_shape:
+            raise ValueError("embedding_lookup: shard %s is %s %s, unlike %s's %s %s: a "
+                             "partitioned table's shards differ only in rows"
+                             % (shard.name, shard.dtype.name, dims, shards[0].name,
+                                shards[0].dtype.name, shards[0].shape.as_list()))
+    offsets, rows = [], 0
+    for shard in shards:
+        offsets.append(rows)
+        rows += shard.shape.as_list()[0]
+    if table_name is None:
+        table_name = shards[0].op.name.rpartition("/")[0] or shards[0].op.name
+    ids = _int_ids(ids, graph, "embedding_lookup's ids")
+    return _tensor_in(graph, _c.embedding_lookup_partitioned(
+        table_name, [rows] + row_shape, shards[0].dtype.name, [s._handle for s in shards],
+        offsets, ids._output, partition_strategy, 0.0 if max_norm is None else float(max_norm),
+        name))
 
 
 # --- more composed ops --------------------------------------------------------------------------------

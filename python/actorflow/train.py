@@ -15,7 +15,7 @@ from actorflow import _actorflow as _c
 from actorflow import errors
 from actorflow import ops as _ops
 from actorflow.framework import (IndexedSlices, Tensor, Variable, _same_graph,
-                                 convert_to_tensor, get_default_graph)
+                                 convert_to_tensor, flat_variables, get_default_graph)
 from actorflow.monitored import (CheckpointSaverHook, LoggingTensorHook,  # noqa: F401
                                  MonitoredSession, MonitoredTrainingSession, NanLossDuringTrainingError,
                                  NanTensorHook, Saver,
@@ -45,6 +45,8 @@ class Optimizer:
         if aggregation_method is not None or grad_loss is not None:
             raise ValueError("compute_gradients: aggregation_method and grad_loss are not "
                              "supported yet")
+        if var_list is not None:
+            var_list = flat_variables(var_list)
         _same_graph([loss] + list(var_list or []), "compute_gradients")
         loss = convert_to_tensor(loss)
         handles = self._handles(var_list)
@@ -82,7 +84,7 @@ class Optimizer:
 
     @staticmethod
     def _variables(var_list):
-        return list(var_list) if var_list is not None else _ops.trainable_variables()
+        return flat_variables(var_list) if var_list is not None else _ops.trainable_variables()
 
     def _handles(self, var_list):
         if var_list is None:
@@ -207,8 +209,10 @@ class ClusterSpec:
             raise TypeError("`cluster` must be a dictionary mapping one or more job names to "
                             "lists of network addresses, or a ClusterSpec, not %r" % (cluster,))
         self._native_spec = None
-        if self._is_dense():
-            self._native()  # a ValueError now for an address actorflow cannot use
+        # A ValueError now for an address actorflow cannot use; an empty spec (TF's, for no
+        # cluster: TFConfigClusterResolver without TF_CONFIG) is refused only by a server.
+        if self._tasks and self._is_dense():
+            self._native()
 
     def _is_dense(self):
         return all(sorted(t) == list(range(len(t))) for t in self._tasks.values())

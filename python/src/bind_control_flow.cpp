@@ -10,6 +10,7 @@
 #include "python/src/bindings.hpp"
 
 #include "graph/control_flow.hpp"
+#include "graph/partitioned_variable.hpp"
 #include "graph/sampled_losses.hpp"
 #include "graph/sparse_ops.hpp"
 
@@ -77,6 +78,23 @@ void bind_sparse(py::module_& m) {
         static_cast<output (*)(const actorflow::variable&, output, const std::string&)>(
           &ops::embedding_lookup),
         "params"_a, "ids"_a, "name"_a);
+  m.def("embedding_lookup_clipped",
+        static_cast<output (*)(const actorflow::variable&, output, double, const std::string&)>(
+          &ops::embedding_lookup),
+        "params"_a, "ids"_a, "max_norm"_a, "name"_a);
+  // A table stored as shards along axis 0 (a PartitionedVariable, or TF's list of Variables):
+  // each shard's device gathers only the batch's ids that fall on it, by TF's mod or div rule.
+  m.def("embedding_lookup_partitioned",
+        [](const std::string& table_name, const std::vector<std::int64_t>& shape,
+           const std::string& type, const std::vector<actorflow::variable>& shards,
+           const std::vector<std::int64_t>& offsets, output ids, const std::string& strategy,
+           double max_norm, const std::string& name) {
+          partitioned_variable table{table_name, tensor_shape{shape}, dtype_from_name(type), 0,
+                                     shards, offsets};
+          return ops::embedding_lookup(table, ids, strategy, max_norm, name);
+        },
+        "table_name"_a, "shape"_a, "dtype"_a, "shards"_a, "offsets"_a, "ids"_a,
+        "partition_strategy"_a, "max_norm"_a, "name"_a);
   m.def("sigmoid_cross_entropy_with_logits", &ops::sigmoid_cross_entropy_with_logits, "logits"_a,
         "labels"_a, "name"_a);
 }

@@ -126,6 +126,9 @@ void bind_graph_class(py::module_& m) {
     .def("node_control_inputs", [](const graph& g, int id) { return node_at(g, id).control_inputs; })
     .def("name_scope", [](graph& g, const std::string& name) { return make_scope(g.name_scope(name)); },
          py::keep_alive<0, 1>())
+    .def("absolute_name_scope", [](graph& g, const std::string& full_name) {
+      return make_scope(g.absolute_name_scope(full_name));
+    }, py::keep_alive<0, 1>())
     .def("current_scope", &graph::current_scope)
     .def("unique_name", &graph::unique_name)
     .def("device", [](graph& g, const std::string& spec) { return make_scope(g.device(spec)); },

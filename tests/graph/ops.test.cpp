@@ -591,6 +591,34 @@ TEST_CASE("name scopes prefix names and a repeated scope becomes layer_1", "[gra
   CHECK(outside.name() == "mul");
 }
 
+TEST_CASE("an absolute name scope names by its full name inside any scope and restores them",
+          "[graph][names]") {
+  graph g;
+  auto x = ops::constant(g, 2.f, "x");
+  output inside, nested, at_root, after;
+  {
+    auto outer = g.name_scope("tower");
+    {
+      auto absolute = g.absolute_name_scope("layer1/w");
+      CHECK(g.current_scope() == "layer1/w");
+      inside = x * x;
+      auto inner = g.name_scope("Initializer");
+      nested = x * x;
+    }
+    {
+      auto root = g.absolute_name_scope("");
+      CHECK(g.current_scope().empty());
+      at_root = x * x;
+    }
+    CHECK(g.current_scope() == "tower");
+    after = x * x;
+  }
+  CHECK(inside.name() == "layer1/w/mul");
+  CHECK(nested.name() == "layer1/w/Initializer/mul");
+  CHECK(at_root.name() == "mul");
+  CHECK(after.name() == "tower/mul");
+}
+
 // --- variables ---------------------------------------------------------------------------------
 
 TEST_CASE("a variable is a VariableV2 with an Assign initializer and a read identity",

@@ -174,8 +174,8 @@ def test_embedding_lookup_and_its_indexed_slices_gradient():
         sess.run(step, {ids: [3, 1, 3]})
         updated = sess.run(table)
     np.testing.assert_array_equal(updated, table_np - 0.5 * expected)
-    with pytest.raises(NotImplementedError, match="partitioned"):
-        tf.nn.embedding_lookup([table, table], ids)
+    with pytest.raises(NotImplementedError, match="a list of Variables"):
+        tf.nn.embedding_lookup([table.value(), table.value()], ids)
     with pytest.raises(TypeError, match="int32 or int64"):
         tf.nn.embedding_lookup(table, tf.constant([1.0]))
 
