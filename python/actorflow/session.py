@@ -37,6 +37,31 @@ class _Fields:
         object.__setattr__(self, name, value)
 
 
+class GPUOptions(_Fields):
+    """TF's GPUOptions: the share of each card's memory this process's sessions take, and
+    whether they reserve it as tensors need it. visible_device_list must stay "": actorflow
+    numbers the GPUs CUDA shows it (set CUDA_VISIBLE_DEVICES before the process starts)."""
+
+    _FIELDS = {
+        "per_process_gpu_memory_fraction": 0.0,
+        "allow_growth": False,
+        "visible_device_list": "",
+    }
+
+    def _check(self):
+        if self.visible_device_list not in ("", None):
+            raise ValueError("GPUOptions(visible_device_list=%r): actorflow uses the GPUs CUDA "
+                             "shows the process; set CUDA_VISIBLE_DEVICES=%s before it starts"
+                             % (self.visible_device_list, self.visible_device_list))
+        fraction = float(self.per_process_gpu_memory_fraction)
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError("GPUOptions(per_process_gpu_memory_fraction=%r) must be in [0, 1]"
+                             % (self.per_process_gpu_memory_fraction,))
+
+    def __repr__(self):
+        return "GPUOptions(%s)" % ", ".join("%s=%r" % (n, getattr(self, n)) for n in self._FIELDS)
+
+
 class ConfigProto(_Fields):
     """The fields of TF's ConfigProto that actorflow's sessions have."""
 
@@ -45,11 +70,19 @@ class ConfigProto(_Fields):
         "allow_soft_placement": False,
         "inter_op_parallelism_threads": 0,
         "intra_op_parallelism_threads": 0,
+        "use_per_session_threads": False,
         "operation_timeout_in_ms": 0,
+        "gpu_options": None,
         # The tasks a Server's master reaches (a between-graph worker: ["/job:ps",
         # "/job:worker/task:N"]); taken by tf.train.Server, not by sessions.
         "device_filters": (),
     }
+
+    def __init__(self, **fields):
+        super().__init__(**fields)
+        if self.gpu_options is None:
+            # Each config its own, so that config.gpu_options.allow_growth = True changes one.
+            self.gpu_options = GPUOptions()
 
 
     def __repr__(self):
@@ -185,10 +218,14 @@ class Session:
         self._target = target or ""
         config = config if config is not None else ConfigProto()
         timeout = config.operation_timeout_in_ms / 1000.0 if config.operation_timeout_in_ms else 0.0
+        gpu = config.gpu_options
+        gpu._check()
         self._c = _c.Session(self._graph._c, _native_target(target),
                              bool(config.log_device_placement), bool(config.allow_soft_placement),
                              int(config.inter_op_parallelism_threads),
-                             int(config.intra_op_parallelism_threads), float(timeout), 60.0)
+                             int(config.intra_op_parallelism_threads), float(timeout), 60.0,
+                             bool(config.use_per_session_threads),
+                             float(gpu.per_process_gpu_memory_fraction), bool(gpu.allow_growth))
         self._context = []
         self._used_feed_cache = {}
 

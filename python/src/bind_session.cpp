@@ -18,7 +18,9 @@ namespace {
 
 python_session make_session(graph& g, const std::string& target, bool log_device_placement,
                             bool allow_soft_placement, int inter_op_threads, int intra_op_threads,
-                            double timeout_seconds, double connect_timeout_seconds) {
+                            double timeout_seconds, double connect_timeout_seconds,
+                            bool use_per_session_threads, double gpu_memory_fraction,
+                            bool gpu_allow_growth) {
   session_options options;
   options.target = target;
   options.log_device_placement = log_device_placement;
@@ -27,6 +29,9 @@ python_session make_session(graph& g, const std::string& target, bool log_device
   options.intra_op_parallelism_threads = intra_op_threads;
   options.timeout_seconds = timeout_seconds;
   options.connect_timeout_seconds = connect_timeout_seconds;
+  options.use_per_session_threads = use_per_session_threads;
+  options.gpu.per_process_gpu_memory_fraction = gpu_memory_fraction;
+  options.gpu.allow_growth = gpu_allow_growth;
   py::gil_scoped_release release;
   return python_session{std::make_unique<session>(g, std::move(options))};
 }
@@ -60,6 +65,8 @@ void bind_session(py::module_& m) {
     .def(py::init(&make_session), "graph"_a, "target"_a, "log_device_placement"_a,
          "allow_soft_placement"_a, "inter_op_parallelism_threads"_a,
          "intra_op_parallelism_threads"_a, "timeout_seconds"_a, "connect_timeout_seconds"_a,
+         "use_per_session_threads"_a = false, "gpu_memory_fraction"_a = 0.0,
+         "gpu_allow_growth"_a = false,
          // The session refers to its graph until it is destroyed.
          py::keep_alive<1, 2>())
     .def("run", &run_step, "fetches"_a, "feed_outputs"_a, "feed_values"_a, "targets"_a)

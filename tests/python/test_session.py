@@ -172,6 +172,27 @@ def test_config_proto_fields_reach_the_session(capfd):
         tf.ConfigProto(gpu_memory=1)
 
 
+def test_gpu_options_reach_the_sessions_devices(monkeypatch):
+    # A test device (devices/test_device.hpp, a 256 MiB card) takes a GPU's path on any machine.
+    monkeypatch.setenv("ACTORFLOW_TEST_DEVICES", "1")
+    with tf.device("/device:TEST:0"):
+        big = tf.fill([1024, 1024], 1.0, name="big")
+        small = tf.fill([4], 3.0, name="small")
+    config = tf.ConfigProto(use_per_session_threads=True)
+    assert config.gpu_options is not tf.ConfigProto().gpu_options
+    config.gpu_options.per_process_gpu_memory_fraction = 0.004  # about 1 MiB of it
+    config.gpu_options.allow_growth = True
+    with tf.Session(config=config) as sess:
+        with pytest.raises(tf.errors.ResourceExhaustedError, match="node 'big'"):
+            sess.run(big)
+        np.testing.assert_array_equal(sess.run(small), [3, 3, 3, 3])
+    with tf.Session(config=tf.ConfigProto(
+            gpu_options=tf.GPUOptions(per_process_gpu_memory_fraction=0.5))) as sess:
+        assert sess.run(big).shape == (1024, 1024)
+    with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES=1"):
+        tf.Session(config=tf.ConfigProto(gpu_options=tf.GPUOptions(visible_device_list="1")))
+
+
 @pytest.mark.parametrize("target", ["http://127.0.0.1:1", "grpc://no-port", "localhost:2222"])
 def test_a_target_actorflow_cannot_use_is_an_error_quoting_it(target):
     with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match=target.split("//")[-1]):
