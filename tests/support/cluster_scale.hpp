@@ -204,12 +204,14 @@ inline cluster_run run_between_graph_cluster(const std::string& train_binary,
                                              std::chrono::milliseconds limit) {
   using clock = std::chrono::steady_clock;
   cluster_run run;
-  std::vector<std::string> addresses;
-  std::string spec = "ps=";
-  for (int t = 0; t < ps + workers; ++t) {
-    addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
-    spec += (t == ps ? ";worker=" : t == 0 ? "" : ",") + addresses.back();
+  auto ports = free_loopback_ports(static_cast<std::size_t>(ps + workers));
+  if (ports.empty()) {
+    run.tasks.push_back({"no free loopback ports"});
+    return run;
   }
+  std::string spec = "ps=";
+  for (int t = 0; t < ps + workers; ++t)
+    spec += (t == ps ? ";worker=" : t == 0 ? "" : ",") + ("127.0.0.1:" + std::to_string(ports[t]));
   std::vector<std::unique_ptr<child_process>> processes(static_cast<std::size_t>(ps + workers));
   run.tasks.resize(processes.size());
   for (int t = 0; t < ps; ++t) {
