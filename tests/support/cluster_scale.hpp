@@ -174,7 +174,7 @@ struct watched_task {
   /// "training on" after its session was created); negative when it never printed it.
   double ready_seconds = -1;
   int exit_code = -1;
-  std::string ending;  // "exit code 0", "signal 9", "still running at the limit"
+  std::string ending;  // "exit code 0", "signal 9", "still running at the limit", "not started"
   std::string stderr_text;
   std::vector<std::string> lines;  // stdout
 };
@@ -195,9 +195,9 @@ struct cluster_run {
 /// Starts `ps` actorflow-worker ps tasks and `workers` actorflow-train between-graph workers
 /// (each with `worker_flags` after --cluster/--job/--task) back to back on free loopback
 /// ports, the chief last, and watches them until every one has exited or `limit` passed: their
-/// stdout is drained as it comes, and every ~50 ms each live process's RSS, fd count and TCP
-/// peers (and threads) are sampled (the maxima kept). Processes still running at the limit are stopped (only
-/// they) and reported as such.
+/// stdout is drained as it comes, and every ~50 ms each live process's RSS, fd count, threads
+/// and TCP peers are sampled (the maxima kept). Processes still running at the limit are
+/// stopped (only they) and reported as such.
 inline cluster_run run_between_graph_cluster(const std::string& train_binary,
                                              const std::string& worker_binary, int ps, int workers,
                                              const std::vector<std::string>& worker_flags,
@@ -249,7 +249,7 @@ inline cluster_run run_between_graph_cluster(const std::string& train_binary,
       }
       if (!p.exited())
         p.wait_exit(std::chrono::milliseconds(0));
-      running = running || !p.exited();
+      running = running || (p.started() && !p.exited());
     }
     if (!running || clock::now() > deadline)
       break;
@@ -274,7 +274,10 @@ inline cluster_run run_between_graph_cluster(const std::string& train_binary,
   for (std::size_t i = 0; i < processes.size(); ++i) {
     auto& p = *processes[i];
     auto& task = run.tasks[i];
-    if (!p.exited()) {
+    if (!p.started()) {
+      task.ending = "not started";
+      run.all_exited_zero = false;
+    } else if (!p.exited()) {
       task.ending = "still running at the limit";
       run.all_exited_zero = false;
       // Past the limit: stopped here, so that its stderr can be read to the end.
