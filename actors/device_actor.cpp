@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -43,6 +44,9 @@ using orphan_grace_atom = caf::atom_constant<caf::atom("orphangr")>;
 /// Local only: a step of this device failed here (a node, a send); if it was prepared, its held
 /// updates wait for the coordinator's decision, which this failure, answered at once, asks for.
 using step_failed_atom = caf::atom_constant<caf::atom("stepfail")>;
+/// Local only: the next piece of a long chain of nodes run on this actor's thread is due
+/// (step_hooks::resume), after the messages that came before it.
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
 
 /// What a device actor handles: the public protocol plus the messages it sends itself from
 /// the pools' threads. Handed out as protocol::device_actor, which hides the latter.
@@ -51,7 +55,8 @@ using device_actor_impl =
                        caf::reacts_to<bulk_sent_atom, std::int64_t>,
                        caf::reacts_to<armed_atom, std::int64_t>,
                        caf::reacts_to<orphan_grace_atom, std::int64_t, status>,
-                       caf::reacts_to<step_failed_atom, std::int64_t, status>>;
+                       caf::reacts_to<step_failed_atom, std::int64_t, status>,
+                       caf::reacts_to<resume_atom>>;
 
 /// How long a device that holds a prepared step waits, once its master went away, for the
 /// commit another device of the step may still pass on before it gives the step up.
@@ -138,6 +143,13 @@ struct device_state {
   /// Every key any registered partition used: tensors arriving for them need no parsing.
   key_map known_keys;
   std::unordered_map<std::int64_t, device_step> steps;
+  /// Pieces of long node chains waiting for their turn on this actor (step_hooks::resume; an
+  /// executor callback may add one from another thread).
+  struct resume_queue {
+    std::mutex mutex;
+    std::deque<std::function<void()>> work;
+  };
+  std::shared_ptr<resume_queue> resumes = std::make_shared<resume_queue>();
   /// Requesters of steps this actor monitors.
   std::set<caf::actor_addr> requesters;
   /// Tensors arriving in chunks from other processes, until their last chunk.
@@ -474,6 +486,14 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       };
       if (auto pool = st.options.inter_op_pool)
         hooks.schedule = [pool](std::function<void()> work) { pool->schedule(std::move(work)); };
+      else
+        hooks.resume = [queue = st.resumes, me](std::function<void()> work) {
+          {
+            std::lock_guard<std::mutex> guard{queue->mutex};
+            queue->work.push_back(std::move(work));
+          }
+          caf::anon_send(me, resume_atom::value);
+        };
       step.execution = std::make_shared<step_execution>(plan->second, step_id, std::move(hooks));
       step.execution->set_fence(request.fence);
       if (request.all_or_nothing && plan->second->gated_updates() > 0) {
@@ -578,6 +598,18 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       if (decided && gate)
         gate->cancel();
     },
+    [=](resume_atom) {
+      std::function<void()> work;
+      {
+        auto& queue = *self->state.resumes;
+        std::lock_guard<std::mutex> guard{queue.mutex};
+        if (queue.work.empty())
+          return;
+        work = std::move(queue.work.front());
+        queue.work.pop_front();
+      }
+      work();
+    },
     [=](step_failed_atom, std::int64_t step_id, const status& reason) {
       auto& st = self->state;
       auto i = st.steps.find(step_id);
@@ -668,6 +700,19 @@ struct coordinator_step {
   std::int64_t timeout_ms = 0;
   std::optional<caf::actor_clock::time_point> deadline;
   bool expired = false;
+  /// The whole step's bound (plan.step_timeout_ms) and when it runs out; none without one.
+  std::int64_t step_timeout_ms = 0;
+  std::optional<caf::actor_clock::time_point> step_deadline;
+
+  /// The earlier of the deadlines still to come; none when neither is.
+  std::optional<caf::actor_clock::time_point> next_deadline() const {
+    std::optional<caf::actor_clock::time_point> next;
+    if (deadline && !expired)
+      next = deadline;
+    if (step_deadline && !aborting && (!next || *step_deadline < *next))
+      next = step_deadline;
+    return next;
+  }
 };
 
 /// Local only: the coordinator's deadline timer (armed for the time point it carries, as a count
@@ -690,6 +735,25 @@ struct coordinator_state {
 using coordinator_self = step_coordinator_impl::stateful_pointer<coordinator_state>;
 using coordinator_broker_self = io_thread_self<coordinator_state, step_coordinator_impl>;
 
+/// Fails step `step_id` with `reason` (its cause unless an earlier failure is: an "aborted" from a
+/// bystander never hides the real one) and, the first time, aborts it on every device; the
+/// step ends once they have all answered.
+template <class Self>
+void abort_step(Self self, std::int64_t step_id, const status& reason) {
+  auto i = self->state.steps.find(step_id);
+  if (i == self->state.steps.end())
+    return;
+  auto& step = i->second;
+  if (step.first_error.ok() ||
+      (step.first_error.code() == errc::aborted && reason.code() != errc::aborted))
+    step.first_error = reason;
+  if (step.aborting)
+    return;
+  step.aborting = true;
+  for (auto& d : step.devices)
+    self->send(d, abort_atom::value, step_id, reason);
+}
+
 template <class Self>
 void on_device_result(Self self, std::int64_t step_id,
                       std::size_t index, step_result result) {
@@ -707,15 +771,7 @@ void on_device_result(Self self, std::int64_t step_id,
                                                          ? step.incarnations[index]
                                                          : 0))
         result.outcome = result.outcome.with_origin(std::move(*from));
-    // Keep the root cause: an "aborted" from a bystander never hides the real failure.
-    if (step.first_error.ok() ||
-        (step.first_error.code() == errc::aborted && result.outcome.code() != errc::aborted))
-      step.first_error = result.outcome;
-    if (!step.aborting) {
-      step.aborting = true;
-      for (auto& d : step.devices)
-        self->send(d, abort_atom::value, step_id, result.outcome);
-    }
+    abort_step(self, step_id, result.outcome);
   } else {
     step.fetched[index] = std::move(result.fetched);
   }
@@ -842,6 +898,16 @@ void expire_steps(Self self, std::int64_t fired_for) {
   if (st.next_sweep && st.next_sweep->time_since_epoch().count() == fired_for)
     st.next_sweep.reset();
   auto now = self->clock().now();
+  std::vector<std::int64_t> over_time;
+  for (auto& [step_id, step] : st.steps)
+    if (step.step_deadline && !step.aborting && *step.step_deadline <= now)
+      over_time.push_back(step_id);
+  for (auto step_id : over_time)
+    abort_step(self, step_id,
+               make_error(errc::deadline_exceeded,
+                          "step " + std::to_string(step_id) + " did not finish within its " +
+                            std::to_string(st.steps[step_id].step_timeout_ms) +
+                            " ms timeout (run_options::timeout_ms, RunOptions.timeout_in_ms)"));
   std::vector<std::int64_t> expired;
   for (auto& [step_id, step] : st.steps)
     if (step.deadline && !step.expired && *step.deadline <= now)
@@ -859,8 +925,8 @@ void expire_steps(Self self, std::int64_t fired_for) {
   }
   std::optional<caf::actor_clock::time_point> earliest;
   for (auto& [step_id, step] : st.steps)
-    if (step.deadline && !step.expired && (!earliest || *step.deadline < *earliest))
-      earliest = step.deadline;
+    if (auto next = step.next_deadline(); next && (!earliest || *next < *earliest))
+      earliest = next;
   if (earliest)
     arm_step_deadline(self, *earliest);
 }
@@ -907,10 +973,13 @@ step_coordinator_impl::behavior_type step_coordinator(Self self) {
       // request wakes CAF's clock thread twice (set, cancel), eight wake-ups for a step on four
       // devices, where this arms a timer only when the earliest deadline changes.
       step.timeout_ms = plan.timeout_ms;
-      if (plan.timeout_ms > 0) {
+      if (plan.timeout_ms > 0)
         step.deadline = self->clock().now() + std::chrono::milliseconds(plan.timeout_ms);
-        arm_step_deadline(self, *step.deadline);
-      }
+      step.step_timeout_ms = plan.step_timeout_ms;
+      if (plan.step_timeout_ms > 0)
+        step.step_deadline = self->clock().now() + std::chrono::milliseconds(plan.step_timeout_ms);
+      if (auto next = step.next_deadline())
+        arm_step_deadline(self, *next);
       for (std::size_t index = 0; index < plan.calls.size(); ++index) {
         self->request(plan.calls[index].first, caf::infinite, run_atom::value,
                       plan.calls[index].second)

@@ -82,6 +82,9 @@ struct step_plan {
   std::vector<std::uint64_t> device_incarnations;
   /// A device that has not answered after this long fails the step; 0 waits without bound.
   std::int64_t timeout_ms = 0;
+  /// The whole step's bound (TensorFlow's RunOptions.timeout_in_ms): past it the step is
+  /// aborted on every device and fails with deadline_exceeded; 0: none.
+  std::int64_t step_timeout_ms = 0;
   /// The calls whose devices hold first updates (run_request::all_or_nothing): once each has
   /// said it is prepared, the coordinator commits the step on all of them.
   std::vector<std::int32_t> gated;
@@ -103,7 +106,7 @@ struct step_outcome {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
   return f(caf::meta::type_name("step_plan"), x.step_id, x.calls, x.device_names,
-           x.device_incarnations, x.timeout_ms, x.gated);
+           x.device_incarnations, x.timeout_ms, x.step_timeout_ms, x.gated);
 }
 
 /// Wire encoding of a step's outcome; see protocols/wire.hpp.

@@ -171,6 +171,7 @@ step_plan make_step_plan(const run_plan& plan, std::int64_t step_id,
   step_plan step;
   step.step_id = step_id;
   step.timeout_ms = timeout_ms;
+  step.step_timeout_ms = request.timeout_ms;
   for (auto& p : plan.partitions) {
     step.device_names.push_back(p.device);
     step.device_incarnations.push_back(p.incarnation);

@@ -298,6 +298,7 @@ struct session::impl {
       return request.error();
     request->fence = per_step.fence;
     request->all_or_nothing = per_step.all_or_nothing;
+    request->timeout_ms = per_step.timeout_ms;
     master_run_result answer;
     {
       std::lock_guard<std::mutex> guard{mutex};

@@ -139,6 +139,11 @@ struct run_options {
   /// ready, then the step commits them together (devices/commit_gate.hpp). A worker lost in
   /// the middle of a step then leaves no variable half updated. Costs a message round per step.
   bool all_or_nothing = false;
+  /// The step's bound in milliseconds (TensorFlow's RunOptions.timeout_in_ms): a step still
+  /// running then is aborted on every device and fails with deadline_exceeded; the session
+  /// stays usable. 0: no bound of its own (session_options::timeout_seconds bounds each
+  /// task's answer, not the step).
+  std::int64_t timeout_ms = 0;
 };
 
 /// A session for plain (non-actor) code: every call blocks until the master answers.

@@ -411,7 +411,24 @@ void step_execution::run_from(tagged_node first, bool on_pool) {
   std::vector<tagged_node> ready{first};
   // Reused for every node this thread runs: no allocation per node.
   std::vector<tagged_node> made_ready;
+  std::size_t ran_here = 0;
   while (!ready.empty()) {
+    if (!on_pool && ++ran_here > max_inline_chain && (hooks_.schedule || hooks_.resume)) {
+      // A loop of small nodes would hold the actor's thread, and its mailbox, until it ended
+      // (an abort of this step waits there): the rest runs on the pool, or takes its turn
+      // behind the mailbox. The nodes are counted already.
+      auto self = shared_from_this();
+      if (hooks_.schedule) {
+        for (auto& t : ready)
+          hooks_.schedule([self, t] { self->run_from(t, true); });
+      } else {
+        hooks_.resume([self, rest = std::move(ready)] {
+          for (auto it = rest.rbegin(); it != rest.rend(); ++it)
+            self->run_from(*it, false);
+        });
+      }
+      return;
+    }
     auto t = ready.back();
     ready.pop_back();
     made_ready.clear();

@@ -8,7 +8,10 @@
 /// but one go to hooks.schedule (the inter-op pool) when it is set, otherwise they run in turn
 /// on the current thread (the deterministic mode that actor tests use). On an actor's thread
 /// only inexpensive nodes (inputs of at most inline_input_bytes, TensorFlow's "inexpensive
-/// kernels run inline") run there; the rest go to the pool, so the actor stays responsive.
+/// kernels run inline") run there, at most max_inline_chain of them in a row before the rest
+/// of the chain goes to the pool (or, without one, to hooks.resume, behind the actor's
+/// mailbox); the rest go to the pool, so the actor stays responsive (to an abort, a step's
+/// deadline, other steps).
 
 #include "devices/device.hpp"
 #include "devices/kernel.hpp"
@@ -160,6 +163,10 @@ struct step_hooks {
   std::function<void(const status& reason)> aborted;
   /// Runs work on the inter-op pool; when empty, everything runs on the calling thread.
   std::function<void(std::function<void()>)> schedule;
+  /// Without a pool: runs work on the device actor's thread after the messages already waiting
+  /// for it (an abort, a step's deadline), so that a long chain of nodes run inline there takes
+  /// turns with its mailbox. When empty, the chain runs to its end.
+  std::function<void(std::function<void()>)> resume;
 };
 
 /// Which outputs of a finished node are dead (control flow: graph/control_flow.hpp).
@@ -175,6 +182,9 @@ class step_execution : public std::enable_shared_from_this<step_execution> {
 public:
   /// Nodes whose inputs total at most this many bytes run inline on an actor's thread.
   static constexpr std::size_t inline_input_bytes = 16 * 1024;
+  /// The most nodes one call runs in a row on an actor's thread before the rest of its chain
+  /// takes its turn behind the actor's mailbox (a loop of small nodes: about 25 us of them).
+  static constexpr std::size_t max_inline_chain = 64;
 
   using done_callback = std::function<void(status, std::vector<tensor>)>;
 

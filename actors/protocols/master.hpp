@@ -80,6 +80,8 @@ struct master_run_request {
   update_fence fence;
   /// The step's first variable updates apply on every device or on none (run_options).
   bool all_or_nothing = false;
+  /// The whole step's bound (run_options::timeout_ms); 0: none.
+  std::int64_t timeout_ms = 0;
 };
 
 struct master_run_result {
@@ -175,7 +177,7 @@ typename Inspector::result_type inspect(Inspector& f, session_created& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, master_run_request& x) {
   return f(caf::meta::type_name("master_run_request"), x.handle, x.feeds, x.fetches, x.targets,
-           x.fence, x.all_or_nothing);
+           x.fence, x.all_or_nothing, x.timeout_ms);
 }
 
 template <class Inspector>

@@ -92,11 +92,11 @@ class ConfigProto(_Fields):
 class RunOptions(_Fields):
     """TF's RunOptions for Session.run. trace_level is taken at every level (the step's times go
     to RunMetadata.step_stats whenever a RunMetadata is given); report_tensor_allocations_upon_oom
-    adds nothing (an out-of-memory error already names the node, device and limit). A
-    timeout_in_ms, inter_op_thread_pool or output_partition_graphs makes Session.run raise
-    ValueError: actorflow's session has no bound of one step (ConfigProto's
-    operation_timeout_in_ms bounds every answer of the session's tasks), one inter-op pool per
-    session, and does not hand out the partitions' graphs."""
+    adds nothing (an out-of-memory error already names the node, device and limit).
+    timeout_in_ms bounds the step: past it the step is aborted on every device and run raises
+    DeadlineExceededError, the session still usable. An inter_op_thread_pool or
+    output_partition_graphs makes Session.run raise ValueError: actorflow has one inter-op pool
+    per session and does not hand out the partitions' graphs."""
 
     NO_TRACE, SOFTWARE_TRACE, HARDWARE_TRACE, FULL_TRACE = 0, 1, 2, 3
 
@@ -109,8 +109,6 @@ class RunOptions(_Fields):
     }
     # What each refused field would need, for the error.
     _REFUSED = {
-        "timeout_in_ms": "a bound of one step, which actorflow's session has not (ConfigProto's "
-                         "operation_timeout_in_ms bounds every answer of the session's tasks)",
         "inter_op_thread_pool": "a choice of inter-op pool, and a session has one",
         "output_partition_graphs": "the partitions' graphs, which actorflow's session does not "
                                    "hand out",
@@ -275,11 +273,13 @@ class Session:
         if self._c.closed:
             raise RuntimeError("Attempted to use a closed Session.")
         step = _StepPlan(self, fetches, feed_dict)
+        timeout_ms = max(0, int(options.timeout_in_ms)) if options is not None else 0
         if run_metadata is None:
             return step.values(self._c.run(step.fetch_outputs, step.feed_outputs,
-                                           step.feed_values, step.targets))
+                                           step.feed_values, step.targets, timeout_ms))
         arrays, total, execution = self._c.run_with_stats(step.fetch_outputs, step.feed_outputs,
-                                                          step.feed_values, step.targets)
+                                                          step.feed_values, step.targets,
+                                                          timeout_ms)
         run_metadata.step_stats.total_seconds = total
         run_metadata.step_stats.execution_seconds = execution
         return step.values(arrays)

@@ -36,12 +36,31 @@ python_session make_session(graph& g, const std::string& target, bool log_device
   return python_session{std::make_unique<session>(g, std::move(options))};
 }
 
+/// A session's steps under per-step options (RunOptions.timeout_in_ms), for run_fed_step.
+struct session_with_options {
+  session& s;
+  run_options options;
+
+  template <class... Extra>
+  result<std::vector<tensor>> run(const std::vector<output>& fetches, const feed_list& feeds,
+                                  const std::vector<output>& targets, Extra... extra) {
+    return s.run_with(options, fetches, feeds, targets, extra...);
+  }
+};
+
+session_with_options with_timeout(python_session& self, std::int64_t timeout_ms) {
+  run_options options;
+  options.timeout_ms = timeout_ms;
+  return {self.get(), options};
+}
+
 } // namespace
 
 py::list run_step(python_session& self, const std::vector<output>& fetches,
                   const std::vector<output>& feed_outputs, const std::vector<py::array>& feed_values,
-                  const std::vector<output>& targets) {
-  return run_fed_step(self.get(), fetches, feed_outputs, feed_values, targets);
+                  const std::vector<output>& targets, std::int64_t timeout_ms) {
+  auto stepping = with_timeout(self, timeout_ms);
+  return run_fed_step(stepping, fetches, feed_outputs, feed_values, targets);
 }
 
 namespace {
@@ -51,9 +70,10 @@ namespace {
 py::tuple run_step_with_stats(python_session& self, const std::vector<output>& fetches,
                               const std::vector<output>& feed_outputs,
                               const std::vector<py::array>& feed_values,
-                              const std::vector<output>& targets) {
+                              const std::vector<output>& targets, std::int64_t timeout_ms) {
   step_stats stats;
-  auto values = run_fed_step(self.get(), fetches, feed_outputs, feed_values, targets, &stats);
+  auto stepping = with_timeout(self, timeout_ms);
+  auto values = run_fed_step(stepping, fetches, feed_outputs, feed_values, targets, &stats);
   return py::make_tuple(values, stats.total_seconds, stats.execution_seconds);
 }
 
@@ -69,9 +89,10 @@ void bind_session(py::module_& m) {
          "gpu_allow_growth"_a = false,
          // The session refers to its graph until it is destroyed.
          py::keep_alive<1, 2>())
-    .def("run", &run_step, "fetches"_a, "feed_outputs"_a, "feed_values"_a, "targets"_a)
+    .def("run", &run_step, "fetches"_a, "feed_outputs"_a, "feed_values"_a, "targets"_a,
+         "timeout_ms"_a = 0)
     .def("run_with_stats", &run_step_with_stats, "fetches"_a, "feed_outputs"_a, "feed_values"_a,
-         "targets"_a)
+         "targets"_a, "timeout_ms"_a = 0)
     .def("close", &python_session::close)
     .def_property_readonly("closed", [](const python_session& s) { return !s.open && !s.borrowed; })
     .def("placement_log", [](python_session& s) { return s.get().placement_log(); })

@@ -60,10 +60,11 @@ struct python_session {
   }
 };
 
-/// One step of `self` with the GIL released: the fetched values as numpy arrays.
+/// One step of `self` with the GIL released, bounded by `timeout_ms` (0: no bound of its own):
+/// the fetched values as numpy arrays.
 py::list run_step(python_session& self, const std::vector<output>& fetches,
                   const std::vector<output>& feed_outputs, const std::vector<py::array>& feed_values,
-                  const std::vector<output>& targets);
+                  const std::vector<output>& targets, std::int64_t timeout_ms = 0);
 
 /// A Python object that may be dropped on a thread that does not hold the GIL (a callback kept
 /// by C++ code that runs with the GIL released): it takes the GIL to let go of the object.

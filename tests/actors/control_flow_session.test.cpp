@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -164,5 +165,41 @@ TEST_CASE("a cond whose branches run on other tasks sends them only the taken br
         CHECK_THAT(line, Contains("/job:worker/replica:0/task:0/"));
       }
     CHECK(switches >= 2);
+  }
+}
+
+TEST_CASE("a step past its run_options timeout is aborted on every device and the session goes on") {
+  using namespace std::chrono_literals;
+  for (bool on_cluster : {false, true}) {
+    INFO((on_cluster ? "in-process cluster" : "one process"));
+    graph g;
+    // About 50 s of loop (some 5 us an iteration) unless the timeout stops it.
+    auto loop = ops::while_loop(
+      [](const std::vector<output>& v) { return ops::less(v[0], 1e7); },
+      [](const std::vector<output>& v) { return std::vector<output>{v[0] + 1.0}; },
+      {ops::constant(g, 0.f, "i0")});
+    output beside;
+    {
+      auto on_ps = g.device(on_cluster ? "/job:ps/task:0" : "");
+      beside = ops::constant(g, 2.f, "two") * 3.f;
+    }
+    session_options options;
+    if (on_cluster)
+      options.in_process_cluster = {{"worker", 1}, {"ps", 1}};
+    session s{g, options};
+    run_options bounded;
+    bounded.timeout_ms = 100;
+    auto started = std::chrono::steady_clock::now();
+    auto r = s.run_with(bounded, {loop[0], beside});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == errc::deadline_exceeded);
+    CHECK_THAT(r.error().message(), Contains("100 ms timeout"));
+    CHECK(std::chrono::steady_clock::now() - started < 10s);
+    // The session goes on, under the bound and without it.
+    auto ok = s.run_with(bounded, {beside});
+    REQUIRE(ok.ok());
+    CHECK(ok->at(0).scalar_value<float>() == 6.f);
+    auto unbounded = s.run({beside});
+    REQUIRE(unbounded.ok());
   }
 }

@@ -4,6 +4,7 @@ errors."""
 import collections
 import gc
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -206,14 +207,27 @@ def test_run_options_it_cannot_honour_are_refused_rather_than_ignored():
             sess.run(a, options=object())
         with pytest.raises(TypeError, match="run_metadata"):
             sess.run(a, run_metadata={})
-        for field, value in [("timeout_in_ms", 100), ("output_partition_graphs", True),
-                             ("inter_op_thread_pool", 1)]:
+        for field, value in [("output_partition_graphs", True), ("inter_op_thread_pool", 1)]:
             with pytest.raises(ValueError, match=field):
                 sess.run(a, options=tf.RunOptions(**{field: value}))
         # A refused step leaves the session usable.
         assert sess.run(a, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)) == 1.0
     with pytest.raises(AttributeError, match="no field 'timeout'"):
         tf.RunOptions(timeout=5)
+
+
+def test_a_step_past_its_timeout_is_aborted_and_the_session_goes_on():
+    # About 50 s of loop (some 5 us an iteration) unless the timeout stops it.
+    i = tf.constant(0)
+    final = tf.while_loop(lambda i: i < 10000000, lambda i: i + 1, [i])
+    small = tf.while_loop(lambda i: i < 100, lambda i: i + 1, [i])
+    with tf.Session() as sess:
+        started = time.monotonic()
+        with pytest.raises(tf.errors.DeadlineExceededError, match="100 ms timeout"):
+            sess.run(final, options=tf.RunOptions(timeout_in_ms=100))
+        assert time.monotonic() - started < 10
+        assert sess.run(small, options=tf.RunOptions(timeout_in_ms=60000)) == [100]
+        assert sess.run(small) == [100]
 
 
 def test_run_metadata_gets_the_steps_times():
