@@ -486,6 +486,8 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       };
       if (auto pool = st.options.inter_op_pool)
         hooks.schedule = [pool](std::function<void()> work) { pool->schedule(std::move(work)); };
+      else if (auto pool = st.options.long_chain_pool)
+        hooks.resume = [pool](std::function<void()> work) { pool->schedule(std::move(work)); };
       else
         hooks.resume = [queue = st.resumes, me](std::function<void()> work) {
           {
@@ -1030,6 +1032,7 @@ step_coordinator_impl::behavior_type step_coordinator(Self self) {
                    participants);
     },
     [=](step_deadline_atom, std::int64_t fired_for) { expire_steps(self, fired_for); },
+    [=](abort_atom, std::int64_t step_id, const status& reason) { abort_step(self, step_id, reason); },
   };
 }
 

@@ -24,6 +24,11 @@ class thread_pool;
 struct device_actor_options {
   /// Pool for ready nodes; null runs every node inside the actor.
   std::shared_ptr<thread_pool> inter_op_pool;
+  /// Without inter_op_pool: where the rest of a long chain of nodes goes after the actor's
+  /// thread ran step_execution::max_inline_chain of them (the task's inter-op pool, unused
+  /// otherwise), so that the actor, and on the I/O thread the process's connections, stay
+  /// responsive. Null (deterministic tests): the chain takes turns with the actor's mailbox.
+  std::shared_ptr<thread_pool> long_chain_pool;
   /// Called with a short line for every message handled ("CPU:0 run step 1"); tests use it to
   /// check message order.
   std::function<void(const std::string&)> trace;
@@ -70,7 +75,9 @@ struct step_outcome;
 using step_coordinator_actor =
   caf::typed_actor<caf::replies_to<run_atom, step_plan>::with<step_outcome>,
                    // A device of an all-or-nothing step holds all its first updates.
-                   caf::reacts_to<prepared_atom, std::int64_t>>;
+                   caf::reacts_to<prepared_atom, std::int64_t>,
+                   // The step's requester gives it up: aborted on every device, this its cause.
+                   caf::reacts_to<abort_atom, std::int64_t, status>>;
 
 /// What the coordinator runs: for each device actor, its request.
 struct step_plan {

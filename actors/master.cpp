@@ -75,6 +75,8 @@ struct master_session {
   session_config config;
   /// Each run signature is placed and registered once.
   plan_cache plans;
+  /// Its steps in flight, for a cancel.
+  std::set<std::int64_t> running;
 };
 
 metric_gauge& open_master_sessions() {
@@ -325,10 +327,19 @@ void run_step(Self self, std::shared_ptr<const run_plan> plan, master_run_reques
               caf::typed_response_promise<master_run_result> rp) {
   auto step = make_step_plan(*plan, ++self->state.next_step, req, config.timeout_ms);
   auto fetch_count = req.fetches.size();
+  auto handle = req.handle;
+  auto step_id = step.step_id;
+  if (auto s = self->state.sessions.find(handle); s != self->state.sessions.end())
+    s->second.running.insert(step_id);
+  auto ended = [self, handle, step_id] {
+    if (auto s = self->state.sessions.find(handle); s != self->state.sessions.end())
+      s->second.running.erase(step_id);
+  };
   // The coordinator bounds every device's answer; waiting on it needs no bound of its own.
   self->request(self->state.coordinator, caf::infinite, run_atom::value, std::move(step))
     .then(
       [=](step_outcome& outcome) mutable {
+        ended();
         note_hung_devices(self, *plan, outcome);
         master_run_result out;
         out.placed = std::move(placed);
@@ -339,6 +350,7 @@ void run_step(Self self, std::shared_ptr<const run_plan> plan, master_run_reques
         rp.deliver(std::move(out));
       },
       [=](caf::error& err) mutable {
+        ended();
         master_run_result out;
         out.outcome = status_from_error(err);
         rp.deliver(std::move(out));
@@ -540,6 +552,16 @@ master_actor::behavior_type master(Self self, master_options options) {
     },
     [self](sessions_atom) {
       return static_cast<std::int64_t>(self->state.sessions.size());
+    },
+    [self](cancel_atom, std::int64_t handle) -> std::int64_t {
+      auto i = self->state.sessions.find(handle);
+      if (i == self->state.sessions.end() || !check_session_caller(self, handle, i->second).ok())
+        return 0;
+      for (auto step_id : i->second.running)
+        self->send(self->state.coordinator, abort_atom::value, step_id,
+                   make_error(errc::aborted, "step " + std::to_string(step_id) +
+                                               " cancelled by its client"));
+      return static_cast<std::int64_t>(i->second.running.size());
     },
   };
 }

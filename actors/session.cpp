@@ -244,7 +244,8 @@ struct session::impl {
       // master sees it go down and frees the session's partitions.
       // It sends the close of an in-process master's session, and takes its answer.
       owner = system.spawn([]() -> caf::behavior {
-        return {[](stop_atom) {}, [](const status&) {}};
+        // status: a close's answer; int64: a cancel's (cancel_running_steps).
+        return {[](stop_atom) {}, [](const status&) {}, [](std::int64_t) {}};
       });
       auto config = session_config_for(options, owner);
       session_created created;
@@ -397,6 +398,13 @@ result<std::vector<tensor>> session::run_with(const run_options& options,
 status session::run_targets(const std::vector<output>& targets, const feed_list& feeds) {
   auto r = run_with(run_options{}, {}, feeds, targets);
   return r ? status{} : r.error();
+}
+
+void session::cancel_running_steps() {
+  std::lock_guard<std::mutex> guard{impl_->mutex};
+  // From the owner: the master takes a session's cancel only from its client's node.
+  if (impl_->handle != 0 && impl_->owner)
+    caf::send_as(impl_->owner, impl_->master.master, cancel_atom::value, impl_->handle);
 }
 
 const std::vector<std::string>& session::placement_log() const { return impl_->placement_log; }

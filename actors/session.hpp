@@ -171,6 +171,11 @@ public:
   /// Runs `targets` only.
   status run_targets(const std::vector<output>& targets, const feed_list& feeds = {});
 
+  /// Aborts this session's steps in flight, from any thread (a client giving up on them:
+  /// Ctrl-C): each run waiting for one returns an aborted error soon after. Steps started later
+  /// run as usual.
+  void cancel_running_steps();
+
   /// Every "name: device" line placement produced so far.
   const std::vector<std::string>& placement_log() const;
 

@@ -315,6 +315,7 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
                  st.inter_op->num_threads() <= st.intra_op->num_threads() + 1;
   bool on_actor = one_thread || (spanned && !actor_options.on_network_thread);
   actor_options.inter_op_pool = options.run_inline || on_actor ? nullptr : st.inter_op;
+  actor_options.long_chain_pool = options.run_inline ? nullptr : st.inter_op;
   actor_options.trace = options.trace;
   actor_options.bulk = st.bulk_out;
   if (options.cluster) {
@@ -513,6 +514,9 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
       return forward_to_master<status>(self, a, handle);
     },
     [self](sessions_atom a) { return forward_to_master<std::int64_t>(self, a); },
+    [self](cancel_atom a, std::int64_t handle) {
+      return forward_to_master<std::int64_t>(self, a, handle);
+    },
   };
 }
 

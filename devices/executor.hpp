@@ -163,9 +163,10 @@ struct step_hooks {
   std::function<void(const status& reason)> aborted;
   /// Runs work on the inter-op pool; when empty, everything runs on the calling thread.
   std::function<void(std::function<void()>)> schedule;
-  /// Without a pool: runs work on the device actor's thread after the messages already waiting
-  /// for it (an abort, a step's deadline), so that a long chain of nodes run inline there takes
-  /// turns with its mailbox. When empty, the chain runs to its end.
+  /// Without a pool: runs work elsewhere than the actor's current message (on a pool otherwise
+  /// unused for ready nodes, or on the actor's thread after the messages already waiting for
+  /// it: an abort, a step's deadline), so that a long chain of nodes run inline does not hold
+  /// the actor. When empty, the chain runs to its end.
   std::function<void(std::function<void()>)> resume;
 };
 

@@ -25,6 +25,7 @@ using create_atom = caf::atom_constant<caf::atom("create")>;
 using extend_atom = caf::atom_constant<caf::atom("extend")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
 using sessions_atom = caf::atom_constant<caf::atom("sessions")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 
 // Task protocol (protocols/task.hpp).
 using devices_atom = caf::atom_constant<caf::atom("devices")>;

@@ -106,6 +106,9 @@ using master_actor = caf::typed_actor<
   caf::replies_to<close_atom, std::int64_t>::with<status>,
   // How many sessions are open now.
   caf::replies_to<sessions_atom>::with<std::int64_t>,
+  // Aborts the session's steps in flight (its client gave up on them: Ctrl-C); each fails
+  // with aborted. Answers how many there were.
+  caf::replies_to<cancel_atom, std::int64_t>::with<std::int64_t>,
   // Stops the master (and, for a task, the task).
   caf::reacts_to<stop_atom>>;
 

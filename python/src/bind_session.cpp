@@ -46,6 +46,8 @@ struct session_with_options {
                                   const std::vector<output>& targets, Extra... extra) {
     return s.run_with(options, fetches, feeds, targets, extra...);
   }
+
+  session* cancellable_session() { return &s; }
 };
 
 session_with_options with_timeout(python_session& self, std::int64_t timeout_ms) {

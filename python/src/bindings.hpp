@@ -114,9 +114,36 @@ tensor tensor_from_array(const py::array& array);
 /// may write in place) the array is a copy, as TensorFlow's TF_TensorMaybeMove decides.
 py::array array_from_tensor(tensor t);
 
+/// While alive, Ctrl-C (SIGINT) cancels the steps in flight of `s` (session::cancel_running_steps;
+/// null: nothing to cancel, the step runs on), so that a run blocked in a long step returns soon.
+/// Python's own SIGINT handler still runs, chained, and records the KeyboardInterrupt that
+/// run_fed_step then raises. A SIGINT Python ignores or leaves at its default is not touched.
+/// (interrupts.cpp)
+class interruptible_step {
+public:
+  explicit interruptible_step(session* s);
+  ~interruptible_step();
+  interruptible_step(const interruptible_step&) = delete;
+  interruptible_step& operator=(const interruptible_step&) = delete;
+
+private:
+  session* session_;
+};
+
+/// The session a step of `s` may cancel: its cancellable_session() where it has one.
+template <class S>
+auto cancellable(S& s, int) -> decltype(s.cancellable_session()) {
+  return s.cancellable_session();
+}
+template <class S>
+session* cancellable(S&, long) {
+  return nullptr;
+}
+
 /// One step of `s` (a session or a monitored session: anything with run(fetches, feeds,
 /// targets, extra...)) fed numpy arrays, the GIL released while it runs; its values as numpy
-/// arrays. `extra` goes to run after the targets (a session's step_stats*).
+/// arrays. `extra` goes to run after the targets (a session's step_stats*). Ctrl-C while it
+/// runs cancels it (where `s` can cancel) and raises KeyboardInterrupt.
 template <class Session, class... Extra>
 py::list run_fed_step(Session& s, const std::vector<output>& fetches,
                       const std::vector<output>& feed_outputs,
@@ -129,9 +156,13 @@ py::list run_fed_step(Session& s, const std::vector<output>& fetches,
     feeds.emplace_back(feed_outputs[i], tensor_from_array(feed_values[i]));
   std::optional<result<std::vector<tensor>>> outcome;
   {
+    interruptible_step interruptible{cancellable(s, 0)};
     py::gil_scoped_release release;
     outcome.emplace(s.run(fetches, feeds, targets, extra...));
   }
+  // A Ctrl-C during the step: the KeyboardInterrupt it recorded, not the cancelled step's error.
+  if (PyErr_CheckSignals() != 0)
+    throw py::error_already_set();
   auto values = value_or_raise(std::move(*outcome));
   py::list arrays;
   for (auto& t : values)

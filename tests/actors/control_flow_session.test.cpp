@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -201,5 +202,39 @@ TEST_CASE("a step past its run_options timeout is aborted on every device and th
     CHECK(ok->at(0).scalar_value<float>() == 6.f);
     auto unbounded = s.run({beside});
     REQUIRE(unbounded.ok());
+  }
+}
+
+TEST_CASE("cancel_running_steps aborts a step in flight from another thread and the session goes on") {
+  using namespace std::chrono_literals;
+  for (bool on_cluster : {false, true}) {
+    INFO((on_cluster ? "in-process cluster" : "one process"));
+    graph g;
+    auto loop = ops::while_loop(
+      [](const std::vector<output>& v) { return ops::less(v[0], 1e7); },
+      [](const std::vector<output>& v) { return std::vector<output>{v[0] + 1.0}; },
+      {ops::constant(g, 0.f, "i0")});
+    auto small = ops::constant(g, 2.f, "two") * 3.f;
+    session_options options;
+    if (on_cluster)
+      options.in_process_cluster = {{"worker", 1}, {"ps", 1}};
+    session s{g, options};
+    REQUIRE(s.run({small}).ok());
+    // Nothing in flight: a cancel changes nothing.
+    s.cancel_running_steps();
+    auto started = std::chrono::steady_clock::now();
+    std::optional<result<std::vector<tensor>>> outcome;
+    std::thread stepping{[&] { outcome.emplace(s.run({loop[0]})); }};
+    std::this_thread::sleep_for(200ms);
+    s.cancel_running_steps();
+    stepping.join();
+    REQUIRE(outcome);
+    REQUIRE_FALSE(outcome->ok());
+    CHECK(outcome->error().code() == errc::aborted);
+    CHECK_THAT(outcome->error().message(), Contains("cancelled by its client"));
+    CHECK(std::chrono::steady_clock::now() - started < 10s);
+    auto ok = s.run({small});
+    REQUIRE(ok.ok());
+    CHECK(ok->at(0).scalar_value<float>() == 6.f);
   }
 }

@@ -3,6 +3,8 @@ errors."""
 
 import collections
 import gc
+import os
+import signal
 import threading
 import time
 
@@ -228,6 +230,27 @@ def test_a_step_past_its_timeout_is_aborted_and_the_session_goes_on():
         assert time.monotonic() - started < 10
         assert sess.run(small, options=tf.RunOptions(timeout_in_ms=60000)) == [100]
         assert sess.run(small) == [100]
+
+
+@pytest.mark.parametrize("on_server", [False, True])
+def test_ctrl_c_interrupts_a_long_step_and_the_session_goes_on(on_server):
+    i = tf.constant(0)
+    final = tf.while_loop(lambda i: i < 10000000, lambda i: i + 1, [i])  # about 50 s
+    small = tf.constant(2.0) * 3.0
+    ctrl_c = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    # On a server (its master a task service, as for "grpc://..."): the cancel goes through it.
+    server = tf.train.Server.create_local_server() if on_server else None
+    with tf.Session(server.target if server else "") as sess:
+        assert sess.run(small) == 6.0
+        started = time.monotonic()
+        ctrl_c.start()
+        with pytest.raises(KeyboardInterrupt):
+            sess.run(final)
+        ctrl_c.join()
+        assert time.monotonic() - started < 10
+        assert sess.run(small) == 6.0
+    # Between steps Python's own handler is back.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_run_metadata_gets_the_steps_times():
