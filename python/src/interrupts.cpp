@@ -1,8 +1,11 @@
-/// Ctrl-C during a step (bindings.hpp's interruptible_step): while any step runs, actorflow's
+/// Ctrl-C during a step (bindings.hpp's interruptible_step): from the first step on, actorflow's
 /// SIGINT handler sits in front of Python's. It calls Python's (which records the
-/// KeyboardInterrupt) and writes a byte to a pipe; a watcher thread reading the pipe cancels the
-/// steps of every session with one in flight. A signal handler may do little else: cancelling
-/// sends a CAF message, which the watcher does outside the handler.
+/// KeyboardInterrupt, as without it) and writes a byte to a pipe; a watcher thread reading the
+/// pipe cancels the steps of every session with one in flight (none between steps). A signal
+/// handler may do little else: cancelling sends a CAF message, which the watcher does outside
+/// the handler. Installed once, not around every step: two sigaction calls a step cost more
+/// than the rest of a scalar Session.run's Python overhead on these VMs. A handler the program
+/// sets later (signal.signal) replaces it; steps then finish before the interrupt is raised.
 
 #include "python/src/bindings.hpp"
 
@@ -23,8 +26,7 @@ struct interrupt_state {
   std::mutex mutex;
   /// Sessions with steps in flight, and how many each.
   std::map<session*, int> running;
-  int active = 0;
-  bool installed = false;
+  bool install_tried = false;
   struct sigaction python_action {};
   int pipe_read = -1;
   std::atomic<int> pipe_write{-1};
@@ -91,7 +93,10 @@ interruptible_step::interruptible_step(session* s) : session_(s) {
   auto& st = state();
   std::lock_guard<std::mutex> guard{st.mutex};
   ++st.running[session_];
-  if (st.active++ > 0 || !start_watcher(st))
+  if (st.install_tried)
+    return;
+  st.install_tried = true;
+  if (!start_watcher(st))
     return;
   struct sigaction current {};
   if (::sigaction(SIGINT, nullptr, &current) != 0)
@@ -107,7 +112,7 @@ interruptible_step::interruptible_step(session* s) : session_(s) {
   ours.sa_sigaction = on_sigint;
   ours.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&ours.sa_mask);
-  st.installed = ::sigaction(SIGINT, &ours, nullptr) == 0;
+  ::sigaction(SIGINT, &ours, nullptr);
 }
 
 interruptible_step::~interruptible_step() {
@@ -117,10 +122,6 @@ interruptible_step::~interruptible_step() {
   std::lock_guard<std::mutex> guard{st.mutex};
   if (--st.running[session_] == 0)
     st.running.erase(session_);
-  if (--st.active > 0 || !st.installed)
-    return;
-  ::sigaction(SIGINT, &st.python_action, nullptr);
-  st.installed = false;
 }
 
 } // namespace actorflow::python
