@@ -169,25 +169,37 @@ TEST_CASE("a cond whose branches run on other tasks sends them only the taken br
   }
 }
 
+namespace {
+
+/// A loop of about 50 s (some 5 us an iteration) unless something stops it.
+std::vector<output> long_loop(graph& g) {
+  return ops::while_loop(
+    [](const std::vector<output>& v) { return ops::less(v[0], 1e7); },
+    [](const std::vector<output>& v) { return std::vector<output>{v[0] + 1.0}; },
+    {ops::constant(g, 0.f, "i0")});
+}
+
+session_options on_one_process_or_cluster(bool on_cluster) {
+  session_options options;
+  if (on_cluster)
+    options.in_process_cluster = {{"worker", 1}, {"ps", 1}};
+  return options;
+}
+
+} // namespace
+
 TEST_CASE("a step past its run_options timeout is aborted on every device and the session goes on") {
   using namespace std::chrono_literals;
   for (bool on_cluster : {false, true}) {
     INFO((on_cluster ? "in-process cluster" : "one process"));
     graph g;
-    // About 50 s of loop (some 5 us an iteration) unless the timeout stops it.
-    auto loop = ops::while_loop(
-      [](const std::vector<output>& v) { return ops::less(v[0], 1e7); },
-      [](const std::vector<output>& v) { return std::vector<output>{v[0] + 1.0}; },
-      {ops::constant(g, 0.f, "i0")});
+    auto loop = long_loop(g);
     output beside;
     {
       auto on_ps = g.device(on_cluster ? "/job:ps/task:0" : "");
       beside = ops::constant(g, 2.f, "two") * 3.f;
     }
-    session_options options;
-    if (on_cluster)
-      options.in_process_cluster = {{"worker", 1}, {"ps", 1}};
-    session s{g, options};
+    session s{g, on_one_process_or_cluster(on_cluster)};
     run_options bounded;
     bounded.timeout_ms = 100;
     auto started = std::chrono::steady_clock::now();
@@ -210,15 +222,9 @@ TEST_CASE("cancel_running_steps aborts a step in flight from another thread and 
   for (bool on_cluster : {false, true}) {
     INFO((on_cluster ? "in-process cluster" : "one process"));
     graph g;
-    auto loop = ops::while_loop(
-      [](const std::vector<output>& v) { return ops::less(v[0], 1e7); },
-      [](const std::vector<output>& v) { return std::vector<output>{v[0] + 1.0}; },
-      {ops::constant(g, 0.f, "i0")});
+    auto loop = long_loop(g);
     auto small = ops::constant(g, 2.f, "two") * 3.f;
-    session_options options;
-    if (on_cluster)
-      options.in_process_cluster = {{"worker", 1}, {"ps", 1}};
-    session s{g, options};
+    session s{g, on_one_process_or_cluster(on_cluster)};
     REQUIRE(s.run({small}).ok());
     // Nothing in flight: a cancel changes nothing.
     s.cancel_running_steps();
