@@ -34,6 +34,10 @@ public:
   int priority() const override { return 210; }
 #if defined(ACTORFLOW_HAVE_CUDA)
   status create(const device_factory_options& options, made_devices& made) override {
+    if (options.gpu.device_count == 0) {
+      made.notes.push_back("no GPU devices: the session's device_count asks for none");
+      return {};
+    }
     // gpu_count() asks the driver without loading the CUDA runtime's state: no driver, no
     // CUDA calls at all.
     if (gpu_count() == 0)

@@ -11,6 +11,9 @@ struct gpu_options {
   double per_process_gpu_memory_fraction = 0;
   /// Reserve memory as tensors need it (and keep it) instead of all of it at the start.
   bool allow_growth = false;
+  /// TensorFlow's device_count["GPU"]: at most this many GPU devices, the first ones CUDA
+  /// shows; 0 makes none and asks the driver nothing. -1: every GPU.
+  int device_count = -1;
 };
 
 } // namespace actorflow

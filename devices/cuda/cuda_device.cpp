@@ -623,6 +623,12 @@ void make_cuda_devices(const device_factory_options& options, made_devices& made
     made.notes.push_back("no GPU devices: " + st.message());
     return;
   }
+  if (options.gpu.device_count >= 0 && options.gpu.device_count < count) {
+    made.notes.push_back("GPU:" + std::to_string(options.gpu.device_count) + " and after not used: "
+                         "the session's device_count asks for " +
+                         std::to_string(options.gpu.device_count));
+    count = options.gpu.device_count;
+  }
   for (int i = 0; i < count; ++i) {
     auto dev = make_cuda_device(task_device_name(options.job, options.task, "GPU", i), i,
                                 options.intra_op, options.gpu);

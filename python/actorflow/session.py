@@ -73,6 +73,8 @@ class ConfigProto(_Fields):
         "use_per_session_threads": False,
         "operation_timeout_in_ms": 0,
         "gpu_options": None,
+        # {"CPU": n, "GPU": k}: n CPU devices (/cpu:0 .. n-1, sharing the pools), at most k GPUs.
+        "device_count": None,
         # The tasks a Server's master reaches (a between-graph worker: ["/job:ps",
         # "/job:worker/task:N"]); taken by tf.train.Server, not by sessions.
         "device_filters": (),
@@ -83,6 +85,21 @@ class ConfigProto(_Fields):
         if self.gpu_options is None:
             # Each config its own, so that config.gpu_options.allow_growth = True changes one.
             self.gpu_options = GPUOptions()
+        if self.device_count is None:
+            self.device_count = {}
+
+    def _device_counts(self):
+        """(CPU devices, GPU devices or -1 for all) from device_count; a ValueError names a key
+        or count actorflow cannot use."""
+        counts = dict(self.device_count)
+        for key, value in counts.items():
+            if key not in ("CPU", "GPU"):
+                raise ValueError("ConfigProto(device_count=%r): actorflow has CPU and GPU devices, "
+                                 "not %r" % (self.device_count, key))
+            if not isinstance(value, int) or value < 0 or (key == "CPU" and value < 1):
+                raise ValueError("ConfigProto(device_count=%r): %s needs a count of at least %d"
+                                 % (self.device_count, key, 1 if key == "CPU" else 0))
+        return counts.get("CPU", 1), counts.get("GPU", -1)
 
 
     def __repr__(self):
@@ -218,12 +235,14 @@ class Session:
         timeout = config.operation_timeout_in_ms / 1000.0 if config.operation_timeout_in_ms else 0.0
         gpu = config.gpu_options
         gpu._check()
+        cpu_devices, gpu_devices = config._device_counts()
         self._c = _c.Session(self._graph._c, _native_target(target),
                              bool(config.log_device_placement), bool(config.allow_soft_placement),
                              int(config.inter_op_parallelism_threads),
                              int(config.intra_op_parallelism_threads), float(timeout), 60.0,
                              bool(config.use_per_session_threads),
-                             float(gpu.per_process_gpu_memory_fraction), bool(gpu.allow_growth))
+                             float(gpu.per_process_gpu_memory_fraction), bool(gpu.allow_growth),
+                             cpu_devices, gpu_devices)
         self._context = []
         self._used_feed_cache = {}
 

@@ -20,7 +20,7 @@ python_session make_session(graph& g, const std::string& target, bool log_device
                             bool allow_soft_placement, int inter_op_threads, int intra_op_threads,
                             double timeout_seconds, double connect_timeout_seconds,
                             bool use_per_session_threads, double gpu_memory_fraction,
-                            bool gpu_allow_growth) {
+                            bool gpu_allow_growth, int cpu_device_count, int gpu_device_count) {
   session_options options;
   options.target = target;
   options.log_device_placement = log_device_placement;
@@ -32,6 +32,8 @@ python_session make_session(graph& g, const std::string& target, bool log_device
   options.use_per_session_threads = use_per_session_threads;
   options.gpu.per_process_gpu_memory_fraction = gpu_memory_fraction;
   options.gpu.allow_growth = gpu_allow_growth;
+  options.cpu_device_count = cpu_device_count;
+  options.gpu.device_count = gpu_device_count;
   py::gil_scoped_release release;
   return python_session{std::make_unique<session>(g, std::move(options))};
 }
@@ -88,7 +90,7 @@ void bind_session(py::module_& m) {
          "allow_soft_placement"_a, "inter_op_parallelism_threads"_a,
          "intra_op_parallelism_threads"_a, "timeout_seconds"_a, "connect_timeout_seconds"_a,
          "use_per_session_threads"_a = false, "gpu_memory_fraction"_a = 0.0,
-         "gpu_allow_growth"_a = false,
+         "gpu_allow_growth"_a = false, "cpu_device_count"_a = 1, "gpu_device_count"_a = -1,
          // The session refers to its graph until it is destroyed.
          py::keep_alive<1, 2>())
     .def("run", &run_step, "fetches"_a, "feed_outputs"_a, "feed_values"_a, "targets"_a,

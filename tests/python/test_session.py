@@ -175,6 +175,21 @@ def test_config_proto_fields_reach_the_session(capfd):
         tf.ConfigProto(gpu_memory=1)
 
 
+def test_device_count_makes_cpu_devices_and_caps_gpus():
+    with tf.device("/cpu:1"):
+        a = tf.constant(3.0, name="on_cpu1") * 2.0
+    config = tf.ConfigProto(device_count={"CPU": 2, "GPU": 0}, log_device_placement=True)
+    with tf.Session(config=config) as sess:
+        assert sess.run(a) == 6.0
+        assert any(line.startswith("on_cpu1: ") and line.endswith("/device:CPU:1")
+                   for line in sess._c.placement_log())
+        assert not any("GPU" in name for name in sess._c.device_names())
+    with pytest.raises(ValueError, match="not 'TPU'"):
+        tf.Session(config=tf.ConfigProto(device_count={"TPU": 1}))
+    with pytest.raises(ValueError, match="CPU needs a count of at least 1"):
+        tf.Session(config=tf.ConfigProto(device_count={"CPU": 0}))
+
+
 def test_gpu_options_reach_the_sessions_devices(monkeypatch):
     # A test device (devices/test_device.hpp, a 256 MiB card) takes a GPU's path on any machine.
     monkeypatch.setenv("ACTORFLOW_TEST_DEVICES", "1")
