@@ -499,6 +499,21 @@ class MonitoredSession:
         return exc_type is not None and issubclass(exc_type, errors.OutOfRangeError)
 
 
+def _refuse_session_only_fields(config):
+    """A ValueError for the ConfigProto fields only tf.Session takes (the monitored session's
+    C++ options have no place for them): refused rather than ignored."""
+    gpu = config.gpu_options
+    taken = [name for name, is_set in (
+        ("use_per_session_threads", bool(config.use_per_session_threads)),
+        ("device_count", bool(config.device_count)),
+        ("gpu_options.per_process_gpu_memory_fraction", bool(gpu.per_process_gpu_memory_fraction)),
+        ("gpu_options.allow_growth", bool(gpu.allow_growth)),
+        ("gpu_options.visible_device_list", bool(gpu.visible_device_list))) if is_set]
+    if taken:
+        raise ValueError("MonitoredTrainingSession(config=...): %s are taken by tf.Session only, "
+                         "not by actorflow's monitored session yet" % ", ".join(taken))
+
+
 def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaffold=None,  # noqa: N802
                              hooks=None, chief_only_hooks=None,
                              save_checkpoint_secs=_USE_DEFAULT,
@@ -543,6 +558,7 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaf
     if not summaries:
         summary_dir, summaries = None, 100
     config = config if config is not None else _session.ConfigProto()
+    _refuse_session_only_fields(config)
     timeout = config.operation_timeout_in_ms / 1000.0 if config.operation_timeout_in_ms else 0.0
     native_args = dict(
         target=_session._native_target(master),

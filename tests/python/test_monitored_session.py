@@ -144,6 +144,12 @@ def test_checkpoint_saver_hook_is_the_sessions_checkpoint_options(tmp_path):
         tf.train.CheckpointSaverHook(str(tmp_path))
     with pytest.raises(ValueError, match="by steps"):
         tf.train.MonitoredTrainingSession(save_checkpoint_secs=60)
+    # What only tf.Session takes is refused, not ignored.
+    config = tf.ConfigProto(device_count={"CPU": 2})
+    config.gpu_options.allow_growth = True
+    with pytest.raises(ValueError, match="device_count, gpu_options.allow_growth are taken by "
+                                         "tf.Session only"):
+        tf.train.MonitoredTrainingSession(config=config)
 
 
 class RecordingHook(tf.train.SessionRunHook):
