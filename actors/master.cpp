@@ -77,6 +77,8 @@ struct master_session {
   plan_cache plans;
   /// Its steps in flight, for a cancel.
   std::set<std::int64_t> running;
+  /// The client's latest cancel generation: run requests of earlier ones are cancelled.
+  std::int64_t cancelled_through = 0;
 };
 
 metric_gauge& open_master_sessions() {
@@ -526,6 +528,13 @@ master_actor::behavior_type master(Self self, master_options options) {
       auto config = s.config;
       auto start = [self, plan = *plan, req = std::move(req), placed = std::move(placed), config,
                     rp](const status& registered) mutable {
+        // Cancelled by its client while it was on its way or being planned and registered.
+        if (auto s = self->state.sessions.find(req.handle);
+            s != self->state.sessions.end() && req.cancel_generation < s->second.cancelled_through) {
+          rp.deliver(failed_run(make_error(errc::aborted, "a step cancelled by its client "
+                                                          "before it started")));
+          return;
+        }
         if (!registered.ok()) {
           // Forget the plan, so that a later run registers again (a task may be back).
           auto i = self->state.sessions.find(req.handle);
@@ -553,10 +562,11 @@ master_actor::behavior_type master(Self self, master_options options) {
     [self](sessions_atom) {
       return static_cast<std::int64_t>(self->state.sessions.size());
     },
-    [self](cancel_atom, std::int64_t handle) -> std::int64_t {
+    [self](cancel_atom, std::int64_t handle, std::int64_t generation) -> std::int64_t {
       auto i = self->state.sessions.find(handle);
       if (i == self->state.sessions.end() || !check_session_caller(self, handle, i->second).ok())
         return 0;
+      i->second.cancelled_through = std::max(i->second.cancelled_through, generation);
       for (auto step_id : i->second.running)
         self->send(self->state.coordinator, abort_atom::value, step_id,
                    make_error(errc::aborted, "step " + std::to_string(step_id) +

@@ -15,6 +15,7 @@
 #include <caf/io/all.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <mutex>
@@ -300,6 +301,7 @@ struct session::impl {
     request->fence = per_step.fence;
     request->all_or_nothing = per_step.all_or_nothing;
     request->timeout_ms = per_step.timeout_ms;
+    request->cancel_generation = cancel_generation.load();
     master_run_result answer;
     {
       std::lock_guard<std::mutex> guard{mutex};
@@ -353,6 +355,9 @@ struct session::impl {
   std::mutex mutex;
   /// Stands for this session on the master (session_config::owner).
   caf::actor owner;
+  /// Counts cancel_running_steps calls; a step carries the count it began under, so a cancel
+  /// between its start and its arrival at the master still reaches it.
+  std::atomic<std::int64_t> cancel_generation{0};
   /// The session's handle on the master; 0 until the first run opens it.
   std::int64_t handle = 0;
   /// The master's last answer was none, not even to a probe (ask_probing).
@@ -402,9 +407,11 @@ status session::run_targets(const std::vector<output>& targets, const feed_list&
 
 void session::cancel_running_steps() {
   std::lock_guard<std::mutex> guard{impl_->mutex};
+  auto generation = ++impl_->cancel_generation;
   // From the owner: the master takes a session's cancel only from its client's node.
   if (impl_->handle != 0 && impl_->owner)
-    caf::send_as(impl_->owner, impl_->master.master, cancel_atom::value, impl_->handle);
+    caf::send_as(impl_->owner, impl_->master.master, cancel_atom::value, impl_->handle,
+                 static_cast<std::int64_t>(generation));
 }
 
 const std::vector<std::string>& session::placement_log() const { return impl_->placement_log; }

@@ -514,8 +514,8 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
       return forward_to_master<status>(self, a, handle);
     },
     [self](sessions_atom a) { return forward_to_master<std::int64_t>(self, a); },
-    [self](cancel_atom a, std::int64_t handle) {
-      return forward_to_master<std::int64_t>(self, a, handle);
+    [self](cancel_atom a, std::int64_t handle, std::int64_t generation) {
+      return forward_to_master<std::int64_t>(self, a, handle, generation);
     },
   };
 }

@@ -82,6 +82,9 @@ struct master_run_request {
   bool all_or_nothing = false;
   /// The whole step's bound (run_options::timeout_ms); 0: none.
   std::int64_t timeout_ms = 0;
+  /// The client's cancel generation when the step began (session::cancel_running_steps): a
+  /// cancel of a later generation aborts it wherever it is, even before it started.
+  std::int64_t cancel_generation = 0;
 };
 
 struct master_run_result {
@@ -106,9 +109,10 @@ using master_actor = caf::typed_actor<
   caf::replies_to<close_atom, std::int64_t>::with<status>,
   // How many sessions are open now.
   caf::replies_to<sessions_atom>::with<std::int64_t>,
-  // Aborts the session's steps in flight (its client gave up on them: Ctrl-C); each fails
-  // with aborted. Answers how many there were.
-  caf::replies_to<cancel_atom, std::int64_t>::with<std::int64_t>,
+  // Aborts the session's steps in flight (its client gave up on them: Ctrl-C), and refuses
+  // its run requests of earlier cancel generations that come later; each fails with aborted.
+  // (handle, the client's cancel generation now); answers how many steps there were.
+  caf::replies_to<cancel_atom, std::int64_t, std::int64_t>::with<std::int64_t>,
   // Stops the master (and, for a task, the task).
   caf::reacts_to<stop_atom>>;
 
@@ -180,7 +184,7 @@ typename Inspector::result_type inspect(Inspector& f, session_created& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, master_run_request& x) {
   return f(caf::meta::type_name("master_run_request"), x.handle, x.feeds, x.fetches, x.targets,
-           x.fence, x.all_or_nothing, x.timeout_ms);
+           x.fence, x.all_or_nothing, x.timeout_ms, x.cancel_generation);
 }
 
 template <class Inspector>

@@ -154,6 +154,9 @@ py::list run_fed_step(Session& s, const std::vector<output>& fetches,
   feed_list feeds;
   for (std::size_t i = 0; i < feed_outputs.size(); ++i)
     feeds.emplace_back(feed_outputs[i], tensor_from_array(feed_values[i]));
+  // A Ctrl-C that came before the step: raised now, the step not run.
+  if (PyErr_CheckSignals() != 0)
+    throw py::error_already_set();
   std::optional<result<std::vector<tensor>>> outcome;
   {
     interruptible_step interruptible{cancellable(s, 0)};
