@@ -120,26 +120,28 @@ class RandomUniform(_Random):
                           partition_info)
 
 
-class RandomNormal(_Random):
+class _Normal(_Random):
+    """A normal draw of `mean` and `stddev` by the op named `_op` (random_normal or
+    truncated_normal, TF's two normal initializers)."""
+
+    _op = None
+
     def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=dtypes.float32):
         super().__init__(mean, stddev, seed, dtype)
         self.mean, self.stddev = mean, stddev
 
     def __call__(self, shape, dtype=None, partition_info=None):
         from actorflow import ops
-        return self._draw(ops.random_normal, "random_normal_initializer", shape, dtype,
+        return self._draw(getattr(ops, self._op), self._op + "_initializer", shape, dtype,
                           partition_info)
 
 
-class TruncatedNormal(_Random):
-    def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=dtypes.float32):
-        super().__init__(mean, stddev, seed, dtype)
-        self.mean, self.stddev = mean, stddev
+class RandomNormal(_Normal):
+    _op = "random_normal"
 
-    def __call__(self, shape, dtype=None, partition_info=None):
-        from actorflow import ops
-        return self._draw(ops.truncated_normal, "truncated_normal_initializer", shape, dtype,
-                          partition_info)
+
+class TruncatedNormal(_Normal):
+    _op = "truncated_normal"
 
 
 def _compute_fans(shape):

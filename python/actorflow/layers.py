@@ -45,6 +45,12 @@ def _channels_last(data_format, what):
                          % (what, data_format))
 
 
+def _refuse_unsupported(kind, activity_regularizer, kernel_constraint, bias_constraint):
+    if activity_regularizer is not None or kernel_constraint is not None or \
+            bias_constraint is not None:
+        raise ValueError("%s: activity_regularizer and constraints are not supported yet" % kind)
+
+
 def _bias_and_activation(y, units, use_bias, bias_initializer, bias_regularizer, trainable,
                          activation, dtype):
     if use_bias:
@@ -60,9 +66,7 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
           bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
           bias_constraint=None, trainable=True, name=None, reuse=None):
     """activation(inputs @ kernel + bias), kernel [in, units]; inputs of rank 2."""
-    if activity_regularizer is not None or kernel_constraint is not None or \
-            bias_constraint is not None:
-        raise ValueError("dense: activity_regularizer and constraints are not supported yet")
+    _refuse_unsupported("dense", activity_regularizer, kernel_constraint, bias_constraint)
     x = convert_to_tensor(inputs)
     if x.shape.ndims != 2 or x.shape[1] is None:
         raise ValueError("dense needs inputs [batch, features] with the features known, not %s "
@@ -85,9 +89,7 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
     _channels_last(data_format, "conv2d")
     if _pair(dilation_rate, "dilation_rate") != [1, 1]:
         raise ValueError("conv2d: dilation_rate other than 1 is not supported yet")
-    if activity_regularizer is not None or kernel_constraint is not None or \
-            bias_constraint is not None:
-        raise ValueError("conv2d: activity_regularizer and constraints are not supported yet")
+    _refuse_unsupported("conv2d", activity_regularizer, kernel_constraint, bias_constraint)
     x = convert_to_tensor(inputs)
     if x.shape.ndims != 4 or x.shape[3] is None:
         raise ValueError("conv2d needs inputs [batch, height, width, channels] with the channels "
