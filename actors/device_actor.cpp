@@ -19,7 +19,6 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
-#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -44,9 +43,6 @@ using orphan_grace_atom = caf::atom_constant<caf::atom("orphangr")>;
 /// Local only: a step of this device failed here (a node, a send); if it was prepared, its held
 /// updates wait for the coordinator's decision, which this failure, answered at once, asks for.
 using step_failed_atom = caf::atom_constant<caf::atom("stepfail")>;
-/// Local only: the next piece of a long chain of nodes run on this actor's thread is due
-/// (step_hooks::resume), after the messages that came before it.
-using resume_atom = caf::atom_constant<caf::atom("resume")>;
 
 /// What a device actor handles: the public protocol plus the messages it sends itself from
 /// the pools' threads. Handed out as protocol::device_actor, which hides the latter.
@@ -55,8 +51,7 @@ using device_actor_impl =
                        caf::reacts_to<bulk_sent_atom, std::int64_t>,
                        caf::reacts_to<armed_atom, std::int64_t>,
                        caf::reacts_to<orphan_grace_atom, std::int64_t, status>,
-                       caf::reacts_to<step_failed_atom, std::int64_t, status>,
-                       caf::reacts_to<resume_atom>>;
+                       caf::reacts_to<step_failed_atom, std::int64_t, status>>;
 
 /// How long a device that holds a prepared step waits, once its master went away, for the
 /// commit another device of the step may still pass on before it gives the step up.
@@ -143,13 +138,6 @@ struct device_state {
   /// Every key any registered partition used: tensors arriving for them need no parsing.
   key_map known_keys;
   std::unordered_map<std::int64_t, device_step> steps;
-  /// Pieces of long node chains waiting for their turn on this actor (step_hooks::resume; an
-  /// executor callback may add one from another thread).
-  struct resume_queue {
-    std::mutex mutex;
-    std::deque<std::function<void()>> work;
-  };
-  std::shared_ptr<resume_queue> resumes = std::make_shared<resume_queue>();
   /// Requesters of steps this actor monitors.
   std::set<caf::actor_addr> requesters;
   /// Tensors arriving in chunks from other processes, until their last chunk.
@@ -488,14 +476,6 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
         hooks.schedule = [pool](std::function<void()> work) { pool->schedule(std::move(work)); };
       else if (auto pool = st.options.long_chain_pool)
         hooks.resume = [pool](std::function<void()> work) { pool->schedule(std::move(work)); };
-      else
-        hooks.resume = [queue = st.resumes, me](std::function<void()> work) {
-          {
-            std::lock_guard<std::mutex> guard{queue->mutex};
-            queue->work.push_back(std::move(work));
-          }
-          caf::anon_send(me, resume_atom::value);
-        };
       step.execution = std::make_shared<step_execution>(plan->second, step_id, std::move(hooks));
       step.execution->set_fence(request.fence);
       if (request.all_or_nothing && plan->second->gated_updates() > 0) {
@@ -599,18 +579,6 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
                                                         " because: " + reason.message()));
       if (decided && gate)
         gate->cancel();
-    },
-    [=](resume_atom) {
-      std::function<void()> work;
-      {
-        auto& queue = *self->state.resumes;
-        std::lock_guard<std::mutex> guard{queue.mutex};
-        if (queue.work.empty())
-          return;
-        work = std::move(queue.work.front());
-        queue.work.pop_front();
-      }
-      work();
     },
     [=](step_failed_atom, std::int64_t step_id, const status& reason) {
       auto& st = self->state;

@@ -27,7 +27,7 @@ struct device_actor_options {
   /// Without inter_op_pool: where the rest of a long chain of nodes goes after the actor's
   /// thread ran step_execution::max_inline_chain of them (the task's inter-op pool, unused
   /// otherwise), so that the actor, and on the I/O thread the process's connections, stay
-  /// responsive. Null (deterministic tests): the chain takes turns with the actor's mailbox.
+  /// responsive. Null (deterministic tests): the chain runs to its end.
   std::shared_ptr<thread_pool> long_chain_pool;
   /// Called with a short line for every message handled ("CPU:0 run step 1"); tests use it to
   /// check message order.

@@ -415,8 +415,8 @@ void step_execution::run_from(tagged_node first, bool on_pool) {
   while (!ready.empty()) {
     if (!on_pool && ++ran_here > max_inline_chain && (hooks_.schedule || hooks_.resume)) {
       // A loop of small nodes would hold the actor's thread, and its mailbox, until it ended
-      // (an abort of this step waits there): the rest runs on the pool, or takes its turn
-      // behind the mailbox. The nodes are counted already.
+      // (an abort of this step waits there): the rest runs on a pool thread. The nodes are
+      // counted already.
       auto self = shared_from_this();
       if (hooks_.schedule) {
         for (auto& t : ready)

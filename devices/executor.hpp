@@ -9,9 +9,8 @@
 /// on the current thread (the deterministic mode that actor tests use). On an actor's thread
 /// only inexpensive nodes (inputs of at most inline_input_bytes, TensorFlow's "inexpensive
 /// kernels run inline") run there, at most max_inline_chain of them in a row before the rest
-/// of the chain goes to the pool (or, without one, to hooks.resume, behind the actor's
-/// mailbox); the rest go to the pool, so the actor stays responsive (to an abort, a step's
-/// deadline, other steps).
+/// of the chain goes to the pool (or, where nodes run on the actor, to hooks.resume); the rest
+/// go to the pool, so the actor stays responsive (to an abort, a step's deadline, other steps).
 
 #include "devices/device.hpp"
 #include "devices/kernel.hpp"
@@ -163,10 +162,10 @@ struct step_hooks {
   std::function<void(const status& reason)> aborted;
   /// Runs work on the inter-op pool; when empty, everything runs on the calling thread.
   std::function<void(std::function<void()>)> schedule;
-  /// Without a pool: runs work elsewhere than the actor's current message (on a pool otherwise
-  /// unused for ready nodes, or on the actor's thread after the messages already waiting for
-  /// it: an abort, a step's deadline), so that a long chain of nodes run inline does not hold
-  /// the actor. When empty, the chain runs to its end.
+  /// Without `schedule`: runs the rest of a long chain of nodes off the actor's thread (on the
+  /// task's inter-op pool, otherwise unused for ready nodes), so that the actor can take an
+  /// abort or a step's deadline meanwhile. When empty (deterministic tests), the chain runs to
+  /// its end.
   std::function<void(std::function<void()>)> resume;
 };
 
@@ -184,7 +183,7 @@ public:
   /// Nodes whose inputs total at most this many bytes run inline on an actor's thread.
   static constexpr std::size_t inline_input_bytes = 16 * 1024;
   /// The most nodes one call runs in a row on an actor's thread before the rest of its chain
-  /// takes its turn behind the actor's mailbox (a loop of small nodes: about 25 us of them).
+  /// moves off it (a loop of small nodes: about 25 us of them).
   static constexpr std::size_t max_inline_chain = 64;
 
   using done_callback = std::function<void(status, std::vector<tensor>)>;
