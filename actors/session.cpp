@@ -5,6 +5,7 @@
 #include "actors/protocols/master.hpp"
 #include "actors/protocols/task.hpp"
 #include "actors/protocols/wire.hpp"
+#include "actors/scheduler.hpp"
 #include "actors/session_master.hpp"
 #include "actors/sigpipe.hpp"
 #include "devices/runtime_env.hpp"
@@ -178,6 +179,7 @@ struct session::impl {
       done = true;
     };
     auto deadline = steady_clock::now() + microseconds(timeout_seconds);
+    poll_mailbox_briefly(*self.ptr());
     if (timeout_seconds > 0 && probe_after_seconds > 0 && probe_after_seconds < timeout_seconds) {
       self->receive(on_answer, on_error, on_down, caf::after(microseconds(probe_after_seconds)) >> [] {});
       if (!done) {

@@ -3,6 +3,7 @@
 #include "actors/logging.hpp"
 #include "actors/master.hpp"
 #include "actors/protocols/wire.hpp"
+#include "actors/scheduler.hpp"
 #include "actors/task_service.hpp"
 #include "actors/transport_guard.hpp"
 #include "devices/runtime_env.hpp"
@@ -58,9 +59,9 @@ std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads
   freeze_process_transport_security();
   use_guarded_transport(*config, process_transport_security());
   add_actorflow_message_types(*config);
-  // A shared queue with a condition variable: idle workers sleep until a message arrives.
-  // Work stealing polls and naps instead, burning cores that kernels need and adding latency.
-  config->set("scheduler.policy", caf::atom("sharing"));
+  // A shared queue whose idle workers poll briefly, then sleep (actors/scheduler.hpp). CAF's
+  // work stealing polls and naps for milliseconds instead, burning cores that kernels need.
+  use_actorflow_scheduler(*config);
   // Deserialize on the I/O thread instead of BASP's workers: one thread handoff less per
   // message from another process (5-10% more steps/s on the classic example), and large
   // tensors bypass BASP anyway (actors/bulk_channel.hpp).

@@ -48,7 +48,7 @@ status check_network_system(caf::actor_system& sys, const std::string& what);
 status check_actor_system(caf::actor_system& sys, const session_options& options);
 
 /// A config for an actor system that serves or reaches actorflow tasks over the network:
-/// the middleman, actorflow's message types, the sharing scheduler and deserialising on the
+/// the middleman, actorflow's message types, actorflow's scheduler and deserialising on the
 /// I/O thread; `max_threads` scheduler threads (0: CAF's default).
 std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads);
 

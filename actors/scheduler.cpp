@@ -1,0 +1,161 @@
+#include "actors/scheduler.hpp"
+
+#include "graph/environment.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/blocking_actor.hpp>
+#include <caf/policy/unprofiled.hpp>
+#include <caf/resumable.hpp>
+#include <caf/scheduler/coordinator.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace actorflow {
+
+std::chrono::microseconds scheduler_spin() {
+  static const std::chrono::microseconds spin = [] {
+    const char* text = std::getenv("ACTORFLOW_SCHEDULER_SPIN_US");
+    if (text != nullptr && std::strcmp(text, "0") == 0)
+      return std::chrono::microseconds{0};
+    return std::chrono::microseconds{size_from_environment("ACTORFLOW_SCHEDULER_SPIN_US", 50)};
+  }();
+  return spin;
+}
+
+void poll_mailbox_briefly(caf::blocking_actor& self) {
+  auto spin = scheduler_spin();
+  if (spin.count() == 0)
+    return;
+  auto until = std::chrono::steady_clock::now() + spin;
+  while (self.mailbox().empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+}
+
+namespace {
+
+/// CAF's work_sharing with a poll before the sleep (scheduler.hpp says why).
+class spin_then_sleep_sharing : public caf::policy::unprofiled {
+public:
+  struct coordinator_data {
+    explicit coordinator_data(caf::scheduler::abstract_coordinator*) {}
+
+    std::deque<caf::resumable*> queue;
+    std::mutex lock;
+    std::condition_variable cv;
+    /// queue.size(), readable without the lock: what a polling worker watches.
+    std::atomic<std::size_t> queued{0};
+    /// Workers in cv.wait (changed under the lock): an enqueue with none skips the notify.
+    std::size_t sleepers = 0;
+    /// Workers polling the queue now (dequeue lets one poll).
+    std::atomic<int> pollers{0};
+  };
+
+  struct worker_data {
+    explicit worker_data(caf::scheduler::abstract_coordinator*) {}
+  };
+
+  template <class Coordinator>
+  void enqueue(Coordinator* self, caf::resumable* job) {
+    auto& shared = d(self);
+    bool wake;
+    {
+      std::lock_guard<std::mutex> guard(shared.lock);
+      shared.queue.push_back(job);
+      shared.queued.store(shared.queue.size(), std::memory_order_release);
+      wake = shared.sleepers > 0;
+    }
+    if (wake)
+      shared.cv.notify_one();
+  }
+
+  template <class Coordinator>
+  void central_enqueue(Coordinator* self, caf::resumable* job) {
+    enqueue(self, job);
+  }
+
+  template <class Worker>
+  void external_enqueue(Worker* self, caf::resumable* job) {
+    enqueue(self->parent(), job);
+  }
+
+  template <class Worker>
+  void internal_enqueue(Worker* self, caf::resumable* job) {
+    enqueue(self->parent(), job);
+  }
+
+  template <class Worker>
+  void resume_job_later(Worker* self, caf::resumable* job) {
+    enqueue(self->parent(), job);
+  }
+
+  template <class Worker>
+  caf::resumable* dequeue(Worker* self) {
+    auto& shared = d(self->parent());
+    auto take = [&shared] {
+      auto* job = shared.queue.front();
+      shared.queue.pop_front();
+      shared.queued.store(shared.queue.size(), std::memory_order_release);
+      return job;
+    };
+    auto spin = scheduler_spin();
+    // One poller at a time: it takes the next message as fast as several would, and the other
+    // idle workers leave the cores to kernels and to the other processes of a cluster.
+    if (spin.count() > 0 && shared.pollers.fetch_add(1, std::memory_order_acq_rel) == 0) {
+      auto until = std::chrono::steady_clock::now() + spin;
+      do {
+        if (shared.queued.load(std::memory_order_acquire) > 0) {
+          std::unique_lock<std::mutex> guard(shared.lock);
+          if (!shared.queue.empty()) {
+            shared.pollers.fetch_sub(1, std::memory_order_acq_rel);
+            return take();
+          }
+        }
+        // Gives the core to a runnable thread (a kernel's) when there is one.
+        std::this_thread::yield();
+      } while (std::chrono::steady_clock::now() < until);
+      shared.pollers.fetch_sub(1, std::memory_order_acq_rel);
+    } else if (spin.count() > 0) {
+      shared.pollers.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    std::unique_lock<std::mutex> guard(shared.lock);
+    while (shared.queue.empty()) {
+      ++shared.sleepers;
+      shared.cv.wait(guard);
+      --shared.sleepers;
+    }
+    return take();
+  }
+
+  template <class Worker, class UnaryFunction>
+  void foreach_resumable(Worker*, UnaryFunction) {}
+
+  template <class Coordinator, class UnaryFunction>
+  void foreach_central_resumable(Coordinator* self, UnaryFunction f) {
+    auto& shared = d(self);
+    std::lock_guard<std::mutex> guard(shared.lock);
+    while (!shared.queue.empty()) {
+      auto* job = shared.queue.front();
+      shared.queue.pop_front();
+      f(job);
+    }
+    shared.queued.store(0, std::memory_order_release);
+  }
+};
+
+} // namespace
+
+void use_actorflow_scheduler(caf::actor_system_config& config) {
+  // CAF creates its own scheduler only when no module factory made one.
+  config.module_factories.push_back([](caf::actor_system& sys) -> caf::actor_system::module* {
+    return new caf::scheduler::coordinator<spin_then_sleep_sharing>(sys);
+  });
+}
+
+} // namespace actorflow

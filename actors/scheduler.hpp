@@ -1,0 +1,31 @@
+#pragma once
+/// The scheduler of every actor system actorflow creates (network_config()):
+///   use_actorflow_scheduler(config);
+/// CAF's sharing policy (one queue, a condition variable), except that a worker with nothing
+/// to do first polls the queue for a short while before it sleeps, and enqueues wake only a
+/// worker that sleeps. A step is a burst of messages with short gaps between them (a client's
+/// own work between runs, a peer's answer on loopback); a worker that sleeps in each gap pays
+/// a futex wake-up and a reschedule on the next message, tens of microseconds on these VMs.
+/// The spin yields the core on every poll, so kernels' threads on a loaded core still run.
+///
+/// ACTORFLOW_SCHEDULER_SPIN_US sets how long a worker polls (default 50, 0: sleep at once,
+/// as CAF's sharing policy); read once per process.
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+
+namespace actorflow {
+
+/// Installs the scheduler above in `config`; its scheduler.max-threads still applies.
+void use_actorflow_scheduler(caf::actor_system_config& config);
+
+/// How long an idle worker polls before it sleeps (ACTORFLOW_SCHEDULER_SPIN_US).
+std::chrono::microseconds scheduler_spin();
+
+/// What a blocking wait does first (a client waiting for its step's answer): polls `self`'s
+/// mailbox for scheduler_spin() at most, so that an answer that comes at once does not find
+/// the thread asleep. The caller's receive does the real wait after it.
+void poll_mailbox_briefly(caf::blocking_actor& self);
+
+} // namespace actorflow
