@@ -514,9 +514,13 @@ class Variable:
             initial_value = initial_value()
         initial = convert_to_tensor(initial_value, dtype=dtype)
         graph = initial.graph
+        if constraint is not None and not callable(constraint):
+            raise ValueError("Variable %r: constraint must be callable (a function of the "
+                             "variable), not %r" % (name or "Variable", constraint))
         handle = graph._built(_c.variable(graph._c, initial._output, name or "Variable",
                                           bool(trainable)))
         self._init(graph, handle)
+        self._constraint = constraint
 
     @classmethod
     def _from_handle(cls, graph, handle):
@@ -529,9 +533,18 @@ class Variable:
         self._handle = handle
         graph._variables[handle.ref.node_id] = self
 
+    # A variable made in C++ (an optimizer's slot) has none.
+    _constraint = None
+
     @property
     def graph(self):
         return self._graph
+
+    @property
+    def constraint(self):
+        """The function the optimizers apply after each update (var.assign(constraint(var))),
+        or None."""
+        return self._constraint
 
     @property
     def op(self):
