@@ -1,5 +1,7 @@
 """tf.train: optimizers (graph/optimizers.hpp), cluster specs (actors/cluster_spec.hpp),
-servers (actors/server.hpp) and replica_device_setter (graph/replica_device_setter.hpp).
+servers (actors/server.hpp) and replica_device_setter (graph/replica_device_setter.hpp); the
+training loops come from monitored.py (MonitoredTrainingSession, Saver, hooks) and supervisor.py
+(Supervisor, SessionManager, Coordinator).
 
     cluster = tf.train.ClusterSpec({"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223"]})
     server = tf.train.Server(cluster, job_name="worker", task_index=0)   # prints its target
@@ -22,6 +24,7 @@ from actorflow.monitored import (CheckpointSaverHook, LoggingTensorHook,  # noqa
                                  SessionRunArgs, SessionRunContext, SessionRunHook,
                                  SessionRunValues, StopAtStepHook, _register_server,
                                  _SyncReplicasHook, latest_checkpoint)
+from actorflow.supervisor import Coordinator, SessionManager, Supervisor  # noqa: F401
 
 # --- optimizers ------------------------------------------------------------------------------------
 

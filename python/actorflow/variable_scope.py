@@ -407,6 +407,13 @@ class GraphKeys:
     LOSSES = "losses"
     UPDATE_OPS = "update_ops"
     SUMMARIES = "summaries"
+    # What tf.train.Supervisor finds (or makes and keeps) in its graph.
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
+    SAVERS = "savers"
+    SUMMARY_OP = "summary_op"
 
 
 def _state(graph):
