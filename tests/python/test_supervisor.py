@@ -1,10 +1,14 @@
-"""tf.train.Supervisor (and its SessionManager and Coordinator) in one process: the chief
+"""tf.train.Supervisor (and its SessionManager and Coordinator): in one process, the chief
 restores or initialises and checkpoints into logdir, timed checkpoints on a fake clock, stopping,
 exceptions, the graph finalized, a worker that is not the chief waiting for the chief (a local
-server) or timing out. test_supervisor_cluster.py runs it as processes."""
+server) or timing out; then as processes on loopback (programs/supervisor_worker.py): a ps, a
+worker that waits, and the chief that initialises. Ports are picked free, every wait is bounded,
+and only the processes started here are killed."""
 
+import json
 import os
 import re
+import subprocess
 import threading
 import time
 
@@ -13,6 +17,9 @@ import pytest
 
 import actorflow.compat.v1 as tf
 from actorflow import supervisor as supervisor_module
+from seed_processes import PYTHON, free_ports
+
+PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
 
 
 @pytest.fixture(autouse=True)
@@ -348,3 +355,80 @@ def test_a_worker_that_is_not_the_chief_waits_for_the_chiefs_initialisation():
         assert waited["seconds"] >= 0.5 and 0 <= waited["step"] <= 3
     finally:
         server.stop()
+
+
+# --- as processes -----------------------------------------------------------------------------------
+
+
+def wait_for_line(path, text, process, timeout):
+    """Waits until the log at `path` has a line containing `text`; the log so far otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(path) as f:   # opened anew: reading never moves the offset the child writes at
+            output = f.read()
+        if text in output:
+            return output
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    with open(path) as f:
+        raise AssertionError("%r not in the output of %s (exit %s) within %d s:\n%s"
+                             % (text, path, process.poll(), timeout, f.read()))
+
+
+def test_across_processes_the_worker_waits_for_the_chief_which_initialises_and_checkpoints(
+        tmp_path):
+    ports = free_ports(3)
+    spec = json.dumps({"ps": ["127.0.0.1:%d" % ports[0]],
+                       "worker": ["127.0.0.1:%d" % p for p in ports[1:]]})
+    logdir = str(tmp_path / "train")
+    started, logs = [], {}
+
+    def start(name, command):
+        logs[name] = str(tmp_path / (name + ".log"))
+        with open(logs[name], "w") as log:   # the child has its own copy of the descriptor
+            started.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                            env=dict(os.environ, PYTHONUNBUFFERED="1")))
+        return started[-1]
+
+    def worker(task):
+        return [PYTHON, os.path.join(PROGRAMS, "supervisor_worker.py"), "--cluster", spec,
+                "--task", str(task), "--steps", "50", "--logdir", logdir]
+
+    def result_of(name, process):
+        try:
+            code = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            code = "timed out"
+        with open(logs[name]) as f:
+            output = f.read()
+        assert code == 0, "%s exited %s:\n%s" % (name, code, output)
+        return json.loads(output.strip().splitlines()[-1])
+
+    try:
+        ps = start("ps", [PYTHON, os.path.join(PROGRAMS, "ps_server.py"), spec, "0"])
+        wait_for_line(logs["ps"], "Started server with target", ps, 30)
+        other = start("worker1", worker(1))
+        # The worker that is not the chief finds the variables uninitialised and waits ...
+        waiting = wait_for_line(logs["worker1"], "Waiting for model to be ready", other, 30)
+        assert re.search(r"Waiting for model to be ready: .*uninitiali[sz]ed value "
+                         r"'(w|b|global_step)'", waiting), waiting
+        assert other.poll() is None
+        # ... until the chief, started only now, has initialised them.
+        chief = start("worker0", worker(0))
+        results = {"chief": result_of("worker0", chief), "other": result_of("worker1", other)}
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=30)
+    chief, other = results["chief"], results["other"]
+    assert chief["first_w"] == 0.25                        # initialised by init_op, not restored
+    # The chief's first step is on the untrained model; the other worker may start only after
+    # the chief's last (it looks every recovery_wait_secs): both end far below that loss.
+    for r in results.values():
+        assert r["last_loss"] < 0.2 * chief["first_loss"], results
+    # One global step on the ps counts both workers' 50 steps; the later read sees them all.
+    assert 98 <= max(chief["global_step"], other["global_step"]) <= 100, results
+    saved = checkpoint_steps(logdir)                       # the chief's last checkpoint
+    assert saved and saved[-1] >= chief["global_step"], (saved, results)
