@@ -354,6 +354,54 @@ def _seconds(value):
 # --- the supervisor ------------------------------------------------------------------------------
 
 
+def _check_arguments(graph, ready_op, ready_for_local_init_op, is_chief, init_op, local_init_op,
+                     summary_op, saver, save_summaries_secs, save_model_secs, checkpoint_basename,
+                     session_manager, summary_writer, init_fn, local_init_run_options,
+                     **unchecked):
+    """The Supervisor's ValueError for an argument actorflow cannot honour, or TypeError for one
+    of the wrong kind."""
+    default = Supervisor.USE_DEFAULT
+    if summary_op is not default and summary_op is not None:
+        raise ValueError("Supervisor(summary_op=%r): actorflow has no summary ops; leave "
+                         "summary_op out or pass None" % (summary_op,))
+    if graph.get_collection(GraphKeys.SUMMARY_OP):
+        raise ValueError("Supervisor: the graph's summary_op collection is set, and "
+                         "actorflow's Supervisor writes no summaries")
+    if summary_writer is not default and summary_writer is not None:
+        raise ValueError("Supervisor(summary_writer=%r): actorflow's Supervisor writes no event "
+                         "files; leave summary_writer out or pass None" % (summary_writer,))
+    if save_summaries_secs not in (120, 0, None):
+        raise ValueError("Supervisor(save_summaries_secs=%r): actorflow's Supervisor writes no "
+                         "summaries; leave save_summaries_secs out or pass 0"
+                         % (save_summaries_secs,))
+    if save_model_secs is not None and float(save_model_secs) < 0:
+        raise ValueError("Supervisor(save_model_secs=%r) must be >= 0 (0: no timed checkpoints)"
+                         % (save_model_secs,))
+    if not checkpoint_basename or os.path.basename(checkpoint_basename) != checkpoint_basename:
+        raise ValueError("Supervisor(checkpoint_basename=%r) is a file name: the checkpoints go "
+                         "into logdir, where the chief restores from" % (checkpoint_basename,))
+    if session_manager is not None and local_init_run_options is not None:
+        raise ValueError("Supervisor: local_init_run_options goes to the SessionManager it "
+                         "makes; with session_manager=..., give them to that one")
+    if init_fn is not None and not callable(init_fn):
+        raise TypeError("Supervisor's init_fn is a function of the session, not %r" % (init_fn,))
+    for name, op in (("init_op", init_op), ("local_init_op", local_init_op)):
+        if op is not default and op is not None and not isinstance(op, (Operation, Tensor)):
+            raise TypeError("Supervisor's %s is an Operation or None, not %r" % (name, op))
+    for name, op in (("ready_op", ready_op), ("ready_for_local_init_op", ready_for_local_init_op)):
+        if op is not default:
+            _ready_check(op, "Supervisor's " + name)
+    if saver is not default and saver is not None and not isinstance(saver, Saver):
+        raise TypeError("Supervisor's saver is a tf.train.Saver or None, not %r" % (saver,))
+    if not is_chief:
+        # TF's check: a worker that is not the chief waits for variables another task
+        # initialises, which it can see only when they live on a shared (ps) task.
+        for op in graph.get_operations():
+            if op.type in ("Variable", "VariableV2") and not op.device:
+                raise ValueError("When using replicas, all Variables must have their device "
+                                 "set: %s" % op.name)
+
+
 class Supervisor:
     """TF 1.15's tf.train.Supervisor over SessionManager and Saver (see the module's text).
     Arguments actorflow cannot honour raise ValueError naming them: summary_op and
@@ -372,13 +420,9 @@ class Supervisor:
                  summary_writer=USE_DEFAULT, init_fn=None, local_init_run_options=None):
         if graph is None:
             graph = get_default_graph()
-        self._refuse_summaries(graph, summary_op, summary_writer, save_summaries_secs)
-        if save_model_secs is not None and float(save_model_secs) < 0:
-            raise ValueError("Supervisor(save_model_secs=%r) must be >= 0 (0: no timed "
-                             "checkpoints)" % (save_model_secs,))
-        if init_fn is not None and not callable(init_fn):
-            raise TypeError("Supervisor's init_fn is a function of the session, not %r"
-                            % (init_fn,))
+        # Every argument is checked before anything is made in the graph (nodes are never
+        # removed: a refused Supervisor must leave the graph as it was).
+        _check_arguments(**{k: v for k, v in locals().items() if k != "self"})
         self._graph = graph
         self._is_chief = bool(is_chief)
         self._coord = Coordinator()
@@ -388,9 +432,6 @@ class Supervisor:
         self._stop_grace_secs = stop_grace_secs
         self._checkpoint_basename = checkpoint_basename
         self._init_fn = init_fn
-        if not checkpoint_basename or os.path.basename(checkpoint_basename) != checkpoint_basename:
-            raise ValueError("Supervisor(checkpoint_basename=%r) is a file name: the checkpoints "
-                             "go into logdir, where the chief restores from" % (checkpoint_basename,))
         self._save_path = os.path.join(logdir, checkpoint_basename) if logdir else None
         with graph.as_default():
             self._init_ready_op(ready_op, ready_for_local_init_op)
@@ -398,17 +439,12 @@ class Supervisor:
             self._init_local_init_op(local_init_op)
             self._init_saver(saver)
             self._init_global_step(global_step)
-        if not self._is_chief:
-            self._check_variables_are_placed()
         if session_manager is None:
             session_manager = SessionManager(
                 local_init_op=self._local_init_op, ready_op=self._ready_op,
                 ready_for_local_init_op=self._ready_for_local_init_op, graph=graph,
                 recovery_wait_secs=recovery_wait_secs,
                 local_init_run_options=local_init_run_options)
-        elif local_init_run_options is not None:
-            raise ValueError("Supervisor: local_init_run_options goes to the SessionManager it "
-                             "makes; with session_manager=..., give them to that one")
         self._session_manager = session_manager
         self._saving_session = None      # the chief's session its checkpoints read, or None
         self._last_save = None
@@ -416,23 +452,6 @@ class Supervisor:
 
     # Construction, following TF's: a default is taken from the graph's collection, else made
     # and kept there (so a second Supervisor on the same, finalized, graph finds it).
-    @staticmethod
-    def _refuse_summaries(graph, summary_op, summary_writer, save_summaries_secs):
-        if summary_op is not Supervisor.USE_DEFAULT and summary_op is not None:
-            raise ValueError("Supervisor(summary_op=%r): actorflow has no summary ops; leave "
-                             "summary_op out or pass None" % (summary_op,))
-        if graph.get_collection(GraphKeys.SUMMARY_OP):
-            raise ValueError("Supervisor: the graph's summary_op collection is set, and "
-                             "actorflow's Supervisor writes no summaries")
-        if summary_writer is not Supervisor.USE_DEFAULT and summary_writer is not None:
-            raise ValueError("Supervisor(summary_writer=%r): actorflow's Supervisor writes no "
-                             "event files; leave summary_writer out or pass None"
-                             % (summary_writer,))
-        if save_summaries_secs not in (120, 0, None):
-            raise ValueError("Supervisor(save_summaries_secs=%r): actorflow's Supervisor writes "
-                             "no summaries; leave save_summaries_secs out or pass 0"
-                             % (save_summaries_secs,))
-
     def _first_in_collection(self, key):
         values = self._graph.get_collection(key)
         if len(values) > 1:
@@ -463,8 +482,6 @@ class Supervisor:
             if init_op is None:
                 init_op = ops.global_variables_initializer()
                 self._graph.add_to_collection(GraphKeys.INIT_OP, init_op)
-        if init_op is not None and not isinstance(init_op, (Operation, Tensor)):
-            raise TypeError("Supervisor's init_op is an Operation or None, not %r" % (init_op,))
         self._init_op = init_op
         self._init_feed_dict = init_feed_dict
 
@@ -473,9 +490,6 @@ class Supervisor:
         # initialise, unless the graph's local_init_op collection names an op.
         if local_init_op is Supervisor.USE_DEFAULT:
             local_init_op = self._first_in_collection(GraphKeys.LOCAL_INIT_OP)
-        if local_init_op is not None and not isinstance(local_init_op, (Operation, Tensor)):
-            raise TypeError("Supervisor's local_init_op is an Operation or None, not %r"
-                            % (local_init_op,))
         self._local_init_op = local_init_op
 
     def _init_saver(self, saver):
@@ -485,8 +499,6 @@ class Supervisor:
             if saver is None and ops.global_variables():
                 saver = Saver()
                 self._graph.add_to_collection(GraphKeys.SAVERS, saver)
-        if saver is not None and not isinstance(saver, Saver):
-            raise TypeError("Supervisor's saver is a tf.train.Saver or None, not %r" % (saver,))
         self._saver = saver
 
     def _init_global_step(self, global_step):
@@ -494,14 +506,6 @@ class Supervisor:
         if global_step is Supervisor.USE_DEFAULT:
             global_step = train.get_global_step(self._graph)
         self._global_step = global_step
-
-    def _check_variables_are_placed(self):
-        # TF's check: a worker that is not the chief waits for variables another task
-        # initialises, which it can see only when they live on a shared (ps) task.
-        for op in self._graph.get_operations():
-            if op.type in ("Variable", "VariableV2") and not op.device:
-                raise ValueError("When using replicas, all Variables must have their device set: "
-                                 "%s" % op.name)
 
     # Sessions.
     def prepare_or_wait_for_session(self, master="", config=None, wait_for_checkpoint=False,

@@ -294,9 +294,24 @@ def test_the_graph_is_finalized_and_a_second_supervisor_reuses_what_the_first_ma
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_an_argument_actorflow_cannot_honour_is_a_value_error_naming_it(arguments, named):
     tf.Variable(1.0)
+    graph = tf.get_default_graph()
+    before = [op.name for op in graph.get_operations()]
     with pytest.raises(ValueError, match=named):
         tf.train.Supervisor(**arguments)
-    assert not tf.get_default_graph().finalized            # nothing was made final
+    # Refused before anything was made: no init op, no saver, not finalized.
+    assert [op.name for op in graph.get_operations()] == before
+    assert graph.get_collection(tf.GraphKeys.INIT_OP) == [] and not graph.finalized
+
+
+@pytest.mark.parametrize("arguments", [dict(saver="saver"), dict(init_op=3),
+                                       dict(ready_op="ready"), dict(init_fn=5)])
+def test_an_argument_of_the_wrong_kind_is_a_type_error_before_anything_is_made(arguments):
+    tf.Variable(1.0)
+    graph = tf.get_default_graph()
+    before = [op.name for op in graph.get_operations()]
+    with pytest.raises(TypeError, match=list(arguments)[0]):
+        tf.train.Supervisor(**arguments)
+    assert [op.name for op in graph.get_operations()] == before
 
 
 def test_the_defaults_and_summaries_off_are_taken():
