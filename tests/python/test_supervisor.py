@@ -175,6 +175,19 @@ def test_the_chief_saves_when_save_model_secs_passed_after_a_run(tmp_path, monke
     assert checkpoint_steps(str(tmp_path)) == [0, 5, 8, 9]  # and the last, at the clean end
 
 
+def test_wait_for_checkpoint_waits_max_wait_secs_for_one_then_initialises(tmp_path,
+                                                                          monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(supervisor_module, "time", clock)
+    x, y, w, loss, global_step, train_op = linear_model()
+    sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=0, recovery_wait_secs=7)
+    sess = sv.prepare_or_wait_for_session(wait_for_checkpoint=True, max_wait_secs=30)
+    assert 30 <= clock.now - 1000.0 < 37                   # looked every 7 s for 30 s
+    assert sess.run(global_step) == 0                      # none came: initialised
+    sv.stop()
+    sess.close()
+
+
 def test_without_start_standard_services_nothing_is_saved(tmp_path):
     x, y, w, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=1)
