@@ -533,13 +533,13 @@ class Variable:
                  expected_shape=None, use_resource=None, constraint=None):
         if initial_value is None:
             raise ValueError("initial_value must be specified.")
+        if constraint is not None and not callable(constraint):
+            raise ValueError("Variable %r: constraint must be callable (a function of the "
+                             "variable), not %r" % (name or "Variable", constraint))
         if callable(initial_value):
             initial_value = initial_value()
         initial = convert_to_tensor(initial_value, dtype=dtype)
         graph = initial.graph
-        if constraint is not None and not callable(constraint):
-            raise ValueError("Variable %r: constraint must be callable (a function of the "
-                             "variable), not %r" % (name or "Variable", constraint))
         handle = graph._built(_c.variable(graph._c, initial._output, name or "Variable",
                                           bool(trainable)))
         self._init(graph, handle)

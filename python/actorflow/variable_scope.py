@@ -332,11 +332,11 @@ class _VariableStore:
             if initial_tensor is None:
                 with graph.name_scope(base + "/Initializer"):
                     initial_tensor = initializer(shape, dtype=dtype, partition_info=partition_info)
-            variable = Variable(initial_tensor, trainable=trainable, name=base, dtype=dtype)
+            variable = Variable(initial_tensor, trainable=trainable, name=base, dtype=dtype,
+                                constraint=constraint)
         if variable.name != name + ":0":
             raise ValueError("get_variable %r: the name is taken in the graph (by a name scope "
                              "of that name), so %s was made instead" % (name, variable.name))
-        variable._constraint = constraint
         for key in collections:
             graph.add_to_collection(key, variable)
         return variable

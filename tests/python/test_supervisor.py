@@ -385,7 +385,7 @@ def test_a_worker_that_is_not_the_chief_waits_for_the_chiefs_initialisation():
         server.stop()
 
 
-# --- as processes -----------------------------------------------------------------------------------
+# --- as processes ------------------------------------------------------------------------------
 
 
 def wait_for_line(path, text, process, timeout):
