@@ -31,14 +31,19 @@ class Graph:
         self._reported_error = None
         self._pending_device_errors = []
         self._collections = {}
+        self._finalized = False
 
     # Building: every op goes through _built, which raises what went wrong making it.
     def _built(self, output):
-        """Raises the device function's exception or the graph's new error for the op just made."""
-        if self._pending_device_errors:
-            error = self._pending_device_errors[0]
-            self._pending_device_errors.clear()
-            raise error
+        """Raises the device function's exception or the graph's new error for the op just made,
+        or RuntimeError when the graph is finalized."""
+        pending = self._pending_device_errors[:1]
+        self._pending_device_errors.clear()
+        # Checked after the op is made (the C++ graph has no finalized state and never removes a
+        # node): the op stays in the graph but cannot be used from Python, as nothing holds it.
+        self._check_not_finalized()
+        if pending:
+            raise pending[0]
         self._check_error()
         return output
 
@@ -48,6 +53,23 @@ class Graph:
             # The C++ graph keeps its first error and refuses to run afterwards (graph.hpp).
             self._reported_error = error
             raise ValueError(error[1])
+
+    def finalize(self):
+        """Makes the graph read-only (tf.Graph.finalize): making an op or adding to a collection
+        raises RuntimeError afterwards. tf.train.Supervisor finalizes its graph, so that a
+        training loop cannot grow it by accident."""
+        self._finalized = True
+
+    @property
+    def finalized(self):
+        return self._finalized
+
+    def _unsafe_unfinalize(self):
+        self._finalized = False
+
+    def _check_not_finalized(self):
+        if self._finalized:
+            raise RuntimeError("Graph is finalized and cannot be modified.")
 
     @contextlib.contextmanager
     def as_default(self):
@@ -205,6 +227,7 @@ class Graph:
         return variable
 
     def add_to_collection(self, name, value):
+        self._check_not_finalized()
         self._collections.setdefault(name, []).append(value)
 
     def get_collection(self, name, scope=None):
@@ -510,6 +533,9 @@ class Variable:
                  expected_shape=None, use_resource=None, constraint=None):
         if initial_value is None:
             raise ValueError("initial_value must be specified.")
+        if constraint is not None and not callable(constraint):
+            raise ValueError("Variable %r: constraint must be callable (a function of the "
+                             "variable), not %r" % (name or "Variable", constraint))
         if callable(initial_value):
             initial_value = initial_value()
         initial = convert_to_tensor(initial_value, dtype=dtype)
@@ -517,6 +543,7 @@ class Variable:
         handle = graph._built(_c.variable(graph._c, initial._output, name or "Variable",
                                           bool(trainable)))
         self._init(graph, handle)
+        self._constraint = constraint
 
     @classmethod
     def _from_handle(cls, graph, handle):
@@ -529,9 +556,18 @@ class Variable:
         self._handle = handle
         graph._variables[handle.ref.node_id] = self
 
+    # A variable made in C++ (an optimizer's slot) has none.
+    _constraint = None
+
     @property
     def graph(self):
         return self._graph
+
+    @property
+    def constraint(self):
+        """The function the optimizers apply after each update (var.assign(constraint(var))),
+        or None."""
+        return self._constraint
 
     @property
     def op(self):

@@ -7,7 +7,9 @@ their variables made with get_variable in a variable scope of the layer's name.
 
 An unnamed layer's scope is its kind made unique ("dense", "dense_1", ...), as TF names them;
 `reuse=True` with a `name` shares an earlier layer's variables. Kernels default to TF's
-glorot_uniform, biases to zeros. channels_last (NHWC) only, as actorflow's convolutions are.
+glorot_uniform, biases to zeros; kernel_constraint and bias_constraint go to get_variable
+(the optimizer applies them after each update). channels_last (NHWC) only, as actorflow's
+convolutions are.
 """
 
 from actorflow import dtypes
@@ -45,18 +47,18 @@ def _channels_last(data_format, what):
                          % (what, data_format))
 
 
-def _refuse_unsupported(kind, activity_regularizer, kernel_constraint, bias_constraint):
-    if activity_regularizer is not None or kernel_constraint is not None or \
-            bias_constraint is not None:
-        raise ValueError("%s: activity_regularizer and constraints are not supported yet" % kind)
+def _refuse_unsupported(kind, activity_regularizer):
+    if activity_regularizer is not None:
+        raise ValueError("%s: activity_regularizer is not supported yet" % kind)
 
 
-def _bias_and_activation(y, units, use_bias, bias_initializer, bias_regularizer, trainable,
-                         activation, dtype):
+def _bias_and_activation(y, units, use_bias, bias_initializer, bias_regularizer,
+                         bias_constraint, trainable, activation, dtype):
     if use_bias:
         bias = get_variable("bias", [units], dtype=dtype,
                             initializer=bias_initializer or init_ops.zeros_initializer(),
-                            regularizer=bias_regularizer, trainable=trainable)
+                            regularizer=bias_regularizer, trainable=trainable,
+                            constraint=bias_constraint)
         y = nn.bias_add(y, bias)
     return activation(y) if activation is not None else y
 
@@ -66,7 +68,7 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
           bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
           bias_constraint=None, trainable=True, name=None, reuse=None):
     """activation(inputs @ kernel + bias), kernel [in, units]; inputs of rank 2."""
-    _refuse_unsupported("dense", activity_regularizer, kernel_constraint, bias_constraint)
+    _refuse_unsupported("dense", activity_regularizer)
     x = convert_to_tensor(inputs)
     if x.shape.ndims != 2 or x.shape[1] is None:
         raise ValueError("dense needs inputs [batch, features] with the features known, not %s "
@@ -74,10 +76,10 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
     with _layer_scope(name, "dense", reuse):
         kernel = get_variable("kernel", [x.shape[1], int(units)], dtype=x.dtype,
                               initializer=kernel_initializer, regularizer=kernel_regularizer,
-                              trainable=trainable)
+                              trainable=trainable, constraint=kernel_constraint)
         y = ops.matmul(x, kernel)
         return _bias_and_activation(y, int(units), use_bias, bias_initializer, bias_regularizer,
-                                    trainable, activation, x.dtype)
+                                    bias_constraint, trainable, activation, x.dtype)
 
 
 def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
@@ -89,7 +91,7 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
     _channels_last(data_format, "conv2d")
     if _pair(dilation_rate, "dilation_rate") != [1, 1]:
         raise ValueError("conv2d: dilation_rate other than 1 is not supported yet")
-    _refuse_unsupported("conv2d", activity_regularizer, kernel_constraint, bias_constraint)
+    _refuse_unsupported("conv2d", activity_regularizer)
     x = convert_to_tensor(inputs)
     if x.shape.ndims != 4 or x.shape[3] is None:
         raise ValueError("conv2d needs inputs [batch, height, width, channels] with the channels "
@@ -98,10 +100,11 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
     with _layer_scope(name, "conv2d", reuse):
         kernel = get_variable("kernel", [kh, kw, x.shape[3], int(filters)], dtype=x.dtype,
                               initializer=kernel_initializer, regularizer=kernel_regularizer,
-                              trainable=trainable)
+                              trainable=trainable, constraint=kernel_constraint)
         y = nn.conv2d(x, kernel, strides=_pair(strides, "strides"), padding=_padding(padding))
         return _bias_and_activation(y, int(filters), use_bias, bias_initializer,
-                                    bias_regularizer, trainable, activation, x.dtype)
+                                    bias_regularizer, bias_constraint, trainable, activation,
+                                    x.dtype)
 
 
 def _pooling(native, kind):

@@ -1,5 +1,7 @@
 """tf.train: optimizers (graph/optimizers.hpp), cluster specs (actors/cluster_spec.hpp),
-servers (actors/server.hpp) and replica_device_setter (graph/replica_device_setter.hpp).
+servers (actors/server.hpp) and replica_device_setter (graph/replica_device_setter.hpp); the
+training loops come from monitored.py (MonitoredTrainingSession, Saver, hooks) and supervisor.py
+(Supervisor, SessionManager, Coordinator).
 
     cluster = tf.train.ClusterSpec({"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223"]})
     server = tf.train.Server(cluster, job_name="worker", task_index=0)   # prints its target
@@ -22,6 +24,7 @@ from actorflow.monitored import (CheckpointSaverHook, LoggingTensorHook,  # noqa
                                  SessionRunArgs, SessionRunContext, SessionRunHook,
                                  SessionRunValues, StopAtStepHook, _register_server,
                                  _SyncReplicasHook, latest_checkpoint)
+from actorflow.supervisor import Coordinator, SessionManager, Supervisor  # noqa: F401
 
 # --- optimizers ------------------------------------------------------------------------------------
 
@@ -66,6 +69,7 @@ class Optimizer:
         native_pairs = [(convert_to_tensor(g)._output, v._handle) for g, v in pairs]
         update = graph._operation(graph._built(
             self._native.apply_gradients(native_pairs, name or "")).node_id)
+        update = _apply_constraints(graph, update, [v for _, v in pairs]) or update
         if global_step is None:
             return update
         with graph.control_dependencies([update]):
@@ -93,6 +97,31 @@ class Optimizer:
             if not isinstance(v, Variable):
                 raise TypeError("var_list holds Variables, not %r" % (v,))
         return [v._handle for v in var_list]
+
+
+def _apply_constraints(graph, update, variables):
+    """TF's var.assign(constraint(var)) for each variable with a constraint, after `update`
+    (the constraint sees the updated value); one op running them all, or None when no variable
+    has one. The constraint is given a read of the variable made after the update: the
+    variable's own read (var.value()) may run before it in the same step."""
+    constrained = [v for v in variables if v.constraint is not None]
+    if not constrained:
+        return None
+    assigns = []
+    with graph.control_dependencies([update]):
+        for v in constrained:
+            with graph.colocate_with(v.op), \
+                    graph.name_scope(v.op.name.replace("/", "_") + "_constraint"):
+                updated = _ops.identity(v._ref(), name="updated")
+                assigns.append(_ops.assign(v, v.constraint(updated)))
+    return _ops.group(update, *assigns, name="apply_constraints")
+
+
+def _refuse_constraints(variables, what):
+    for v in variables:
+        if v.constraint is not None:
+            raise ValueError("%s: variable %r has a constraint, which actorflow applies only "
+                             "in the plain optimizers' apply_gradients" % (what, v.name))
 
 
 def _number(value, what):
@@ -162,6 +191,8 @@ class SyncReplicasOptimizer(Optimizer):
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
         if not pairs:
             raise ValueError("No gradients provided for any variable.")
+        # The shards (or the chief) apply each round natively: no place for the assigns.
+        _refuse_constraints([v for _, v in pairs], "SyncReplicasOptimizer.apply_gradients")
         graph = global_step.graph
         self._sync = _c.SyncReplicasOptimizer(self._opt._native, global_step._handle,
                                               self._replicas_to_aggregate,

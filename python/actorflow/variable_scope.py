@@ -259,8 +259,10 @@ class _VariableStore:
         dtype = dtypes.as_dtype(dtype)
         if trainable is None:
             trainable = True
-        if constraint is not None:
-            raise ValueError("get_variable %r: constraint= is not supported yet" % name)
+        if constraint is not None and not callable(constraint):
+            raise ValueError("get_variable %r: constraint must be callable (a function of the "
+                             "variable), not %r" % (name, constraint))
+        collections = _collection_names(name, collections)
         # An initializer that is a value (a Tensor, a numpy array, a list) gives the shape.
         initial_tensor = None
         if initializer is not None and not callable(initializer):
@@ -304,15 +306,25 @@ class _VariableStore:
             initializer = _default_initializer(name, dtype)
         if partitioner is not None and initial_tensor is None:
             return self._make_partitioned(name, shape.as_list(), dtype, initializer, partitioner,
-                                          regularizer, trainable, collections)
+                                          regularizer, trainable, collections, constraint)
+        self._check_name_is_free(name)
         variable = self._make(name, shape.as_list(), dtype, initializer, initial_tensor,
-                              trainable, collections, None)
+                              trainable, collections, None, constraint)
+        # Stored before the regularizer runs, as TF does: a failing regularizer leaves the
+        # variable made, and a second get_variable must find it rather than make "<name>_1".
         self._vars[name] = variable
         self._regularize(name, variable, regularizer)
         return variable
 
+    def _check_name_is_free(self, name):
+        """A ValueError before anything is made: the C++ graph would give the variable another
+        name ("<name>_1"), and a node once made stays in the graph (nodes are never removed)."""
+        if self._graph._c.find(name) >= 0:
+            raise ValueError("get_variable %r: the graph already has a node of that name (made "
+                             "by something other than get_variable, e.g. tf.Variable)" % name)
+
     def _make(self, name, shape, dtype, initializer, initial_tensor, trainable, collections,
-              partition_info):
+              partition_info, constraint):
         graph = self._graph
         scope, _, base = name.rpartition("/")
         # The variable's name is its variable scope's, whatever name scope is open here.
@@ -320,16 +332,17 @@ class _VariableStore:
             if initial_tensor is None:
                 with graph.name_scope(base + "/Initializer"):
                     initial_tensor = initializer(shape, dtype=dtype, partition_info=partition_info)
-            variable = Variable(initial_tensor, trainable=trainable, name=base, dtype=dtype)
+            variable = Variable(initial_tensor, trainable=trainable, name=base, dtype=dtype,
+                                constraint=constraint)
         if variable.name != name + ":0":
-            raise ValueError("get_variable %r: the graph already has a node of that name (%s "
-                             "was made instead)" % (name, variable.name))
-        for key in collections or ():
+            raise ValueError("get_variable %r: the name is taken in the graph (by a name scope "
+                             "of that name), so %s was made instead" % (name, variable.name))
+        for key in collections:
             graph.add_to_collection(key, variable)
         return variable
 
     def _make_partitioned(self, name, shape, dtype, initializer, partitioner, regularizer,
-                          trainable, collections):
+                          trainable, collections, constraint):
         partitions = [int(p) for p in partitioner(shape=dtypes.TensorShape(shape), dtype=dtype)]
         if len(partitions) != len(shape) or any(p < 1 for p in partitions) or \
                 sum(1 for p in partitions if p > 1) > 1 or \
@@ -340,11 +353,13 @@ class _VariableStore:
         if name in self._vars:
             raise ValueError("Variable %s already exists as an unpartitioned variable" % name)
         shapes, offsets = _shard_shapes(shape, partitions)
+        for i in range(len(shapes)):
+            self._check_name_is_free("%s/part_%d" % (name, i))
         shards = []
         for i, (part_shape, offset) in enumerate(zip(shapes, offsets)):
             info = init_ops._PartitionInfo(shape, offset, i)
             shard = self._make("%s/part_%d" % (name, i), part_shape, dtype, initializer, None,
-                               trainable, collections, info)
+                               trainable, collections, info, constraint)
             shards.append(shard)
             self._regularize("%s/part_%d" % (name, i), shard, regularizer)
         variable = PartitionedVariable(name, shape, dtype, shards, partitions)
@@ -358,6 +373,21 @@ class _VariableStore:
             loss = regularizer(variable)
         if loss is not None:
             self._graph.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
+
+
+def _collection_names(name, collections):
+    """`collections` as a list of names, checked before the variable is made (a bad one found
+    after would leave the variable in the graph)."""
+    if collections is None:
+        return []
+    if isinstance(collections, str) or not isinstance(collections, (list, tuple, set)):
+        raise ValueError("get_variable %r: collections is a list of collection names, not %r"
+                         % (name, collections))
+    for key in collections:
+        if not isinstance(key, str):
+            raise ValueError("get_variable %r: collection names are strings, not %r"
+                             % (name, key))
+    return list(collections)
 
 
 def _default_initializer(name, dtype):
@@ -377,6 +407,13 @@ class GraphKeys:
     LOSSES = "losses"
     UPDATE_OPS = "update_ops"
     SUMMARIES = "summaries"
+    # What tf.train.Supervisor finds (or makes and keeps) in its graph.
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
+    SAVERS = "savers"
+    SUMMARY_OP = "summary_op"
 
 
 def _state(graph):

@@ -88,3 +88,37 @@ def test_dropout_drops_only_while_training():
     kept = on[on != 0]
     np.testing.assert_allclose(kept, 1 / 0.75, rtol=1e-6)
     assert 0.18 < 1 - kept.size / 1000.0 < 0.32
+
+
+def test_kernel_and_bias_constraints_are_applied_after_each_update():
+    x = tf.placeholder(tf.float32, [None, 2])
+    nonnegative = lambda t: tf.maximum(t, 0.0)  # noqa: E731
+    clipped = tf.layers.dense(x, 1, kernel_initializer=tf.zeros_initializer(),
+                              kernel_constraint=nonnegative, bias_constraint=nonnegative,
+                              name="clipped")
+    free = tf.layers.dense(x, 1, kernel_initializer=tf.zeros_initializer(), name="free")
+    # Minimising the outputs pushes every weight below zero.
+    loss = tf.reduce_sum(clipped) + tf.reduce_sum(free)
+    train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+    feed = {x: np.ones((4, 2), np.float32)}
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for _ in range(3):
+            sess.run(train_op, feed)
+        kernel, bias = sess.run(["clipped/kernel:0", "clipped/bias:0"])
+        free_kernel, free_bias = sess.run(["free/kernel:0", "free/bias:0"])
+    np.testing.assert_array_equal(kernel, np.zeros((2, 1), np.float32))
+    np.testing.assert_array_equal(bias, [0.0])
+    np.testing.assert_allclose(free_kernel, np.full((2, 1), -6.0), rtol=1e-6)
+    np.testing.assert_allclose(free_bias, [-6.0], rtol=1e-6)
+
+
+def test_conv2d_passes_its_kernel_constraint_and_refuses_an_activity_regularizer():
+    x = tf.placeholder(tf.float32, [None, 4, 4, 1])
+    tf.layers.conv2d(x, 2, 3, kernel_constraint=lambda t: t * 0.0, name="conv")
+    kernel = [v for v in tf.global_variables() if v.name == "conv/kernel:0"][0]
+    assert kernel.constraint is not None
+    with pytest.raises(ValueError, match="conv2d: activity_regularizer"):
+        tf.layers.conv2d(x, 2, 3, activity_regularizer=lambda t: t)
+    with pytest.raises(ValueError, match="dense: activity_regularizer"):
+        tf.layers.dense(tf.placeholder(tf.float32, [None, 2]), 1, activity_regularizer=lambda t: t)

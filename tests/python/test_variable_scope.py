@@ -286,3 +286,84 @@ def test_tf_config_cluster_resolver_reads_the_cluster_and_this_task(monkeypatch)
     monkeypatch.delenv("TF_CONFIG")
     empty = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     assert empty.cluster_spec().as_dict() == {} and empty.master() == ""
+
+
+# --- constraints and failed calls --------------------------------------------------------------
+
+
+def one_step_with_a_big_gradient(constraint):
+    """w starts at zeros; one step of gradient descent on -10 * sum(w) moves each entry to 10."""
+    w = tf.get_variable("w", [3], initializer=tf.zeros_initializer(), constraint=constraint)
+    step = tf.train.get_or_create_global_step()
+    train_op = tf.train.GradientDescentOptimizer(1.0).minimize(-10.0 * tf.reduce_sum(w),
+                                                               global_step=step)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(train_op)
+        return w, sess.run(w), sess.run(step)
+
+
+def test_the_optimizer_applies_a_variables_constraint_to_the_updated_value():
+    w, value, step = one_step_with_a_big_gradient(lambda v: tf.clip_by_value(v, -0.1, 0.1))
+    assert w.constraint is not None
+    # Clipped after the update: 0.1, not the value before it (0.0), not the update (10.0).
+    # (tf.minimum is x - relu(x - y) here: 10 - 9.9 in float32 is 0.1 within 4e-6.)
+    np.testing.assert_allclose(value, [0.1, 0.1, 0.1], rtol=1e-5)
+    assert step == 1   # the global step still counts, after the constraint's assign
+
+
+def test_without_a_constraint_the_update_is_left_as_it_is():
+    w, value, _ = one_step_with_a_big_gradient(None)
+    assert w.constraint is None
+    np.testing.assert_allclose(value, [10.0, 10.0, 10.0], rtol=1e-6)
+
+
+def test_a_constraint_sees_the_updated_value_not_the_one_before():
+    # 0 + 10 then halved: 5 (a constraint reading the value before the update would give 0).
+    _, value, _ = one_step_with_a_big_gradient(lambda v: v * 0.5)
+    np.testing.assert_allclose(value, [5.0, 5.0, 5.0], rtol=1e-6)
+
+
+def test_tf_variable_takes_a_constraint_too_and_refuses_one_that_is_not_callable():
+    v = tf.Variable([0.0, 0.0], constraint=lambda t: tf.maximum(t, -1.0))
+    train_op = tf.train.GradientDescentOptimizer(1.0).minimize(10.0 * tf.reduce_sum(v))
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        sess.run(train_op)
+        np.testing.assert_allclose(sess.run(v), [-1.0, -1.0])
+    with pytest.raises(ValueError, match="constraint must be callable"):
+        tf.Variable(1.0, constraint=0.5)
+    with pytest.raises(ValueError, match="'c': constraint must be callable"):
+        tf.get_variable("c", [1], constraint="clip")
+
+
+def test_sync_replicas_refuses_a_constrained_variable_naming_it():
+    w = tf.get_variable("w", [1], constraint=lambda v: v)
+    step = tf.train.get_or_create_global_step()
+    opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 1)
+    with pytest.raises(ValueError, match="'w:0' has a constraint"):
+        opt.minimize(tf.reduce_sum(w), global_step=step)
+
+
+def graph_contents():
+    graph = tf.get_default_graph()
+    return [v.name for v in tf.global_variables()], [op.name for op in graph.get_operations()]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: tf.get_variable("v", [2]),                               # tf.Variable's name
+    lambda: tf.get_variable("fresh", [2], collections=5),
+    lambda: tf.get_variable("fresh", [2], collections=["ok", 7]),
+    lambda: tf.get_variable("fresh", [2], constraint=3.0),
+    lambda: tf.get_variable("v", [4], partitioner=tf.fixed_size_partitioner(2)),
+], ids=["name_clash", "collections_not_a_list", "collection_not_a_name",
+        "constraint_not_callable", "partitioned_shard_clash"])
+def test_a_failing_get_variable_leaves_the_graph_as_it_was(call):
+    tf.Variable(1.0, name="v")
+    tf.Variable(2.0, name="v/part_1")
+    before = graph_contents()
+    with pytest.raises(ValueError, match="'(v|fresh|v/part_1)'"):
+        call()
+    assert graph_contents() == before
+    # The name is still free for a get_variable that works.
+    assert tf.get_variable("fresh", [2]).name == "fresh:0"
