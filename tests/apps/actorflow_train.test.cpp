@@ -308,10 +308,10 @@ TEST_CASE("linreg takes --checkpoint-dir, --resume and --output-dir as the class
   std::filesystem::remove_all(parts);
 }
 
-TEST_CASE("the MLP trains an epoch to the same losses with fusion on and with ACTORFLOW_FUSION=0") {
+TEST_CASE("the MLP trains with fusion on as with ACTORFLOW_FUSION=0: the first 20 losses and the test accuracy") {
   require_fashion_mnist();
   auto on = fresh_dir("fusion-on"), off = fresh_dir("fusion-off");
-  auto common = std::string{" --local --epochs 1 --threads 1 --log-every 50 --log-device-placement"};
+  auto common = std::string{" --local --epochs 1 --threads 1 --log-every 1 --log-device-placement"};
   auto fused = run_train("--output-dir " + on + common);
   REQUIRE(fused.exit_code == 0);
   auto plain = actorflow::testing::run_command("ACTORFLOW_FUSION=0 " +
@@ -337,12 +337,19 @@ TEST_CASE("the MLP trains an epoch to the same losses with fusion on and with AC
   CHECK(bias_layers >= 1);
   CHECK(relu_grads >= 2);
   CHECK(plain.output.find("_FusedMatMul") == std::string::npos);
-  // step,epoch,loss,accuracy: the same within float32 rounding.
+  // step,epoch,loss,accuracy: the same within float32 rounding for the first 20 steps, and the
+  // same test accuracy after the epoch. Not every step of the epoch: the fused GEMM adds the
+  // bias before its products (beta = 1, bias_epilogue.hpp), which rounds unlike adding it
+  // after, and SGD amplifies that. On OpenBLAS's Cooperlake kernels (AMD family 25 model 17)
+  // the losses were equal to 6 digits through step 39, 4e-4 apart at step 50, and the test
+  // accuracies 0.8259 and 0.8252; two unfused runs on its Haswell and Cooperlake kernels part
+  // the same way. A wrong bias, Relu or mask shows at the first steps.
   auto a = metrics_without_speed(on + "/metrics.csv");
   auto b = metrics_without_speed(off + "/metrics.csv");
   REQUIRE(a.size() == b.size());
-  REQUIRE(a.size() > 5);
-  for (std::size_t i = 1; i < a.size(); ++i) {
+  REQUIRE(a.size() > 21);
+  CHECK(final_test_accuracy(fused.output) == Approx(final_test_accuracy(plain.output)).margin(0.005));
+  for (std::size_t i = 1; i <= 20; ++i) {
     double step_a = 0, epoch_a = 0, loss_a = 0, acc_a = 0, step_b = 0, epoch_b = 0, loss_b = 0, acc_b = 0;
     REQUIRE(std::sscanf(a[i].c_str(), "%lf,%lf,%lf,%lf", &step_a, &epoch_a, &loss_a, &acc_a) == 4);
     REQUIRE(std::sscanf(b[i].c_str(), "%lf,%lf,%lf,%lf", &step_b, &epoch_b, &loss_b, &acc_b) == 4);

@@ -54,11 +54,13 @@ def test_a_small_cnn_of_layers_has_tfs_shapes_and_trains():
     labels = np.eye(2, dtype=np.float32)[(images.mean(axis=(1, 2, 3)) > 0.5).astype(int)]
     x = tf.placeholder(tf.float32, [None, 8, 8, 1])
     y = tf.placeholder(tf.float32, [None, 2])
-    conv = tf.layers.conv2d(x, 4, 3, padding="same", activation=tf.nn.relu)
+    # Seeded: from some unseeded starts 30 steps did not lower this loss.
+    conv = tf.layers.conv2d(x, 4, 3, padding="same", activation=tf.nn.relu,
+                            kernel_initializer=tf.glorot_uniform_initializer(seed=1))
     pooled = tf.layers.max_pooling2d(conv, 2, 2)
     averaged = tf.layers.average_pooling2d(pooled, 2, 2, padding="valid")
     flat = tf.layers.flatten(averaged)
-    logits = tf.layers.dense(flat, 2)
+    logits = tf.layers.dense(flat, 2, kernel_initializer=tf.glorot_uniform_initializer(seed=2))
     assert conv.shape.as_list() == [None, 8, 8, 4]
     assert pooled.shape.as_list() == [None, 4, 4, 4]
     assert flat.shape.as_list() == [None, 16]
