@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -243,7 +244,9 @@ int main(int argc, char** argv) {
     return 1;
   std::fflush(stdout);
   // OpenBLAS reads OPENBLAS_CORETYPE when it loads: only a new process can have it.
-  if (std::system("OPENBLAS_CORETYPE=Prescott /proc/self/exe --openblas-prescott") != 0)
+  // Read here: in the shell std::system starts, /proc/self/exe is the shell.
+  auto self = std::filesystem::read_symlink("/proc/self/exe").string();
+  if (std::system(("OPENBLAS_CORETYPE=Prescott '" + self + "' --openblas-prescott").c_str()) != 0)
     std::fprintf(stderr, "mlp_training: the run under OPENBLAS_CORETYPE=Prescott failed\n");
   model_run cnn{train::classifier::cnn, 32, 300};
   compare_fusion(*data, {}, "mlp", 3);

@@ -42,6 +42,7 @@ from actorflow.init_ops import (constant_initializer, fixed_size_partitioner,
 from actorflow.variable_scope import (AUTO_REUSE, GraphKeys, VariableScope, add_to_collection,
                                       get_collection, get_variable, get_variable_scope,
                                       variable_op_scope, variable_scope)
+from actorflow.sparse import SparseTensor, SparseTensorValue
 from actorflow.session import (ConfigProto, GPUOptions, InteractiveSession, RunMetadata, RunOptions, Session,
                                get_default_session)
 

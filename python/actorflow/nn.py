@@ -9,7 +9,8 @@ import numpy as np
 from actorflow import _actorflow as _c
 from actorflow import ops as _ops
 from actorflow._missing import missing_names
-from actorflow.framework import _same_graph, convert_to_tensor
+from actorflow import dtypes
+from actorflow.framework import Variable, _same_graph, convert_to_tensor
 
 relu = _ops._unary(_c.relu, "Relu")
 sigmoid = _ops.sigmoid
@@ -237,3 +238,102 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
                                    dtype=x.dtype, seed=seed)
         kept = _ops.cast(_ops.greater_equal(draw, _ops.subtract(1.0, keep)), x.dtype)
         return _ops.multiply(_ops.truediv(x, keep), kept)
+
+
+# --- large vocabularies: sparse lookups and sampled losses (graph/sparse_ops.hpp,
+# graph/sampled_losses.hpp) ---------------------------------------------------------------------
+
+
+def _one_variable(params, what):
+    """The one Variable of `params` (a Variable or a list of one): the C++ lookups and sampled
+    losses read a single table."""
+    if isinstance(params, (list, tuple)) and len(params) == 1:
+        params = params[0]
+    if not isinstance(params, Variable):
+        raise NotImplementedError("%s: actorflow takes one Variable here, not %r (a partitioned "
+                                  "table works with tf.nn.embedding_lookup only)" % (what, params))
+    return params
+
+
+def _classes(labels, graph, what):
+    labels = convert_to_tensor(labels, graph=graph)
+    if labels.dtype == dtypes.int32:
+        labels = _ops.cast(labels, dtypes.int64)
+    if labels.dtype != dtypes.int64:
+        raise TypeError("%s: labels are int64 class ids, not %s" % (what, labels.dtype.name))
+    return labels
+
+
+def log_uniform_candidate_sampler(true_classes, num_true, num_sampled, unique, range_max,
+                                  seed=None, name=None):
+    """(sampled_candidates, true_expected_count, sampled_expected_count): num_sampled classes
+    of [0, range_max) drawn with P(k) = log((k + 2) / (k + 1)) / log(range_max + 1), TF's."""
+    graph = convert_to_tensor(true_classes).graph
+    true_classes = _classes(true_classes, graph, "log_uniform_candidate_sampler")
+    drawn = _c.log_uniform_candidate_sampler(
+        true_classes._output, int(num_true), int(num_sampled), bool(unique), int(range_max),
+        None if seed is None else int(seed), name or "LogUniformCandidateSampler")
+    return tuple(graph._tensor(graph._built(t)) for t in drawn)
+
+
+def _sampled_loss(native, default_name, default_remove_hits):
+    def loss(weights, biases, labels, inputs, num_sampled, num_classes, num_true=1,
+             sampled_values=None, remove_accidental_hits=default_remove_hits,
+             partition_strategy="mod", name=None, seed=None):
+        weights = _one_variable(weights, default_name + "'s weights")
+        biases = _one_variable(biases, default_name + "'s biases")
+        if partition_strategy not in ("mod", "div"):
+            raise ValueError("%s: partition_strategy is 'mod' or 'div', not %r"
+                             % (default_name, partition_strategy))
+        inputs = convert_to_tensor(inputs)
+        graph = _same_graph((weights, biases, inputs), default_name)
+        labels = _classes(labels, graph, default_name)
+        sampled = None
+        if sampled_values is not None:
+            sampled = [convert_to_tensor(t)._output for t in sampled_values]
+        return _ops._tensor_in(graph, native(
+            weights._handle, biases._handle, labels._output, inputs._output, int(num_sampled),
+            int(num_classes), int(num_true), sampled, bool(remove_accidental_hits),
+            None if seed is None else int(seed), name or default_name))
+    loss.__name__ = default_name
+    loss.__doc__ = ("tf.nn.%s per example [batch]: weights [num_classes, dim] and biases "
+                    "[num_classes] are Variables read by lookups (their gradients are "
+                    "IndexedSlices of the true and sampled rows), labels [batch, num_true] "
+                    "int64, inputs [batch, dim]." % default_name)
+    return loss
+
+
+nce_loss = _sampled_loss(_c.nce_loss, "nce_loss", False)
+sampled_softmax_loss = _sampled_loss(_c.sampled_softmax_loss, "sampled_softmax_loss", True)
+
+
+def embedding_lookup_sparse(params, sp_ids, sp_weights, partition_strategy="mod", name=None,
+                            combiner=None, max_norm=None):
+    """Per example (row of sp_ids) its ids' rows of `params` combined by `combiner` ("sum",
+    "mean", "sqrtn"; TF1's default "mean"), weighted by sp_weights' values when given:
+    [dense_shape[0], dim]. An example without ids gets zeros."""
+    from actorflow.sparse import SparseTensor
+    params = _one_variable(params, "embedding_lookup_sparse")
+    if combiner is None:
+        combiner = "mean"
+    if combiner not in ("sum", "mean", "sqrtn"):
+        raise ValueError("embedding_lookup_sparse: combiner is 'sum', 'mean' or 'sqrtn', not %r"
+                         % (combiner,))
+    if max_norm is not None:
+        raise ValueError("embedding_lookup_sparse(max_norm=...) is not supported yet")
+    if not isinstance(sp_ids, SparseTensor):
+        raise TypeError("embedding_lookup_sparse: sp_ids must be a SparseTensor, not %r"
+                        % (sp_ids,))
+    if sp_weights is not None and not isinstance(sp_weights, SparseTensor):
+        raise TypeError("embedding_lookup_sparse: sp_weights must be a SparseTensor or None, "
+                        "not %r" % (sp_weights,))
+    graph = _same_graph((params, sp_ids.values), "embedding_lookup_sparse")
+    ids = _ops._int_ids(sp_ids.values, graph, "embedding_lookup_sparse's ids")
+    segment_ids = sp_ids.indices[:, 0]
+    num_segments = sp_ids.dense_shape[0]
+    weights = None
+    if sp_weights is not None:
+        weights = convert_to_tensor(sp_weights.values)._output
+    return _ops._tensor_in(graph, _c.embedding_lookup_sparse(
+        params._handle, ids._output, segment_ids._output, num_segments._output, weights,
+        combiner, name or "embedding_lookup_sparse"))

@@ -477,6 +477,11 @@ def _flatten_fetches(graph, fetch, leaves):
         return (type(fetch).__name__, type(fetch), [_flatten_fetches(graph, v, leaves) for v in fetch])
     if isinstance(fetch, IndexedSlices):
         fetch = fetch._dense    # its dense value (TF would give an IndexedSlicesValue)
+    from actorflow.sparse import SparseTensor, SparseTensorValue
+    if isinstance(fetch, SparseTensor):
+        return ("namedtuple", SparseTensorValue,
+                [_flatten_fetches(graph, t, leaves)
+                 for t in (fetch.indices, fetch.values, fetch.dense_shape)])
     try:
         element = graph.as_graph_element(fetch)
     except TypeError:

@@ -97,6 +97,51 @@ void bind_sparse(py::module_& m) {
         "partition_strategy"_a, "max_norm"_a, "name"_a);
   m.def("sigmoid_cross_entropy_with_logits", &ops::sigmoid_cross_entropy_with_logits, "logits"_a,
         "labels"_a, "name"_a);
+  m.def("embedding_lookup_sparse",
+        [](const actorflow::variable& params, output ids, output segment_ids, output num_segments,
+           std::optional<output> weights, const std::string& combiner, const std::string& name) {
+          return ops::embedding_lookup_sparse(params, ids, segment_ids, num_segments,
+                                              weights.value_or(output{}), combiner, name);
+        },
+        "params"_a, "ids"_a, "segment_ids"_a, "num_segments"_a, "weights"_a, "combiner"_a, "name"_a);
+  m.def("log_uniform_candidate_sampler",
+        [](output true_classes, int num_true, int num_sampled, bool unique, std::int64_t range_max,
+           std::optional<std::int64_t> seed, const std::string& name) {
+          auto drawn = ops::log_uniform_candidate_sampler(true_classes, num_true, num_sampled,
+                                                          unique, range_max, seed, name);
+          return py::make_tuple(drawn.candidates, drawn.true_expected_count,
+                                drawn.sampled_expected_count);
+        },
+        "true_classes"_a, "num_true"_a, "num_sampled"_a, "unique"_a, "range_max"_a, "seed"_a,
+        "name"_a);
+  // nce_loss and sampled_softmax_loss: `sampled` is a sampler's three outputs or None (the
+  // loss draws its own); `remove_accidental_hits` None keeps the loss's own default.
+  auto sampled_loss = [](auto loss) {
+    return [loss](const actorflow::variable& weights, const actorflow::variable& biases,
+                  output labels, output inputs, int num_sampled, std::int64_t num_classes,
+                  int num_true, std::optional<std::vector<output>> sampled,
+                  std::optional<bool> remove_accidental_hits, std::optional<std::int64_t> seed,
+                  const std::string& name) {
+      ops::sampled_loss_options options;
+      options.num_true = num_true;
+      options.remove_accidental_hits = remove_accidental_hits;
+      options.seed = seed;
+      if (sampled) {
+        if (sampled->size() != 3)
+          throw py::value_error(name + ": sampled_values is (sampled_candidates, "
+                                       "true_expected_count, sampled_expected_count)");
+        options.sampled = sampled_values{(*sampled)[0], (*sampled)[1], (*sampled)[2]};
+      }
+      return loss(weights, biases, labels, inputs, num_sampled, num_classes, options, name);
+    };
+  };
+  m.def("nce_loss", sampled_loss([](auto&&... args) { return ops::nce_loss(args...); }),
+        "weights"_a, "biases"_a, "labels"_a, "inputs"_a, "num_sampled"_a, "num_classes"_a,
+        "num_true"_a, "sampled"_a, "remove_accidental_hits"_a, "seed"_a, "name"_a);
+  m.def("sampled_softmax_loss",
+        sampled_loss([](auto&&... args) { return ops::sampled_softmax_loss(args...); }),
+        "weights"_a, "biases"_a, "labels"_a, "inputs"_a, "num_sampled"_a, "num_classes"_a,
+        "num_true"_a, "sampled"_a, "remove_accidental_hits"_a, "seed"_a, "name"_a);
 }
 
 } // namespace
