@@ -53,8 +53,8 @@ public:
     std::atomic<std::size_t> queued{0};
     /// Workers in cv.wait (changed under the lock): an enqueue with none skips the notify.
     std::size_t sleepers = 0;
-    /// Workers polling the queue now (dequeue lets one poll).
-    std::atomic<int> pollers{0};
+    /// How long an idle worker polls before it sleeps (set before the workers start).
+    std::chrono::microseconds idle_poll{0};
   };
 
   struct worker_data {
@@ -104,25 +104,18 @@ public:
       shared.queued.store(shared.queue.size(), std::memory_order_release);
       return job;
     };
-    auto spin = scheduler_spin();
-    // One poller at a time: it takes the next message as fast as several would, and the other
-    // idle workers leave the cores to kernels and to the other processes of a cluster.
-    if (spin.count() > 0 && shared.pollers.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    auto spin = shared.idle_poll;
+    if (spin.count() > 0) {
       auto until = std::chrono::steady_clock::now() + spin;
       do {
         if (shared.queued.load(std::memory_order_acquire) > 0) {
           std::unique_lock<std::mutex> guard(shared.lock);
-          if (!shared.queue.empty()) {
-            shared.pollers.fetch_sub(1, std::memory_order_acq_rel);
+          if (!shared.queue.empty())
             return take();
-          }
         }
         // Gives the core to a runnable thread (a kernel's) when there is one.
         std::this_thread::yield();
       } while (std::chrono::steady_clock::now() < until);
-      shared.pollers.fetch_sub(1, std::memory_order_acq_rel);
-    } else if (spin.count() > 0) {
-      shared.pollers.fetch_sub(1, std::memory_order_acq_rel);
     }
     std::unique_lock<std::mutex> guard(shared.lock);
     while (shared.queue.empty()) {
@@ -151,10 +144,13 @@ public:
 
 } // namespace
 
-void use_actorflow_scheduler(caf::actor_system_config& config) {
-  // CAF creates its own scheduler only when no module factory made one.
-  config.module_factories.push_back([](caf::actor_system& sys) -> caf::actor_system::module* {
-    return new caf::scheduler::coordinator<spin_then_sleep_sharing>(sys);
+void use_actorflow_scheduler(caf::actor_system_config& config, std::chrono::microseconds idle_poll) {
+  // CAF creates its own scheduler only when no module factory made one; its workers start
+  // later (module start), after idle_poll is set.
+  config.module_factories.push_back([idle_poll](caf::actor_system& sys) -> caf::actor_system::module* {
+    auto* scheduler = new caf::scheduler::coordinator<spin_then_sleep_sharing>(sys);
+    scheduler->data().idle_poll = idle_poll;
+    return scheduler;
   });
 }
 

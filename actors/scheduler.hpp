@@ -9,7 +9,9 @@
 /// The spin yields the core on every poll, so kernels' threads on a loaded core still run.
 ///
 /// ACTORFLOW_SCHEDULER_SPIN_US sets how long a worker polls (default 50, 0: sleep at once,
-/// as CAF's sharing policy); read once per process.
+/// as CAF's sharing policy); read once per process. Serving processes (actorflow-worker,
+/// tf.train.Server) do not poll: their device actors run on the I/O thread, so an idle
+/// scheduler thread there would only take a core from the cluster's other processes.
 
 #include <caf/fwd.hpp>
 
@@ -17,8 +19,9 @@
 
 namespace actorflow {
 
-/// Installs the scheduler above in `config`; its scheduler.max-threads still applies.
-void use_actorflow_scheduler(caf::actor_system_config& config);
+/// Installs the scheduler above in `config`, its idle workers polling for `idle_poll`
+/// (scheduler_spin() for a client, 0 for a server); scheduler.max-threads still applies.
+void use_actorflow_scheduler(caf::actor_system_config& config, std::chrono::microseconds idle_poll);
 
 /// How long an idle worker polls before it sleeps (ACTORFLOW_SCHEDULER_SPIN_US).
 std::chrono::microseconds scheduler_spin();

@@ -65,7 +65,7 @@ namespace {
 /// one scheduler thread is enough and keeps message hops from contending for the cores the
 /// kernels use (the classic example's step rate on 4 processes rose from 899-936 to 1058-1064
 /// steps/s).
-std::unique_ptr<caf::actor_system_config> serving_config() { return network_config(1); }
+std::unique_ptr<caf::actor_system_config> serving_config() { return network_config(1, true); }
 
 /// Prepares the system the server runs in: the host's (checked) or its own.
 status prepare_system(server::impl& state, const server_options& options) {

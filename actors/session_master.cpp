@@ -53,7 +53,7 @@ status check_actor_system(caf::actor_system& sys, const session_options& options
                                                           : "a session on " + options.target);
 }
 
-std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads) {
+std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads, bool serving) {
   auto config = std::make_unique<caf::actor_system_config>();
   // Connections are made under these settings from now on: they can no longer change.
   freeze_process_transport_security();
@@ -61,7 +61,7 @@ std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads
   add_actorflow_message_types(*config);
   // A shared queue whose idle workers poll briefly, then sleep (actors/scheduler.hpp). CAF's
   // work stealing polls and naps for milliseconds instead, burning cores that kernels need.
-  use_actorflow_scheduler(*config);
+  use_actorflow_scheduler(*config, serving ? std::chrono::microseconds{0} : scheduler_spin());
   // Deserialize on the I/O thread instead of BASP's workers: one thread handoff less per
   // message from another process (5-10% more steps/s on the classic example), and large
   // tensors bypass BASP anyway (actors/bulk_channel.hpp).

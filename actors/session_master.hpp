@@ -49,8 +49,9 @@ status check_actor_system(caf::actor_system& sys, const session_options& options
 
 /// A config for an actor system that serves or reaches actorflow tasks over the network:
 /// the middleman, actorflow's message types, actorflow's scheduler and deserialising on the
-/// I/O thread; `max_threads` scheduler threads (0: CAF's default).
-std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads);
+/// I/O thread; `max_threads` scheduler threads (0: CAF's default). A `serving` system's idle
+/// workers sleep at once (actors/scheduler.hpp says why).
+std::unique_ptr<caf::actor_system_config> network_config(std::size_t max_threads, bool serving = false);
 
 /// `seconds` as a CAF request timeout; 0 or less waits without bound.
 caf::duration request_bound(double seconds);

@@ -17,7 +17,7 @@ namespace {
 
 struct scheduled_system {
   explicit scheduled_system(std::size_t threads) {
-    use_actorflow_scheduler(config);
+    use_actorflow_scheduler(config, scheduler_spin());
     config.set("scheduler.max-threads", threads);
     system = std::make_unique<caf::actor_system>(config);
   }
