@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import actorflow.compat.v1 as tf
+from linear_model import linear_model
 from seed_processes import free_ports
 
 
@@ -17,18 +18,6 @@ from seed_processes import free_ports
 def fresh_default_graph():
     tf.reset_default_graph()
     yield
-
-
-def linear_model():
-    """y = w x + b fitted to y = 2x + 1; the train op counts the global step."""
-    x = tf.placeholder(tf.float32, [None], name="x")
-    y = tf.placeholder(tf.float32, [None], name="y")
-    w = tf.Variable(0.0, name="w")
-    b = tf.Variable(0.0, name="b")
-    loss = tf.reduce_mean(tf.square(w * x + b - y), name="loss")
-    global_step = tf.train.get_or_create_global_step()
-    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
-    return x, y, w, b, loss, global_step, train_op
 
 
 def batch(seed):

@@ -17,6 +17,7 @@ import pytest
 
 import actorflow.compat.v1 as tf
 from actorflow import supervisor as supervisor_module
+from linear_model import linear_model
 from seed_processes import PYTHON, free_ports
 
 PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
@@ -26,27 +27,6 @@ PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
 def fresh_default_graph():
     tf.reset_default_graph()
     yield
-
-
-def linear_model(device=None):
-    """y = w x + b fitted to y = 2x + 1; the train op counts the global step."""
-    with tf.device(device) if device else _nothing():
-        x = tf.placeholder(tf.float32, [None], name="x")
-        y = tf.placeholder(tf.float32, [None], name="y")
-        w = tf.Variable(0.0, name="w")
-        b = tf.Variable(0.0, name="b")
-        loss = tf.reduce_mean(tf.square(w * x + b - y), name="loss")
-        global_step = tf.train.get_or_create_global_step()
-        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
-    return x, y, w, loss, global_step, train_op
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def batch(seed):
@@ -71,7 +51,7 @@ def train(sess, x, y, train_op, steps, seed=0):
 def test_the_chief_initialises_checkpoints_on_a_clean_exit_and_a_second_supervisor_restores(
         tmp_path):
     logdir = str(tmp_path / "train")
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor(logdir=logdir, save_model_secs=0)
     assert sv.is_chief and sv.global_step is global_step and sv.logdir == logdir
     assert sv.save_path == os.path.join(logdir, "model.ckpt")
@@ -87,7 +67,7 @@ def test_the_chief_initialises_checkpoints_on_a_clean_exit_and_a_second_supervis
     assert checkpoint_steps(logdir) == [30]
 
     tf.reset_default_graph()
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     initialised = []
     sv = tf.train.Supervisor(logdir=logdir, save_model_secs=0,
                              init_fn=lambda sess: initialised.append(sess))
@@ -155,7 +135,7 @@ class FakeClock:
 def test_the_chief_saves_when_save_model_secs_passed_after_a_run(tmp_path, monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(supervisor_module, "time", clock)
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=10)
     with sv.managed_session() as sess:
         assert checkpoint_steps(str(tmp_path)) == [0]      # one when the services start (TF's)
@@ -179,7 +159,7 @@ def test_wait_for_checkpoint_waits_max_wait_secs_for_one_then_initialises(tmp_pa
                                                                           monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(supervisor_module, "time", clock)
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=0, recovery_wait_secs=7)
     sess = sv.prepare_or_wait_for_session(wait_for_checkpoint=True, max_wait_secs=30)
     assert 30 <= clock.now - 1000.0 < 37                   # looked every 7 s for 30 s
@@ -189,7 +169,7 @@ def test_wait_for_checkpoint_waits_max_wait_secs_for_one_then_initialises(tmp_pa
 
 
 def test_without_start_standard_services_nothing_is_saved(tmp_path):
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=1)
     with sv.managed_session(start_standard_services=False) as sess:
         train(sess, x, y, train_op, 2)
@@ -200,7 +180,7 @@ def test_without_start_standard_services_nothing_is_saved(tmp_path):
 
 
 def test_request_stop_makes_should_stop_true_and_the_loop_ends_cleanly(tmp_path):
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=0)
     steps = 0
     with sv.managed_session() as sess:
@@ -217,7 +197,7 @@ def test_request_stop_makes_should_stop_true_and_the_loop_ends_cleanly(tmp_path)
 
 def test_an_exception_in_the_body_is_raised_after_the_session_closes_and_saves_nothing(
         tmp_path):
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=0)
     with pytest.raises(KeyError, match="from the body"):
         with sv.managed_session() as sess:
@@ -236,7 +216,7 @@ def test_an_exception_in_the_body_is_raised_after_the_session_closes_and_saves_n
 
 
 def test_out_of_range_ends_the_body_quietly_and_the_chief_still_saves(tmp_path):
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=0)
     with sv.managed_session() as sess:
         train(sess, x, y, train_op, 2)
@@ -246,7 +226,7 @@ def test_out_of_range_ends_the_body_quietly_and_the_chief_still_saves(tmp_path):
 
 
 def test_prepare_or_wait_for_session_and_stop_by_hand(tmp_path):
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor(logdir=str(tmp_path), save_model_secs=0)
     sess = sv.prepare_or_wait_for_session("")
     train(sess, x, y, train_op, 3)
@@ -284,7 +264,7 @@ def test_the_coordinator_joins_threads_and_raises_the_exception_a_stop_was_reque
 
 
 def test_the_graph_is_finalized_and_a_second_supervisor_reuses_what_the_first_made():
-    x, y, w, loss, global_step, train_op = linear_model()
+    x, y, w, _, loss, global_step, train_op = linear_model()
     sv = tf.train.Supervisor()
     graph = tf.get_default_graph()
     with pytest.raises(RuntimeError, match="Graph is finalized"):
@@ -358,7 +338,7 @@ def test_a_worker_that_is_not_the_chief_times_out_naming_what_is_not_ready():
 def test_a_worker_that_is_not_the_chief_waits_for_the_chiefs_initialisation():
     server = tf.train.Server.create_local_server()
     try:
-        x, y, w, loss, global_step, train_op = linear_model(
+        x, y, w, _, loss, global_step, train_op = linear_model(
             device="/job:localhost/replica:0/task:0/cpu:0")
         chief = tf.train.Supervisor(is_chief=True, save_model_secs=0)
         worker = tf.train.Supervisor(is_chief=False, recovery_wait_secs=0.05)
