@@ -29,16 +29,22 @@ std::chrono::microseconds scheduler_spin() {
   return spin;
 }
 
-void poll_mailbox_briefly(caf::blocking_actor& self) {
-  auto spin = scheduler_spin();
-  if (spin.count() == 0)
-    return;
-  auto until = std::chrono::steady_clock::now() + spin;
-  while (self.mailbox().empty() && std::chrono::steady_clock::now() < until)
-    std::this_thread::yield();
-}
-
 namespace {
+
+/// Calls `ready` until it returns true (then true) or `duration` has passed (then false),
+/// yielding the core between calls: a runnable thread (a kernel's) gets it when there is one.
+template <class Ready>
+bool poll_for(std::chrono::microseconds duration, Ready ready) {
+  if (duration.count() <= 0)
+    return false;
+  auto until = std::chrono::steady_clock::now() + duration;
+  do {
+    if (ready())
+      return true;
+    std::this_thread::yield();
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
 
 /// CAF's work_sharing with a poll before the sleep (scheduler.hpp says why).
 class spin_then_sleep_sharing : public caf::policy::unprofiled {
@@ -98,32 +104,23 @@ public:
   template <class Worker>
   caf::resumable* dequeue(Worker* self) {
     auto& shared = d(self->parent());
-    auto take = [&shared] {
-      auto* job = shared.queue.front();
-      shared.queue.pop_front();
-      shared.queued.store(shared.queue.size(), std::memory_order_release);
-      return job;
+    caf::resumable* job = nullptr;
+    auto taken = [&] {
+      if (shared.queued.load(std::memory_order_acquire) == 0)
+        return false;
+      std::lock_guard<std::mutex> guard(shared.lock);
+      job = take(shared);
+      return job != nullptr;
     };
-    auto spin = shared.idle_poll;
-    if (spin.count() > 0) {
-      auto until = std::chrono::steady_clock::now() + spin;
-      do {
-        if (shared.queued.load(std::memory_order_acquire) > 0) {
-          std::unique_lock<std::mutex> guard(shared.lock);
-          if (!shared.queue.empty())
-            return take();
-        }
-        // Gives the core to a runnable thread (a kernel's) when there is one.
-        std::this_thread::yield();
-      } while (std::chrono::steady_clock::now() < until);
-    }
+    if (poll_for(shared.idle_poll, taken))
+      return job;
     std::unique_lock<std::mutex> guard(shared.lock);
     while (shared.queue.empty()) {
       ++shared.sleepers;
       shared.cv.wait(guard);
       --shared.sleepers;
     }
-    return take();
+    return take(shared);
   }
 
   template <class Worker, class UnaryFunction>
@@ -133,22 +130,41 @@ public:
   void foreach_central_resumable(Coordinator* self, UnaryFunction f) {
     auto& shared = d(self);
     std::lock_guard<std::mutex> guard(shared.lock);
-    while (!shared.queue.empty()) {
-      auto* job = shared.queue.front();
-      shared.queue.pop_front();
+    while (auto* job = take(shared))
       f(job);
-    }
-    shared.queued.store(0, std::memory_order_release);
+  }
+
+private:
+  /// The queue's first job, or nullptr when it is empty; the caller holds the lock.
+  static caf::resumable* take(coordinator_data& shared) {
+    if (shared.queue.empty())
+      return nullptr;
+    auto* job = shared.queue.front();
+    shared.queue.pop_front();
+    shared.queued.store(shared.queue.size(), std::memory_order_release);
+    return job;
   }
 };
 
+using actorflow_coordinator = caf::scheduler::coordinator<spin_then_sleep_sharing>;
+
 } // namespace
+
+std::chrono::microseconds idle_poll_of(caf::actor_system& system) {
+  // CAF's own schedulers (the test coordinator too, which delivers only when driven) poll not.
+  auto* scheduler = dynamic_cast<actorflow_coordinator*>(&system.scheduler());
+  return scheduler != nullptr ? scheduler->data().idle_poll : std::chrono::microseconds{0};
+}
+
+void poll_mailbox_briefly(caf::blocking_actor& self, std::chrono::microseconds duration) {
+  poll_for(duration, [&self] { return !self.mailbox().empty(); });
+}
 
 void use_actorflow_scheduler(caf::actor_system_config& config, std::chrono::microseconds idle_poll) {
   // CAF creates its own scheduler only when no module factory made one; its workers start
   // later (module start), after idle_poll is set.
   config.module_factories.push_back([idle_poll](caf::actor_system& sys) -> caf::actor_system::module* {
-    auto* scheduler = new caf::scheduler::coordinator<spin_then_sleep_sharing>(sys);
+    auto* scheduler = new actorflow_coordinator(sys);
     scheduler->data().idle_poll = idle_poll;
     return scheduler;
   });

@@ -26,9 +26,12 @@ void use_actorflow_scheduler(caf::actor_system_config& config, std::chrono::micr
 /// How long an idle worker polls before it sleeps (ACTORFLOW_SCHEDULER_SPIN_US).
 std::chrono::microseconds scheduler_spin();
 
+/// How long `system`'s idle workers poll: its idle_poll under this scheduler, 0 under CAF's.
+std::chrono::microseconds idle_poll_of(caf::actor_system& system);
+
 /// What a blocking wait does first (a client waiting for its step's answer): polls `self`'s
-/// mailbox for scheduler_spin() at most, so that an answer that comes at once does not find
-/// the thread asleep. The caller's receive does the real wait after it.
-void poll_mailbox_briefly(caf::blocking_actor& self);
+/// mailbox for `duration` at most (its system's idle_poll_of, found once), so that an answer
+/// that comes at once does not find the thread asleep. The caller's receive waits after it.
+void poll_mailbox_briefly(caf::blocking_actor& self, std::chrono::microseconds duration);
 
 } // namespace actorflow

@@ -72,7 +72,7 @@ metric_gauge& open_client_sessions() {
 
 struct session::impl {
   impl(caf::actor_system& sys, graph& g, session_options opts)
-    : system(sys), g(g), options(std::move(opts)) {
+    : system(sys), g(g), options(std::move(opts)), answer_poll(idle_poll_of(sys)) {
     open_client_sessions().add(1);
     env_or_default(options.env).prepare_host_memory();
     setup = check_actor_system(system, options);
@@ -179,7 +179,7 @@ struct session::impl {
       done = true;
     };
     auto deadline = steady_clock::now() + microseconds(timeout_seconds);
-    poll_mailbox_briefly(*self.ptr());
+    poll_mailbox_briefly(*self.ptr(), answer_poll);
     if (timeout_seconds > 0 && probe_after_seconds > 0 && probe_after_seconds < timeout_seconds) {
       self->receive(on_answer, on_error, on_down, caf::after(microseconds(probe_after_seconds)) >> [] {});
       if (!done) {
@@ -348,6 +348,8 @@ struct session::impl {
   caf::actor_system& system;
   graph& g;
   session_options options;
+  /// How long a call polls for its answer before it sleeps (actors/scheduler.hpp).
+  std::chrono::microseconds answer_poll;
   /// Waiters of finished calls (take_waiter), as many as calls ran at once at most.
   std::mutex waiters_mutex;
   std::vector<std::unique_ptr<caf::scoped_actor>> idle_waiters;

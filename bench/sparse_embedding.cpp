@@ -99,8 +99,11 @@ int main() {
     std::fprintf(stderr, "sparse_embedding: %s\n", st.to_string().c_str());
     return 1;
   }
-  auto ps_bytes = [&] {
+  // -1 when the ps does not answer (a page of nothing would read as no bytes).
+  auto ps_bytes = [&]() -> double {
     auto page = fetch_metrics(metrics_port);
+    if (page.empty())
+      return -1;
     return sum_of(page, "actorflow_sent_bytes_total") + sum_of(page, "actorflow_received_bytes_total");
   };
 
@@ -113,11 +116,12 @@ int main() {
     for (int i = 0; i < 8; ++i)
       if (!w.s->run_targets({w.step}, {{w.ids, batch_of(unique, 0)}}).ok())
         return -1;
-    return (ps_bytes() - before) / 8;
+    auto after = ps_bytes();
+    return before < 0 || after < 0 ? -1 : (after - before) / 8;
   };
   auto few = bytes_per_step(64), many = bytes_per_step(batch);
   if (few < 0 || many < 0) {
-    std::fprintf(stderr, "sparse_embedding: a step failed\n");
+    std::fprintf(stderr, "sparse_embedding: a step failed or the ps's metrics did not answer\n");
     return 1;
   }
   bench::figure bytes{"sparse_wire_bytes_per_unique_id", (many - few) / (batch - 64), "bytes",

@@ -3,6 +3,8 @@ the global step; under tf.device(`device`) when one is given."""
 
 import contextlib
 
+import numpy as np
+
 import actorflow.compat.v1 as tf
 
 
@@ -17,3 +19,9 @@ def linear_model(device=None):
         global_step = tf.train.get_or_create_global_step()
         train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
     return x, y, w, b, loss, global_step, train_op
+
+
+def batch(seed):
+    """16 points of y = 2x + 1, x uniform in [0, 1) drawn with `seed`."""
+    xs = np.random.RandomState(seed).rand(16).astype(np.float32)
+    return xs, 2.0 * xs + 1.0

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import actorflow.compat.v1 as tf
-from linear_model import linear_model
+from linear_model import batch, linear_model
 from seed_processes import free_ports
 
 
@@ -18,11 +18,6 @@ from seed_processes import free_ports
 def fresh_default_graph():
     tf.reset_default_graph()
     yield
-
-
-def batch(seed):
-    xs = np.random.RandomState(seed).rand(16).astype(np.float32)
-    return xs, 2.0 * xs + 1.0
 
 
 def test_global_step_is_made_once_and_found_again():

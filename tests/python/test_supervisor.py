@@ -17,7 +17,7 @@ import pytest
 
 import actorflow.compat.v1 as tf
 from actorflow import supervisor as supervisor_module
-from linear_model import linear_model
+from linear_model import batch, linear_model
 from seed_processes import PYTHON, free_ports
 
 PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
@@ -27,11 +27,6 @@ PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
 def fresh_default_graph():
     tf.reset_default_graph()
     yield
-
-
-def batch(seed):
-    xs = np.random.RandomState(seed).rand(16).astype(np.float32)
-    return xs, 2.0 * xs + 1.0
 
 
 def checkpoint_steps(directory):
