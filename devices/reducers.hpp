@@ -1,5 +1,5 @@
 #pragma once
-/// What Sum and Max accumulate in and start from, on every device (the CPU reducers in
+/// What Sum, Max, Min and Prod accumulate in and start from, on every device (the CPU reducers in
 /// devices/cpu/kernels/reduction.cpp and the GPU's in devices/cuda/kernels/reduction.cu add
 /// how they combine): one definition, so that both give the same numbers.
 
@@ -25,6 +25,25 @@ struct max_traits {
     return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity()
                                                 : std::numeric_limits<A>::lowest();
   }
+};
+
+struct min_traits {
+  template <class T>
+  using accumulator = T;
+  template <class A>
+  static A identity() {
+    return std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity()
+                                                : std::numeric_limits<A>::max();
+  }
+};
+
+/// float32 products accumulate in float64, as sums do (a float product under- or overflows
+/// long before its factors are exhausted).
+struct prod_traits {
+  template <class T>
+  using accumulator = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  template <class A>
+  static A identity() { return A(1); }
 };
 
 } // namespace actorflow

@@ -16,6 +16,10 @@
 //                                     starting where x0 .. x(i-1) end (TensorFlow's ConcatOffset +
 //                                     Slice, in one op)
 //   OnesLike(x), ZerosLike(x)         x's shape and dtype, filled
+//   ProdGrad(x, dy)                   the gradient of Prod (same attrs axes, keep_dims): each
+//                                     element gets dy times the product of the others in its
+//                                     group, exact where the group holds zeros (TensorFlow
+//                                     builds it from cumprods; one pass here)
 #include "graph/op_registry.hpp"
 
 namespace actorflow {
@@ -145,6 +149,7 @@ void register_gradient_ops(op_registry& r) {
     return like_input(c, 0, 1);
   }, {1});
   add("SplitToShapesOf", -1, split_to_shapes_of);
+  add("ProdGrad", 2, [](shape_context& c) { return like_input(c, 0, 0); });
   add("OnesLike", 1, [](shape_context& c) { return like_input(c, 0, 0); }, {0});
   add("ZerosLike", 1, [](shape_context& c) { return like_input(c, 0, 0); }, {0});
 }

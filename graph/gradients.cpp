@@ -2,6 +2,7 @@
 // of every differentiable standard op (gradient_registry). Helper ops the gradient functions
 // build (SumToShapeOf, BroadcastToShapeOf, ReluGrad, ...) are defined in graph/gradient_ops.cpp.
 #include "graph/gradients.hpp"
+#include "graph/math_ops.hpp"
 #include "graph/sampled_losses.hpp"
 #include "graph/shape_ops.hpp"
 #include "graph/sparse_ops.hpp"
@@ -212,14 +213,90 @@ status mean_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   return {};
 }
 
-status max_grad(graph& g, const node& op, const grads& dy, grads& dx) {
-  // The gradient goes to the positions equal to the maximum, split evenly between ties.
+/// Max's and Min's: the gradient goes to the positions equal to the extremum, split evenly
+/// between ties.
+status extremum_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   auto x = input_of(g, op, 0);
   auto y = output_of(g, op);
   auto y_spread = broadcast_to_shape_of(g, op, y, x);
   auto mask = ops::cast(ops::equal(x, y_spread, "Equal"), x.type(), "Cast");
   auto ties = ops::reduce_sum(mask, axes_of(op), keep_dims_of(op), "Sum");
   dx[0] = ops::mul(broadcast_to_shape_of(g, op, ops::div(dy[0], ties, "RealDiv"), x), mask, "Mul");
+  return {};
+}
+
+status prod_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  dx[0] = make(g, "ProdGrad", {input_of(g, op, 0), dy[0]},
+               {{"axes", axes_of(op)}, {"keep_dims", keep_dims_of(op)}});
+  return {};
+}
+
+/// dy where `x_wins`, else 0, summed to x's shape; the rest to y's.
+void split_by_mask(graph& g, const node& op, const output& x_wins, const output& dy, grads& dx) {
+  auto zero = scalar(g, dy, 0.0, "zeros");
+  dx[0] = sum_to_shape_of(g, ops::select(x_wins, dy, zero, "SelectV2"), input_of(g, op, 0));
+  dx[1] = sum_to_shape_of(g, ops::select(x_wins, zero, dy, "SelectV2_1"), input_of(g, op, 1));
+}
+
+status maximum_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  split_by_mask(g, op, ops::greater_equal(input_of(g, op, 0), input_of(g, op, 1)), dy[0], dx);
+  return {};
+}
+
+status minimum_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  split_by_mask(g, op, ops::less_equal(input_of(g, op, 0), input_of(g, op, 1)), dy[0], dx);
+  return {};
+}
+
+status pow_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  auto x = input_of(g, op, 0);
+  auto y = input_of(g, op, 1);
+  auto z = output_of(g, op);
+  // dz/dx = y x^(y-1); dz/dy = z log(x), taken as 0 where x <= 0 (TensorFlow's rule for reals).
+  auto x_to_y_minus_1 = ops::pow(x, ops::sub(y, scalar(g, y, 1.0), "sub"), "Pow");
+  dx[0] = sum_to_shape_of(g, ops::mul(dy[0], ops::mul(y, x_to_y_minus_1, "mul"), "mul_1"), x);
+  auto positive = ops::greater(x, scalar(g, x, 0.0, "zeros"), "Greater");
+  auto safe_x = ops::select(positive, x, scalar(g, x, 1.0, "ones"), "SelectV2");
+  auto log_x = ops::select(positive, ops::log(safe_x, "Log"), scalar(g, x, 0.0, "zeros_1"),
+                           "SelectV2_1");
+  dx[1] = sum_to_shape_of(g, ops::mul(dy[0], ops::mul(z, log_x, "mul_2"), "mul_3"), y);
+  return {};
+}
+
+status floor_mod_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  // x mod y = x - floor(x / y) y
+  auto x = input_of(g, op, 0);
+  auto y = input_of(g, op, 1);
+  dx[0] = sum_to_shape_of(g, dy[0], x);
+  auto quotient = ops::floor_div(x, y, "FloorDiv");
+  dx[1] = sum_to_shape_of(g, ops::mul(dy[0], ops::neg(quotient, "Neg"), "mul"), y);
+  return {};
+}
+
+status squared_difference_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  auto x = input_of(g, op, 0);
+  auto y = input_of(g, op, 1);
+  auto d = ops::mul(ops::mul(dy[0], scalar(g, x, 2.0), "mul"), ops::sub(x, y, "sub"), "mul_1");
+  dx[0] = sum_to_shape_of(g, d, x);
+  dx[1] = sum_to_shape_of(g, ops::neg(d, "Neg"), y);
+  return {};
+}
+
+status abs_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  dx[0] = ops::mul(dy[0], ops::sign(input_of(g, op, 0), "Sign"), "mul");
+  return {};
+}
+
+status sign_grad(graph& g, const node& op, const grads&, grads& dx) {
+  dx[0] = make(g, "ZerosLike", {input_of(g, op, 0)});
+  return {};
+}
+
+status select_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  auto condition = input_of(g, op, 0);
+  auto zero = scalar(g, dy[0], 0.0, "zeros");
+  dx[1] = sum_to_shape_of(g, ops::select(condition, dy[0], zero, "SelectV2"), input_of(g, op, 1));
+  dx[2] = sum_to_shape_of(g, ops::select(condition, zero, dy[0], "SelectV2_1"), input_of(g, op, 2));
   return {};
 }
 
@@ -442,7 +519,20 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("MatMul", matmul_grad);
   r.add("Sum", sum_grad);
   r.add("Mean", mean_grad);
-  r.add("Max", max_grad);
+  r.add("Max", extremum_grad);
+  r.add("Min", extremum_grad);
+  r.add("Prod", prod_grad);
+  r.add("Maximum", maximum_grad);
+  r.add("Minimum", minimum_grad);
+  r.add("Pow", pow_grad);
+  r.add("FloorMod", floor_mod_grad);
+  r.add("SquaredDifference", squared_difference_grad);
+  r.add("Abs", abs_grad);
+  r.add("Sign", sign_grad);
+  r.add("SelectV2", select_grad);
+  // Piecewise constant: TensorFlow gives their inputs no gradient.
+  for (auto op : {"FloorDiv", "Floor", "Ceil", "Round"})
+    r.add_not_differentiable(op);
   r.add("Reshape", reshape_grad);
   r.add("ConcatV2", concat_grad);
   r.add("Softmax", softmax_grad);
@@ -467,7 +557,7 @@ void register_standard_gradients(gradient_registry& r) {
                   "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
                   "OnesLike", "ZerosLike", "_Send", "_Recv", "ApplyGradientDescent",
                   "ApplyMomentum", "ApplyAdam", "ApplyAdagrad", "ApplyFtrl", "ApplyFtrlV2", "Less", "LessEqual", "Greater",
-                  "GreaterEqual", "LogicalAnd", "LogicalNot", "LoopCond", "StackPush", "StackPop"})
+                  "GreaterEqual", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "LoopCond", "StackPush", "StackPop"})
     r.add_not_differentiable(op);
 }
 

@@ -103,6 +103,24 @@ status reduction(shape_context& c) {
   return {};
 }
 
+/// SelectV2(condition, t, e): a bool condition, t and e of one dtype, the three shapes
+/// broadcast together.
+status select(shape_context& c) {
+  if (c.input_types[0] != dtype::boolean)
+    return error(std::string{"SelectV2 needs a bool condition, got "} + to_string(c.input_types[0]));
+  if (c.input_types[1] != c.input_types[2])
+    return error(std::string{"SelectV2's branches have different dtypes: "} +
+                 to_string(c.input_types[1]) + " and " + to_string(c.input_types[2]));
+  auto branches = broadcast_shapes(c.input_shapes[1], c.input_shapes[2]);
+  if (!branches)
+    return branches.error();
+  auto shape = broadcast_shapes(c.input_shapes[0], *branches);
+  if (!shape)
+    return shape.error();
+  c.set_output(0, c.input_types[1], *shape);
+  return {};
+}
+
 status source_from_attrs(shape_context& c) {
   AF_RETURN_IF_ERROR(require_attr(c.n, "dtype"));
   c.set_output(0, *c.n.attr<dtype>("dtype"), shape_from_attr(c.n, "shape"));
@@ -332,15 +350,22 @@ void register_standard_ops(op_registry& r) {
   for (auto name : {"Sqrt", "Exp", "Log", "Sigmoid", "Tanh", "Softmax"})
     add(name, 1, unary_float);
   add("Relu", 1, unary_same);
-  for (auto name : {"Add", "Sub", "Mul", "Div"})
+  for (auto name : {"Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow", "FloorDiv",
+                    "FloorMod", "SquaredDifference"})
     add(name, 2, [](shape_context& c) { return binary_broadcast(c, std::nullopt); });
-  for (auto name : {"Equal", "Less", "LessEqual", "Greater", "GreaterEqual"})
+  for (auto name : {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"})
     add(name, 2, [](shape_context& c) { return binary_broadcast(c, dtype::boolean); });
-  add("LogicalAnd", 2, [](shape_context& c) {
-    if (c.input_types[0] != dtype::boolean)
-      return error(std::string{"LogicalAnd needs bool inputs, got "} + to_string(c.input_types[0]));
-    return binary_broadcast(c, dtype::boolean);
-  });
+  for (auto name : {"LogicalAnd", "LogicalOr"})
+    add(name, 2, [name](shape_context& c) {
+      if (c.input_types[0] != dtype::boolean)
+        return error(std::string{name} + " needs bool inputs, got " + to_string(c.input_types[0]));
+      return binary_broadcast(c, dtype::boolean);
+    });
+  for (auto name : {"Abs", "Sign"})
+    add(name, 1, unary_same);
+  for (auto name : {"Floor", "Ceil", "Round"})
+    add(name, 1, unary_float);
+  add("SelectV2", 3, select);
   add("LogicalNot", 1, [](shape_context& c) {
     if (c.input_types[0] != dtype::boolean)
       return error(std::string{"LogicalNot needs a bool input, got "} + to_string(c.input_types[0]));
@@ -356,7 +381,7 @@ void register_standard_ops(op_registry& r) {
   op_def matmul_def{"MatMul", 2, false, false, matmul};
   matmul_def.bf16_compute = true;
   r.add(std::move(matmul_def));
-  for (auto name : {"Sum", "Mean", "Max"})
+  for (auto name : {"Sum", "Mean", "Max", "Min", "Prod"})
     add(name, 1, reduction);
   add("ArgMax", 1, argmax);
   add("Reshape", 1, reshape);

@@ -9,7 +9,7 @@
 Names TF has and actorflow does not yet raise AttributeError saying so.
 """
 
-from actorflow import distribute, errors, layers, losses, nn, train
+from actorflow import distribute, errors, layers, losses, math, nn, train
 from actorflow._missing import missing_names
 from actorflow.dtypes import (DType, TensorShape, as_dtype, bool, double, float32,  # noqa: A004
                               float64, int32, int64)
@@ -18,10 +18,12 @@ from actorflow.framework import (DeviceSpec, Graph, IndexedSlices, Operation, Te
                                  colocate_with,
                                  control_dependencies, convert_to_tensor, device,
                                  get_default_graph, name_scope, reset_default_graph)
-from actorflow.ops import (abs, clip_by_value, embedding_lookup, expand_dims,  # noqa: A004
-                           logical_or, logical_xor, maximum, minimum, not_equal, one_hot, pow,
-                           range, reciprocal, reduce_all, reduce_any, reduce_min, rsqrt, scatter_add, scatter_sub, scatter_update,
-                           squared_difference, squeeze, stack, unique, unsorted_segment_sum)
+from actorflow.ops import (abs, ceil, clip_by_value, embedding_lookup, expand_dims,  # noqa: A004
+                           floor, floor_div, floordiv, floormod, logical_or, logical_xor, maximum,
+                           minimum, mod, not_equal, one_hot, pow, range, reciprocal, reduce_all,
+                           reduce_any, reduce_min, reduce_prod, round, rsqrt, scatter_add,
+                           scatter_sub, scatter_update, sign, squared_difference, squeeze, stack,
+                           unique, unsorted_segment_sum, where, where_v2)
 from actorflow.ops import (add, add_n, all_variables, arg_max, argmax, assign, assign_add,
                            assign_sub, cast, concat, constant, div, divide, equal, exp, fill,
                            gather, global_variables, global_variables_initializer, gradients,

@@ -481,12 +481,6 @@ def _operator(op_name, node_name, reflected=False):
     return method
 
 
-def _unsupported_operator(symbol, op):
-    def method(self, *args):
-        raise TypeError("actorflow has no %s op yet, so tensors do not support %s" % (op, symbol))
-    return method
-
-
 for _name, _fn, _node in (("add", "add", "add"), ("sub", "subtract", "sub"),
                           ("mul", "multiply", "mul"), ("truediv", "truediv", "truediv"),
                           ("matmul", "matmul", "MatMul"), ("and", "logical_and", "LogicalAnd")):
@@ -508,14 +502,11 @@ def _unary_operator(op_name):
 Tensor.__neg__ = _unary_operator("negative")
 Tensor.__invert__ = _unary_operator("logical_not")
 Tensor.__abs__ = _unary_operator("abs")
-# Composed of existing ops in ops.py (pow: products for an int exponent, else exp(y log x)).
 for _name, _fn, _node in (("pow", "pow", "pow"), ("or", "logical_or", "LogicalOr"),
-                          ("xor", "logical_xor", "LogicalXor")):
+                          ("xor", "logical_xor", "LogicalXor"), ("floordiv", "floordiv", "floordiv"),
+                          ("mod", "floormod", "mod")):
     setattr(Tensor, "__%s__" % _name, _operator(_fn, _node))
     setattr(Tensor, "__r%s__" % _name, _operator(_fn, _node, reflected=True))
-for _symbol, _name, _op in (("//", "floordiv", "FloorDiv"), ("%", "mod", "FloorMod")):
-    setattr(Tensor, "__%s__" % _name, _unsupported_operator(_symbol, _op))
-    setattr(Tensor, "__r%s__" % _name, _unsupported_operator(_symbol, _op))
 
 
 # --- variables ---------------------------------------------------------------------------------

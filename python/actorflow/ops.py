@@ -257,7 +257,18 @@ log = _unary(_c.log, "Log")
 tanh = _unary(_c.tanh, "Tanh")
 sigmoid = _unary(_c.sigmoid, "Sigmoid")
 logical_not = _unary(_c.logical_not, "LogicalNot")
+sign = _unary(_c.sign, "Sign")
+floor = _unary(_c.floor, "Floor")
+ceil = _unary(_c.ceil, "Ceil")
 neg = negative
+abs = _unary(_c.abs, "Abs")  # noqa: A001 - TF's name
+_round = _unary(_c.round, "Round")
+
+
+def round(x, name=None):  # noqa: A001 - TF's name
+    """Half to even, as TF's (and numpy's) round; an integer tensor is returned as it is."""
+    x = convert_to_tensor(x)
+    return x if x.dtype.is_integer else _round(x, name)
 
 add = _binary(_c.add, "Add", "Add")
 subtract = _binary(_c.sub, "Sub", "Sub")
@@ -268,6 +279,16 @@ less_equal = _binary(_c.less_equal, "LessEqual", "LessEqual")
 greater = _binary(_c.greater, "Greater", "Greater")
 greater_equal = _binary(_c.greater_equal, "GreaterEqual", "GreaterEqual")
 logical_and = _binary(_c.logical_and, "LogicalAnd", "LogicalAnd")
+logical_or = _binary(_c.logical_or, "LogicalOr", "LogicalOr")
+not_equal = _binary(_c.not_equal, "NotEqual", "NotEqual")
+maximum = _binary(_c.maximum, "Maximum", "Maximum")
+minimum = _binary(_c.minimum, "Minimum", "Minimum")
+pow = _binary(_c.pow, "Pow", "Pow")  # noqa: A001 - TF's name
+squared_difference = _binary(_c.squared_difference, "SquaredDifference", "SquaredDifference")
+floordiv = _binary(_c.floor_div, "FloorDiv", "FloorDiv")
+floormod = _binary(_c.floor_mod, "FloorMod", "FloorMod")
+floor_div = floordiv
+mod = floormod
 sub = subtract
 mul = multiply
 
@@ -284,16 +305,19 @@ divide = truediv
 
 
 def div(x, y, name=None):
-    """TF1's div: the same as truediv for floating tensors; integers would floor-divide, which
-    needs FloorDiv, which actorflow has not yet."""
+    """TF1's div (Python 2's /): truediv for floating tensors, floor division for integers."""
     graph, x, y = _operands(x, y, "Div")
     if not x.dtype.is_floating:
-        raise TypeError("div of %s: integer division needs FloorDiv, which actorflow has not "
-                        "yet" % x.dtype.name)
+        return _tensor_in(graph, _c.floor_div(x._output, y._output, name or "div"))
     return _tensor_in(graph, _c.div(x._output, y._output, name or "div"))
 
 
-realdiv = div
+def realdiv(x, y, name=None):
+    graph, x, y = _operands(x, y, "RealDiv")
+    if not x.dtype.is_floating:
+        raise TypeError("realdiv of %s: RealDiv takes floating tensors (floordiv divides "
+                        "integers)" % x.dtype.name)
+    return _tensor_in(graph, _c.div(x._output, y._output, name or "RealDiv"))
 
 
 def add_n(inputs, name=None):
@@ -379,6 +403,8 @@ def _reduction(native, default_name):
 reduce_sum = _reduction(_c.reduce_sum, "Sum")
 reduce_mean = _reduction(_c.reduce_mean, "Mean")
 reduce_max = _reduction(_c.reduce_max, "Max")
+reduce_min = _reduction(_c.reduce_min, "Min")
+reduce_prod = _reduction(_c.reduce_prod, "Prod")
 
 
 def argmax(input, axis=None, name=None, dimension=None, output_type=dtypes.int64):  # noqa: A002
@@ -498,6 +524,41 @@ def _slice(tensor, key):
     return result
 
 
+def where(condition, x=None, y=None, name=None):
+    """TF1's where: x where condition is true, else y. A rank-1 condition over tensors of higher
+    rank picks whole rows, as TF1's Select does; otherwise the shapes broadcast (SelectV2)."""
+    if x is None and y is None:
+        raise ValueError("tf.where(condition) alone (the coordinates of the true elements) needs "
+                         "TF's Where op, whose output shape depends on the values; actorflow has "
+                         "no Where op yet: pass x and y")
+    if x is None or y is None:
+        raise ValueError("tf.where needs both x and y, or neither")
+    graph, x, y = _operands(x, y, "Select")
+    condition = convert_to_tensor(condition, graph=graph)
+    if condition.dtype != dtypes.bool:
+        raise TypeError("tf.where's condition must be bool, got %s" % condition.dtype.name)
+    rank = x.shape.ndims
+    if condition.shape.ndims == 1 and rank is not None and rank > 1:
+        with _scoped("Select", name):
+            rows = reshape(condition, [-1] + [1] * (rank - 1))
+            return _tensor_in(graph, _c.select(rows._output, x._output, y._output, "Select"))
+    return _tensor_in(graph, _c.select(condition._output, x._output, y._output,
+                                       name or "Select"))
+
+
+def where_v2(condition, x=None, y=None, name=None):
+    """TF2's where: condition, x and y broadcast together."""
+    if x is None or y is None:
+        raise ValueError("tf.where_v2 needs x and y: actorflow has no Where op (the coordinates "
+                         "of the true elements) yet")
+    graph, x, y = _operands(x, y, "SelectV2")
+    condition = convert_to_tensor(condition, graph=graph)
+    if condition.dtype != dtypes.bool:
+        raise TypeError("tf.where_v2's condition must be bool, got %s" % condition.dtype.name)
+    return _tensor_in(graph, _c.select(condition._output, x._output, y._output,
+                                       name or "SelectV2"))
+
+
 # --- differentiation -------------------------------------------------------------------------------
 
 
@@ -528,41 +589,12 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
 
 # --- composed of the ops above (actorflow has no kernel of their own) ------------------------------
 # Each is a few existing ops under a name scope of the TF op's name; gradients follow from theirs.
-# abs, pow and range below are TF's names and shadow the builtins in this module: code here
+# abs, pow, round and range are TF's names and shadow the builtins in this module: code here
 # that wants the builtins spells them builtins.abs, ....
 
 
 def _scoped(default_name, name):
     return name_scope(name or default_name)
-
-
-def maximum(x, y, name=None):
-    """max(x, y) elementwise, as relu(x - y) + y (the gradient goes to x where x > y)."""
-    with _scoped("Maximum", name):
-        graph, x, y = _operands(x, y, "Maximum")
-        return _tensor_in(graph, _c.add(_c.relu(_c.sub(x._output, y._output, "sub"), "Relu"),
-                                        y._output, "Maximum"))
-
-
-def minimum(x, y, name=None):
-    """min(x, y) elementwise, as x - relu(x - y)."""
-    with _scoped("Minimum", name):
-        graph, x, y = _operands(x, y, "Minimum")
-        return _tensor_in(graph, _c.sub(x._output, _c.relu(_c.sub(x._output, y._output, "sub"),
-                                                           "Relu"), "Minimum"))
-
-
-def abs(x, name=None):  # noqa: A001 - TF's name
-    """|x| as relu(x) + relu(-x) (float dtypes)."""
-    with _scoped("Abs", name):
-        x = convert_to_tensor(x)
-        return _tensor_in(x.graph, _c.add(_c.relu(x._output, "Relu"),
-                                          _c.relu(_c.neg(x._output, "Neg"), "Relu_1"), "Abs"))
-
-
-def squared_difference(x, y, name=None):
-    with _scoped("SquaredDifference", name):
-        return square(subtract(x, y))
 
 
 def reciprocal(x, name=None):
@@ -574,46 +606,6 @@ def reciprocal(x, name=None):
 def rsqrt(x, name=None):
     with _scoped("Rsqrt", name):
         return reciprocal(sqrt(x))
-
-
-def pow(x, y, name=None):  # noqa: A001 - TF's name
-    """x ** y: repeated products for a Python int y >= 0, sqrt for 0.5, else exp(y log x), which
-    holds for x > 0 only (actorflow has no Pow kernel)."""
-    with _scoped("Pow", name):
-        if isinstance(y, int) and not isinstance(y, bool) and y >= 0:
-            x = convert_to_tensor(x)
-            if y == 0:
-                return ones_like(x)
-            result, base, n = None, x, y
-            while n:
-                if n & 1:
-                    result = base if result is None else multiply(result, base)
-                n >>= 1
-                if n:
-                    base = square(base)
-            return result
-        if isinstance(y, float) and y == 0.5:
-            return sqrt(convert_to_tensor(x))
-        graph, x, y = _operands(x, y, "Pow")
-        return exp(multiply(y, log(x)))
-
-
-def reduce_min(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
-               keep_dims=None):
-    """-max(-x), as reduce_max's."""
-    with _scoped("Min", name):
-        return negative(reduce_max(negative(input_tensor), axis, keepdims, None,
-                                   reduction_indices, keep_dims))
-
-
-def not_equal(x, y, name=None):
-    with _scoped("NotEqual", name):
-        return logical_not(equal(x, y))
-
-
-def logical_or(x, y, name=None):
-    with _scoped("LogicalOr", name):
-        return logical_not(logical_and(logical_not(x), logical_not(y)))
 
 
 def logical_xor(x, y, name=None):

@@ -6,6 +6,7 @@
 #include "python/src/bindings.hpp"
 
 #include "graph/graph.hpp"
+#include "graph/math_ops.hpp"
 #include "graph/ops.hpp"
 #include "graph/shape_ops.hpp"
 
@@ -200,15 +201,22 @@ void bind_ops(py::module_& m) {
                              {"neg", &ops::neg}, {"square", &ops::square}, {"sqrt", &ops::sqrt},
                              {"exp", &ops::exp}, {"log", &ops::log}, {"relu", &ops::relu},
                              {"sigmoid", &ops::sigmoid}, {"tanh", &ops::tanh},
-                             {"softmax", &ops::softmax}, {"logical_not", &ops::logical_not}})
+                             {"softmax", &ops::softmax}, {"logical_not", &ops::logical_not},
+                             {"abs", &ops::abs}, {"sign", &ops::sign}, {"floor", &ops::floor},
+                             {"ceil", &ops::ceil}, {"round", &ops::round}})
     m.def(py_name, fn, "x"_a, "name"_a);
 
   // Elementwise, two inputs, numpy broadcasting.
   using binary = output (*)(output, output, const std::string&);
   for (auto [py_name, fn] : {std::pair<const char*, binary>{"add", &ops::add}, {"sub", &ops::sub},
                              {"mul", &ops::mul}, {"div", &ops::div}, {"equal", &ops::equal},
-                             {"logical_and", &ops::logical_and}})
+                             {"logical_and", &ops::logical_and}, {"maximum", &ops::maximum},
+                             {"minimum", &ops::minimum}, {"pow", &ops::pow},
+                             {"floor_div", &ops::floor_div}, {"floor_mod", &ops::floor_mod},
+                             {"squared_difference", &ops::squared_difference},
+                             {"not_equal", &ops::not_equal}, {"logical_or", &ops::logical_or}})
     m.def(py_name, fn, "x"_a, "y"_a, "name"_a);
+  m.def("select", &ops::select, "condition"_a, "t"_a, "e"_a, "name"_a);
   // less/greater have a (output, double) overload too; these are the two-tensor forms.
   m.def("less", static_cast<binary>(&ops::less), "x"_a, "y"_a, "name"_a);
   m.def("less_equal", &ops::less_equal, "x"_a, "y"_a, "name"_a);
@@ -225,6 +233,8 @@ void bind_ops(py::module_& m) {
   m.def("reduce_sum", &ops::reduce_sum, "x"_a, "axes"_a, "keep_dims"_a, "name"_a);
   m.def("reduce_mean", &ops::reduce_mean, "x"_a, "axes"_a, "keep_dims"_a, "name"_a);
   m.def("reduce_max", &ops::reduce_max, "x"_a, "axes"_a, "keep_dims"_a, "name"_a);
+  m.def("reduce_min", &ops::reduce_min, "x"_a, "axes"_a, "keep_dims"_a, "name"_a);
+  m.def("reduce_prod", &ops::reduce_prod, "x"_a, "axes"_a, "keep_dims"_a, "name"_a);
   m.def("argmax", &ops::argmax, "x"_a, "axis"_a, "name"_a);
   m.def("reshape", &ops::reshape, "x"_a, "shape"_a, "name"_a);
   m.def("concat", &ops::concat, "values"_a, "axis"_a, "name"_a);

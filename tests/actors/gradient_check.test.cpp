@@ -5,6 +5,7 @@
 #include "actors/session.hpp"
 #include "graph/control_flow.hpp"
 #include "graph/gradients.hpp"
+#include "graph/math_ops.hpp"
 #include "graph/ops.hpp"
 #include "graph/shape_ops.hpp"
 
@@ -208,6 +209,7 @@ TEST_CASE("elementwise unary gradients match finite differences", "[actors][grad
     {"Tanh", [](output x) { return ops::tanh(x); }, uniform(e, s23, -2, 2)},
     {"Softmax", [](output x) { return ops::softmax(x); }, uniform(e, s23, -2, 2)},
     {"Softmax of a vector", [](output x) { return ops::softmax(x); }, uniform(e, shape({4}), -2, 2)},
+    {"Abs", [](output x) { return ops::abs(x); }, away_from_zero(e, s23, 0.1, 2)},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     auto& c = cases[i];
@@ -216,7 +218,9 @@ TEST_CASE("elementwise unary gradients match finite differences", "[actors][grad
   }
 }
 
-TEST_CASE("Add, Sub, Mul and Div gradients undo broadcasting", "[actors][gradients]") {
+TEST_CASE("Add, Sub, Mul, Div, Maximum, Minimum, Pow, SquaredDifference and FloorMod gradients "
+          "undo broadcasting",
+          "[actors][gradients]") {
   std::uint64_t seed = base_seed + 100;
   std::mt19937_64 e{seed};
   INFO("seed " << seed);
@@ -232,13 +236,19 @@ TEST_CASE("Add, Sub, Mul and Div gradients undo broadcasting", "[actors][gradien
     {"Sub", [](output a, output b) { return ops::sub(a, b); }},
     {"Mul", [](output a, output b) { return ops::mul(a, b); }},
     {"Div", [](output a, output b) { return ops::div(a, b); }},
+    {"Maximum", [](output a, output b) { return ops::maximum(a, b); }},
+    {"Minimum", [](output a, output b) { return ops::minimum(a, b); }},
+    {"Pow", [](output a, output b) { return ops::pow(a, b); }},
+    {"SquaredDifference", [](output a, output b) { return ops::squared_difference(a, b); }},
+    {"FloorMod", [](output a, output b) { return ops::floor_mod(a, b); }},
   };
   std::uint64_t n = 0;
   for (auto& [name, op] : binary)
     for (auto& p : pairs) {
-      auto a = uniform(e, p.a, -2, 2);
-      // Divisors stay away from zero.
-      auto b = name == "Div" ? away_from_zero(e, p.b, 0.5, 2) : uniform(e, p.b, -2, 2);
+      // Pow's base stays positive (its gradient in y needs log x); divisors away from zero.
+      auto a = name == "Pow" ? uniform(e, p.a, 0.5, 2) : uniform(e, p.a, -2, 2);
+      auto b = name == "Div" || name == "FloorMod" ? away_from_zero(e, p.b, 0.5, 2)
+                                                   : uniform(e, p.b, -2, 2);
       auto fn = op;
       check_gradients(name + " " + p.a.to_string() + " " + p.b.to_string(), seed + n++,
                       {fixed(a), fixed(b)},
@@ -278,14 +288,16 @@ TEST_CASE("MatMul gradients match for all four transpose combinations", "[actors
     }
 }
 
-TEST_CASE("Sum, Mean and Max gradients match over every axis with and without keep_dims",
+TEST_CASE("Sum, Mean, Max, Min and Prod gradients match over every axis with and without "
+          "keep_dims",
           "[actors][gradients]") {
   std::uint64_t seed = base_seed + 300;
   std::mt19937_64 e{seed};
   INFO("seed " << seed);
   std::vector<std::vector<std::int64_t>> axes_sets{{}, {0}, {1}, {2}, {-1}, {0, 2}, {1, 2}};
   std::vector<std::pair<std::string, decltype(&ops::reduce_sum)>> reductions{
-    {"Sum", &ops::reduce_sum}, {"Mean", &ops::reduce_mean}, {"Max", &ops::reduce_max}};
+    {"Sum", &ops::reduce_sum}, {"Mean", &ops::reduce_mean}, {"Max", &ops::reduce_max},
+    {"Min", &ops::reduce_min}, {"Prod", &ops::reduce_prod}};
   std::uint64_t n = 0;
   for (auto& [name, reduce] : reductions)
     for (auto& axes : axes_sets)
@@ -314,6 +326,43 @@ TEST_CASE("Sum, Mean and Max gradients match over every axis with and without ke
                       {partial(distinct(e, shape({2, 3})), tensor_shape::unknown())},
                       [fn](graph&, const std::vector<output>& x) { return fn(x[0], {}, false, "reduce"); });
     }
+}
+
+TEST_CASE("SelectV2 sends each branch its elements' gradient, broadcasting undone",
+          "[actors][gradients]") {
+  std::uint64_t seed = base_seed + 350;
+  std::mt19937_64 e{seed};
+  INFO("seed " << seed);
+  // where(x0 > 0, x0, x1 [3]) - x2 []: the condition broadcasts with the row and the scalar.
+  check_gradients("select over a row and a scalar", seed,
+                  {fixed(away_from_zero(e, shape({2, 3}), 0.1, 2)), fixed(uniform(e, shape({3}), -2, 2)),
+                   fixed(uniform(e, shape({}), -2, 2))},
+                  [](graph& g, const std::vector<output>& x) {
+                    auto positive = ops::greater(x[0], ops::constant(g, 0.0, "zero"));
+                    return ops::select(positive, x[0], x[1]) * ops::select(positive, x[2], x[0]);
+                  });
+}
+
+TEST_CASE("Prod's gradient is exact where its groups hold one zero or more",
+          "[actors][gradients]") {
+  // Rows: one zero, two zeros, none.
+  graph g;
+  auto x = ops::constant(g, tensor::from_vector<double>({0, 2, 3, 0, 0, 4, 1, 2, 3}, shape({3, 3})));
+  auto grads = gradients(ops::reduce_sum(ops::reduce_prod(x, {1})), {x});
+  REQUIRE(g.status().ok());
+  session s{g};
+  auto r = s.run(grads);
+  INFO(r.error().to_string());
+  REQUIRE(r.ok());
+  CHECK(r->at(0).to_vector<double>() == std::vector<double>{6, 0, 0, 0, 0, 0, 6, 3, 2});
+  // The same against finite differences (a product is linear in each factor, zeros included).
+  std::mt19937_64 e{base_seed + 360};
+  auto with_zeros = uniform(e, shape({2, 4}), -2, 2);
+  with_zeros.data<double>()[1] = 0;
+  with_zeros.data<double>()[4] = 0;
+  with_zeros.data<double>()[6] = 0;
+  check_gradients("Prod of rows holding zeros", base_seed + 360, {fixed(with_zeros)},
+                  [](graph&, const std::vector<output>& x) { return ops::reduce_prod(x[0], {1}); });
 }
 
 TEST_CASE("Max splits its gradient evenly between tied maxima", "[actors][gradients]") {

@@ -1,8 +1,10 @@
-// Unary and binary elementwise kernels against float64 references, broadcasting included.
+// Unary, binary and select elementwise kernels against float64 references, broadcasting
+// included; Python's floor division and modulo; the integer rules and refusals.
 #include "support/kernel_test_util.hpp"
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 using namespace actorflow;
 using namespace actorflow::testing;
@@ -103,6 +105,11 @@ TEST_CASE("unary float kernels match the float64 reference", "[kernels][elementw
     {"Relu", [](double x) { return x > 0 ? x : 0.0; }, -3, 3},
     {"Sigmoid", [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -20, 20},
     {"Tanh", [](double x) { return std::tanh(x); }, -5, 5},
+    {"Abs", [](double x) { return std::abs(x); }, -3, 3},
+    {"Sign", [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }, -3, 3},
+    {"Floor", [](double x) { return std::floor(x); }, -5, 5},
+    {"Ceil", [](double x) { return std::ceil(x); }, -5, 5},
+    {"Round", [](double x) { return std::nearbyint(x); }, -5, 5},
   };
   for (auto& c : cases) {
     SECTION(c.op) {
@@ -134,6 +141,10 @@ TEST_CASE("binary kernels broadcast like numpy", "[kernels][elementwise][broadca
     {"Sub", [](double a, double b) { return a - b; }},
     {"Mul", [](double a, double b) { return a * b; }},
     {"Div", [](double a, double b) { return a / b; }},
+    {"Maximum", [](double a, double b) { return std::max(a, b); }},
+    {"Minimum", [](double a, double b) { return std::min(a, b); }},
+    {"Pow", [](double a, double b) { return std::pow(a, b); }},
+    {"SquaredDifference", [](double a, double b) { return (a - b) * (a - b); }},
   };
   for (auto& op : ops) {
     SECTION(op.op) {
@@ -208,4 +219,159 @@ TEST_CASE("elementwise kernels report an input of the wrong dtype instead of cra
   CHECK(r.status.code() == errc::invalid_argument);
   auto empty = env.run(make_node("Relu", "relu", dtype::float32), {tensor{}});
   CHECK(empty.status.code() == errc::failed_precondition);
+}
+
+namespace {
+
+/// Python's a // b and a % b, in float64 (exact for the small operands below).
+double python_floordiv(double a, double b) { return std::floor(a / b); }
+double python_mod(double a, double b) { return a - std::floor(a / b) * b; }
+
+template <class T>
+void check_floor_div_and_mod(kernel_test_env& env, const std::vector<double>& as,
+                             const std::vector<double>& bs) {
+  INFO(to_string(dtype_of<T>()));
+  std::vector<T> a, b;
+  std::vector<double> quotient, remainder;
+  for (double x : as)
+    for (double y : bs) {
+      a.push_back(static_cast<T>(x));
+      b.push_back(static_cast<T>(y));
+      quotient.push_back(python_floordiv(x, y));
+      remainder.push_back(python_mod(x, y));
+    }
+  auto n = static_cast<std::int64_t>(a.size());
+  auto ta = tensor::from_vector<T>(a);
+  auto tb = tensor::from_vector<T>(b);
+  require_near(env.run_ok(make_node("FloorDiv", "floordiv", dtype_of<T>()), {ta, tb}), {n},
+               quotient, 0.0);
+  require_near(env.run_ok(make_node("FloorMod", "floormod", dtype_of<T>()), {ta, tb}), {n},
+               remainder, 0.0);
+}
+
+} // namespace
+
+TEST_CASE("FloorDiv and FloorMod are Python's // and % for every sign", "[kernels][elementwise]") {
+  kernel_test_env env;
+  // -7 // 2 == -4 and -7 % 2 == 1; 7 % -2 == -1: the remainder takes the divisor's sign.
+  std::vector<double> as{-7, -6, -1, 0, 1, 5, 6, 7, 100};
+  std::vector<double> bs{-3, -2, -1, 1, 2, 3, 7};
+  check_floor_div_and_mod<std::int32_t>(env, as, bs);
+  check_floor_div_and_mod<std::int64_t>(env, as, bs);
+  check_floor_div_and_mod<double>(env, {-7.5, -2.25, 0, 2.25, 7.5}, {-2, -0.5, 0.5, 2});
+  check_floor_div_and_mod<float>(env, {-7.5, -2.25, 0, 2.25, 7.5}, {-2, -0.5, 0.5, 2});
+}
+
+TEST_CASE("integer Pow, Maximum and Minimum are exact, and NaN wins Maximum and Minimum",
+          "[kernels][elementwise]") {
+  kernel_test_env env;
+  auto base = tensor::from_vector<std::int64_t>({3, -2, 0, 0, 7, -1});
+  auto exponent = tensor::from_vector<std::int64_t>({39, 5, 0, 3, 1, 10});
+  CHECK(env.run_ok(make_node("Pow", "pow", dtype::int64), {base, exponent}).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{4052555153018976267LL, -32, 1, 0, 7, 1});
+  auto small = tensor::from_vector<std::int32_t>({-4, 9, 2}, {3, 1});
+  auto row = tensor::from_vector<std::int32_t>({0, 5}, {2});
+  CHECK(env.run_ok(make_node("Maximum", "max", dtype::int32), {small, row}).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{0, 5, 9, 9, 2, 5});
+  CHECK(env.run_ok(make_node("Minimum", "min", dtype::int32), {small, row}).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{-4, -4, 0, 5, 0, 2});
+  auto nan = std::numeric_limits<float>::quiet_NaN();
+  auto x = tensor::from_vector<float>({nan, 1.f, 2.f});
+  auto y = tensor::from_vector<float>({1.f, nan, 1.f});
+  for (const char* op : {"Maximum", "Minimum"}) {
+    INFO(op);
+    auto out = env.run_ok(make_node(op, "extremum", dtype::float32), {x, y}).to_vector<float>();
+    CHECK(std::isnan(out[0]));
+    CHECK(std::isnan(out[1]));
+    CHECK(out[2] == (std::string{op} == "Maximum" ? 2.f : 1.f));
+  }
+}
+
+TEST_CASE("NotEqual and LogicalOr yield bool with broadcasting, and Round halves to even",
+          "[kernels][elementwise][broadcast]") {
+  kernel_test_env env;
+  auto a = tensor::from_vector<std::int32_t>({1, 2, 3, 4, 2, 6}, {2, 3});
+  auto b = tensor::from_vector<std::int32_t>({1, 2, 6}, {3});
+  CHECK(env.run_ok(make_node("NotEqual", "ne", dtype::int32, {}, {dtype::boolean}), {a, b})
+          .to_vector<int>() == std::vector<int>{0, 0, 1, 1, 0, 0});
+  auto p = tensor::from_vector<bool>({true, false}, {2, 1});
+  auto q = tensor::from_vector<bool>({true, false, false}, {3});
+  CHECK(env.run_ok(make_node("LogicalOr", "or", dtype::boolean, {}, {dtype::boolean}), {p, q})
+          .to_vector<int>() == std::vector<int>{1, 1, 1, 1, 0, 0});
+  auto halves = tensor::from_vector<double>({-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 2.4999});
+  CHECK(env.run_ok(make_node("Round", "round", dtype::float64), {halves}).to_vector<double>() ==
+        std::vector<double>{-2, -2, -0, 0, 2, 2, 4, 2});
+  auto ints = tensor::from_vector<std::int64_t>({-5, 0, 3});
+  CHECK(env.run_ok(make_node("Abs", "abs", dtype::int64), {ints}).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{5, 0, 3});
+  CHECK(env.run_ok(make_node("Sign", "sign", dtype::int64), {ints}).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{-1, 0, 1});
+}
+
+TEST_CASE("SelectV2 picks elementwise, broadcasting condition and branches together",
+          "[kernels][elementwise][broadcast]") {
+  kernel_test_env env;
+  auto select = [](dtype branches) {
+    return make_node("SelectV2", "select", dtype::boolean, {}, {branches});
+  };
+  // Same shapes, large enough for the intra-op pool.
+  test_random random{seed};
+  auto t = random.uniform<float>({300, 257});
+  auto e = random.uniform<float>({300, 257});
+  tensor c{dtype::boolean, {300, 257}};
+  std::vector<double> expected;
+  auto vt = as_doubles(t);
+  auto ve = as_doubles(e);
+  for (std::int64_t i = 0; i < c.num_elements(); ++i) {
+    c.data<bool>()[i] = vt[static_cast<std::size_t>(i)] > ve[static_cast<std::size_t>(i)];
+    expected.push_back(std::max(vt[static_cast<std::size_t>(i)], ve[static_cast<std::size_t>(i)]));
+  }
+  require_near(env.run_ok(select(dtype::float32), {c, t, e}), {300, 257}, expected, 0.0);
+
+  // A column of conditions, a row of values and a scalar.
+  auto column = tensor::from_vector<bool>({true, false}, {2, 1});
+  auto row = tensor::from_vector<std::int64_t>({1, 2, 3}, {3});
+  auto zero = tensor::scalar<std::int64_t>(0);
+  CHECK(env.run_ok(select(dtype::int64), {column, row, zero}).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{1, 2, 3, 0, 0, 0});
+  CHECK(env.run_ok(select(dtype::int64), {column, zero, row}).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{0, 0, 0, 1, 2, 3});
+  auto yes = tensor::from_vector<bool>({true, true});
+  auto no = tensor::from_vector<bool>({false, false});
+  auto pick = tensor::from_vector<bool>({true, false});
+  CHECK(env.run_ok(select(dtype::boolean), {pick, yes, no}).to_vector<int>() ==
+        std::vector<int>{1, 0});
+
+  tensor bad_c{dtype::boolean, {4}};
+  tensor bad_t{dtype::float64, {3}};
+  auto r = env.run(select(dtype::float64), {bad_c, bad_t, bad_t});
+  CHECK(r.status.code() == errc::invalid_argument);
+  CHECK_THAT(r.status.message(), Catch::Contains("select") && Catch::Contains("[4]") &&
+                                   Catch::Contains("[3]"));
+}
+
+TEST_CASE("integer division by zero and negative integer powers fail naming the node",
+          "[elementwise]") {
+  // Checked on the CPU only: a GPU's operands are not on the host (TensorFlow's GPU kernels do
+  // not check either).
+  kernel_test_env env;
+  auto x = tensor::from_vector<std::int32_t>({4, 5});
+  auto y = tensor::from_vector<std::int32_t>({2, 0});
+  for (const char* op : {"FloorDiv", "FloorMod"}) {
+    INFO(op);
+    auto r = env.run(make_node(op, "ratio/div", dtype::int32), {x, y});
+    CHECK(r.status.code() == errc::invalid_argument);
+    CHECK_THAT(r.status.message(), Catch::Contains("ratio/div") &&
+                                     Catch::Contains("integer division by zero"));
+  }
+  auto negative = tensor::from_vector<std::int32_t>({1, -1});
+  auto r = env.run(make_node("Pow", "power", dtype::int32), {x, negative});
+  CHECK(r.status.code() == errc::invalid_argument);
+  CHECK_THAT(r.status.message(), Catch::Contains("power") &&
+                                   Catch::Contains("negative integer powers"));
+  // Float division by zero is IEEE's: inf, not an error.
+  auto fx = tensor::from_vector<float>({1.f});
+  auto fy = tensor::from_vector<float>({0.f});
+  CHECK(std::isinf(env.run_ok(make_node("FloorDiv", "f", dtype::float32), {fx, fy})
+                     .to_vector<float>()[0]));
 }

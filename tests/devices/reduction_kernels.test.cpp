@@ -1,4 +1,4 @@
-// Sum, Mean, Max over every axis combination, with and without keep_dims; ArgMax.
+// Sum, Mean, Max, Min, Prod over every axis combination, with and without keep_dims; ArgMax.
 #include "support/kernel_test_util.hpp"
 
 #include <algorithm>
@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::uint32_t seed = 1337;
 
-enum class reduction { sum, mean, max };
+enum class reduction { sum, mean, max, min, prod };
 
 /// Reduces `x` over the axes flagged in `reduced` in float64.
 std::vector<double> reference_reduce(const tensor& x, const std::vector<bool>& reduced,
@@ -23,7 +23,10 @@ std::vector<double> reference_reduce(const tensor& x, const std::vector<bool>& r
   for (int i = 0; i < rank; ++i)
     if (!reduced[static_cast<std::size_t>(i)])
       out_count *= shape.dim(i);
-  double init = kind == reduction::max ? -std::numeric_limits<double>::infinity() : 0.0;
+  double init = kind == reduction::max   ? -std::numeric_limits<double>::infinity()
+                : kind == reduction::min ? std::numeric_limits<double>::infinity()
+                : kind == reduction::prod ? 1.0
+                                          : 0.0;
   std::vector<double> out(static_cast<std::size_t>(out_count), init);
   std::vector<double> counts(out.size(), 0.0);
   std::vector<std::int64_t> index(static_cast<std::size_t>(rank), 0);
@@ -38,7 +41,12 @@ std::vector<double> reference_reduce(const tensor& x, const std::vector<bool>& r
       if (!reduced[static_cast<std::size_t>(i)])
         o = o * shape.dim(i) + index[static_cast<std::size_t>(i)];
     auto& slot = out[static_cast<std::size_t>(o)];
-    slot = kind == reduction::max ? std::max(slot, values[flat]) : slot + values[flat];
+    switch (kind) {
+      case reduction::max: slot = std::max(slot, values[flat]); break;
+      case reduction::min: slot = std::min(slot, values[flat]); break;
+      case reduction::prod: slot *= values[flat]; break;
+      default: slot += values[flat];
+    }
     counts[static_cast<std::size_t>(o)] += 1;
   }
   if (kind == reduction::mean)
@@ -52,6 +60,8 @@ const char* op_name(reduction kind) {
     case reduction::sum: return "Sum";
     case reduction::mean: return "Mean";
     case reduction::max: return "Max";
+    case reduction::min: return "Min";
+    case reduction::prod: return "Prod";
   }
   return "";
 }
@@ -89,7 +99,18 @@ void check_all_axis_subsets(kernel_test_env& env, const tensor& x, reduction kin
 
 } // namespace
 
-TEST_CASE("Sum, Mean and Max reduce over every axis combination with and without keep_dims",
+/// Magnitudes in [0.5, 1.5) with every third one negative: products of up to 120 of them stay
+/// well within float's range and keep their signs interesting.
+template <class T>
+tensor factors(test_random& random, tensor_shape shape) {
+  auto t = random.uniform<T>(std::move(shape), 0.5, 1.5);
+  for (std::int64_t i = 0; i < t.num_elements(); i += 3)
+    t.template data<T>()[i] = -t.template data<T>()[i];
+  return t;
+}
+
+TEST_CASE("Sum, Mean, Max, Min and Prod reduce over every axis combination with and without "
+          "keep_dims",
           "[kernels][reduction]") {
   kernel_test_env env;
   test_random random{seed};
@@ -97,16 +118,23 @@ TEST_CASE("Sum, Mean and Max reduce over every axis combination with and without
                      tensor_shape{2, 3, 1, 5}, tensor_shape{1, 6}}) {
     auto xf = random.uniform<float>(shape);
     auto xd = random.uniform<double>(shape);
-    for (auto kind : {reduction::sum, reduction::mean, reduction::max}) {
+    for (auto kind : {reduction::sum, reduction::mean, reduction::max, reduction::min}) {
       check_all_axis_subsets<float>(env, xf, kind, 1e-5);
       check_all_axis_subsets<double>(env, xd, kind, 1e-12);
     }
+    check_all_axis_subsets<float>(env, factors<float>(random, shape), reduction::prod, 1e-5);
+    check_all_axis_subsets<double>(env, factors<double>(random, shape), reduction::prod, 1e-12);
     auto xi = random.integers<std::int32_t>(shape, -100, 100);
     auto xl = random.integers<std::int64_t>(shape, -100, 100);
-    for (auto kind : {reduction::sum, reduction::max}) {
+    for (auto kind : {reduction::sum, reduction::max, reduction::min}) {
       check_all_axis_subsets<std::int32_t>(env, xi, kind, 0.0);
       check_all_axis_subsets<std::int64_t>(env, xl, kind, 0.0);
     }
+    // Products of up to 60 factors of +-1 and +-2: exact in int64 and in the float64 reference.
+    check_all_axis_subsets<std::int32_t>(env, random.integers<std::int32_t>(shape, -1, 1),
+                                         reduction::prod, 0.0);
+    check_all_axis_subsets<std::int64_t>(env, random.integers<std::int64_t>(shape, -2, 2),
+                                         reduction::prod, 0.0);
   }
 }
 
@@ -116,7 +144,7 @@ TEST_CASE("reductions of large tensors split over the pool agree with the refere
   test_random random{seed};
   // Big enough in each layout ([R], [K,R], [R,K], [K,R,K]) to take the parallel paths.
   auto x = random.uniform<float>({64, 300, 9});
-  for (auto kind : {reduction::sum, reduction::mean, reduction::max})
+  for (auto kind : {reduction::sum, reduction::mean, reduction::max, reduction::min})
     check_all_axis_subsets<float>(env, x, kind, 1e-4);
   auto wide = random.uniform<double>({20000, 3});
   check_all_axis_subsets<double>(env, wide, reduction::sum, 1e-11);
@@ -138,6 +166,10 @@ TEST_CASE("reductions over an empty axis give the identity", "[kernels][reductio
   CHECK(sum.to_vector<float>() == std::vector<float>(3, 0.f));
   auto max = env.run_ok(make_node("Max", "max", dtype::float32, {{"axes", std::vector<std::int64_t>{1}}}), {x});
   CHECK(max.to_vector<float>() == std::vector<float>(3, -std::numeric_limits<float>::infinity()));
+  auto min = env.run_ok(make_node("Min", "min", dtype::float32, {{"axes", std::vector<std::int64_t>{1}}}), {x});
+  CHECK(min.to_vector<float>() == std::vector<float>(3, std::numeric_limits<float>::infinity()));
+  auto prod = env.run_ok(make_node("Prod", "prod", dtype::float32, {{"axes", std::vector<std::int64_t>{1}}}), {x});
+  CHECK(prod.to_vector<float>() == std::vector<float>(3, 1.f));
 }
 
 TEST_CASE("ArgMax finds the first maximum along each axis", "[kernels][reduction][argmax]") {

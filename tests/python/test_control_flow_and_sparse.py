@@ -209,10 +209,10 @@ def test_unique_unsorted_segment_sum_and_scatter():
         tf.scatter_add(tf.constant([1.0]), [0], [1.0])
 
 
-# --- composed ops ------------------------------------------------------------------------------------
+# --- math ops and composed ops -------------------------------------------------------------------------
 
 
-def test_composed_elementwise_ops_match_numpy():
+def test_elementwise_math_ops_match_numpy():
     x = tf.constant(X)
     y = tf.constant(np.full_like(X, 0.75))
     positive = tf.constant(np.abs(X) + 0.5)
@@ -225,6 +225,14 @@ def test_composed_elementwise_ops_match_numpy():
         (x ** 3, X ** 3), (tf.pow(x, 0), np.ones_like(X)), (positive ** 0.5, np.sqrt(np.abs(X) + 0.5)),
         (positive ** 1.7, (np.abs(X) + 0.5) ** 1.7), (2.0 ** x, 2.0 ** X),
         (tf.reduce_min(x, axis=1), X.min(axis=1)), (tf.reduce_min(x), X.min()),
+        (tf.reduce_prod(x, axis=0), X.prod(axis=0)), (tf.reduce_prod(x, 1, keepdims=True),
+                                                      X.prod(axis=1, keepdims=True)),
+        (tf.sign(x), np.sign(X)), (tf.floor(x * 3.0), np.floor(X * 3)),
+        (tf.ceil(x * 3.0), np.ceil(X * 3)), (tf.round(x * 4.0), np.round(X * 4)),
+        (tf.where(x > y, x, -y), np.where(X > 0.75, X, -0.75)),
+        (tf.where(tf.constant([True, False] * (len(X) // 2)), x, y),
+         np.where(np.array([True, False] * (len(X) // 2))[:, None], X, 0.75)),
+        (tf.where_v2(x > 0.0, x, 0.0), np.where(X > 0, X, 0.0)),
         (tf.clip_by_value(x, -1.0, 2.0), np.clip(X, -1.0, 2.0)),
         (tf.nn.relu6(x * 2.0), np.clip(X * 2.0, 0.0, 6.0)),
         (tf.nn.leaky_relu(x, 0.1), np.where(X > 0, X, 0.1 * X)),
@@ -244,12 +252,33 @@ def test_composed_elementwise_ops_match_numpy():
     np.testing.assert_array_equal(got[0], [True, True, True, False])
     np.testing.assert_array_equal(got[1], [False, True, True, False])
     np.testing.assert_array_equal(got[2], [False, True])
+    # Native Maximum and Minimum: exact, where relu-built ones rounded (0.10000038).
+    assert evaluate(tf.minimum(10.0, 0.1)) == np.float32(0.1)
+    assert evaluate(tf.maximum(-10.0, 0.1)) == np.float32(0.1)
 
 
-def test_composed_ops_have_gradients_and_shape_errors():
+def test_math_and_composed_ops_have_gradients_and_shape_errors():
     x = tf.constant(np.array([-2.0, 0.5, 3.0], np.float32))
     g = tf.gradients(tf.reduce_sum(tf.maximum(x, 1.0) + tf.abs(x) + x ** 2), [x])[0]
     np.testing.assert_allclose(evaluate(g), [0 - 1 - 4, 0 + 1 + 1, 1 + 1 + 6])
+    # tf.where sends each branch its own elements' gradient; Prod's is exact at a zero.
+    t, e = tf.constant([1.0, 2.0, 3.0]), tf.constant([4.0, 5.0, 6.0])
+    pick = tf.constant([True, False, True])
+    gt, ge = tf.gradients(tf.reduce_sum(tf.where(pick, t, e) * tf.constant([1.0, 10.0, 100.0])),
+                          [t, e])
+    np.testing.assert_array_equal(evaluate([gt, ge]), [[1, 0, 100], [0, 10, 0]])
+    z = tf.constant([[0.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+    np.testing.assert_array_equal(evaluate(tf.gradients(tf.reduce_prod(z), [z])[0]),
+                                  [[36, 0, 0], [0, 0, 0]])
+    # The gradient of pow in its exponent is 0 where the base is not positive, as in TF.
+    base, power = tf.constant([-2.0, 0.0, 2.0]), tf.constant(2.0)
+    dbase, dpower = tf.gradients(tf.reduce_sum(tf.pow(base, power)), [base, power])
+    got_base, got_power = evaluate([dbase, dpower])
+    np.testing.assert_allclose(got_base, [-4, 0, 4])
+    np.testing.assert_allclose(got_power, 4 * np.log(2), rtol=1e-6)
+    assert evaluate(tf.pow(base, power)).tolist() == [4, 0, 4]
+    with pytest.raises(ValueError, match="no Where op"):
+        tf.where(pick)
     unknown = tf.placeholder(tf.float32, [None, None])
     with pytest.raises(ValueError, match="known but for one dimension"):
         tf.expand_dims(unknown, 0)

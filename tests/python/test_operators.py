@@ -76,11 +76,23 @@ def test_tf1_dtype_rules():
         tf.constant(1.0) + d
 
 
-@pytest.mark.parametrize("expression, op", [(lambda t: t // 2, "FloorDiv"),
-                                            (lambda t: t % 2, "FloorMod")])
-def test_operators_without_an_op_raise_type_error_naming_it(expression, op):
-    with pytest.raises(TypeError, match=op):
-        expression(tf.constant(X))
+def test_floor_division_and_modulo_are_pythons_for_every_sign_and_either_order():
+    ints = np.array([-7, -6, -1, 0, 1, 5, 7], np.int32)
+    floats = np.array([-7.5, -2.25, 0.0, 2.25, 7.5], np.float32)
+    i, f = tf.constant(ints), tf.constant(floats)
+    cases = [(i // 2, ints // 2), (i % 2, ints % 2), (i // -3, ints // -3), (i % -3, ints % -3),
+             (-7 // tf.constant([2, -2]), np.array([-4, 3])), (7 % tf.constant([-2, 3]), [-1, 1]),
+             (f // 2.0, floats // 2.0), (f % -2.0, floats % -2.0), (9.0 % f[3:], 9.0 % floats[3:]),
+             (tf.floordiv(i, 3), ints // 3), (tf.math.floormod(f, 0.5), floats % 0.5),
+             (tf.div(i, 2), ints // 2), (tf.mod(i, 4), ints % 4)]
+    values = evaluate([c[0] for c in cases])
+    for (tensor, expected), value in zip(cases, values):
+        np.testing.assert_array_equal(value, np.asarray(expected).astype(value.dtype),
+                                      err_msg=tensor.name)
+    assert (i // 2).op.type == "FloorDiv" and (i // 2).op.name.startswith("floordiv")
+    assert (i % 2).op.type == "FloorMod" and (i % 2).op.name.startswith("mod")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="integer division by zero"):
+        evaluate(i // tf.constant(0))
 
 
 def test_indexing_and_slicing_match_numpy():

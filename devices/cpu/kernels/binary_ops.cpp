@@ -1,6 +1,10 @@
-// Add, Sub, Mul, Div, the comparisons (Equal, Less, LessEqual, Greater, GreaterEqual) and
-// LogicalAnd, with numpy broadcasting.
+// Add, Sub, Mul, Div, Maximum, Minimum, Pow, FloorDiv, FloorMod, SquaredDifference, the
+// comparisons (Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual), LogicalAnd and
+// LogicalOr, with numpy broadcasting.
 #include "devices/cpu/kernels/kernel_util.hpp"
+#include "devices/elementwise_math.hpp"
+
+#include <type_traits>
 
 namespace actorflow {
 
@@ -68,6 +72,53 @@ struct logical_and_op {
   template <class A, class B>
   static auto apply(const A& a, const B& b) { return a && b; }
 };
+struct not_equal_op {
+  template <class T>
+  using out_type = bool;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) { return a != b; }
+};
+struct logical_or_op {
+  template <class T>
+  using out_type = bool;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) { return a || b; }
+};
+struct squared_difference_op {
+  template <class T>
+  using out_type = T;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) { return (a - b).square(); }
+};
+/// The ops with a scalar rule of their own (devices/elementwise_math.hpp, shared with the GPU):
+/// Eigen applies it per element.
+template <template <class> class Rule>
+struct scalar_rule_op {
+  template <class T>
+  using out_type = T;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) {
+    return a.binaryExpr(b, Rule<typename A::Scalar>{});
+  }
+  template <class T>
+  static const char* refuse(const T* y, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i)
+      if (const char* why = Rule<T>::refuse(y[i]))
+        return why;
+    return nullptr;
+  }
+};
+using maximum_op = scalar_rule_op<maximum_rule>;
+using minimum_op = scalar_rule_op<minimum_rule>;
+using pow_op = scalar_rule_op<pow_rule>;
+using floor_div_op = scalar_rule_op<floor_div_rule>;
+using floor_mod_op = scalar_rule_op<floor_mod_rule>;
+
+template <class Op, class T, class = void>
+struct refuses_operands : std::false_type {};
+template <class Op, class T>
+struct refuses_operands<Op, T, std::void_t<decltype(Op::template refuse<T>(nullptr, 0))>>
+  : std::true_type {};
 
 /// out[0, n) = a op b where a and b either advance with the output (stride 1) or repeat one
 /// element (stride 0); a repeated element becomes an Eigen constant so the loop vectorises.
@@ -99,6 +150,14 @@ public:
     const tensor& b = ctx.input(1);
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
+    // An integer divisor of 0 or a negative integer power: refused before anything is computed.
+    if constexpr (refuses_operands<Op, T>::value) {
+      if (const char* why = Op::template refuse<T>(pb, b.num_elements())) {
+        ctx.fail(make_error(errc::invalid_argument, ctx.def().op + " '" + ctx.def().name +
+                                                      "': " + why));
+        return;
+      }
+    }
     if (a.shape() == b.shape()) {
       tensor out = ctx.allocate_output(0, dtype_of<out_type>(), a.shape());
       auto* po = out.data<out_type>();
@@ -169,6 +228,22 @@ template <class T>
 using greater_equal_kernel = binary_kernel<T, greater_equal_op>;
 template <class T>
 using logical_and_kernel = binary_kernel<T, logical_and_op>;
+template <class T>
+using not_equal_kernel = binary_kernel<T, not_equal_op>;
+template <class T>
+using logical_or_kernel = binary_kernel<T, logical_or_op>;
+template <class T>
+using squared_difference_kernel = binary_kernel<T, squared_difference_op>;
+template <class T>
+using maximum_kernel = binary_kernel<T, maximum_op>;
+template <class T>
+using minimum_kernel = binary_kernel<T, minimum_op>;
+template <class T>
+using pow_kernel = binary_kernel<T, pow_op>;
+template <class T>
+using floor_div_kernel = binary_kernel<T, floor_div_op>;
+template <class T>
+using floor_mod_kernel = binary_kernel<T, floor_mod_op>;
 
 } // namespace
 
@@ -186,6 +261,18 @@ void register_binary_kernels(kernel_registry& registry) {
   add_typed_kernels<greater_equal_kernel, float, double, std::int32_t, std::int64_t>(
     registry, "GreaterEqual");
   add_typed_kernels<logical_and_kernel, bool>(registry, "LogicalAnd");
+  add_typed_kernels<not_equal_kernel, float, double, std::int32_t, std::int64_t, bool>(registry,
+                                                                                       "NotEqual");
+  add_typed_kernels<logical_or_kernel, bool>(registry, "LogicalOr");
+  add_typed_kernels<squared_difference_kernel, float, double, std::int32_t, std::int64_t>(
+    registry, "SquaredDifference");
+  add_typed_kernels<maximum_kernel, float, double, std::int32_t, std::int64_t>(registry, "Maximum");
+  add_typed_kernels<minimum_kernel, float, double, std::int32_t, std::int64_t>(registry, "Minimum");
+  add_typed_kernels<pow_kernel, float, double, std::int32_t, std::int64_t>(registry, "Pow");
+  add_typed_kernels<floor_div_kernel, float, double, std::int32_t, std::int64_t>(registry,
+                                                                                 "FloorDiv");
+  add_typed_kernels<floor_mod_kernel, float, double, std::int32_t, std::int64_t>(registry,
+                                                                                 "FloorMod");
 }
 
 } // namespace actorflow

@@ -14,14 +14,15 @@ void register_variable_kernels(kernel_registry& registry);   // VariableV2
 void register_assign_kernels(kernel_registry& registry);     // Assign, AssignAdd, AssignSub
 void register_identity_kernels(kernel_registry& registry);   // Identity
 void register_no_op_kernels(kernel_registry& registry);      // NoOp
-void register_unary_kernels(kernel_registry& registry);      // Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh
-void register_binary_kernels(kernel_registry& registry);     // Add, Sub, Mul, Div, Equal
+void register_unary_kernels(kernel_registry& registry);      // Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Abs, Sign, Floor, Ceil, Round
+void register_binary_kernels(kernel_registry& registry);     // Add, Sub, Mul, Div, Maximum, Minimum, Pow, FloorDiv, FloorMod, SquaredDifference, comparisons, LogicalAnd/Or
+void register_select_kernels(kernel_registry& registry);     // SelectV2
 void register_cast_kernels(kernel_registry& registry);       // Cast
 void register_matmul_kernels(kernel_registry& registry);     // MatMul
 void register_conv_kernels(kernel_registry& registry);       // Conv2D (+ backprops), MaxPool, AvgPool (+ grads)
 void register_fused_matmul_kernels(kernel_registry& registry); // _FusedMatMul (graph/fusion.hpp)
 void register_fused_conv_kernels(kernel_registry& registry);   // _FusedConv2D (graph/fusion.hpp)
-void register_reduction_kernels(kernel_registry& registry);  // Sum, Mean, Max
+void register_reduction_kernels(kernel_registry& registry);  // Sum, Mean, Max, Min, Prod, ProdGrad
 void register_argmax_kernels(kernel_registry& registry);     // ArgMax
 void register_reshape_kernels(kernel_registry& registry);    // Reshape
 void register_concat_kernels(kernel_registry& registry);     // ConcatV2, SplitToShapesOf

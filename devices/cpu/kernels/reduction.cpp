@@ -1,4 +1,5 @@
-// Sum, Mean, Max over attr "axes" (empty = all, negative from the end), attr "keep_dims".
+// Sum, Mean, Max, Min, Prod over attr "axes" (empty = all, negative from the end), attr
+// "keep_dims"; and ProdGrad, Prod's gradient.
 //
 // The input is viewed as alternating groups of kept and reduced dimensions (size-1 dimensions
 // dropped, neighbours of the same kind merged). The common layouts then become one of four
@@ -37,6 +38,24 @@ struct max_reducer : max_traits {
   static auto reduce(const X& x) { return x.maxCoeff(); }
   template <class A, class B>
   static void accumulate(A& into, const B& row) { into = into.max(row); }
+};
+
+struct min_reducer : min_traits {
+  template <class T>
+  static T combine(T a, T b) { return b < a ? b : a; }
+  template <class X>
+  static auto reduce(const X& x) { return x.minCoeff(); }
+  template <class A, class B>
+  static void accumulate(A& into, const B& row) { into = into.min(row); }
+};
+
+struct prod_reducer : prod_traits {
+  template <class T>
+  static T combine(T a, T b) { return a * b; }
+  template <class X>
+  static auto reduce(const X& x) { return x.prod(); }
+  template <class A, class B>
+  static void accumulate(A& into, const B& row) { into *= row; }
 };
 
 /// A dimension group: its size and whether it is reduced.
@@ -259,6 +278,97 @@ template <class T>
 using mean_kernel = reduction_kernel<T, sum_reducer, true>;
 template <class T>
 using max_kernel = reduction_kernel<T, max_reducer, false>;
+template <class T>
+using min_kernel = reduction_kernel<T, min_reducer, false>;
+template <class T>
+using prod_kernel = reduction_kernel<T, prod_reducer, false>;
+
+/// ProdGrad(x, dy), attrs axes and keep_dims as the Prod's: dx = dy times the product of the
+/// other elements of each element's group. Counting a group's zeros keeps it exact where
+/// there are some: with one zero only that element gets the product of the rest, with two
+/// or more every element gets 0. Without zeros it is the group's product over the element.
+template <class T>
+class prod_grad_kernel : public op_kernel {
+public:
+  explicit prod_grad_kernel(const node& n)
+    : op_kernel(n), axes_(n.attr_or<std::vector<std::int64_t>>("axes", {})) {}
+
+  void compute(kernel_context& ctx) override {
+    if (!check_inputs(ctx, 2, dtype_of<T>()))
+      return;
+    const tensor& x = ctx.input(0);
+    const tensor& dy = ctx.input(1);
+    auto rank = x.shape().rank();
+    auto reduced = reduced_dimensions(axes_, rank);
+    if (!reduced) {
+      ctx.fail(reduced.error());
+      return;
+    }
+    // Each input element's output index: strides over the kept dimensions, 0 over reduced ones.
+    std::vector<std::int64_t> out_strides(static_cast<std::size_t>(rank), 0);
+    std::int64_t out_count = 1;
+    for (int i = rank - 1; i >= 0; --i) {
+      if ((*reduced)[static_cast<std::size_t>(i)])
+        continue;
+      out_strides[static_cast<std::size_t>(i)] = out_count;
+      out_count *= x.shape().dim(i);
+    }
+    if (dy.num_elements() != out_count) {
+      ctx.fail(make_error(errc::invalid_argument,
+                          "ProdGrad '" + ctx.def().name + "': the gradient has " +
+                            std::to_string(dy.num_elements()) + " elements where the Prod of " +
+                            x.shape().to_string() + " gives " + std::to_string(out_count)));
+      return;
+    }
+    tensor dx = ctx.allocate_output(0, dtype_of<T>(), x.shape());
+    using acc = typename prod_traits::template accumulator<T>;
+    std::vector<acc> nonzero_product(static_cast<std::size_t>(out_count), acc(1));
+    std::vector<std::int64_t> zeros(static_cast<std::size_t>(out_count), 0);
+    const T* px = x.data<T>();
+    const T* pdy = dy.data<T>();
+    T* pdx = dx.data<T>();
+    for_each_output_index(x.shape(), out_strides, [&](std::int64_t i, std::int64_t o) {
+      auto k = static_cast<std::size_t>(o);
+      if (px[i] == T(0))
+        ++zeros[k];
+      else
+        nonzero_product[k] *= static_cast<acc>(px[i]);
+    });
+    for_each_output_index(x.shape(), out_strides, [&](std::int64_t i, std::int64_t o) {
+      auto k = static_cast<std::size_t>(o);
+      acc others = 0;
+      if (zeros[k] == 0)
+        others = nonzero_product[k] / static_cast<acc>(px[i]);
+      else if (zeros[k] == 1 && px[i] == T(0))
+        others = nonzero_product[k];
+      pdx[i] = static_cast<T>(static_cast<acc>(pdy[o]) * others);
+    });
+  }
+
+private:
+  /// fn(input index, output index) for every element of `shape` in order.
+  template <class F>
+  static void for_each_output_index(const tensor_shape& shape,
+                                    const std::vector<std::int64_t>& out_strides, F&& fn) {
+    auto rank = shape.rank();
+    auto total = shape.num_elements();
+    std::vector<std::int64_t> index(static_cast<std::size_t>(rank), 0);
+    std::int64_t o = 0;
+    for (std::int64_t i = 0; i < total; ++i) {
+      fn(i, o);
+      for (int d = rank - 1; d >= 0; --d) {
+        auto u = static_cast<std::size_t>(d);
+        o += out_strides[u];
+        if (++index[u] < shape.dim(d))
+          break;
+        o -= index[u] * out_strides[u];
+        index[u] = 0;
+      }
+    }
+  }
+
+  std::vector<std::int64_t> axes_;
+};
 
 } // namespace
 
@@ -266,6 +376,10 @@ void register_reduction_kernels(kernel_registry& registry) {
   add_typed_kernels<sum_kernel, float, double, std::int32_t, std::int64_t>(registry, "Sum");
   add_typed_kernels<mean_kernel, float, double>(registry, "Mean");
   add_typed_kernels<max_kernel, float, double, std::int32_t, std::int64_t>(registry, "Max");
+  add_typed_kernels<min_kernel, float, double, std::int32_t, std::int64_t>(registry, "Min");
+  add_typed_kernels<prod_kernel, float, double, std::int32_t, std::int64_t>(registry, "Prod");
+  add_typed_kernels<prod_grad_kernel, float, double, std::int32_t, std::int64_t>(registry,
+                                                                                 "ProdGrad");
 }
 
 } // namespace actorflow

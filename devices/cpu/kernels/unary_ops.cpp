@@ -1,4 +1,5 @@
-// Elementwise unary math: Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, LogicalNot.
+// Elementwise unary math: Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, LogicalNot, Abs,
+// Sign, Floor, Ceil, Round.
 #include "devices/cpu/kernels/kernel_util.hpp"
 
 namespace actorflow {
@@ -45,6 +46,28 @@ struct logical_not_op {
   static auto apply(const X& x) { return !x; }
 };
 
+struct abs_op {
+  template <class X>
+  static auto apply(const X& x) { return x.abs(); }
+};
+struct sign_op {
+  template <class X>
+  static auto apply(const X& x) { return x.sign(); }
+};
+struct floor_op {
+  template <class X>
+  static auto apply(const X& x) { return x.floor(); }
+};
+struct ceil_op {
+  template <class X>
+  static auto apply(const X& x) { return x.ceil(); }
+};
+struct round_op {
+  // rint: half to even in the default rounding mode, as TensorFlow's Round and numpy's round.
+  template <class X>
+  static auto apply(const X& x) { return x.rint(); }
+};
+
 template <class T, class Op>
 class unary_kernel : public op_kernel {
 public:
@@ -81,6 +104,16 @@ template <class T>
 using tanh_kernel = unary_kernel<T, tanh_op>;
 template <class T>
 using logical_not_kernel = unary_kernel<T, logical_not_op>;
+template <class T>
+using abs_kernel = unary_kernel<T, abs_op>;
+template <class T>
+using sign_kernel = unary_kernel<T, sign_op>;
+template <class T>
+using floor_kernel = unary_kernel<T, floor_op>;
+template <class T>
+using ceil_kernel = unary_kernel<T, ceil_op>;
+template <class T>
+using round_kernel = unary_kernel<T, round_op>;
 
 } // namespace
 
@@ -94,6 +127,11 @@ void register_unary_kernels(kernel_registry& registry) {
   add_typed_kernels<sigmoid_kernel, float, double>(registry, "Sigmoid");
   add_typed_kernels<tanh_kernel, float, double>(registry, "Tanh");
   add_typed_kernels<logical_not_kernel, bool>(registry, "LogicalNot");
+  add_typed_kernels<abs_kernel, float, double, std::int32_t, std::int64_t>(registry, "Abs");
+  add_typed_kernels<sign_kernel, float, double, std::int32_t, std::int64_t>(registry, "Sign");
+  add_typed_kernels<floor_kernel, float, double>(registry, "Floor");
+  add_typed_kernels<ceil_kernel, float, double>(registry, "Ceil");
+  add_typed_kernels<round_kernel, float, double>(registry, "Round");
 }
 
 } // namespace actorflow

@@ -1,12 +1,16 @@
 // Elementwise kernels on the GPU, with the CPU kernels' semantics, dtypes and messages
 // (devices/cpu/kernels/unary_ops.cpp, binary_ops.cpp, gradient_kernels.cpp, cast.cpp,
 // fill.cpp):
-//   unary       Neg, Square (float32, float64, int32, int64); Sqrt, Exp, Log, Relu, Sigmoid,
-//               Tanh (float32, float64); LogicalNot (bool)
+//   unary       Neg, Square, Abs, Sign (float32, float64, int32, int64); Sqrt, Exp, Log, Relu,
+//               Sigmoid, Tanh, Floor, Ceil, Round (float32, float64); LogicalNot (bool)
 //   Gather      (float32, float64, int32, int64; indices int32 or int64)
-//   binary      Add, Sub, Mul (float32, float64, int32, int64), Div (float32, float64), Equal,
-//               Less, LessEqual, Greater, GreaterEqual, LogicalAnd
-//               (those and bool; bool output), numpy broadcasting (broadcast_index.hpp)
+//   binary      Add, Sub, Mul, Maximum, Minimum, Pow, FloorDiv, FloorMod, SquaredDifference
+//               (float32, float64, int32, int64; the scalar rules of devices/elementwise_math.hpp),
+//               Div (float32, float64), Equal, NotEqual, Less, LessEqual, Greater,
+//               GreaterEqual, LogicalAnd, LogicalOr (those and bool; bool output), numpy
+//               broadcasting (broadcast_index.hpp). An integer divisor of 0 or a negative integer
+//               power is not checked here (the operands are not on the host), as in TensorFlow.
+//   SelectV2    condition ? t : e, the three broadcast together
 //   gradients   ReluGrad, SigmoidGrad, TanhGrad (float32, float64); AddN, OnesLike, ZerosLike,
 //               BroadcastToShapeOf (float32, float64, int32, int64)
 //   Cast        every pair of the five dtypes; Fill (float32, float64, int32, int64)
@@ -16,6 +20,7 @@
 #include "devices/cuda/cuda_kernel_util.hpp"
 #include "devices/cuda/kernels/cuda_kernels.hpp"
 #include "devices/cuda/kernels/device_math.cuh"
+#include "devices/elementwise_math.hpp"
 
 #include <type_traits>
 
@@ -60,6 +65,27 @@ struct tanh_op {
 };
 struct logical_not_op {
   __device__ bool operator()(bool x) const { return !x; }
+};
+struct abs_op {
+  template <class T>
+  __device__ T operator()(T x) const { return x < T(0) ? -x : x; }
+};
+struct sign_op {
+  template <class T>
+  __device__ T operator()(T x) const { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); }
+};
+struct floor_op {
+  __device__ float operator()(float x) const { return floorf(x); }
+  __device__ double operator()(double x) const { return floor(x); }
+};
+struct ceil_op {
+  __device__ float operator()(float x) const { return ceilf(x); }
+  __device__ double operator()(double x) const { return ceil(x); }
+};
+struct round_op {
+  // rint: half to even, as on the CPU.
+  __device__ float operator()(float x) const { return rintf(x); }
+  __device__ double operator()(double x) const { return rint(x); }
 };
 
 template <class T, class Op>
@@ -107,6 +133,16 @@ template <class T>
 using tanh_kernel = unary_kernel<T, tanh_op>;
 template <class T>
 using logical_not_kernel = unary_kernel<T, logical_not_op>;
+template <class T>
+using abs_kernel = unary_kernel<T, abs_op>;
+template <class T>
+using sign_kernel = unary_kernel<T, sign_op>;
+template <class T>
+using floor_kernel = unary_kernel<T, floor_op>;
+template <class T>
+using ceil_kernel = unary_kernel<T, ceil_op>;
+template <class T>
+using round_kernel = unary_kernel<T, round_op>;
 
 // --- Gather ----------------------------------------------------------------------------------
 
@@ -218,6 +254,32 @@ struct logical_and_op {
   template <class T>
   __device__ bool operator()(T a, T b) const { return a && b; }
 };
+struct not_equal_op {
+  template <class T>
+  using out_type = bool;
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a != b; }
+};
+struct logical_or_op {
+  template <class T>
+  using out_type = bool;
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a || b; }
+};
+struct squared_difference_op {
+  template <class T>
+  using out_type = T;
+  template <class T>
+  __device__ T operator()(T a, T b) const { return (a - b) * (a - b); }
+};
+/// An op applying one of devices/elementwise_math.hpp's scalar rules.
+template <template <class> class Rule>
+struct scalar_rule_op {
+  template <class T>
+  using out_type = T;
+  template <class T>
+  __device__ T operator()(T a, T b) const { return Rule<T>{}(a, b); }
+};
 /// The activation gradients: inputs in the CPU kernels' order.
 struct relu_grad_op {
   // (dy, y): the gradient passes where the activation was positive.
@@ -323,6 +385,90 @@ template <class T>
 using greater_equal_kernel = binary_kernel<T, greater_equal_op>;
 template <class T>
 using logical_and_kernel = binary_kernel<T, logical_and_op>;
+template <class T>
+using not_equal_kernel = binary_kernel<T, not_equal_op>;
+template <class T>
+using logical_or_kernel = binary_kernel<T, logical_or_op>;
+template <class T>
+using squared_difference_kernel = binary_kernel<T, squared_difference_op>;
+template <class T>
+using maximum_kernel = binary_kernel<T, scalar_rule_op<maximum_rule>>;
+template <class T>
+using minimum_kernel = binary_kernel<T, scalar_rule_op<minimum_rule>>;
+template <class T>
+using pow_kernel = binary_kernel<T, scalar_rule_op<pow_rule>>;
+template <class T>
+using floor_div_kernel = binary_kernel<T, scalar_rule_op<floor_div_rule>>;
+template <class T>
+using floor_mod_kernel = binary_kernel<T, scalar_rule_op<floor_mod_rule>>;
+
+// --- SelectV2 ------------------------------------------------------------------------------
+
+/// out[i] = c[ic] ? t[it] : e[ie], each operand's offset from its own strides against the
+/// output (broadcast_index.hpp maps the output index to the first operand's offset).
+template <class T>
+__global__ void select_body(const bool* c, const T* t, const T* e, T* out, broadcast_strides sc,
+                            broadcast_strides st, broadcast_strides se) {
+  AF_GRID_STRIDE_LOOP(i, sc.count) {
+    std::int64_t ic, it, ie, unused;
+    operand_offsets(sc, i, ic, unused);
+    operand_offsets(st, i, it, unused);
+    operand_offsets(se, i, ie, unused);
+    out[i] = c[ic] ? t[it] : e[ie];
+  }
+}
+
+/// Registered under the condition's dtype (bool), which keys the node's kernel; the branches'
+/// dtype is dispatched here, as on the CPU (devices/cpu/kernels/select.cpp).
+class select_kernel final : public cuda_kernel {
+public:
+  using cuda_kernel::cuda_kernel;
+
+protected:
+  status launch(kernel_context& ctx, cudaStream_t stream) override {
+    AF_RETURN_IF_ERROR(expect_input(ctx, 0, dtype::boolean));
+    auto type = ctx.num_inputs() > 1 ? ctx.input(1).type() : dtype::float32;
+    AF_RETURN_IF_ERROR(expect_input(ctx, 1, type));
+    AF_RETURN_IF_ERROR(expect_input(ctx, 2, type));
+    switch (type) {
+    case dtype::float32: return run<float>(ctx, stream);
+    case dtype::float64: return run<double>(ctx, stream);
+    case dtype::int32: return run<std::int32_t>(ctx, stream);
+    case dtype::int64: return run<std::int64_t>(ctx, stream);
+    case dtype::boolean: return run<bool>(ctx, stream);
+    default:
+      return make_error(errc::unimplemented, "SelectV2 '" + ctx.def().name +
+                                               "' has no GPU kernel for branches of " +
+                                               to_string(type));
+    }
+  }
+
+private:
+  template <class T>
+  static status run(kernel_context& ctx, cudaStream_t stream) {
+    const tensor& c = ctx.input(0);
+    const tensor& t = ctx.input(1);
+    const tensor& e = ctx.input(2);
+    auto branches = broadcast_shapes(t.shape(), e.shape());
+    auto shape = branches ? broadcast_shapes(c.shape(), *branches) : branches;
+    if (!shape)
+      return make_error(errc::invalid_argument,
+                        "SelectV2 '" + ctx.def().name + "': condition " + c.shape().to_string() +
+                          ", then " + t.shape().to_string() + " and else " +
+                          e.shape().to_string() + " do not broadcast together");
+    auto sc = make_broadcast_strides(c.shape(), *shape);
+    auto st = make_broadcast_strides(t.shape(), *shape);
+    auto se = make_broadcast_strides(e.shape(), *shape);
+    for (auto* s : {&sc, &st, &se})
+      if (!*s)
+        return s->error();
+    tensor out = ctx.allocate_output(0, dtype_of<T>(), *shape);
+    if (out.num_elements() == 0)
+      return {};
+    return launch_over(out.num_elements(), stream, select_body<T>, c.data<bool>(), t.data<T>(),
+                       e.data<T>(), out.data<T>(), *sc, *st, *se);
+  }
+};
 
 /// ReluGrad, SigmoidGrad, TanhGrad: two inputs of one shape.
 template <class T, class Op>
@@ -645,6 +791,11 @@ void register_elementwise_kernels(kernel_registry& registry) {
   add_gpu_kernels<sigmoid_kernel, float, double>(registry, "Sigmoid");
   add_gpu_kernels<tanh_kernel, float, double>(registry, "Tanh");
   add_gpu_kernels<logical_not_kernel, bool>(registry, "LogicalNot");
+  add_gpu_kernels<abs_kernel, float, double, int32_t, int64_t>(registry, "Abs");
+  add_gpu_kernels<sign_kernel, float, double, int32_t, int64_t>(registry, "Sign");
+  add_gpu_kernels<floor_kernel, float, double>(registry, "Floor");
+  add_gpu_kernels<ceil_kernel, float, double>(registry, "Ceil");
+  add_gpu_kernels<round_kernel, float, double>(registry, "Round");
   add_gpu_kernels<gather_kernel, float, double, int32_t, int64_t>(registry, "Gather");
 
   add_gpu_kernels<add_kernel, float, double, int32_t, int64_t>(registry, "Add");
@@ -657,6 +808,16 @@ void register_elementwise_kernels(kernel_registry& registry) {
   add_gpu_kernels<greater_kernel, float, double, int32_t, int64_t>(registry, "Greater");
   add_gpu_kernels<greater_equal_kernel, float, double, int32_t, int64_t>(registry, "GreaterEqual");
   add_gpu_kernels<logical_and_kernel, bool>(registry, "LogicalAnd");
+  add_gpu_kernels<not_equal_kernel, float, double, int32_t, int64_t, bool>(registry, "NotEqual");
+  add_gpu_kernels<logical_or_kernel, bool>(registry, "LogicalOr");
+  add_gpu_kernels<squared_difference_kernel, float, double, int32_t, int64_t>(registry,
+                                                                              "SquaredDifference");
+  add_gpu_kernels<maximum_kernel, float, double, int32_t, int64_t>(registry, "Maximum");
+  add_gpu_kernels<minimum_kernel, float, double, int32_t, int64_t>(registry, "Minimum");
+  add_gpu_kernels<pow_kernel, float, double, int32_t, int64_t>(registry, "Pow");
+  add_gpu_kernels<floor_div_kernel, float, double, int32_t, int64_t>(registry, "FloorDiv");
+  add_gpu_kernels<floor_mod_kernel, float, double, int32_t, int64_t>(registry, "FloorMod");
+  registry.add({"SelectV2", "GPU", dtype::boolean}, &make_kernel<select_kernel>);
 
   add_gpu_kernels<relu_grad_kernel, float, double>(registry, "ReluGrad");
   add_gpu_kernels<sigmoid_grad_kernel, float, double>(registry, "SigmoidGrad");

@@ -1,7 +1,7 @@
 // Reductions on the GPU, with the CPU kernels' semantics, dtypes and messages
 // (devices/cpu/kernels/reduction.cpp, argmax.cpp, gradient_kernels.cpp):
-//   Sum, Max (float32, float64, int32, int64), Mean (float32, float64) over attr "axes" (empty:
-//   all; negative from the end), attr "keep_dims"; SumToShapeOf (the gradient of a broadcast);
+//   Sum, Max, Min, Prod (float32, float64, int32, int64), Mean (float32, float64) over attr
+//   "axes" (empty: all; negative from the end), attr "keep_dims"; SumToShapeOf (the gradient of a broadcast);
 //   ArgMax over attr "axis" (int64 output, the first index wins ties).
 // float32 sums accumulate in float64, as on the CPU: the kernels are memory-bound, so the wider
 // adds cost nothing measurable, and results stay as close to the CPU's as the order of the
@@ -32,6 +32,16 @@ struct max_reducer : max_traits {
   // The CPU's comparison, so that NaN handling agrees where the order of visits does.
   template <class A>
   __device__ static A combine(A a, A b) { return a < b ? b : a; }
+};
+
+struct min_reducer : min_traits {
+  template <class A>
+  __device__ static A combine(A a, A b) { return b < a ? b : a; }
+};
+
+struct prod_reducer : prod_traits {
+  template <class A>
+  __device__ static A combine(A a, A b) { return a * b; }
 };
 
 /// What turns an accumulator into an output element: Mean scales, the others only convert.
@@ -214,6 +224,10 @@ template <class T>
 using mean_kernel = reduction_kernel<T, sum_reducer, true>;
 template <class T>
 using max_kernel = reduction_kernel<T, max_reducer, false>;
+template <class T>
+using min_kernel = reduction_kernel<T, min_reducer, false>;
+template <class T>
+using prod_kernel = reduction_kernel<T, prod_reducer, false>;
 
 // --- SumToShapeOf --------------------------------------------------------------------------
 
@@ -337,6 +351,8 @@ void register_reduction_kernels(kernel_registry& registry) {
   add_gpu_kernels<sum_kernel, float, double, int32_t, int64_t>(registry, "Sum");
   add_gpu_kernels<mean_kernel, float, double>(registry, "Mean");
   add_gpu_kernels<max_kernel, float, double, int32_t, int64_t>(registry, "Max");
+  add_gpu_kernels<min_kernel, float, double, int32_t, int64_t>(registry, "Min");
+  add_gpu_kernels<prod_kernel, float, double, int32_t, int64_t>(registry, "Prod");
   add_gpu_kernels<sum_to_shape_kernel, float, double, int32_t, int64_t>(registry, "SumToShapeOf");
   add_gpu_kernels<argmax_kernel, float, double, int32_t, int64_t>(registry, "ArgMax");
 }

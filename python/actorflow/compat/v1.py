@@ -3,7 +3,7 @@ Every name is the same object as actorflow's own (actorflow.Session is tf.Sessio
 
 import actorflow as _actorflow
 from actorflow import *  # noqa: F401,F403 - this module is that namespace
-from actorflow import distribute, errors, layers, losses, nn, train  # noqa: F401
+from actorflow import distribute, errors, layers, losses, math, nn, train  # noqa: F401
 from actorflow._missing import missing_names
 
 # `import *` leaves out names starting with "_" and takes only what __all__ would; copy the

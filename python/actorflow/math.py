@@ -1,0 +1,13 @@
+"""tf.math: TF 1.x's math namespace (tf.math.maximum is tf.maximum). Names TF has there and
+actorflow does not raise AttributeError saying so."""
+
+from actorflow._missing import missing_names
+from actorflow.ops import (abs, add, add_n, argmax, ceil, divide, equal, exp, floor,  # noqa: F401,A004
+                           floordiv, floormod, greater, greater_equal, less, less_equal, log,
+                           logical_and, logical_not, logical_or, logical_xor, maximum, minimum,
+                           mod, multiply, negative, not_equal, pow, reciprocal, reduce_all,
+                           reduce_any, reduce_max, reduce_mean, reduce_min, reduce_prod,
+                           reduce_sum, round, rsqrt, sigmoid, sign, sqrt, square,
+                           squared_difference, subtract, tanh, truediv, unsorted_segment_sum)
+
+__getattr__ = missing_names(__name__)
