@@ -2,6 +2,7 @@
 /// Elementwise math, selection and reductions beyond graph/ops.hpp's core set, under
 /// TensorFlow's op names (math_ops.py). Each has its own kernel on the CPU and the GPU;
 /// the gradients follow TensorFlow's math_grad.py (graph/gradients.cpp).
+/// The builders are defined in graph/ops.cpp, beside the core ones.
 ///   auto y = ops::maximum(x, ops::scalar_like(g, x.type(), 0.0));   // relu without its kink rule
 ///   auto z = ops::select(ops::greater(x, limit), limit, x);          // tf.where (broadcasting)
 

@@ -1,4 +1,5 @@
 #include "graph/ops.hpp"
+#include "graph/math_ops.hpp"
 
 #include <algorithm>
 
@@ -198,6 +199,46 @@ output logical_and(output x, output y, const std::string& name) {
   return binary("LogicalAnd", x, y, name);
 }
 output logical_not(output x, const std::string& name) { return unary("LogicalNot", x, name); }
+
+// --- graph/math_ops.hpp ----------------------------------------------------------------------
+
+output maximum(output x, output y, const std::string& name) { return binary("Maximum", x, y, name); }
+output minimum(output x, output y, const std::string& name) { return binary("Minimum", x, y, name); }
+output pow(output x, output y, const std::string& name) { return binary("Pow", x, y, name); }
+output floor_div(output x, output y, const std::string& name) {
+  return binary("FloorDiv", x, y, name);
+}
+output floor_mod(output x, output y, const std::string& name) {
+  return binary("FloorMod", x, y, name);
+}
+output squared_difference(output x, output y, const std::string& name) {
+  return binary("SquaredDifference", x, y, name);
+}
+output not_equal(output x, output y, const std::string& name) {
+  return binary("NotEqual", x, y, name);
+}
+output logical_or(output x, output y, const std::string& name) {
+  return binary("LogicalOr", x, y, name);
+}
+
+output abs(output x, const std::string& name) { return unary("Abs", x, name); }
+output sign(output x, const std::string& name) { return unary("Sign", x, name); }
+output floor(output x, const std::string& name) { return unary("Floor", x, name); }
+output ceil(output x, const std::string& name) { return unary("Ceil", x, name); }
+output round(output x, const std::string& name) { return unary("Round", x, name); }
+
+output select(output condition, output t, output e, const std::string& name) {
+  return make(graph_of(condition), "SelectV2", name, {condition, t, e});
+}
+
+output reduce_min(output x, std::vector<std::int64_t> axes, bool keep_dims, const std::string& name) {
+  return reduction("Min", x, std::move(axes), keep_dims, name);
+}
+output reduce_prod(output x, std::vector<std::int64_t> axes, bool keep_dims,
+                   const std::string& name) {
+  return reduction("Prod", x, std::move(axes), keep_dims, name);
+}
+
 
 output gather(output params, output indices, std::int64_t axis, const std::string& name) {
   return make(graph_of(params), "Gather", name, {params, indices}, {{"axis", axis}});
