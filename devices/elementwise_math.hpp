@@ -8,12 +8,16 @@
 ///   floor_div_rule<std::int32_t>::refuse(0)  // "integer division by zero": the kernel fails
 /// refuse(y) is each rule's check of a right operand the CPU kernels make before computing
 /// (host only; the GPU kernels do not check, as TensorFlow's do not).
+/// select_shape is the output shape both SelectV2 kernels compute, with their error.
 /// No Eigen, no CUDA headers.
 
 #include "devices/cuda/host_device.hpp"
+#include "graph/status.hpp"
+#include "graph/tensor_shape.hpp"
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace actorflow {
@@ -37,9 +41,10 @@ T floor_of(T a) { return std::floor(a); }
 #endif
 } // namespace math_detail
 
-/// max(a, b); a NaN operand gives NaN, as TensorFlow's Maximum does.
-template <class T>
-struct maximum_rule {
+/// max(a, b) (`larger`) or min(a, b); a NaN operand gives NaN, as TensorFlow's Maximum and
+/// Minimum do.
+template <class T, bool larger>
+struct extremum_rule {
   AF_HOST_DEVICE T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
       if (a != a)
@@ -47,25 +52,23 @@ struct maximum_rule {
       if (b != b)
         return b;
     }
-    return a < b ? b : a;
+    return (larger ? a < b : b < a) ? b : a;
   }
   static const char* refuse(T) { return nullptr; }
 };
+template <class T>
+using maximum_rule = extremum_rule<T, true>;
+template <class T>
+using minimum_rule = extremum_rule<T, false>;
 
-/// min(a, b); a NaN operand gives NaN.
+/// FloorDiv's and FloorMod's check of an integer divisor.
 template <class T>
-struct minimum_rule {
-  AF_HOST_DEVICE T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (a != a)
-        return a;
-      if (b != b)
-        return b;
-    }
-    return b < a ? b : a;
-  }
-  static const char* refuse(T) { return nullptr; }
-};
+const char* refuse_integer_zero(T b) {
+  if constexpr (!std::is_floating_point_v<T>)
+    if (b == 0)
+      return "integer division by zero";
+  return nullptr;
+}
 
 /// a^b: the C library's pow for floats; exact repeated squaring for integers (wrapping on
 /// overflow as unsigned arithmetic does, with no undefined behaviour), which needs b >= 0.
@@ -109,12 +112,7 @@ struct floor_div_rule {
       return q;
     }
   }
-  static const char* refuse(T b) {
-    if constexpr (!std::is_floating_point_v<T>)
-      if (b == 0)
-        return "integer division by zero";
-    return nullptr;
-  }
+  static const char* refuse(T b) { return refuse_integer_zero(b); }
 };
 
 /// a % b with the divisor's sign: a - (a // b) b.
@@ -131,12 +129,22 @@ struct floor_mod_rule {
       return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
     }
   }
-  static const char* refuse(T b) {
-    if constexpr (!std::is_floating_point_v<T>)
-      if (b == 0)
-        return "integer division by zero";
-    return nullptr;
-  }
+  static const char* refuse(T b) { return refuse_integer_zero(b); }
 };
+
+/// SelectV2's output: condition, then and else broadcast together; an error naming the node
+/// and the three shapes when they do not.
+inline result<tensor_shape> select_shape(const tensor_shape& condition, const tensor_shape& then,
+                                         const tensor_shape& otherwise,
+                                         const std::string& node_name) {
+  auto branches = broadcast_shapes(then, otherwise);
+  auto shape = branches ? broadcast_shapes(condition, *branches) : branches;
+  if (!shape)
+    return make_error(errc::invalid_argument,
+                      "SelectV2 '" + node_name + "': condition " + condition.to_string() +
+                        ", then " + then.to_string() + " and else " + otherwise.to_string() +
+                        " do not broadcast together");
+  return shape;
+}
 
 } // namespace actorflow

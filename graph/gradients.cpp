@@ -231,20 +231,27 @@ status prod_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   return {};
 }
 
-/// dy where `x_wins`, else 0, summed to x's shape; the rest to y's.
-void split_by_mask(graph& g, const node& op, const output& x_wins, const output& dy, grads& dx) {
+/// dy where `condition` holds to input `then` of op, the rest to input `otherwise`, each
+/// summed to its input's shape: the gradient of a select, and of Maximum's and Minimum's
+/// choice.
+void split_by_condition(graph& g, const node& op, const output& condition, const output& dy,
+                        int then, int otherwise, grads& dx) {
   auto zero = scalar(g, dy, 0.0, "zeros");
-  dx[0] = sum_to_shape_of(g, ops::select(x_wins, dy, zero, "SelectV2"), input_of(g, op, 0));
-  dx[1] = sum_to_shape_of(g, ops::select(x_wins, zero, dy, "SelectV2_1"), input_of(g, op, 1));
+  dx[static_cast<std::size_t>(then)] =
+    sum_to_shape_of(g, ops::select(condition, dy, zero, "SelectV2"), input_of(g, op, then));
+  dx[static_cast<std::size_t>(otherwise)] = sum_to_shape_of(
+    g, ops::select(condition, zero, dy, "SelectV2_1"), input_of(g, op, otherwise));
 }
 
 status maximum_grad(graph& g, const node& op, const grads& dy, grads& dx) {
-  split_by_mask(g, op, ops::greater_equal(input_of(g, op, 0), input_of(g, op, 1)), dy[0], dx);
+  auto x_wins = ops::greater_equal(input_of(g, op, 0), input_of(g, op, 1));
+  split_by_condition(g, op, x_wins, dy[0], 0, 1, dx);
   return {};
 }
 
 status minimum_grad(graph& g, const node& op, const grads& dy, grads& dx) {
-  split_by_mask(g, op, ops::less_equal(input_of(g, op, 0), input_of(g, op, 1)), dy[0], dx);
+  auto x_wins = ops::less_equal(input_of(g, op, 0), input_of(g, op, 1));
+  split_by_condition(g, op, x_wins, dy[0], 0, 1, dx);
   return {};
 }
 
@@ -293,10 +300,7 @@ status sign_grad(graph& g, const node& op, const grads&, grads& dx) {
 }
 
 status select_grad(graph& g, const node& op, const grads& dy, grads& dx) {
-  auto condition = input_of(g, op, 0);
-  auto zero = scalar(g, dy[0], 0.0, "zeros");
-  dx[1] = sum_to_shape_of(g, ops::select(condition, dy[0], zero, "SelectV2"), input_of(g, op, 1));
-  dx[2] = sum_to_shape_of(g, ops::select(condition, zero, dy[0], "SelectV2_1"), input_of(g, op, 2));
+  split_by_condition(g, op, input_of(g, op, 0), dy[0], 1, 2, dx);
   return {};
 }
 

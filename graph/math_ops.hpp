@@ -3,7 +3,7 @@
 /// TensorFlow's op names (math_ops.py). Each has its own kernel on the CPU and the GPU;
 /// the gradients follow TensorFlow's math_grad.py (graph/gradients.cpp).
 /// The builders are defined in graph/ops.cpp, beside the core ones.
-///   auto y = ops::maximum(x, ops::scalar_like(g, x.type(), 0.0));   // relu without its kink rule
+///   auto y = ops::maximum(x, ops::scalar_like(g, x.type(), 0.0));   // max(x, 0), broadcast
 ///   auto z = ops::select(ops::greater(x, limit), limit, x);          // tf.where (broadcasting)
 
 #include "graph/graph.hpp"
@@ -18,11 +18,11 @@ namespace actorflow::ops {
 /// where x >= y (Maximum) or x <= y (Minimum), else to y, as in TensorFlow.
 output maximum(output x, output y, const std::string& name = "Maximum");
 output minimum(output x, output y, const std::string& name = "Minimum");
-/// "Pow": x^y elementwise. Integer powers need y >= 0 (a negative one is an error naming the
-/// node, as TensorFlow's).
+/// "Pow": x^y elementwise. Integer powers need y >= 0 (on the CPU a negative one fails the
+/// step, naming the node, as TensorFlow's).
 output pow(output x, output y, const std::string& name = "Pow");
 /// "FloorDiv" / "FloorMod": Python's // and %: the quotient rounded toward minus infinity and
-/// the remainder with the divisor's sign. An integer divisor of zero fails the step.
+/// the remainder with the divisor's sign. On the CPU an integer divisor of zero fails the step.
 output floor_div(output x, output y, const std::string& name = "FloorDiv");
 output floor_mod(output x, output y, const std::string& name = "FloorMod");
 /// "SquaredDifference": (x - y)^2.

@@ -239,7 +239,6 @@ output reduce_prod(output x, std::vector<std::int64_t> axes, bool keep_dims,
   return reduction("Prod", x, std::move(axes), keep_dims, name);
 }
 
-
 output gather(output params, output indices, std::int64_t axis, const std::string& name) {
   return make(graph_of(params), "Gather", name, {params, indices}, {{"axis", axis}});
 }

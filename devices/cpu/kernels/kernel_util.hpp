@@ -149,6 +149,19 @@ struct broadcast_plan {
   }
 };
 
+/// The element strides of an operand of shape `s` against a rank-`rank` broadcast output
+/// (numpy aligns trailing dimensions): 0 where it broadcasts.
+inline std::vector<std::int64_t> aligned_strides(const tensor_shape& s, int rank) {
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(rank), 0);
+  std::int64_t stride = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    auto d = s.dim(i);
+    strides[static_cast<std::size_t>(rank - s.rank() + i)] = d == 1 ? 0 : stride;
+    stride *= d;
+  }
+  return strides;
+}
+
 /// The plan for a op b; an invalid_argument error naming both shapes when they do not broadcast.
 inline result<broadcast_plan> make_broadcast_plan(const tensor_shape& a, const tensor_shape& b) {
   auto out = broadcast_shapes(a, b);
@@ -157,19 +170,8 @@ inline result<broadcast_plan> make_broadcast_plan(const tensor_shape& a, const t
   broadcast_plan plan;
   plan.out_shape = *out;
   auto rank = out->rank();
-  // Strides of each operand aligned to the output's rank (numpy aligns trailing dimensions).
-  auto aligned_strides = [rank](const tensor_shape& s) {
-    std::vector<std::int64_t> strides(static_cast<std::size_t>(rank), 0);
-    std::int64_t stride = 1;
-    for (int i = s.rank() - 1; i >= 0; --i) {
-      auto d = s.dim(i);
-      strides[static_cast<std::size_t>(rank - s.rank() + i)] = d == 1 ? 0 : stride;
-      stride *= d;
-    }
-    return strides;
-  };
-  auto sa = aligned_strides(a);
-  auto sb = aligned_strides(b);
+  auto sa = aligned_strides(a, rank);
+  auto sb = aligned_strides(b, rank);
   for (int i = 0; i < rank; ++i) {
     auto d = out->dim(i);
     if (d == 1)

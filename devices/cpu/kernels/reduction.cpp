@@ -64,6 +64,28 @@ struct group {
   bool reduced;
 };
 
+/// fn(input index, output index) for every element of an input of dimensions `dims`, in order;
+/// the output index moves by out_strides[d] along dimension d (0 along a reduced one).
+template <class F>
+void for_each_output_index(const std::vector<std::int64_t>& dims,
+                           const std::vector<std::int64_t>& out_strides, F&& fn) {
+  std::int64_t total = 1;
+  for (auto d : dims)
+    total *= d;
+  std::vector<std::int64_t> index(dims.size(), 0);
+  std::int64_t o = 0;
+  for (std::int64_t i = 0; i < total; ++i) {
+    fn(i, o);
+    for (std::size_t d = dims.size(); d-- > 0;) {
+      o += out_strides[d];
+      if (++index[d] < dims[d])
+        break;
+      o -= index[d] * out_strides[d];
+      index[d] = 0;
+    }
+  }
+}
+
 template <class T, class Reducer>
 T reduce_contiguous(const T* p, std::int64_t n) {
   if (n == 0)
@@ -241,29 +263,19 @@ private:
                          static_cast<acc>(Reducer::template identity<T>()));
     auto g = groups.size();
     // Output stride of each group: 0 for reduced groups, else the product of later kept sizes.
-    std::vector<std::int64_t> out_strides(g, 0);
+    std::vector<std::int64_t> sizes(g), out_strides(g, 0);
     std::int64_t stride = 1;
     for (std::size_t i = g; i-- > 0;) {
+      sizes[i] = groups[i].size;
       if (!groups[i].reduced) {
         out_strides[i] = stride;
         stride *= groups[i].size;
       }
     }
-    std::int64_t total = 1;
-    for (auto& gr : groups)
-      total *= gr.size;
-    std::vector<std::int64_t> index(g, 0);
-    std::int64_t o = 0;
-    for (std::int64_t i = 0; i < total; ++i) {
-      out[static_cast<std::size_t>(o)] = Reducer::combine(out[static_cast<std::size_t>(o)], static_cast<acc>(p[i]));
-      for (std::size_t d = g; d-- > 0;) {
-        o += out_strides[d];
-        if (++index[d] < groups[d].size)
-          break;
-        o -= index[d] * out_strides[d];
-        index[d] = 0;
-      }
-    }
+    for_each_output_index(sizes, out_strides, [&](std::int64_t i, std::int64_t o) {
+      auto& slot = out[static_cast<std::size_t>(o)];
+      slot = Reducer::combine(slot, static_cast<acc>(p[i]));
+    });
     for (std::int64_t i = 0; i < out_count; ++i)
       out_values[i] = static_cast<T>(out[static_cast<std::size_t>(i)]);
   }
@@ -327,14 +339,15 @@ public:
     const T* px = x.data<T>();
     const T* pdy = dy.data<T>();
     T* pdx = dx.data<T>();
-    for_each_output_index(x.shape(), out_strides, [&](std::int64_t i, std::int64_t o) {
+    const auto& dims = x.shape().dims();
+    for_each_output_index(dims, out_strides, [&](std::int64_t i, std::int64_t o) {
       auto k = static_cast<std::size_t>(o);
       if (px[i] == T(0))
         ++zeros[k];
       else
         nonzero_product[k] *= static_cast<acc>(px[i]);
     });
-    for_each_output_index(x.shape(), out_strides, [&](std::int64_t i, std::int64_t o) {
+    for_each_output_index(dims, out_strides, [&](std::int64_t i, std::int64_t o) {
       auto k = static_cast<std::size_t>(o);
       acc others = 0;
       if (zeros[k] == 0)
@@ -346,27 +359,6 @@ public:
   }
 
 private:
-  /// fn(input index, output index) for every element of `shape` in order.
-  template <class F>
-  static void for_each_output_index(const tensor_shape& shape,
-                                    const std::vector<std::int64_t>& out_strides, F&& fn) {
-    auto rank = shape.rank();
-    auto total = shape.num_elements();
-    std::vector<std::int64_t> index(static_cast<std::size_t>(rank), 0);
-    std::int64_t o = 0;
-    for (std::int64_t i = 0; i < total; ++i) {
-      fn(i, o);
-      for (int d = rank - 1; d >= 0; --d) {
-        auto u = static_cast<std::size_t>(d);
-        o += out_strides[u];
-        if (++index[u] < shape.dim(d))
-          break;
-        o -= index[u] * out_strides[u];
-        index[u] = 0;
-      }
-    }
-  }
-
   std::vector<std::int64_t> axes_;
 };
 

@@ -1,25 +1,14 @@
 // SelectV2(condition, t, e): condition ? t : e, the three broadcast together numpy-style.
 // Registered under the condition's dtype (bool), which keys the node's kernel; the branches'
-// dtype (float32, float64, int32, int64, bool) is dispatched here.
+// dtype (any of the five) is dispatched here with visit_dtype.
 #include "devices/cpu/kernels/kernel_util.hpp"
+#include "devices/elementwise_math.hpp"
 
 namespace actorflow {
 
 namespace {
 
 using namespace cpu;
-
-/// Element strides of `s` aligned to the trailing dimensions of a rank-`rank` output: 0 where
-/// it broadcasts.
-std::vector<std::int64_t> aligned_strides(const tensor_shape& s, int rank) {
-  std::vector<std::int64_t> strides(static_cast<std::size_t>(rank), 0);
-  std::int64_t stride = 1;
-  for (int i = s.rank() - 1; i >= 0; --i) {
-    strides[static_cast<std::size_t>(rank - s.rank() + i)] = s.dim(i) == 1 ? 0 : stride;
-    stride *= s.dim(i);
-  }
-  return strides;
-}
 
 class select_kernel : public op_kernel {
 public:
@@ -31,17 +20,7 @@ public:
     auto type = ctx.num_inputs() > 1 ? ctx.input(1).type() : dtype::float32;
     if (!check_input(ctx, 1, type) || !check_input(ctx, 2, type))
       return;
-    switch (type) {
-    case dtype::float32: return run<float>(ctx);
-    case dtype::float64: return run<double>(ctx);
-    case dtype::int32: return run<std::int32_t>(ctx);
-    case dtype::int64: return run<std::int64_t>(ctx);
-    case dtype::boolean: return run<bool>(ctx);
-    default:
-      ctx.fail(make_error(errc::unimplemented, "SelectV2 '" + ctx.def().name +
-                                                 "' has no CPU kernel for branches of " +
-                                                 to_string(type)));
-    }
+    visit_dtype(type, [&](auto zero) { run<decltype(zero)>(ctx); });
   }
 
 private:
@@ -50,13 +29,9 @@ private:
     const tensor& c = ctx.input(0);
     const tensor& t = ctx.input(1);
     const tensor& e = ctx.input(2);
-    auto branches = broadcast_shapes(t.shape(), e.shape());
-    auto shape = branches ? broadcast_shapes(c.shape(), *branches) : branches;
+    auto shape = select_shape(c.shape(), t.shape(), e.shape(), ctx.def().name);
     if (!shape) {
-      ctx.fail(make_error(errc::invalid_argument,
-                          "SelectV2 '" + ctx.def().name + "': condition " + c.shape().to_string() +
-                            ", then " + t.shape().to_string() + " and else " +
-                            e.shape().to_string() + " do not broadcast together"));
+      ctx.fail(shape.error());
       return;
     }
     tensor out = ctx.allocate_output(0, dtype_of<T>(), *shape);

@@ -419,7 +419,7 @@ __global__ void select_body(const bool* c, const T* t, const T* e, T* out, broad
 }
 
 /// Registered under the condition's dtype (bool), which keys the node's kernel; the branches'
-/// dtype is dispatched here, as on the CPU (devices/cpu/kernels/select.cpp).
+/// dtype is dispatched here with visit_dtype, as on the CPU (devices/cpu/kernels/select.cpp).
 class select_kernel final : public cuda_kernel {
 public:
   using cuda_kernel::cuda_kernel;
@@ -430,17 +430,7 @@ protected:
     auto type = ctx.num_inputs() > 1 ? ctx.input(1).type() : dtype::float32;
     AF_RETURN_IF_ERROR(expect_input(ctx, 1, type));
     AF_RETURN_IF_ERROR(expect_input(ctx, 2, type));
-    switch (type) {
-    case dtype::float32: return run<float>(ctx, stream);
-    case dtype::float64: return run<double>(ctx, stream);
-    case dtype::int32: return run<std::int32_t>(ctx, stream);
-    case dtype::int64: return run<std::int64_t>(ctx, stream);
-    case dtype::boolean: return run<bool>(ctx, stream);
-    default:
-      return make_error(errc::unimplemented, "SelectV2 '" + ctx.def().name +
-                                               "' has no GPU kernel for branches of " +
-                                               to_string(type));
-    }
+    return visit_dtype(type, [&](auto zero) { return run<decltype(zero)>(ctx, stream); });
   }
 
 private:
@@ -449,13 +439,9 @@ private:
     const tensor& c = ctx.input(0);
     const tensor& t = ctx.input(1);
     const tensor& e = ctx.input(2);
-    auto branches = broadcast_shapes(t.shape(), e.shape());
-    auto shape = branches ? broadcast_shapes(c.shape(), *branches) : branches;
+    auto shape = select_shape(c.shape(), t.shape(), e.shape(), ctx.def().name);
     if (!shape)
-      return make_error(errc::invalid_argument,
-                        "SelectV2 '" + ctx.def().name + "': condition " + c.shape().to_string() +
-                          ", then " + t.shape().to_string() + " and else " +
-                          e.shape().to_string() + " do not broadcast together");
+      return shape.error();
     auto sc = make_broadcast_strides(c.shape(), *shape);
     auto st = make_broadcast_strides(t.shape(), *shape);
     auto se = make_broadcast_strides(e.shape(), *shape);

@@ -1,7 +1,8 @@
 // Reductions on the GPU, with the CPU kernels' semantics, dtypes and messages
 // (devices/cpu/kernels/reduction.cpp, argmax.cpp, gradient_kernels.cpp):
 //   Sum, Max, Min, Prod (float32, float64, int32, int64), Mean (float32, float64) over attr
-//   "axes" (empty: all; negative from the end), attr "keep_dims"; SumToShapeOf (the gradient of a broadcast);
+//   "axes" (empty: all; negative from the end), attr "keep_dims"; SumToShapeOf (the gradient
+//   of a broadcast);
 //   ArgMax over attr "axis" (int64 output, the first index wins ties).
 // float32 sums accumulate in float64, as on the CPU: the kernels are memory-bound, so the wider
 // adds cost nothing measurable, and results stay as close to the CPU's as the order of the
