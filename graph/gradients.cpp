@@ -5,6 +5,7 @@
 #include "graph/math_ops.hpp"
 #include "graph/sampled_losses.hpp"
 #include "graph/shape_ops.hpp"
+#include "graph/strided_slice.hpp"
 #include "graph/sparse_ops.hpp"
 
 #include "graph/control_flow.hpp"
@@ -557,6 +558,7 @@ void register_standard_gradients(gradient_registry& r) {
   register_sparse_gradients(r);
   register_sampled_loss_gradients(r);
   register_shape_gradients(r);
+  register_strided_slice_gradients(r);
   for (auto op : {"ArgMax", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                   "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
                   "OnesLike", "ZerosLike", "_Send", "_Recv", "ApplyGradientDescent",

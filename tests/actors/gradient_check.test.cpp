@@ -8,6 +8,7 @@
 #include "graph/math_ops.hpp"
 #include "graph/ops.hpp"
 #include "graph/shape_ops.hpp"
+#include "graph/strided_slice.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -953,5 +954,35 @@ TEST_CASE("Transpose gradients match finite differences for every permutation of
                    fixed(uniform(e, shape({4, 2}), -1, 1))},
                   [](graph&, const std::vector<output>& x) {
                     return ops::matmul(ops::transpose(x[0], {1, 0}), ops::exp(x[1]));
+                  });
+}
+
+TEST_CASE("StridedSlice gradients match finite differences, with unknown dimensions and second order",
+          "[actors][gradients]") {
+  std::uint64_t seed = base_seed + 3000;
+  std::mt19937_64 e{seed};
+  INFO("seed " << seed);
+  std::uint64_t n = 0;
+  // x[3:0:-2, 1::2]: backwards rows, every other column.
+  strided_slice_spec corners{{3, 1}, {0, 0}, {-2, 2}, 0, 2, 0, 0, 0};
+  check_gradients("x[3:0:-2, 1::2] of [5, 4]", seed + n++, {fixed(uniform(e, shape({5, 4}), -1, 1))},
+                  [corners](graph&, const std::vector<output>& x) {
+                    return ops::square(ops::strided_slice(x[0], corners));
+                  });
+  // x[..., tf.newaxis, -1] of a batch of unknown size: the gradient takes x's run-time shape.
+  strided_slice_spec last{{0, 0, -1}, {0, 0, 0}, {1, 1, 1}, 0, 0, 1, 2, 4};
+  check_gradients("x[..., newaxis, -1] of [?, 3]", seed + n++,
+                  {partial(uniform(e, shape({2, 3}), -1, 1), shape({-1, 3}))},
+                  [last](graph&, const std::vector<output>& x) {
+                    return ops::exp(ops::strided_slice(x[0], last));
+                  });
+  // Second order: the gradient of StridedSliceGrad with respect to its dy slices.
+  strided_slice_spec rows{{1}, {3}, {1}};
+  check_gradients("StridedSliceGrad(x[1:3]) of [4, 2] in its dy", seed + n++,
+                  {fixed(uniform(e, shape({2, 2}), -1, 1))},
+                  [rows](graph& g, const std::vector<output>& x) {
+                    // x's values are never read, only its shape: no gradient goes to it.
+                    auto like = ops::constant(g, tensor::from_vector(std::vector<double>(8, 0.0), shape({4, 2})));
+                    return ops::square(ops::strided_slice_grad(like, x[0], rows));
                   });
 }

@@ -2,7 +2,7 @@
 // Tagged [kernels]: they run on the CPU, on the test device, and on a GPU where there is one.
 #include "support/kernel_test_util.hpp"
 
-#include "devices/transpose_layout.hpp"
+#include "devices/strided_layout.hpp"
 
 #include <cstdint>
 #include <numeric>

@@ -38,6 +38,7 @@ void register_sparse_kernels(kernel_registry& registry);     // IndexedSlices, U
 void register_candidate_sampler_kernels(kernel_registry& registry); // LogUniformCandidateSampler, SigmoidCrossEntropyWithLogits, _AccidentalHitMask
 void register_gradient_kernels(kernel_registry& registry);   // AddN, ReluGrad, SigmoidGrad, TanhGrad, SumToShapeOf, BroadcastToShapeOf, ReshapeLike, OnesLike, ZerosLike
 void register_transpose_kernels(kernel_registry& registry);  // Transpose
+void register_strided_slice_kernels(kernel_registry& registry); // StridedSlice, StridedSliceGrad
 void register_shape_kernels(kernel_registry& registry);      // Shape, Size, Rank
 
 } // namespace actorflow

@@ -35,6 +35,7 @@ void register_cpu_kernels(kernel_registry& registry) {
   register_all_reduce_kernels(registry);
   register_control_flow_kernels(registry);
   register_transpose_kernels(registry);
+  register_strided_slice_kernels(registry);
   register_shape_kernels(registry);
   register_select_kernels(registry);
 }

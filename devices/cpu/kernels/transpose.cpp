@@ -1,9 +1,10 @@
 // Transpose: x's axes in the order of attr perm (graph/shape_ops.hpp), for every dtype. The
-// copy is planned on the fewest dimensions that describe it (devices/transpose_layout.hpp); a
+// copy is planned on the fewest dimensions that describe it (devices/strided_layout.hpp); a
 // permutation that moves no data (only axes of extent 1 move) shares the input's buffer, one
 // that keeps the innermost axis copies runs along it, and the others copy in tiles.
 #include "devices/cpu/kernels/kernel_util.hpp"
-#include "devices/transpose_layout.hpp"
+#include "devices/cpu/kernels/strided_walk.hpp"
+#include "devices/strided_layout.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -14,51 +15,6 @@ namespace actorflow {
 namespace {
 
 using namespace cpu;
-
-/// Output elements [begin, end) of the transpose `layout` describes, from `in` to `out`.
-/// Elements are moved as unsigned integers of their size: a transpose never looks at values.
-template <class T>
-void copy_permuted(const T* in, T* out, const transpose_layout& layout, std::int64_t begin,
-                   std::int64_t end) {
-  auto rank = layout.extents.size();
-  auto& extents = layout.extents;
-  auto& strides = layout.in_strides;
-  // The output position `begin` as an index per axis, and where it reads in the input.
-  std::vector<std::int64_t> index(rank);
-  std::int64_t offset = 0;
-  auto rest = begin;
-  for (auto k = rank; k-- > 0;) {
-    index[k] = rest % extents[k];
-    rest /= extents[k];
-    offset += index[k] * strides[k];
-  }
-  auto inner = rank - 1;
-  auto inner_extent = extents[inner];
-  auto inner_stride = strides[inner];
-  for (auto i = begin; i < end;) {
-    // One run along the innermost output axis, then carry into the outer ones.
-    auto run = std::min(inner_extent - index[inner], end - i);
-    const T* from = in + offset;
-    T* to = out + i;
-    for (std::int64_t j = 0; j < run; ++j)
-      to[j] = from[j * inner_stride];
-    i += run;
-    index[inner] += run;
-    offset += run * inner_stride;
-    if (index[inner] < inner_extent || i >= end)
-      continue;
-    offset -= inner_extent * inner_stride;
-    index[inner] = 0;
-    for (auto k = inner; k-- > 0;) {
-      ++index[k];
-      offset += strides[k];
-      if (index[k] < extents[k])
-        break;
-      offset -= extents[k] * strides[k];
-      index[k] = 0;
-    }
-  }
-}
 
 /// Rows and columns of the square tiles the tiled path copies: 32 x 32 elements of 8 bytes are
 /// 8 KiB each way, well inside L1 beside its source lines.
@@ -72,7 +28,7 @@ constexpr std::int64_t tile = 32;
 /// in tiles, measured). Work item w is tile row (w % row_tiles) of outer position
 /// (w / row_tiles).
 template <class T>
-void copy_tiled(const T* in, T* out, const transpose_layout& layout, std::size_t unit,
+void copy_tiled(const T* in, T* out, const strided_layout& layout, std::size_t unit,
                 std::int64_t begin, std::int64_t end) {
   auto rank = layout.extents.size();
   auto inner = rank - 1;
@@ -113,7 +69,7 @@ void copy_tiled(const T* in, T* out, const transpose_layout& layout, std::size_t
 
 /// The output axis (not the innermost) that reads the input contiguously, when the innermost
 /// one does not: where the tiled path applies. Merging leaves at most one axis of stride 1.
-std::optional<std::size_t> tiled_axis(const transpose_layout& layout) {
+std::optional<std::size_t> tiled_axis(const strided_layout& layout) {
   auto inner = layout.extents.size() - 1;
   if (layout.in_strides[inner] == 1)
     return std::nullopt;
@@ -163,23 +119,10 @@ public:
       }
       // Strided reads cost more than a plain copy's: blocks half the usual size.
       for_blocks(ctx, n, [&](std::int64_t begin, std::int64_t end) {
-        copy_permuted(from, to, *layout, begin, end);
+        gather_strided(from, to, *layout, begin, end);
       }, 2);
     };
-    switch (size_of(x.type())) {
-      case 1:
-        copy(std::uint8_t{});
-        break;
-      case 2:
-        copy(std::uint16_t{});
-        break;
-      case 4:
-        copy(std::uint32_t{});
-        break;
-      default:
-        copy(std::uint64_t{});
-        break;
-    }
+    with_element_bits(x.type(), copy);
   }
 
 private:
