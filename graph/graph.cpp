@@ -3,6 +3,8 @@
 #include "graph/device_name.hpp"
 #include "graph/op_registry.hpp"
 
+#include <algorithm>
+
 namespace actorflow {
 
 // --- output ----------------------------------------------------------------------------------
@@ -41,8 +43,42 @@ dtype kernel_type_of(const node& n) {
 } // namespace
 
 void graph::record_error(const actorflow::status& s) {
-  if (status_.ok() && !s.ok())
+  if (status_.ok() && !s.ok()) {
     status_ = s;
+    failed_from_ = nodes_.size();
+    contexts_at_failure_ = contexts_.size();
+    variables_at_failure_ = variables_.size();
+  }
+}
+
+void graph::record_node_error(const actorflow::status& s, int id) {
+  auto first = status_.ok();
+  record_error(s);
+  if (first && !s.ok())
+    failed_from_ = static_cast<std::size_t>(id);
+}
+
+bool graph::discard_failed_nodes() {
+  if (status_.ok())
+    return true;
+  if (contexts_.size() != contexts_at_failure_ || variables_.size() != variables_at_failure_)
+    return false;
+  auto removed = [this](int id) { return static_cast<std::size_t>(id) >= failed_from_; };
+  for (auto i = failed_from_; i < nodes_.size(); ++i)
+    if (node_context_[i] != nullptr)
+      return false;
+  for (auto& deps : control_stack_)
+    if (std::any_of(deps.begin(), deps.end(), removed))
+      return false;
+  if (std::any_of(colocation_stack_.begin(), colocation_stack_.end(), removed))
+    return false;
+  while (nodes_.size() > failed_from_) {
+    by_name_.erase(nodes_.back()->name);
+    nodes_.pop_back();
+    node_context_.pop_back();
+  }
+  status_ = {};
+  return true;
 }
 
 actorflow::status graph::infer_shapes(int id) {
@@ -170,7 +206,7 @@ int graph::add_node(node_spec spec) {
   node_context_.push_back(current_context_);
   auto s = infer_shapes(id);
   if (!s.ok()) {
-    record_error(s);
+    record_node_error(s, id);
     auto& added = at(id);
     // Keep building possible: an unknown float32 output per expected output.
     if (added.output_types.empty()) {

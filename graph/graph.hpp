@@ -200,6 +200,11 @@ public:
   /// The first construction error, or ok.
   const actorflow::status& status() const { return status_; }
   void record_error(const actorflow::status& s);
+  /// Forgets the construction error and removes the nodes added since it, from the one it
+  /// names on (TensorFlow's Python API: an op that fails to build raises and is not in the
+  /// graph, which stays usable). False, keeping both, when one of those nodes belongs to a
+  /// control-flow context, a variable or an open scope, or a context was made since.
+  bool discard_failed_nodes();
 
   /// Names created inside get the prefix "name/". A repeated scope name is made unique
   /// ("layer", "layer_1").
@@ -279,6 +284,13 @@ private:
   control_flow_context* current_context_ = nullptr;
   std::vector<control_flow_context*> node_context_;
   actorflow::status status_;
+  /// At the first error: the first node id it may concern, and how many contexts and
+  /// variables there were (discard_failed_nodes undoes nothing else).
+  std::size_t failed_from_ = 0;
+  std::size_t contexts_at_failure_ = 0;
+  std::size_t variables_at_failure_ = 0;
+  /// record_error for node `id`, already in nodes_.
+  void record_node_error(const actorflow::status& s, int id);
 };
 
 } // namespace actorflow
