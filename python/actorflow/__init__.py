@@ -34,7 +34,8 @@ from actorflow.ops import (add, add_n, all_variables, arg_max, argmax, assign, a
                            sigmoid, sqrt, square, subtract, tanh, to_float, to_int32, to_int64,
                            trainable_variables, truediv, truncated_normal, variables_initializer,
                            zeros, zeros_like)
-from actorflow.ops import pad, rank, shape, size, slice, split, tile, transpose, unstack  # noqa: A004
+from actorflow.ops import (pad, rank, shape, size, slice, split, strided_slice, tile,  # noqa: A004
+                           transpose, unstack)
 from actorflow.init_ops import (constant_initializer, fixed_size_partitioner,
                                 glorot_normal_initializer, glorot_uniform_initializer,
                                 initializers, min_max_variable_partitioner, ones_initializer,

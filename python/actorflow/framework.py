@@ -50,8 +50,10 @@ class Graph:
     def _check_error(self):
         error = self._c.error()
         if error is not None and error != self._reported_error:
-            # The C++ graph keeps its first error and refuses to run afterwards (graph.hpp).
-            self._reported_error = error
+            # The op that failed leaves the graph, as in TF; where the C++ graph cannot undo it
+            # (a failure inside a while loop, say), it keeps the error and refuses to run.
+            if not self._c.discard_failed_nodes():
+                self._reported_error = error
             raise ValueError(error[1])
 
     def finalize(self):

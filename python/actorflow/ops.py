@@ -354,8 +354,8 @@ def gather(params, indices, validate_indices=None, name=None, axis=0):
 
 
 def _gather_along(x, indices, axis):
-    """gather(x, indices, axis=axis) for the ops composed of Gathers (indexing, split, slice,
-    tile, pad, unstack), differentiable along every axis: Gather's gradient is along axis 0 only
+    """gather(x, indices, axis=axis) for the ops composed of Gathers (indexing by a tensor,
+    tile, pad), differentiable along every axis: Gather's gradient is along axis 0 only
     (graph/sparse_ops.cpp), so another axis is moved to the front and back by Transposes, as
     TF's gradient of Gather does it."""
     rank = x.shape.ndims
@@ -468,59 +468,87 @@ def concat(values, axis, name="concat"):
 # --- indexing ------------------------------------------------------------------------------------------
 
 
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0,
+                  new_axis_mask=0, shrink_axis_mask=0, var=None, name=None):
+    """tf.strided_slice: one StridedSlice node (graph/strided_slice.hpp). begin, end and strides
+    are Python ints here: actorflow keeps them as attributes, so shapes are known when the
+    graph is built."""
+    x = convert_to_tensor(input_)
+    begin = _int_list(begin, "strided_slice's begin")
+    end = _int_list(end, "strided_slice's end")
+    strides = [1] * len(begin) if strides is None else _int_list(strides, "strided_slice's strides")
+    return _tensor_in(x.graph, _c.strided_slice(
+        x._output, begin, end, strides, int(begin_mask), int(end_mask), int(ellipsis_mask),
+        int(new_axis_mask), int(shrink_axis_mask), name or "strided_slice"))
+
+
+def _slice_bound(value, what, key):
+    if value is None or isinstance(value, (int, np.integer)):
+        return value
+    raise TypeError("slice %s must be a Python int or None here (actorflow's StridedSlice takes "
+                    "its bounds as attributes), got %r in %r" % (what, value, key))
+
+
 def _slice(tensor, key):
-    """tensor[key] for ints, slices, integer scalar tensors, `...` and tf.newaxis, one axis
-    after another, each a Gather (actorflow has no StridedSlice); a slice needs that axis's size
-    to be known, `...` the rank, and tf.newaxis (a Reshape, as expand_dims) the shape but for
-    one dimension."""
+    """tensor[key], TF's way: ints, slices, `...` and tf.newaxis make one StridedSlice; an
+    integer tensor in the key is a Gather along its axis of that slice."""
     keys = key if isinstance(key, tuple) else (key,)
-    ellipses = [i for i, k in enumerate(keys) if k is Ellipsis]
-    if len(ellipses) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...'), got %r" % (key,))
-    if ellipses:
-        if tensor.shape.ndims is None:
-            raise ValueError("indexing %r with ... needs its rank to be known" % (tensor,))
-        taken = sum(1 for k in keys if k is not None and k is not Ellipsis)
-        at = ellipses[0]
-        keys = keys[:at] + (builtins.slice(None),) * max(0, tensor.shape.ndims - taken) + \
-            keys[at + 1:]
-    result = tensor
-    axis = 0
-    for k in keys:
-        if k is None:
-            result = expand_dims(result, axis)
-            axis += 1
-            continue
-        rank = result.shape.ndims
-        if rank is not None and axis >= rank:
-            raise ValueError("Index out of range: %r has rank %d" % (tensor, rank))
-        size = result.shape[axis] if rank is not None else None
-        if isinstance(k, (int, np.integer)):
-            k = int(k)
-            if size is not None and not -size <= k < size:
-                raise ValueError("slice index %d of dimension %d out of bounds for %r"
-                                 % (k, axis, tensor))
-            if k < 0:
-                if size is None:
-                    raise ValueError("a negative index needs the size of dimension %d, which is "
-                                     "not known for %r" % (axis, tensor))
-                k += size
-            result = _gather_along(result, np.int32(k), axis)  # the axis goes away
+    begin, end, strides = [], [], []
+    masks = {"begin": 0, "end": 0, "ellipsis": 0, "new_axis": 0, "shrink": 0}
+    gathers = []  # (output axis of the slice, integer tensor)
+    out_axis = 0  # None once an ellipsis of unknown extent precedes
+    rank = tensor.shape.ndims
+    indexing = sum(1 for k in keys if k is not None and k is not Ellipsis)
+    for i, k in enumerate(keys):
+        bit = 1 << i
+        start, stop, step = 0, 0, 1
+        if k is Ellipsis:
+            if masks["ellipsis"]:
+                raise IndexError("an index can only have a single ellipsis ('...'), got %r"
+                                 % (key,))
+            masks["ellipsis"] |= bit
+            out_axis = None if rank is None or out_axis is None else \
+                out_axis + builtins.max(0, rank - indexing)
+        elif k is None:
+            masks["new_axis"] |= bit
+            out_axis = None if out_axis is None else out_axis + 1
+        elif isinstance(k, (bool, np.bool_)):
+            raise TypeError("a bool is not a valid index, got %r in %r" % (k, key))
+        elif isinstance(k, (int, np.integer)):
+            masks["shrink"] |= bit
+            start, stop = int(k), int(k) + 1
         elif isinstance(k, builtins.slice):
-            if k == builtins.slice(None):
-                axis += 1
-                continue
-            if size is None:
-                raise ValueError("slicing dimension %d needs its size, which is not known for %r"
-                                 % (axis, tensor))
-            indices = np.arange(*k.indices(size), dtype=np.int32)
-            result = _gather_along(result, indices, axis)
-            axis += 1
+            start = _slice_bound(k.start, "start", key)
+            stop = _slice_bound(k.stop, "stop", key)
+            step = _slice_bound(k.step, "step", key)
+            if step == 0:
+                raise ValueError("slice step cannot be zero, in %r" % (key,))
+            if start is None:
+                masks["begin"] |= bit
+                start = 0
+            if stop is None:
+                masks["end"] |= bit
+                stop = 0
+            step = 1 if step is None else int(step)
+            out_axis = None if out_axis is None else out_axis + 1
         elif isinstance(k, (Tensor, Variable)) and convert_to_tensor(k).dtype.is_integer:
-            result = _gather_along(result, convert_to_tensor(k), axis)
+            if out_axis is None:
+                raise ValueError("indexing %r with a tensor after ... needs its rank to be known"
+                                 % (tensor,))
+            masks["begin"] |= bit
+            masks["end"] |= bit
+            gathers.append((out_axis, convert_to_tensor(k)))
+            out_axis += 1
         else:
-            raise TypeError("Only integers, slices (`:`) and integer scalar tensors are valid "
-                            "indices here, got %r" % (k,))
+            raise TypeError("Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) "
+                            "and integer tensors are valid indices, got %r" % (k,))
+        begin.append(int(start))
+        end.append(int(stop))
+        strides.append(step)
+    result = strided_slice(tensor, begin, end, strides, masks["begin"], masks["end"],
+                           masks["ellipsis"], masks["new_axis"], masks["shrink"])
+    for axis, index in reversed(gathers):
+        result = _gather_along(result, index, axis)
     return result
 
 
@@ -688,9 +716,17 @@ def _known_dim(x, axis, what):
     size = x.shape[axis]
     if size is None:
         raise ValueError("%s needs dimension %d of %r to be known, got shape %s (its pieces "
-                         "are Gathers of positions fixed when the graph is built)"
-                         % (what, axis, x.name, x.shape))
+                         "are fixed when the graph is built)" % (what, axis, x.name, x.shape))
     return size
+
+
+def _take_along(x, axis, start, stop, shrink=False):
+    """x[..., start:stop, ...] on axis `axis` (0 <= axis < rank), one StridedSlice; with shrink,
+    x at index `start` of that axis, which goes away."""
+    whole = (1 << axis) - 1
+    return strided_slice(x, [0] * axis + [start], [0] * axis + [stop], [1] * (axis + 1),
+                         begin_mask=whole, end_mask=whole,
+                         shrink_axis_mask=(1 << axis) if shrink else 0)
 
 
 def _positions(x, indices, axis):
@@ -703,7 +739,7 @@ def _positions(x, indices, axis):
 
 
 def unstack(value, num=None, axis=0, name="unstack"):
-    """The num slices of value along axis, each without that axis (Gathers of one position)."""
+    """The num slices of value along axis, each without that axis (StridedSlices)."""
     x = convert_to_tensor(value)
     axis = _axis_of(x, axis, "unstack")
     count = x.shape[axis] if num is None else int(num)
@@ -713,12 +749,12 @@ def unstack(value, num=None, axis=0, name="unstack"):
         raise ValueError("unstack: num %d differs from dimension %d of %r, %d"
                          % (count, axis, x.name, x.shape[axis]))
     with _scoped("unstack", name):
-        return [_gather_along(x, np.int32(i), axis) for i in builtins.range(count)]
+        return [_take_along(x, axis, i, i + 1, shrink=True) for i in builtins.range(count)]
 
 
 def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     """value cut along axis into num_or_size_splits equal pieces, or pieces of the listed sizes
-    (one may be -1: the rest); each piece is a Gather of its positions."""
+    (one may be -1: the rest); each piece is a StridedSlice."""
     x = convert_to_tensor(value)
     axis = _axis_of(x, axis, "split")
     if isinstance(num_or_size_splits, (Tensor, Variable)):
@@ -747,34 +783,31 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     with _scoped("split", name):
         pieces, start = [], 0
         for size in sizes:
-            pieces.append(_gather_along(x, np.arange(start, start + size, dtype=np.int32), axis))
+            pieces.append(_take_along(x, axis, start, start + size))
             start += size
         return pieces
 
 
 def slice(input_, begin, size, name=None):  # noqa: A001 - TF's name
-    """input_[begin[i] : begin[i] + size[i]] on every axis (size -1: to the end), one Gather
-    per axis that is not taken whole."""
+    """input_[begin[i] : begin[i] + size[i]] on every axis (size -1: to the end), one
+    StridedSlice."""
     x = convert_to_tensor(input_)
     begin = _int_list(begin, "slice's begin")
     size = _int_list(size, "slice's size")
     rank = x.shape.ndims
-    if rank is None or len(begin) != rank or len(size) != rank:
+    if len(begin) != len(size) or (rank is not None and len(begin) != rank):
         raise ValueError("slice of %r (shape %s) needs begin and size of its rank, got %r and %r"
                          % (x.name, x.shape, begin, size))
-    with _scoped("Slice", name):
-        result = x
-        for axis, (start, extent) in enumerate(zip(begin, size)):
-            dim = x.shape[axis]
-            if start == 0 and (extent == -1 or (dim is not None and extent == dim)):
-                continue
-            if extent == -1:
-                extent = _known_dim(x, axis, "slice with size -1") - start
-            if start < 0 or extent < 0 or (dim is not None and start + extent > dim):
-                raise ValueError("slice: begin %d and size %d are out of range for dimension %d "
-                                 "of %r (shape %s)" % (start, extent, axis, x.name, x.shape))
-            result = _gather_along(result, np.arange(start, start + extent, dtype=np.int32), axis)
-        return identity(result) if result is x else result
+    to_end = 0
+    for axis, (start, extent) in enumerate(zip(begin, size)):
+        dim = x.shape[axis] if rank is not None else None
+        if extent == -1:
+            to_end |= 1 << axis
+        if start < 0 or extent < -1 or (dim is not None and start + builtins.max(extent, 0) > dim):
+            raise ValueError("slice: begin %d and size %d are out of range for dimension %d "
+                             "of %r (shape %s)" % (start, extent, axis, x.name, x.shape))
+    return strided_slice(x, begin, [b + builtins.max(e, 0) for b, e in zip(begin, size)],
+                         end_mask=to_end, name=name or "Slice")
 
 
 def tile(input, multiples, name=None):  # noqa: A002 - TF's name

@@ -9,6 +9,7 @@
 #include "graph/math_ops.hpp"
 #include "graph/ops.hpp"
 #include "graph/shape_ops.hpp"
+#include "graph/strided_slice.hpp"
 
 #include <pybind11/stl.h>
 
@@ -97,6 +98,7 @@ void bind_graph_class(py::module_& m) {
         return py::none();
       return py::make_tuple(to_string(g.status().code()), g.status().message());
     })
+    .def("discard_failed_nodes", &graph::discard_failed_nodes)
     .def("find", &graph::find)
     .def("find_output", [](graph& g, const std::string& name) -> std::optional<output> {
       auto o = g.find_output(name);
@@ -264,6 +266,16 @@ void bind_ops(py::module_& m) {
     return ops::size(x, dtype_from_name(out_type), name);
   }, "x"_a, "out_type"_a, "name"_a);
   m.def("rank", &ops::rank, "x"_a, "name"_a);
+  m.def("strided_slice", [](output x, std::vector<std::int64_t> begin, std::vector<std::int64_t> end,
+                            std::vector<std::int64_t> strides, std::int64_t begin_mask,
+                            std::int64_t end_mask, std::int64_t ellipsis_mask,
+                            std::int64_t new_axis_mask, std::int64_t shrink_axis_mask,
+                            const std::string& name) {
+    strided_slice_spec spec{std::move(begin), std::move(end), std::move(strides), begin_mask,
+                            end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask};
+    return ops::strided_slice(x, spec, name);
+  }, "x"_a, "begin"_a, "end"_a, "strides"_a, "begin_mask"_a, "end_mask"_a, "ellipsis_mask"_a,
+        "new_axis_mask"_a, "shrink_axis_mask"_a, "name"_a);
 }
 
 } // namespace

@@ -111,8 +111,82 @@ def test_indexing_and_slicing_match_numpy():
         m[4]
     with pytest.raises(IndexError, match="single ellipsis"):
         m[..., 1, ...]
-    with pytest.raises(ValueError, match="rank"):
-        tf.placeholder(tf.float32)[..., 0]
+    with pytest.raises(ValueError, match="slice step cannot be zero"):
+        m[::0]
+    with pytest.raises(TypeError, match="slice start must be a Python int"):
+        m[tf.constant(1):]
+    with pytest.raises(ValueError, match="stride 0"):
+        tf.strided_slice(m, [0], [2], [0])
+
+
+def test_a_subscript_is_one_strided_slice_and_matches_numpy_on_random_subscripts():
+    rng = np.random.RandomState(7)
+    x_np = np.arange(2 * 3 * 5 * 4, dtype=np.int32).reshape(2, 3, 5, 4)
+    x = tf.constant(x_np)
+
+    def random_entry():
+        kind = rng.randint(6)
+        if kind == 0:
+            return int(rng.randint(-2, 2))
+        if kind == 1:
+            return None
+        bound = lambda: None if rng.rand() < 0.3 else int(rng.randint(-7, 7))  # noqa: E731
+        step = [None, 1, 2, 3, -1, -2][rng.randint(6)]
+        return builtins_slice(bound(), bound(), step)
+
+    builtins_slice = slice
+    checked = 0
+    while checked < 120:
+        key = [random_entry() for _ in range(rng.randint(1, 5))]
+        if rng.rand() < 0.4:
+            key.insert(rng.randint(len(key) + 1), Ellipsis)
+        key = tuple(key)
+        try:
+            expected = x_np[key]
+        except IndexError:
+            continue  # an int past its axis, or more indices than axes: numpy refuses too
+        sliced = x[key]
+        assert sliced.op.type == "StridedSlice", key
+        assert sliced.shape.as_list() == list(expected.shape), key
+        np.testing.assert_array_equal(evaluate(sliced), expected, err_msg=str(key))
+        checked += 1
+
+
+def test_slicing_needs_no_known_sizes_and_follows_the_run_time_shape():
+    p = tf.placeholder(tf.float32, [None, None, 3])
+    anything = tf.placeholder(tf.float32)
+    value = np.arange(5 * 4 * 3, dtype=np.float32).reshape(5, 4, 3)
+    cases = [(p[1:-1], value[1:-1], [None, None, 3]), (p[::-1, 2], value[::-1, 2], [None, 3]),
+             (p[..., 1], value[..., 1], [None, None]), (p[-1, :, None], value[-1, :, None],
+                                                       [None, 1, 3]),
+             (anything[..., 0], value[..., 0], None), (anything[1:3, -1], value[1:3, -1], None)]
+    with tf.Session() as sess:
+        for tensor, expected, static in cases:
+            assert tensor.shape.as_list() == static if static is not None \
+                else tensor.shape.ndims is None
+            feed = {p: value} if p in [i for i in tensor.op.inputs] else {anything: value}
+            np.testing.assert_array_equal(sess.run(tensor, feed), expected)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="index 7 is out of bounds"):
+            sess.run(p[7], {p: value})
+
+
+def test_the_gradient_of_a_slice_puts_its_gradient_where_the_slice_came_from():
+    x_np = np.arange(4 * 6, dtype=np.float32).reshape(4, 6)
+    x = tf.constant(x_np)
+    key = (slice(3, 0, -2), slice(1, None, 2))
+    weights = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    loss = tf.reduce_sum(x[key] * weights)
+    (grad,) = tf.gradients(loss, [x])
+    assert grad.op.type == "StridedSliceGrad"
+    expected = np.zeros_like(x_np)
+    expected[key] = weights
+    np.testing.assert_array_equal(evaluate(grad), expected)
+    # Second order: the gradient's own gradient with respect to the incoming one slices back.
+    dy = tf.placeholder(tf.float32, [2, 3])
+    (scattered,) = tf.gradients(x[key], [x], grad_ys=dy)
+    (back,) = tf.gradients(tf.reduce_sum(scattered * x_np), [dy])
+    assert back.op.type == "StridedSlice"
+    np.testing.assert_array_equal(evaluate(back, {dy: weights}), x_np[key])
 
 
 def test_variables_take_part_in_operators_through_their_value():

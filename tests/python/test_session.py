@@ -314,10 +314,26 @@ def test_steps_release_the_gil():
     assert counted[0] > 1000
 
 
-def test_a_graph_with_a_construction_error_is_refused_saying_why():
+def test_an_op_that_fails_to_build_leaves_the_graph_which_stays_usable():
+    a = tf.constant(1.0)
+    ops_before = len(tf.get_default_graph().get_operations())
+    with pytest.raises(ValueError, match="MatMul"):
+        tf.matmul(tf.constant([1.0]), tf.constant([2.0]), name="bad_product")
+    with pytest.raises(ValueError, match="index 3 is out of bounds"):
+        a[tf.newaxis][3]
+    names = [op.name for op in tf.get_default_graph().get_operations()]
+    assert "bad_product" not in names
+    # The operands made before the failure stay, as in TF; the failed ops do not.
+    assert len(names) == ops_before + 3
+    with tf.Session() as sess:
+        assert sess.run(a + 1.0) == 2.0
+
+
+def test_a_graph_with_a_failure_inside_a_while_loop_is_refused_saying_why():
     a = tf.constant(1.0)
     with pytest.raises(ValueError, match="MatMul"):
-        tf.matmul(tf.constant([1.0]), tf.constant([2.0]))
+        tf.while_loop(lambda i: i < 3.0,
+                      lambda i: tf.reduce_sum(tf.matmul(tf.reshape(i, [1]), [2.0])), [a])
     with tf.Session() as sess:
         with pytest.raises(tf.errors.FailedPreconditionError, match="build a new graph.*MatMul"):
             sess.run(a)

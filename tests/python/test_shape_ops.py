@@ -138,7 +138,7 @@ def test_shape_stops_gradients():
     assert tf.gradients(tf.shape(x), [x]) == [None]
 
 
-# --- composed of Gather, ConcatV2 and Fill -----------------------------------------------------
+# --- StridedSlices (split, slice, unstack) and Gathers, ConcatV2 and Fill (tile, pad) ---------
 
 
 def test_unstack_and_split_match_numpy():
@@ -160,6 +160,22 @@ def test_unstack_and_split_match_numpy():
         tf.split(x, [1, 1], axis=2)
     with pytest.raises(ValueError, match="Cannot infer num"):
         tf.unstack(tf.placeholder(tf.float32, [None, 2]))
+
+
+def test_slice_split_and_unstack_are_strided_slices_that_take_unknown_sizes():
+    p = tf.placeholder(tf.float32, [None, 3])
+    value = np.arange(12, dtype=np.float32).reshape(4, 3)
+    rest = tf.slice(p, [1, 0], [-1, 2])
+    first, others = tf.split(p, [1, 2], axis=1)
+    rows = tf.unstack(tf.placeholder(tf.float32, [2, None]))
+    assert rest.op.type == first.op.type == rows[0].op.type == "StridedSlice"
+    assert rest.shape.as_list() == [None, 2] and others.shape.as_list() == [None, 2]
+    assert rows[1].shape.as_list() == [None]
+    with tf.Session() as sess:
+        got_rest, got_first, got_others = sess.run([rest, first, others], {p: value})
+    np.testing.assert_array_equal(got_rest, value[1:, :2])
+    np.testing.assert_array_equal(got_first, value[:, :1])
+    np.testing.assert_array_equal(got_others, value[:, 1:])
 
 
 def test_slice_tile_and_pad_match_numpy():
