@@ -55,7 +55,7 @@ std::optional<std::pair<output, output>> unique_rows(const output& grad) {
 /// For an update with no sparse kernel (Adam: TF1 decays every row's moments): a sparse gradient
 /// made dense where it is applied, from its deduplicated rows, so that only those cross; a dense
 /// gradient as it is. Call it inside colocate_with(var).
-output dense_where_applied(graph& g, const output& grad) {
+output dense_where_applied(const output& grad) {
   auto slices = as_indexed_slices(grad);
   if (!slices)
     return grad;
@@ -177,6 +177,24 @@ output optimizer::minimize(output loss, std::vector<variable> vars,
   return apply_gradients(pairs);
 }
 
+output optimizer::learning_rate_for(graph& g, dtype type, double value) const {
+  if (!learning_rate_tensor_.valid())
+    return ops::scalar_like(g, type, value, "learning_rate");
+  if (learning_rate_tensor_.owner != &g) {
+    g.record_error(make_error(errc::invalid_argument,
+                              "the optimizer's learning rate tensor '" +
+                                learning_rate_tensor_.tensor_name() + "' is from another graph"));
+    return ops::scalar_like(g, type, value, "learning_rate");
+  }
+  if (learning_rate_tensor_.shape().rank_known() && learning_rate_tensor_.shape().rank() != 0)
+    g.record_error(make_error(errc::invalid_argument,
+                              "the optimizer's learning rate '" + learning_rate_tensor_.tensor_name() +
+                                "' must be a scalar, got shape " +
+                                learning_rate_tensor_.shape().to_string()));
+  return learning_rate_tensor_.type() == type ? learning_rate_tensor_
+                                              : ops::cast(learning_rate_tensor_, type, "learning_rate");
+}
+
 variable optimizer::make_slot(const variable& var, const std::string& slot, double initial) {
   auto& g = *var.ref.owner;
   auto& var_node = var.ref.producer();
@@ -210,12 +228,12 @@ output gradient_descent_optimizer::apply_gradients(
     auto update_scope = g.name_scope("update_" + var.name());
     auto colocation = g.colocate_with(var.ref);
     if (is_hash_table(var)) {
-      auto lr = ops::scalar_like(g, dtype::float32, learning_rate_, "learning_rate");
+      auto lr = learning_rate_for(g, dtype::float32, learning_rate_);
       updates.push_back(hash_table_update(g, "HashEmbeddingApplyGradientDescent", var, grad, {lr}, {}, {}));
       continue;
     }
     auto type = var.ref.type();
-    auto alpha = ops::scalar_like(g, type, learning_rate_, "learning_rate");
+    auto alpha = learning_rate_for(g, type, learning_rate_);
     if (auto rows = unique_rows(grad)) {
       updates.push_back(apply_op(g, "SparseApplyGradientDescent", var, {},
                                  {alpha, rows->second, rows->first}));
@@ -245,7 +263,7 @@ output momentum_optimizer::apply_gradients(
     auto update_scope = g.name_scope("update_" + var.name());
     auto colocation = g.colocate_with(var.ref);
     auto type = var.ref.type();
-    auto lr = ops::scalar_like(g, type, learning_rate_, "learning_rate");
+    auto lr = learning_rate_for(g, type, learning_rate_);
     auto momentum = ops::scalar_like(g, type, momentum_, "momentum");
     if (auto rows = unique_rows(grad)) {
       updates.push_back(apply_op(g, "SparseApplyMomentum", var, {accumulators[i]},
@@ -277,13 +295,13 @@ output adagrad_optimizer::apply_gradients(
     auto update_scope = g.name_scope("update_" + var.name());
     auto colocation = g.colocate_with(var.ref);
     if (is_hash_table(var)) {
-      auto lr = ops::scalar_like(g, dtype::float32, learning_rate_, "learning_rate");
+      auto lr = learning_rate_for(g, dtype::float32, learning_rate_);
       updates.push_back(hash_table_update(g, "HashEmbeddingApplyAdagrad", var, grad, {lr}, {},
                                           {{"Adagrad", initial_accumulator_value_}},
                                           {{"initial_accumulator_value", initial_accumulator_value_}}));
       continue;
     }
-    auto lr = ops::scalar_like(g, var.ref.type(), learning_rate_, "learning_rate");
+    auto lr = learning_rate_for(g, var.ref.type(), learning_rate_);
     if (auto rows = unique_rows(grad)) {
       updates.push_back(apply_op(g, "SparseApplyAdagrad", var, {accumulators[i]},
                                  {lr, rows->second, rows->first}));
@@ -329,7 +347,7 @@ output adam_optimizer::apply_gradients(
       b1p = ops::cast(b1p, var_type, "Cast");
       b2p = ops::cast(b2p, var_type, "Cast_1");
     }
-    auto lr = ops::scalar_like(g, var_type, learning_rate_, "learning_rate");
+    auto lr = learning_rate_for(g, var_type, learning_rate_);
     auto beta1 = ops::scalar_like(g, var_type, beta1_, "beta1");
     auto beta2 = ops::scalar_like(g, var_type, beta2_, "beta2");
     auto epsilon = ops::scalar_like(g, var_type, epsilon_, "epsilon");
@@ -339,7 +357,7 @@ output adam_optimizer::apply_gradients(
       continue;
     }
     updates.push_back(apply_op(g, "ApplyAdam", var, {moments[i].first, moments[i].second},
-                               {b1p, b2p, lr, beta1, beta2, epsilon, dense_where_applied(g, grad)}));
+                               {b1p, b2p, lr, beta1, beta2, epsilon, dense_where_applied(grad)}));
   }
   // TF1's _finish: advance the powers once every update has read them. Inside the control
   // dependencies a consumer of the variable ref reads the value when it runs.
@@ -369,7 +387,7 @@ output ftrl_optimizer::apply_gradients(const std::vector<gradient_and_variable>&
                                                         std::to_string(value)));
     return output{};
   };
-  if (!(learning_rate_ > 0))
+  if (!has_learning_rate_tensor() && !(learning_rate_ > 0))
     return refuse("learning_rate must be positive", learning_rate_);
   if (!(learning_rate_power_ <= 0))
     return refuse("learning_rate_power must be zero or negative", learning_rate_power_);
@@ -395,7 +413,7 @@ output ftrl_optimizer::apply_gradients(const std::vector<gradient_and_variable>&
     auto update_scope = g.name_scope("update_" + var.name());
     auto colocation = g.colocate_with(var.ref);
     auto type = is_hash_table(var) ? dtype::float32 : var.ref.type();
-    std::vector<output> hyper{ops::scalar_like(g, type, learning_rate_, "learning_rate"),
+    std::vector<output> hyper{learning_rate_for(g, type, learning_rate_),
                               ops::scalar_like(g, type, l1_, "l1_regularization_strength"),
                               ops::scalar_like(g, type, l2_, "l2_regularization_strength")};
     if (v2)

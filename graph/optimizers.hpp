@@ -42,10 +42,23 @@ public:
   output minimize(output loss, std::vector<variable> vars = {},
                   const gradient_options& options = {});
 
+  /// Makes the learning rate this scalar tensor (fed, or computed each step as a decay schedule
+  /// is) instead of the number given at construction, for the updates built afterwards; it is
+  /// cast to each variable's dtype. TF's optimizers take either.
+  void set_learning_rate(output rate) { learning_rate_tensor_ = rate; }
+  bool has_learning_rate_tensor() const { return learning_rate_tensor_.valid(); }
+
 protected:
+  /// The learning rate for a variable of `type`: set_learning_rate's tensor, cast where its
+  /// dtype differs, or `value` as a constant.
+  output learning_rate_for(graph& g, dtype type, double value) const;
+
   /// A non-trainable slot variable colocated with `var` ("<var>/<slot>"), every element
   /// `initial` (zeros by default).
   variable make_slot(const variable& var, const std::string& slot, double initial = 0);
+
+private:
+  output learning_rate_tensor_;
 };
 
 class gradient_descent_optimizer : public optimizer {

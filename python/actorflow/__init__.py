@@ -17,7 +17,8 @@ from actorflow.control_flow import cond, while_loop
 from actorflow.framework import (DeviceSpec, Graph, IndexedSlices, Operation, Tensor, Variable,
                                  colocate_with,
                                  control_dependencies, convert_to_tensor, device,
-                                 get_default_graph, name_scope, reset_default_graph)
+                                 get_default_graph, name_scope, reset_default_graph,
+                                 set_random_seed)
 from actorflow.ops import (abs, ceil, clip_by_value, embedding_lookup, expand_dims,  # noqa: A004
                            floor, floor_div, floordiv, floormod, logical_or, logical_xor, maximum,
                            minimum, mod, not_equal, one_hot, pow, range, reciprocal, reduce_all,

@@ -275,6 +275,12 @@ def get_default_graph():
     return stack[-1] if stack else _default_graph
 
 
+def set_random_seed(seed):
+    """The default graph's seed (tf.set_random_seed): its random ops without a seed of their
+    own derive theirs from it, so a program draws the same numbers on every run."""
+    get_default_graph().seed = seed
+
+
 def reset_default_graph():
     global _default_graph
     if _default_graph_stack():

@@ -13,6 +13,8 @@ training loops come from monitored.py (MonitoredTrainingSession, Saver, hooks) a
 import sys
 import threading
 
+import numpy as np
+
 from actorflow import _actorflow as _c
 from actorflow import errors
 from actorflow import ops as _ops
@@ -24,6 +26,9 @@ from actorflow.monitored import (CheckpointSaverHook, LoggingTensorHook,  # noqa
                                  SessionRunArgs, SessionRunContext, SessionRunHook,
                                  SessionRunValues, StopAtStepHook, _register_server,
                                  _SyncReplicasHook, latest_checkpoint)
+from actorflow.learning_rate_decay import (exponential_decay, inverse_time_decay,  # noqa: F401
+                                           natural_exp_decay, piecewise_constant,
+                                           polynomial_decay)
 from actorflow.supervisor import Coordinator, SessionManager, Supervisor  # noqa: F401
 
 # --- optimizers ------------------------------------------------------------------------------------
@@ -34,9 +39,15 @@ class Optimizer:
 
     GATE_NONE, GATE_OP, GATE_GRAPH = 0, 1, 2
 
-    def __init__(self, native, use_locking=False, name=None):
+    def __init__(self, native, use_locking=False, name=None, learning_rate=None):
         self._native = native
         self._name = name
+        if _is_rate_tensor(learning_rate):
+            rate = convert_to_tensor(learning_rate)
+            if not rate.dtype.is_floating:
+                raise TypeError("%s's learning_rate must be a float tensor, got %r"
+                                % (name, rate))
+            native.set_learning_rate(rate._output)
 
     def get_name(self):
         return self._name
@@ -125,33 +136,73 @@ def _refuse_constraints(variables, what):
 
 
 def _number(value, what):
-    if not isinstance(value, (int, float)):
-        raise TypeError("%s is a Python number here (a tensor learning rate is not supported "
-                        "yet), not %r" % (what, value))
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError("%s is a Python number here (a tensor is taken for the learning rate "
+                        "only), not %r" % (what, value))
     return float(value)
+
+
+def _is_rate_tensor(value):
+    return isinstance(value, (Tensor, Variable))
+
+
+def _rate(value):
+    """The learning rate's number for the C++ optimizer: a tensor one is set on it afterwards
+    (Optimizer.__init__), and this number stands unused."""
+    return 0.0 if _is_rate_tensor(value) else _number(value, "learning_rate")
 
 
 class GradientDescentOptimizer(Optimizer):
     def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
-        super().__init__(_c.GradientDescentOptimizer(_number(learning_rate, "learning_rate")),
-                         use_locking, name)
+        super().__init__(_c.GradientDescentOptimizer(_rate(learning_rate)), use_locking, name,
+                         learning_rate)
 
 
 class MomentumOptimizer(Optimizer):
     def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum",
                  use_nesterov=False):
-        super().__init__(_c.MomentumOptimizer(_number(learning_rate, "learning_rate"),
-                                              _number(momentum, "momentum"), bool(use_nesterov)),
-                         use_locking, name)
+        super().__init__(_c.MomentumOptimizer(_rate(learning_rate), _number(momentum, "momentum"),
+                                              bool(use_nesterov)),
+                         use_locking, name, learning_rate)
+
+
+class AdagradOptimizer(Optimizer):
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking=False,
+                 name="Adagrad"):
+        if _number(initial_accumulator_value, "initial_accumulator_value") <= 0:
+            raise ValueError("initial_accumulator_value must be positive: %s"
+                             % initial_accumulator_value)
+        super().__init__(_c.AdagradOptimizer(_rate(learning_rate),
+                                             float(initial_accumulator_value)),
+                         use_locking, name, learning_rate)
 
 
 class AdamOptimizer(Optimizer):
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-08,
                  use_locking=False, name="Adam"):
-        super().__init__(_c.AdamOptimizer(_number(learning_rate, "learning_rate"),
-                                          _number(beta1, "beta1"), _number(beta2, "beta2"),
-                                          _number(epsilon, "epsilon")),
-                         use_locking, name)
+        super().__init__(_c.AdamOptimizer(_rate(learning_rate), _number(beta1, "beta1"),
+                                          _number(beta2, "beta2"), _number(epsilon, "epsilon")),
+                         use_locking, name, learning_rate)
+
+
+class FtrlOptimizer(Optimizer):
+    """TF1's FtrlOptimizer; its hyperparameters are checked when its update is built (an error
+    naming the one at fault), as the C++ optimizer does."""
+
+    def __init__(self, learning_rate, learning_rate_power=-0.5, initial_accumulator_value=0.1,
+                 l1_regularization_strength=0.0, l2_regularization_strength=0.0,
+                 use_locking=False, name="Ftrl", accum_name=None, linear_name=None,
+                 l2_shrinkage_regularization_strength=0.0):
+        if accum_name is not None or linear_name is not None:
+            raise ValueError("FtrlOptimizer: accum_name and linear_name are not supported (its "
+                             "slots are '<var>/Ftrl' and '<var>/Ftrl_1')")
+        super().__init__(_c.FtrlOptimizer(
+            _rate(learning_rate), _number(learning_rate_power, "learning_rate_power"),
+            _number(initial_accumulator_value, "initial_accumulator_value"),
+            _number(l1_regularization_strength, "l1_regularization_strength"),
+            _number(l2_regularization_strength, "l2_regularization_strength"),
+            _number(l2_shrinkage_regularization_strength, "l2_shrinkage_regularization_strength")),
+            use_locking, name, learning_rate)
 
 
 # --- synchronous replicas ---------------------------------------------------------------------

@@ -52,11 +52,17 @@ void bind_optimizers(py::module_& m) {
     .def("apply_gradients", &optimizer::apply_gradients, "pairs"_a, "name"_a)
     .def("minimize", [](optimizer& o, output loss, std::vector<variable> vars, bool colocate) {
       return o.minimize(loss, std::move(vars), gradient_options_of(colocate));
-    }, "loss"_a, "var_list"_a, "colocate_gradients_with_ops"_a);
+    }, "loss"_a, "var_list"_a, "colocate_gradients_with_ops"_a)
+    .def("set_learning_rate", &optimizer::set_learning_rate, "rate"_a);
   py::class_<gradient_descent_optimizer, optimizer>(m, "GradientDescentOptimizer")
     .def(py::init<double>(), "learning_rate"_a);
   py::class_<momentum_optimizer, optimizer>(m, "MomentumOptimizer")
     .def(py::init<double, double, bool>(), "learning_rate"_a, "momentum"_a, "use_nesterov"_a);
+  py::class_<adagrad_optimizer, optimizer>(m, "AdagradOptimizer")
+    .def(py::init<double, double>(), "learning_rate"_a, "initial_accumulator_value"_a);
+  py::class_<ftrl_optimizer, optimizer>(m, "FtrlOptimizer")
+    .def(py::init<double, double, double, double, double, double>(), "learning_rate"_a,
+         "learning_rate_power"_a, "initial_accumulator_value"_a, "l1"_a, "l2"_a, "l2_shrinkage"_a);
   py::class_<adam_optimizer, optimizer>(m, "AdamOptimizer")
     .def(py::init<double, double, double, double>(), "learning_rate"_a, "beta1"_a, "beta2"_a,
          "epsilon"_a);

@@ -397,3 +397,43 @@ TEST_CASE("Adagrad: accum += grad^2 from its initial value, var -= lr * grad / s
     slot = slot || v.name() == "w/Adagrad";
   CHECK(slot);
 }
+
+TEST_CASE("a learning rate tensor is read every step and cast to each variable's dtype",
+          "[actors][optimizers]") {
+  graph g;
+  auto w32 = ops::variable(g, ops::constant(g, tensor_of<float>({1.0, 2.0})), "w32");
+  auto w64 = ops::variable(g, ops::constant(g, tensor_of<double>({3.0})), "w64");
+  auto g32 = ops::placeholder(g, dtype::float32, {2}, "g32");
+  auto g64 = ops::placeholder(g, dtype::float64, {1}, "g64");
+  auto rate = ops::placeholder(g, dtype::float32, tensor_shape{}, "rate");
+  momentum_optimizer momentum{123.0, 0.5};  // the tensor replaces this number
+  momentum.set_learning_rate(rate);
+  auto train = momentum.apply_gradients({{g32, w32}, {g64, w64}});
+  INFO(g.status().message());
+  REQUIRE(g.status().ok());
+  session s{g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  std::vector<double> w{1.0, 2.0, 3.0}, accum(3, 0.0);
+  const std::vector<double> grad{2.0, -4.0, 6.0};
+  for (float r : {0.1f, 0.0f, 0.5f}) {
+    REQUIRE(s.run_targets({train}, {{g32, tensor_of<float>({2.0, -4.0})},
+                                    {g64, tensor_of<double>({6.0})},
+                                    {rate, tensor::scalar(r)}}).ok());
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      accum[i] = 0.5 * accum[i] + grad[i];
+      w[i] -= static_cast<double>(r) * accum[i];
+    }
+  }
+  auto out = s.run({w32.read, w64.read});
+  REQUIRE(out.ok());
+  check_close(out->at(0).to_vector<double>(), {w[0], w[1]}, 1e-5);
+  check_close(out->at(1).to_vector<double>(), {w[2]}, 1e-6);
+
+  // Not a scalar: an error naming the tensor.
+  auto rates = ops::placeholder(g, dtype::float32, tensor_shape{2}, "rates");
+  gradient_descent_optimizer sgd{0.1};
+  sgd.set_learning_rate(rates);
+  sgd.apply_gradients({{g32, w32}});
+  REQUIRE_FALSE(g.status().ok());
+  CHECK_THAT(g.status().message(), Catch::Contains("learning rate 'rates:0' must be a scalar"));
+}
