@@ -339,8 +339,10 @@ void on_down(member_self self, const caf::down_msg& down) {
     auto rank = static_cast<std::int32_t>(lost - g.group.members.begin());
     auto who = "member " + std::to_string(rank) + " (" + lost->name() + ")";
     if (!g.broken)
-      g.broken = make_error(errc::unavailable, "collective group " + std::to_string(key) +
-                                                 " lost " + who)
+      // Worded as the running instances' failure below, so a collective started after the
+      // loss names it the same way as one that was waiting when it happened.
+      g.broken = make_error(errc::unavailable,
+                            "collective group " + std::to_string(key) + ": " + who + " was lost")
                    .with_origin(lost->origin());
     std::vector<std::int64_t> running;
     for (auto& [instance, inst] : g.instances)

@@ -268,6 +268,35 @@ TEST_CASE("a collective member lost at any point of a ring or halving-doubling a
   }
 }
 
+TEST_CASE("a collective started after a member was lost fails at once with the words of one that was waiting") {
+  // Between two collectives the loss finds nothing running: the group breaks, and the next
+  // request must name the lost member as a waiting one would (a process's log is read by both).
+  testing::deterministic_system sys;
+  test_group g{sys, 3, 21};
+  auto first = g.run([&](int r) { return protocol::make_all_reduce(g.key, 1, input_of<float>(r, 5)); });
+  for (auto& t : first)
+    REQUIRE(t.ok());
+  caf::anon_send_exit(g.members[1], caf::exit_reason::kill);
+  sys.run_all();
+  g.answers = std::make_shared<std::vector<std::optional<result<tensor>>>>(3);
+  for (int r : {0, 2})
+    g.request(r, protocol::make_all_reduce(g.key, 2, input_of<float>(r, 5)));
+  sys.run_all();
+  for (int r : {0, 2}) {
+    auto& answer = (*g.answers)[static_cast<std::size_t>(r)];
+    INFO("member " << r);
+    REQUIRE(answer.has_value());
+    REQUIRE_FALSE(answer->ok());
+    auto why = answer->error();
+    INFO(why.to_string());
+    CHECK(why.code() == errc::unavailable);
+    CHECK(why.message().find("member 1 (/job:worker/replica:0/task:1/device:CPU:0) was lost") !=
+          std::string::npos);
+    REQUIRE(why.origin());
+    CHECK(why.origin()->name() == "/job:worker/replica:0/task:1");
+  }
+}
+
 TEST_CASE("a collective member whose request never comes fails the others at their bound, and its own late request at once") {
   testing::deterministic_system sys;
   test_group g{sys, 3, 9};
