@@ -295,6 +295,27 @@ status abs_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   return {};
 }
 
+status sin_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  dx[0] = ops::mul(dy[0], ops::cos(input_of(g, op, 0), "Cos"), "mul");
+  return {};
+}
+
+status cos_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  dx[0] = ops::neg(ops::mul(dy[0], ops::sin(input_of(g, op, 0), "Sin"), "mul"), "Neg");
+  return {};
+}
+
+status log1p_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  auto x = input_of(g, op, 0);
+  dx[0] = ops::div(dy[0], ops::add(x, scalar(g, x, 1.0), "add"), "truediv");
+  return {};
+}
+
+status expm1_grad(graph& g, const node& op, const grads& dy, grads& dx) {
+  dx[0] = ops::mul(dy[0], ops::exp(input_of(g, op, 0), "Exp"), "mul");
+  return {};
+}
+
 status sign_grad(graph& g, const node& op, const grads&, grads& dx) {
   dx[0] = make(g, "ZerosLike", {input_of(g, op, 0)});
   return {};
@@ -534,9 +555,13 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("SquaredDifference", squared_difference_grad);
   r.add("Abs", abs_grad);
   r.add("Sign", sign_grad);
+  r.add("Sin", sin_grad);
+  r.add("Cos", cos_grad);
+  r.add("Log1p", log1p_grad);
+  r.add("Expm1", expm1_grad);
   r.add("SelectV2", select_grad);
   // Piecewise constant: TensorFlow gives their inputs no gradient.
-  for (auto op : {"FloorDiv", "Floor", "Ceil", "Round"})
+  for (auto op : {"FloorDiv", "Floor", "Ceil", "Round", "IsNan", "IsInf", "IsFinite", "StopGradient"})
     r.add_not_differentiable(op);
   r.add("Reshape", reshape_grad);
   r.add("ConcatV2", concat_grad);

@@ -38,6 +38,18 @@ output sign(output x, const std::string& name = "Sign");
 output floor(output x, const std::string& name = "Floor");
 output ceil(output x, const std::string& name = "Ceil");
 output round(output x, const std::string& name = "Round");
+/// "Sin", "Cos", "Log1p" (log(1 + x), exact near 0), "Expm1" (exp(x) - 1, exact near 0): float
+/// types.
+output sin(output x, const std::string& name = "Sin");
+output cos(output x, const std::string& name = "Cos");
+output log1p(output x, const std::string& name = "Log1p");
+output expm1(output x, const std::string& name = "Expm1");
+/// "StopGradient": x itself (the buffer shared), through which no gradient flows (tf.stop_gradient).
+output stop_gradient(output x, const std::string& name = "StopGradient");
+/// "IsNan", "IsInf", "IsFinite": bool results of float inputs; no gradient.
+output is_nan(output x, const std::string& name = "IsNan");
+output is_inf(output x, const std::string& name = "IsInf");
+output is_finite(output x, const std::string& name = "IsFinite");
 
 /// "SelectV2": condition ? t : e elementwise, the three broadcast together numpy-style
 /// (tf.where in TF 2; TF1's rank-1 condition over rows is a reshape of it in Python).

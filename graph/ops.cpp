@@ -226,6 +226,14 @@ output sign(output x, const std::string& name) { return unary("Sign", x, name); 
 output floor(output x, const std::string& name) { return unary("Floor", x, name); }
 output ceil(output x, const std::string& name) { return unary("Ceil", x, name); }
 output round(output x, const std::string& name) { return unary("Round", x, name); }
+output stop_gradient(output x, const std::string& name) { return unary("StopGradient", x, name); }
+output sin(output x, const std::string& name) { return unary("Sin", x, name); }
+output cos(output x, const std::string& name) { return unary("Cos", x, name); }
+output log1p(output x, const std::string& name) { return unary("Log1p", x, name); }
+output expm1(output x, const std::string& name) { return unary("Expm1", x, name); }
+output is_nan(output x, const std::string& name) { return unary("IsNan", x, name); }
+output is_inf(output x, const std::string& name) { return unary("IsInf", x, name); }
+output is_finite(output x, const std::string& name) { return unary("IsFinite", x, name); }
 
 output select(output condition, output t, output e, const std::string& name) {
   return make(graph_of(condition), "SelectV2", name, {condition, t, e});

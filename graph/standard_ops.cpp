@@ -345,6 +345,7 @@ void register_standard_ops(op_registry& r) {
   add("AssignAdd", 2, assign_like, true, true);
   add("AssignSub", 2, assign_like, true, true);
   add("Identity", 1, unary_same);
+  add("StopGradient", 1, unary_same);
   // Stateful: its members meet at run time, so none may be merged or pruned as a duplicate.
   add("AllReduce", 1, unary_same, true);
   add("Neg", 1, unary_same);
@@ -365,8 +366,14 @@ void register_standard_ops(op_registry& r) {
     });
   for (auto name : {"Abs", "Sign"})
     add(name, 1, unary_same);
-  for (auto name : {"Floor", "Ceil", "Round"})
+  for (auto name : {"Floor", "Ceil", "Round", "Sin", "Cos", "Log1p", "Expm1"})
     add(name, 1, unary_float);
+  for (auto name : {"IsNan", "IsInf", "IsFinite"})
+    add(name, 1, [](shape_context& c) {
+      AF_RETURN_IF_ERROR(unary_float(c));
+      c.set_output(0, dtype::boolean, c.input_shapes[0]);
+      return status{};
+    });
   add("SelectV2", 3, select);
   add("LogicalNot", 1, [](shape_context& c) {
     if (c.input_types[0] != dtype::boolean)

@@ -2,7 +2,8 @@
 actorflow does not raise AttributeError saying so."""
 
 from actorflow._missing import missing_names
-from actorflow.ops import (abs, add, add_n, argmax, ceil, divide, equal, exp, floor,  # noqa: F401,A004
+from actorflow.ops import (abs, add, add_n, argmax, ceil, cos, divide, equal, exp,  # noqa: F401,A004
+                           expm1, floor, is_finite, is_inf, is_nan, log1p, reduce_logsumexp, sin,
                            floordiv, floormod, greater, greater_equal, less, less_equal, log,
                            logical_and, logical_not, logical_or, logical_xor, maximum, minimum,
                            mod, multiply, negative, not_equal, pow, reciprocal, reduce_all,

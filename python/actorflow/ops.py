@@ -263,6 +263,14 @@ ceil = _unary(_c.ceil, "Ceil")
 neg = negative
 abs = _unary(_c.abs, "Abs")  # noqa: A001 - TF's name
 _round = _unary(_c.round, "Round")
+sin = _unary(_c.sin, "Sin")
+cos = _unary(_c.cos, "Cos")
+log1p = _unary(_c.log1p, "Log1p")
+expm1 = _unary(_c.expm1, "Expm1")
+is_nan = _unary(_c.is_nan, "IsNan")
+is_inf = _unary(_c.is_inf, "IsInf")
+is_finite = _unary(_c.is_finite, "IsFinite")
+stop_gradient = _unary(_c.stop_gradient, "StopGradient")
 
 
 def round(x, name=None):  # noqa: A001 - TF's name
@@ -644,6 +652,72 @@ def logical_xor(x, y, name=None):
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     with _scoped("clip_by_value", name):
         return minimum(maximum(t, clip_value_min), clip_value_max)
+
+
+def reduce_logsumexp(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+                     keep_dims=None):
+    """log(sum(exp(x))) over `axis`, shifted by the maximum so large inputs do not overflow (the
+    shift's gradient stopped; a non-finite maximum shifts by 0, as TF does)."""
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with _scoped("ReduceLogSumExp", name):
+        x = convert_to_tensor(input_tensor)
+        top = stop_gradient(reduce_max(x, axis, keepdims=True, reduction_indices=reduction_indices))
+        top = where_v2(is_finite(top), top, zeros_like(top))
+        summed = log(reduce_sum(exp(x - top), axis, keepdims=True,
+                                reduction_indices=reduction_indices)) + top
+        if keep:
+            return summed
+        return reduce_sum(summed, axis, reduction_indices=reduction_indices)
+
+
+def _values_of(t):
+    return t.values if isinstance(t, IndexedSlices) else convert_to_tensor(t)
+
+
+def global_norm(t_list, name=None):
+    """sqrt(sum of every element squared) over the tensors of t_list (None skipped; one dtype)."""
+    with _scoped("global_norm", name):
+        squares = [reduce_sum(square(_values_of(t))) for t in t_list if t is not None]
+        if not squares:
+            raise ValueError("global_norm: t_list holds no tensor")
+        return sqrt(add_n(squares))
+
+
+def _scaled(t, scale):
+    if isinstance(t, IndexedSlices):  # its rows scaled, still sparse for the optimizers
+        return IndexedSlices(t.values * cast(scale, t.values.dtype), t.indices, t._dense_shape_list)
+    t = convert_to_tensor(t)
+    return identity(t * cast(scale, t.dtype))
+
+
+def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
+    """(t_list scaled by clip_norm / max(global_norm, clip_norm), the global norm), as TF: an
+    infinite or NaN norm gives NaN tensors. None entries stay None; IndexedSlices stay sparse."""
+    if isinstance(t_list, (Tensor, Variable, IndexedSlices)) or not hasattr(t_list, "__iter__"):
+        raise TypeError("clip_by_global_norm: t_list must be a sequence of tensors")
+    t_list = list(t_list)
+    with _scoped("clip_by_global_norm", name):
+        norm = global_norm(t_list) if use_norm is None else convert_to_tensor(use_norm)
+        clip = cast(convert_to_tensor(clip_norm), norm.dtype)
+        scale = clip * minimum(reciprocal(norm), reciprocal(clip))
+        # A non-finite norm makes every tensor NaN, as TF does, instead of silently 0 or inf.
+        scale = where_v2(is_finite(norm), scale, constant(float("nan"), dtype=norm.dtype))
+        return [None if t is None else _scaled(t, scale) for t in t_list], norm
+
+
+def clip_by_norm(t, clip_norm, axes=None, name=None):
+    """t scaled so its L2 norm over `axes` (every axis by default) is at most clip_norm."""
+    with _scoped("clip_by_norm", name):
+        values = _values_of(t)
+        squared = reduce_sum(square(values), axes, keepdims=True)
+        clip = cast(convert_to_tensor(clip_norm), values.dtype)
+        # Divide by max(norm, clip) where the norm is positive; an all-zero t stays as it is.
+        positive = squared > 0
+        norm = sqrt(where_v2(positive, squared, ones_like(squared)))
+        scaled = values * clip / maximum(where_v2(positive, norm, clip), clip)
+        if isinstance(t, IndexedSlices):
+            return IndexedSlices(scaled, t.indices, t._dense_shape_list)
+        return identity(scaled)
 
 
 def _static_dims(x, what):

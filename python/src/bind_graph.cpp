@@ -205,7 +205,11 @@ void bind_ops(py::module_& m) {
                              {"sigmoid", &ops::sigmoid}, {"tanh", &ops::tanh},
                              {"softmax", &ops::softmax}, {"logical_not", &ops::logical_not},
                              {"abs", &ops::abs}, {"sign", &ops::sign}, {"floor", &ops::floor},
-                             {"ceil", &ops::ceil}, {"round", &ops::round}})
+                             {"ceil", &ops::ceil}, {"round", &ops::round}, {"sin", &ops::sin},
+                             {"cos", &ops::cos}, {"log1p", &ops::log1p}, {"expm1", &ops::expm1},
+                             {"is_nan", &ops::is_nan}, {"is_inf", &ops::is_inf},
+                             {"is_finite", &ops::is_finite},
+                             {"stop_gradient", &ops::stop_gradient}})
     m.def(py_name, fn, "x"_a, "name"_a);
 
   // Elementwise, two inputs, numpy broadcasting.

@@ -211,6 +211,10 @@ TEST_CASE("elementwise unary gradients match finite differences", "[actors][grad
     {"Softmax", [](output x) { return ops::softmax(x); }, uniform(e, s23, -2, 2)},
     {"Softmax of a vector", [](output x) { return ops::softmax(x); }, uniform(e, shape({4}), -2, 2)},
     {"Abs", [](output x) { return ops::abs(x); }, away_from_zero(e, s23, 0.1, 2)},
+    {"Sin", [](output x) { return ops::sin(x); }, uniform(e, s23, -3, 3)},
+    {"Cos", [](output x) { return ops::cos(x); }, uniform(e, s23, -3, 3)},
+    {"Log1p", [](output x) { return ops::log1p(x); }, uniform(e, s23, -0.5, 3)},
+    {"Expm1", [](output x) { return ops::expm1(x); }, uniform(e, s23, -2, 2)},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     auto& c = cases[i];

@@ -110,6 +110,10 @@ TEST_CASE("unary float kernels match the float64 reference", "[kernels][elementw
     {"Floor", [](double x) { return std::floor(x); }, -5, 5},
     {"Ceil", [](double x) { return std::ceil(x); }, -5, 5},
     {"Round", [](double x) { return std::nearbyint(x); }, -5, 5},
+    {"Sin", [](double x) { return std::sin(x); }, -7, 7},
+    {"Cos", [](double x) { return std::cos(x); }, -7, 7},
+    {"Log1p", [](double x) { return std::log1p(x); }, -0.9, 10},
+    {"Expm1", [](double x) { return std::expm1(x); }, -5, 5},
   };
   for (auto& c : cases) {
     SECTION(c.op) {
@@ -119,6 +123,36 @@ TEST_CASE("unary float kernels match the float64 reference", "[kernels][elementw
       check_unary<float>(c.op, c.reference, c.lo, c.hi, 2e-6, {400, 129});
     }
   }
+}
+
+TEST_CASE("Log1p and Expm1 keep their digits near 0, IsNan, IsInf and IsFinite yield bool, and StopGradient passes its input", "[kernels][elementwise]") {
+  kernel_test_env env;
+  // log(1 + x) and exp(x) - 1 computed naively lose every digit here; the kernels may not.
+  auto tiny = tensor::from_vector<double>({1e-12, -3e-10, 2e-16});
+  auto log1p = env.run_ok(make_node("Log1p", "log1p", dtype::float64), {tiny});
+  auto expm1 = env.run_ok(make_node("Expm1", "expm1", dtype::float64), {tiny});
+  for (std::int64_t i = 0; i < 3; ++i) {
+    double x = tiny.data<double>()[i];
+    CHECK(log1p.data<double>()[i] == Approx(std::log1p(x)).epsilon(1e-15));
+    CHECK(expm1.data<double>()[i] == Approx(std::expm1(x)).epsilon(1e-15));
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto odd = tensor::from_vector<float>({1.0f, nan, inf, -inf, 0.0f, -nan});
+  auto is = [&](const std::string& op) {
+    auto out = env.run_ok(make_node(op, "is", dtype::float32, {}, {dtype::boolean}), {odd});
+    REQUIRE(out.type() == dtype::boolean);
+    return out.to_vector<bool>();
+  };
+  CHECK(is("IsNan") == std::vector<bool>{false, true, false, false, false, true});
+  CHECK(is("IsInf") == std::vector<bool>{false, false, true, true, false, false});
+  CHECK(is("IsFinite") == std::vector<bool>{true, false, false, false, true, false});
+  auto wide = tensor::from_vector<double>({nan, 2.5});
+  CHECK(env.run_ok(make_node("IsNan", "is64", dtype::float64, {}, {dtype::boolean}), {wide})
+          .to_vector<bool>() == std::vector<bool>{true, false});
+  auto passed = env.run_ok(make_node("StopGradient", "stop", dtype::int32),
+                           {tensor::from_vector<std::int32_t>({4, -1, 7})});
+  CHECK(passed.to_vector<std::int32_t>() == std::vector<std::int32_t>{4, -1, 7});
 }
 
 TEST_CASE("integer Neg and Square are exact", "[kernels][elementwise]") {

@@ -2,6 +2,7 @@
 // several consumers and the static-shape shortcuts. Numeric checks of every gradient run through
 // sessions in tests/actors/gradient_check.test.cpp.
 #include "graph/gradients.hpp"
+#include "graph/math_ops.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/ops.hpp"
 
@@ -100,7 +101,7 @@ TEST_CASE("an op on the path without a registered gradient is an error naming op
   CHECK_FALSE(grads[0].valid());
 }
 
-TEST_CASE("ArgMax, Equal and casts to integers stop gradients without an error",
+TEST_CASE("ArgMax, Equal, StopGradient and casts to integers stop gradients without an error",
           "[graph][gradients]") {
   graph g;
   auto x = ops::placeholder(g, dtype::float32, {2, 3}, "x");
@@ -114,6 +115,15 @@ TEST_CASE("ArgMax, Equal and casts to integers stop gradients without an error",
   auto stopped = gradients({through_cast, eq}, {x});
   CHECK(g.status().ok());
   CHECK_FALSE(stopped[0].valid());
+
+  // StopGradient ends the path where it stands, as in TF.
+  auto blocked = gradients(ops::reduce_sum(ops::stop_gradient(x) * x), {x});
+  INFO(g.status().to_string());
+  CHECK(g.status().ok());
+  CHECK(blocked[0].valid()); // through the right factor only
+  auto only_stopped = gradients(ops::reduce_sum(ops::stop_gradient(x)), {x});
+  CHECK(g.status().ok());
+  CHECK_FALSE(only_stopped[0].valid());
 
   // Another path still brings a gradient.
   auto mixed = gradients(through_cast + ops::reduce_sum(x * 2.0), {x});
@@ -362,12 +372,14 @@ TEST_CASE("every differentiable standard op has a gradient and the stops are reg
   auto& r = gradient_registry::global();
   for (auto op : {"Identity", "Neg", "Square", "Sqrt", "Exp", "Log", "Relu", "Sigmoid", "Tanh",
                   "Add", "Sub", "Mul", "Div", "MatMul", "Sum", "Mean", "Max", "Reshape", "Softmax",
-                  "SoftmaxCrossEntropyWithLogits", "Cast", "Fill"}) {
+                  "SoftmaxCrossEntropyWithLogits", "Cast", "Fill", "Sin", "Cos", "Log1p",
+                  "Expm1"}) {
     INFO(op);
     CHECK(r.find(op) != nullptr);
   }
   for (auto op : {"ArgMax", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
-                  "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub"}) {
+                  "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
+                  "StopGradient", "IsNan", "IsInf", "IsFinite"}) {
     INFO(op);
     CHECK(r.is_not_differentiable(op));
   }

@@ -313,3 +313,75 @@ def test_more_composed_ops_match_numpy():
         tf.range(tf.constant(3))
     with pytest.raises(ValueError, match="depth"):
         tf.one_hot([1], 0)
+
+
+def test_sin_cos_log1p_expm1_and_the_finiteness_tests_match_numpy():
+    small = np.array([1e-7, -3e-6, 0.25, -0.75, 2.0], np.float64)
+    odd = np.array([1.0, np.nan, np.inf, -np.inf, 0.0], np.float32)
+    x, s, o = tf.constant(X), tf.constant(small), tf.constant(odd)
+    cases = [(tf.sin(x), np.sin(X)), (tf.cos(x), np.cos(X)), (tf.math.sin(s), np.sin(small)),
+             # Exact near 0, where log(1 + x) and exp(x) - 1 lose every digit.
+             (tf.log1p(s), np.log1p(small)), (tf.expm1(s), np.expm1(small)),
+             (tf.is_nan(o), np.isnan(odd)), (tf.is_inf(o), np.isinf(odd)),
+             (tf.math.is_finite(o), np.isfinite(odd))]
+    values = evaluate([c[0] for c in cases])
+    for (tensor, expected), value in zip(cases, values):
+        assert value.dtype == np.asarray(expected).dtype, tensor.name
+        np.testing.assert_allclose(value, expected, rtol=1e-6, atol=0, err_msg=tensor.name)
+    grads = tf.gradients(tf.reduce_sum(tf.sin(s) + tf.cos(s) + tf.log1p(s) + tf.expm1(s)), [s])[0]
+    np.testing.assert_allclose(evaluate(grads),
+                               np.cos(small) - np.sin(small) + 1 / (1 + small) + np.exp(small),
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="IsNan"):
+        tf.is_nan(tf.constant([1, 2]))
+
+
+def test_stop_gradient_and_reduce_logsumexp():
+    x = tf.constant([1.0, 2.0, 3.0])
+    y = tf.reduce_sum(x * tf.stop_gradient(x * 2.0))
+    np.testing.assert_array_equal(evaluate(tf.gradients(y, [x])[0]), [2, 4, 6])
+    assert tf.gradients(tf.reduce_sum(tf.stop_gradient(x)), [x]) == [None]
+    big = np.array([[1000.0, 1001.0, 999.0], [-2.0, 0.5, 1.0]], np.float32)
+    b = tf.constant(big)
+    expected = np.log(np.exp(big - big.max(1, keepdims=True)).sum(1)) + big.max(1)
+    got, kept, whole, grad = evaluate([tf.reduce_logsumexp(b, axis=1),
+                                       tf.reduce_logsumexp(b, 1, keepdims=True),
+                                       tf.math.reduce_logsumexp(tf.constant([-np.inf, -np.inf])),
+                                       tf.gradients(tf.reduce_logsumexp(b, axis=1), [b])[0]])
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert kept.shape == (2, 1)
+    assert whole == -np.inf  # an all -inf row: the shift is 0, not NaN
+    softmax = np.exp(big - big.max(1, keepdims=True))
+    np.testing.assert_allclose(grad, softmax / softmax.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_clip_by_global_norm_and_clip_by_norm_as_tf_defines_them():
+    a_np = np.array([3.0, 4.0], np.float32)
+    b_np = np.array([[12.0]], np.float32)
+    a, b = tf.constant(a_np), tf.constant(b_np)
+    (ca, none, cb), norm = tf.clip_by_global_norm([a, None, b], 6.5)
+    assert none is None
+    got_a, got_b, got_norm, unclipped = evaluate([ca, cb, norm, tf.clip_by_global_norm([a], 10.0)[0][0]])
+    assert got_norm == pytest.approx(13.0)
+    np.testing.assert_allclose(got_a, a_np * 0.5, rtol=1e-6)
+    np.testing.assert_allclose(got_b, b_np * 0.5, rtol=1e-6)
+    np.testing.assert_array_equal(unclipped, a_np)  # a norm under clip_norm leaves it alone
+    (nan_a,), inf_norm = tf.clip_by_global_norm([tf.constant([np.inf, 1.0])], 1.0)
+    got_nan, got_inf = evaluate([nan_a, inf_norm])
+    assert np.isnan(got_nan).all() and np.isinf(got_inf)
+    # clip_by_norm per row; a zero row stays zero (no 0/0).
+    rows_np = np.array([[3.0, 4.0], [0.0, 0.0], [0.3, 0.4]], np.float32)
+    got_rows = evaluate(tf.clip_by_norm(tf.constant(rows_np), 1.0, axes=[1]))
+    np.testing.assert_allclose(got_rows, [[0.6, 0.8], [0.0, 0.0], [0.3, 0.4]], rtol=1e-6)
+    # An embedding's sparse gradient stays an IndexedSlices, its rows scaled.
+    table = tf.Variable(np.ones((4, 2), np.float32))
+    grad = tf.gradients(tf.reduce_sum(tf.nn.embedding_lookup(table, [1, 3]) * 10.0), [table])[0]
+    assert isinstance(grad, tf.IndexedSlices)
+    (clipped,), gnorm = tf.clip_by_global_norm([grad], 1.0)
+    assert isinstance(clipped, tf.IndexedSlices)
+    dense, values, gn = evaluate([clipped, clipped.values, gnorm])
+    assert gn == pytest.approx(20.0)
+    np.testing.assert_allclose(values, np.full((2, 2), 0.5), rtol=1e-6)
+    np.testing.assert_allclose(dense, [[0, 0], [0.5, 0.5], [0, 0], [0.5, 0.5]], rtol=1e-6)
+    with pytest.raises(TypeError, match="sequence"):
+        tf.clip_by_global_norm(a, 1.0)

@@ -12,9 +12,9 @@ void register_constant_kernels(kernel_registry& registry);   // Const
 void register_placeholder_kernels(kernel_registry& registry); // Placeholder
 void register_variable_kernels(kernel_registry& registry);   // VariableV2
 void register_assign_kernels(kernel_registry& registry);     // Assign, AssignAdd, AssignSub
-void register_identity_kernels(kernel_registry& registry);   // Identity
+void register_identity_kernels(kernel_registry& registry);   // Identity, StopGradient
 void register_no_op_kernels(kernel_registry& registry);      // NoOp
-void register_unary_kernels(kernel_registry& registry);      // Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Abs, Sign, Floor, Ceil, Round
+void register_unary_kernels(kernel_registry& registry);      // Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Abs, Sign, Floor, Ceil, Round, Sin, Cos, Log1p, Expm1, IsNan, IsInf, IsFinite
 void register_binary_kernels(kernel_registry& registry);     // Add, Sub, Mul, Div, Maximum, Minimum, Pow, FloorDiv, FloorMod, SquaredDifference, comparisons, LogicalAnd/Or
 void register_select_kernels(kernel_registry& registry);     // SelectV2
 void register_cast_kernels(kernel_registry& registry);       // Cast

@@ -1,4 +1,4 @@
-// Identity (and LoopCond): forwards its input, sharing the buffer.
+// Identity (and StopGradient, LoopCond): forwards its input, sharing the buffer.
 #include "devices/cpu/kernels/cpu_kernels.hpp"
 #include "devices/kernel.hpp"
 
@@ -23,6 +23,7 @@ public:
 
 void register_identity_kernels(kernel_registry& registry) {
   registry.add("Identity", "CPU", all_dtypes(), make_kernel<identity_kernel>);
+  registry.add("StopGradient", "CPU", all_dtypes(), make_kernel<identity_kernel>);
   // A while loop's LoopCond forwards its predicate.
   registry.add({"LoopCond", "CPU", dtype::boolean}, make_kernel<identity_kernel>);
 }

@@ -1,5 +1,6 @@
 // Elementwise unary math: Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, LogicalNot, Abs,
-// Sign, Floor, Ceil, Round.
+// Sign, Floor, Ceil, Round, Sin, Cos, Log1p, Expm1; and the float tests IsNan, IsInf, IsFinite
+// (bool results).
 #include "devices/cpu/kernels/kernel_util.hpp"
 
 namespace actorflow {
@@ -68,7 +69,37 @@ struct round_op {
   static auto apply(const X& x) { return x.rint(); }
 };
 
-template <class T, class Op>
+struct sin_op {
+  template <class X>
+  static auto apply(const X& x) { return x.sin(); }
+};
+struct cos_op {
+  template <class X>
+  static auto apply(const X& x) { return x.cos(); }
+};
+struct log1p_op {
+  template <class X>
+  static auto apply(const X& x) { return x.log1p(); }
+};
+struct expm1_op {
+  template <class X>
+  static auto apply(const X& x) { return x.expm1(); }
+};
+struct is_nan_op {
+  template <class X>
+  static auto apply(const X& x) { return x.isNaN(); }
+};
+struct is_inf_op {
+  template <class X>
+  static auto apply(const X& x) { return x.isInf(); }
+};
+struct is_finite_op {
+  template <class X>
+  static auto apply(const X& x) { return x.isFinite(); }
+};
+
+/// Out[i] = Op(x[i]), of dtype Out (T for math, bool for the tests).
+template <class T, class Op, class Out = T>
 class unary_kernel : public op_kernel {
 public:
   using op_kernel::op_kernel;
@@ -77,9 +108,9 @@ public:
     if (!check_input(ctx, 0, dtype_of<T>()))
       return;
     const tensor& x = ctx.input(0);
-    tensor out = ctx.allocate_output(0, dtype_of<T>(), x.shape());
+    tensor out = ctx.allocate_output(0, dtype_of<Out>(), x.shape());
     const T* px = x.data<T>();
-    T* po = out.data<T>();
+    Out* po = out.data<Out>();
     for_blocks(ctx, x.num_elements(), [&](std::int64_t begin, std::int64_t end) {
       view(po + begin, end - begin) = Op::apply(view(px + begin, end - begin));
     });
@@ -114,6 +145,20 @@ template <class T>
 using ceil_kernel = unary_kernel<T, ceil_op>;
 template <class T>
 using round_kernel = unary_kernel<T, round_op>;
+template <class T>
+using sin_kernel = unary_kernel<T, sin_op>;
+template <class T>
+using cos_kernel = unary_kernel<T, cos_op>;
+template <class T>
+using log1p_kernel = unary_kernel<T, log1p_op>;
+template <class T>
+using expm1_kernel = unary_kernel<T, expm1_op>;
+template <class T>
+using is_nan_kernel = unary_kernel<T, is_nan_op, bool>;
+template <class T>
+using is_inf_kernel = unary_kernel<T, is_inf_op, bool>;
+template <class T>
+using is_finite_kernel = unary_kernel<T, is_finite_op, bool>;
 
 } // namespace
 
@@ -132,6 +177,13 @@ void register_unary_kernels(kernel_registry& registry) {
   add_typed_kernels<floor_kernel, float, double>(registry, "Floor");
   add_typed_kernels<ceil_kernel, float, double>(registry, "Ceil");
   add_typed_kernels<round_kernel, float, double>(registry, "Round");
+  add_typed_kernels<sin_kernel, float, double>(registry, "Sin");
+  add_typed_kernels<cos_kernel, float, double>(registry, "Cos");
+  add_typed_kernels<log1p_kernel, float, double>(registry, "Log1p");
+  add_typed_kernels<expm1_kernel, float, double>(registry, "Expm1");
+  add_typed_kernels<is_nan_kernel, float, double>(registry, "IsNan");
+  add_typed_kernels<is_inf_kernel, float, double>(registry, "IsInf");
+  add_typed_kernels<is_finite_kernel, float, double>(registry, "IsFinite");
 }
 
 } // namespace actorflow

@@ -2,7 +2,9 @@
 // (devices/cpu/kernels/unary_ops.cpp, binary_ops.cpp, gradient_kernels.cpp, cast.cpp,
 // fill.cpp):
 //   unary       Neg, Square, Abs, Sign (float32, float64, int32, int64); Sqrt, Exp, Log, Relu,
-//               Sigmoid, Tanh, Floor, Ceil, Round (float32, float64); LogicalNot (bool)
+//               Sigmoid, Tanh, Floor, Ceil, Round, Sin, Cos, Log1p, Expm1 (float32,
+//               float64); IsNan, IsInf, IsFinite (float32, float64; bool output); LogicalNot
+//               (bool)
 //   Gather      (float32, float64, int32, int64; indices int32 or int64)
 //   binary      Add, Sub, Mul, Maximum, Minimum, Pow, FloorDiv, FloorMod, SquaredDifference
 //               (float32, float64, int32, int64; the scalar rules of devices/elementwise_math.hpp),
@@ -88,18 +90,48 @@ struct round_op {
   __device__ double operator()(double x) const { return rint(x); }
 };
 
-template <class T, class Op>
-__global__ void unary_kernel_body(const T* x, T* y, std::int64_t n) {
+struct sin_op {
+  __device__ float operator()(float x) const { return sinf(x); }
+  __device__ double operator()(double x) const { return sin(x); }
+};
+struct cos_op {
+  __device__ float operator()(float x) const { return cosf(x); }
+  __device__ double operator()(double x) const { return cos(x); }
+};
+struct log1p_op {
+  __device__ float operator()(float x) const { return log1pf(x); }
+  __device__ double operator()(double x) const { return log1p(x); }
+};
+struct expm1_op {
+  __device__ float operator()(float x) const { return expm1f(x); }
+  __device__ double operator()(double x) const { return expm1(x); }
+};
+struct is_nan_op {
+  template <class T>
+  __device__ bool operator()(T x) const { return isnan(x); }
+};
+struct is_inf_op {
+  template <class T>
+  __device__ bool operator()(T x) const { return isinf(x); }
+};
+struct is_finite_op {
+  template <class T>
+  __device__ bool operator()(T x) const { return isfinite(x); }
+};
+
+template <class T, class Op, class Out>
+__global__ void unary_kernel_body(const T* x, Out* y, std::int64_t n) {
   Op op;
   AF_GRID_STRIDE_LOOP(i, n) y[i] = op(x[i]);
 }
 
-template <class T, class Op>
-status launch_unary(cudaStream_t stream, const T* x, T* y, std::int64_t n) {
-  return launch_over(n, stream, unary_kernel_body<T, Op>, x, y, n);
+template <class T, class Op, class Out = T>
+status launch_unary(cudaStream_t stream, const T* x, Out* y, std::int64_t n) {
+  return launch_over(n, stream, unary_kernel_body<T, Op, Out>, x, y, n);
 }
 
-template <class T, class Op>
+/// Out[i] = Op(x[i]), of dtype Out (T for math, bool for the tests).
+template <class T, class Op, class Out = T>
 class unary_kernel final : public cuda_kernel {
 public:
   using cuda_kernel::cuda_kernel;
@@ -108,10 +140,10 @@ protected:
   status launch(kernel_context& ctx, cudaStream_t stream) override {
     AF_RETURN_IF_ERROR(expect_input(ctx, 0, dtype_of<T>()));
     const tensor& x = ctx.input(0);
-    tensor out = ctx.allocate_output(0, dtype_of<T>(), x.shape());
+    tensor out = ctx.allocate_output(0, dtype_of<Out>(), x.shape());
     if (x.num_elements() == 0)
       return {};
-    return launch_unary<T, Op>(stream, x.data<T>(), out.data<T>(), x.num_elements());
+    return launch_unary<T, Op, Out>(stream, x.data<T>(), out.data<Out>(), x.num_elements());
   }
 };
 
@@ -143,6 +175,20 @@ template <class T>
 using ceil_kernel = unary_kernel<T, ceil_op>;
 template <class T>
 using round_kernel = unary_kernel<T, round_op>;
+template <class T>
+using sin_kernel = unary_kernel<T, sin_op>;
+template <class T>
+using cos_kernel = unary_kernel<T, cos_op>;
+template <class T>
+using log1p_kernel = unary_kernel<T, log1p_op>;
+template <class T>
+using expm1_kernel = unary_kernel<T, expm1_op>;
+template <class T>
+using is_nan_kernel = unary_kernel<T, is_nan_op, bool>;
+template <class T>
+using is_inf_kernel = unary_kernel<T, is_inf_op, bool>;
+template <class T>
+using is_finite_kernel = unary_kernel<T, is_finite_op, bool>;
 
 // --- Gather ----------------------------------------------------------------------------------
 
@@ -782,6 +828,13 @@ void register_elementwise_kernels(kernel_registry& registry) {
   add_gpu_kernels<floor_kernel, float, double>(registry, "Floor");
   add_gpu_kernels<ceil_kernel, float, double>(registry, "Ceil");
   add_gpu_kernels<round_kernel, float, double>(registry, "Round");
+  add_gpu_kernels<sin_kernel, float, double>(registry, "Sin");
+  add_gpu_kernels<cos_kernel, float, double>(registry, "Cos");
+  add_gpu_kernels<log1p_kernel, float, double>(registry, "Log1p");
+  add_gpu_kernels<expm1_kernel, float, double>(registry, "Expm1");
+  add_gpu_kernels<is_nan_kernel, float, double>(registry, "IsNan");
+  add_gpu_kernels<is_inf_kernel, float, double>(registry, "IsInf");
+  add_gpu_kernels<is_finite_kernel, float, double>(registry, "IsFinite");
   add_gpu_kernels<gather_kernel, float, double, int32_t, int64_t>(registry, "Gather");
 
   add_gpu_kernels<add_kernel, float, double, int32_t, int64_t>(registry, "Add");

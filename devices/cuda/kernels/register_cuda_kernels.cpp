@@ -33,7 +33,7 @@ const kernel_registry& handle_kernels() {
 } // namespace
 
 void register_cuda_kernels(kernel_registry& registry) {
-  for (const char* op : {"Placeholder", "VariableV2", "Identity", "NoOp", "Reshape", "ReshapeLike",
+  for (const char* op : {"Placeholder", "VariableV2", "Identity", "StopGradient", "NoOp", "Reshape", "ReshapeLike",
                          "Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond",
                          "StackPush", "StackPop"})
     for (auto type : all_dtypes())
