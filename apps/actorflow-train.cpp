@@ -70,8 +70,14 @@ int run(int argc, char** argv) {
   if (!o.job.empty() || (o.cluster.empty() && o.target.empty() && !o.local &&
                          std::getenv("TF_CONFIG") != nullptr)) {
     // Between-graph: --cluster/--job/--task, or TF_CONFIG (which --job/--task may override).
-    if (o.model == "linreg" || o.model == "word2vec" || o.model == "wide-deep") {
-      std::cerr << "actorflow-train: between-graph training runs a classifier (--model mlp, cnn or rnn)\n";
+    if (o.model == "linreg") {
+      std::cerr << "actorflow-train: between-graph training runs a classifier, word2vec or "
+                   "wide-deep, not linreg\n";
+      return 2;
+    }
+    if ((o.model == "word2vec" || o.model == "wide-deep") && (o.sync || o.strategy == "mirrored")) {
+      std::cerr << "actorflow-train: between-graph " << o.model << " is asynchronous: not with "
+                << (o.sync ? "--sync" : "--strategy mirrored") << " yet\n";
       return 2;
     }
     cluster_spec cluster;
@@ -113,6 +119,10 @@ int run(int argc, char** argv) {
       return *failed;
     if (o.strategy == "mirrored")
       return run_mirrored(o, cluster, job, task);
+    if (o.model == "word2vec")
+      return run_word2vec_worker(o, cluster, job, task);
+    if (o.model == "wide-deep")
+      return run_wide_deep_worker(o, cluster, job, task);
     return run_between_graph(o, cluster, job, task);
   }
   auto where = resolve_target(o);

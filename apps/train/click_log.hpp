@@ -27,6 +27,9 @@ namespace actorflow::train {
 struct click_log_options {
   std::int64_t ids_per_field = 100000;
   std::uint64_t seed = 1;
+  /// Where next() starts in the log: between-graph workers take stretches of one log (the same
+  /// true model) far apart, task k at k * 2^40.
+  std::uint64_t first_example = 0;
 };
 
 /// One batch: int64 [n] ids per field and of the cross, float32 labels [n, 1], and the true
@@ -40,7 +43,7 @@ struct click_batch {
 
 class click_log {
 public:
-  explicit click_log(click_log_options o) : options_(o) {}
+  explicit click_log(click_log_options o) : options_(o), drawn_(o.first_example) {}
   /// The next `n` training examples.
   click_batch next(std::int64_t n);
   /// `n` held-out examples (the same for every call with the same n).
@@ -49,7 +52,7 @@ public:
 private:
   click_batch make(std::uint64_t first, std::int64_t n) const;
   click_log_options options_;
-  std::uint64_t drawn_ = 0;
+  std::uint64_t drawn_;
 };
 
 /// The area under the ROC curve of `scores` for binary `labels` (ties counted half): the chance

@@ -21,6 +21,12 @@ int run_wide_deep(const train_options& o, const training_target& where);
 /// Between-graph replication: this process is worker `task` of `job`; async, or --sync rounds.
 int run_between_graph(const train_options& o, const cluster_spec& cluster, const std::string& job,
                       int task);
+/// Between-graph word2vec and wide-deep (async): worker `task` of `job`, the tables and
+/// variables shared on the ps tasks, each worker on a stream of examples of its own.
+int run_word2vec_worker(const train_options& o, const cluster_spec& cluster, const std::string& job,
+                        int task);
+int run_wide_deep_worker(const train_options& o, const cluster_spec& cluster, const std::string& job,
+                         int task);
 /// --strategy mirrored: MultiWorkerMirroredStrategy, this process worker `task` of `job`, no ps.
 int run_mirrored(const train_options& o, const cluster_spec& cluster, const std::string& job,
                  int task);

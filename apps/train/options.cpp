@@ -119,7 +119,10 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
                          its own on its shard of the data, asynchronously, with the variables on
                          the ps tasks; task 0 is the chief (initialises or restores, writes
                          checkpoints and metrics, reports test accuracy). The ps tasks
-                         (actorflow-worker) exit once every worker has finished
+                         (actorflow-worker) exit once every worker has finished. word2vec
+                         and wide-deep too (async only): their tables shared on the ps
+                         tasks, each worker on its part of the corpus or its own stretch of
+                         the click log, the chief scoring the shared model
   --init-timeout S       between-graph, not the chief: wait at most S seconds for the chief to
                          initialise the variables (default 60)
   --step-timeout S       --cluster or --target (in-graph, between-graph, --coordinator): a step

@@ -1,6 +1,7 @@
 // actorflow-train, between-graph replication (async and --sync), on the training library: a
 // train::monitored_session per worker, and for --sync a train::sync_replicas_optimizer.
 #include "train/modes.hpp"
+#include "train/between_graph_worker.hpp"
 #include "actors/server.hpp"
 #include "graph/ops.hpp"
 #include "train/monitored_session.hpp"
@@ -14,9 +15,6 @@
 
 namespace actorflow::train_app {
 
-namespace {
-
-/// --job, --ps-job and --task name tasks of the cluster, and --sync's round fits the workers.
 status check_worker_flags(const train_options& o, const cluster_spec& cluster,
                           const std::string& job, int task, int replicas) {
   for (auto& [flag, name] : {std::pair{"--ps-job", o.ps_job}, std::pair{"--job", job}})
@@ -40,6 +38,8 @@ status check_worker_flags(const train_options& o, const cluster_spec& cluster,
                                                 std::to_string(workers) + " workers");
   return {};
 }
+
+namespace {
 
 /// Whenever the variables are ready (at the start, and again after a lost ps came back), the
 /// ps tasks learn this worker works with them: if every worker goes away without finishing,
@@ -181,6 +181,80 @@ train::monitored_session_options worker_session_options(const train_options& o, 
 }
 
 } // namespace
+
+replica_device_setter_options worker_placement(const train_options& o, const cluster_spec& cluster,
+                                               const std::string& worker_device) {
+  replica_device_setter_options placement;
+  placement.ps_tasks = cluster.num_tasks(o.ps_job);
+  placement.ps_device = "/job:" + o.ps_job;
+  placement.worker_device = worker_device;
+  return placement;
+}
+
+result<std::unique_ptr<between_graph_worker>> between_graph_worker::start(
+  const train_options& o, const cluster_spec& cluster, const std::string& job, int task, graph& g,
+  const actorflow::variable& global_step, progress_printer& progress) {
+  std::unique_ptr<between_graph_worker> worker{new between_graph_worker};
+  worker->chief_ = task == 0;
+  worker->ps_job_ = o.ps_job;
+  worker->name_ = "/job:" + job + "/task:" + std::to_string(task);
+  worker->ps_tasks_ = cluster.num_tasks(o.ps_job);
+  auto shared_cluster = std::make_shared<const cluster_spec>(cluster);
+  auto served = start_worker_server(o, shared_cluster, job, task);
+  if (!served)
+    return served.error();
+  worker->served_ = std::move(*served);
+  // Checkpoints (the chief's) every --steps steps of the global step, and at the end.
+  auto monitored = worker_session_options(o, *worker->served_, global_step, worker->chief_,
+                                          std::max(1, o.steps), progress);
+  monitored.cluster = shared_cluster;
+  monitored.hooks.push_back(
+    std::make_unique<worker_joined_hook>(*worker->served_, o.ps_job, nullptr, progress));
+  auto s = train::monitored_session::create(g, std::move(monitored));
+  if (!s)
+    return s.error();
+  worker->session_ = std::move(*s);
+  return worker;
+}
+
+run_step_fn between_graph_worker::steps() {
+  auto* s = session_.get();
+  return [s](const std::vector<output>& fetches, const feed_list& feeds,
+             const std::vector<output>& targets) { return s->run(fetches, feeds, targets); };
+}
+
+int between_graph_worker::end(const std::function<status(const run_step_fn&)>& report,
+                              const train::throughput_meter& throughput, progress_printer& progress) {
+  progress.line("global step: " + std::to_string(session_->global_step()));
+  if (chief_) {
+    if (auto st = report(steps_on(session_->raw_session())); !st.ok())
+      return fail(st);
+  } else {
+    char line[64];
+    std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
+    progress.line(line);
+  }
+  if (auto closed = finish(); !closed.ok())
+    return fail(closed);
+  return 0;
+}
+
+status between_graph_worker::finish() {
+  finished_ = true;
+  auto closed = session_->close();
+  // After the session closed: once every worker has said so, the ps tasks stop by themselves.
+  if (auto told = served_->report_done(ps_job_, 10); !told.ok())
+    std::cerr << "actorflow-train: " << told.message() << '\n';
+  return closed;
+}
+
+between_graph_worker::~between_graph_worker() {
+  // A worker that failed still says so: the ps tasks do not wait for it past their grace.
+  if (!finished_ && served_) {
+    session_.reset();
+    (void)served_->report_done(ps_job_, 10);
+  }
+}
 
 int run_between_graph(const train_options& o, const cluster_spec& cluster, const std::string& job,
                       int task) {

@@ -365,4 +365,9 @@ train::session_manager variables_manager(const train_options& o, const cluster_s
   return train::session_manager{std::move(ready)};
 }
 
+run_step_fn steps_on(session& s) {
+  return [&s](const std::vector<output>& fetches, const feed_list& feeds,
+              const std::vector<output>& targets) { return s.run(fetches, feeds, targets); };
+}
+
 } // namespace actorflow::train_app

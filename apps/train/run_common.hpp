@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -47,6 +48,15 @@ struct training_target {
 };
 
 result<training_target> resolve_target(const train_options& o);
+
+/// One step on whatever session a mode has (a plain one, a monitored one): the values of
+/// `fetches`, `targets` run too.
+using run_step_fn = std::function<result<std::vector<tensor>>(const std::vector<output>& fetches,
+                                                             const feed_list& feeds,
+                                                             const std::vector<output>& targets)>;
+
+/// The steps of a plain session, as run_step_fn.
+run_step_fn steps_on(session& s);
 
 /// Prints progress: a live status line on a terminal, plain lines when piped.
 class progress_printer {

@@ -2,6 +2,7 @@
 // words, trained by a sampled loss over embedding lookups, so that each step moves the rows of
 // its batch only; scored at the end against WordNet and against random vectors.
 #include "train/modes.hpp"
+#include "train/between_graph_worker.hpp"
 #include "graph/ops.hpp"
 #include "graph/sampled_losses.hpp"
 #include "graph/sparse_ops.hpp"
@@ -11,7 +12,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
+#include <string>
 
 namespace actorflow::train_app {
 
@@ -40,96 +43,113 @@ word2vec_devices devices_of(const training_target& where) {
   return {ps(0), ps(1), "/job:" + l.worker_job + "/task:0"};
 }
 
-} // namespace
+/// The corpus, its vocabulary and WordNet's relations, read; a line says what was read.
+struct word2vec_data {
+  train::vocabulary vocab;
+  train::related_words related;
+  std::optional<train::skipgram_batches> batches;
+  std::int64_t steps_per_epoch = 1;
+};
 
-int run_word2vec(const train_options& o, const training_target& where) {
-  if (auto st = prepare_output_directories(o); !st.ok())
-    return fail(st);
-  progress_printer progress{o.log_every};
+result<word2vec_data> load_word2vec_data(const train_options& o, progress_printer& progress) {
   auto words = train::read_dictionary_words(o.corpus);
   if (!words)
-    return fail(words.error().with_context("--corpus (Debian's dict-gcide has one)"));
+    return words.error().with_context("--corpus (Debian's dict-gcide has one)");
   auto related = train::read_wordnet(o.wordnet_dir);
   if (!related)
-    return fail(related.error().with_context("--wordnet-dir (Debian's wordnet-base has it)"));
-  auto vocab = train::vocabulary::build(*words, o.vocabulary);
-  const auto size = static_cast<std::int64_t>(vocab.words.size());
+    return related.error().with_context("--wordnet-dir (Debian's wordnet-base has it)");
+  word2vec_data out;
+  out.related = std::move(*related);
+  out.vocab = train::vocabulary::build(*words, o.vocabulary);
   char line[200];
-  std::snprintf(line, sizeof line, "word2vec: %zu words of %s, a vocabulary of %lld (UNK %.1f%%)",
-                words->size(), o.corpus.c_str(), static_cast<long long>(size),
-                100.0 * static_cast<double>(vocab.counts[0]) / static_cast<double>(words->size()));
+  std::snprintf(line, sizeof line, "word2vec: %zu words of %s, a vocabulary of %zu (UNK %.1f%%)",
+                words->size(), o.corpus.c_str(), out.vocab.words.size(),
+                100.0 * static_cast<double>(out.vocab.counts[0]) / static_cast<double>(words->size()));
   progress.line(line);
-  train::skipgram_batches batches{vocab.encode(*words), o.batch_size, 1, 2, o.seed};
+  out.batches.emplace(out.vocab.encode(*words), o.batch_size, 1, 2, o.seed);
   // An epoch is a pass over the corpus's pairs (two per word).
-  const auto steps_per_epoch =
+  out.steps_per_epoch =
     std::max<std::int64_t>(1, static_cast<std::int64_t>(2 * words->size()) / o.batch_size);
-  auto shown = o;
-  shown.epochs = static_cast<int>((o.steps + steps_per_epoch - 1) / steps_per_epoch);
-  words->clear();
+  return out;
+}
 
-  graph g;
-  g.seed = static_cast<std::int64_t>(o.seed);
-  auto at = devices_of(where);
-  const std::int64_t dim = o.embedding_dim;
+struct word2vec_model {
   actorflow::variable embeddings, weights, biases;
+  output centers, contexts, loss, train;
+  /// Between-graph: the updates every worker makes, counted by `train` (beside the embeddings).
+  std::optional<actorflow::variable> global_step;
+};
+
+result<word2vec_model> build_word2vec(graph& g, const train_options& o, std::int64_t size,
+                                      const word2vec_devices& at, bool count_steps) {
+  word2vec_model m;
+  const std::int64_t dim = o.embedding_dim;
   {
     auto on = g.device(at.embeddings);
-    embeddings = ops::variable(g, ops::random_uniform(g, {size, dim}, -1.0, 1.0), "embeddings");
+    m.embeddings = ops::variable(g, ops::random_uniform(g, {size, dim}, -1.0, 1.0), "embeddings");
+    if (count_steps)
+      m.global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
   }
   {
     auto on = g.device(at.output_table);
-    weights = ops::variable(g, ops::truncated_normal(g, {size, dim}, 0.0, 1.0 / std::sqrt(static_cast<double>(dim))),
-                            "nce_weights");
-    biases = ops::variable(g, ops::zeros(g, {size}), "nce_biases");
+    m.weights = ops::variable(g, ops::truncated_normal(g, {size, dim}, 0.0, 1.0 / std::sqrt(static_cast<double>(dim))),
+                              "nce_weights");
+    m.biases = ops::variable(g, ops::zeros(g, {size}), "nce_biases");
   }
-  output centers, contexts, loss, train;
-  {
-    auto on = g.device(at.worker);
-    centers = ops::placeholder(g, dtype::int64, {o.batch_size}, "centers");
-    contexts = ops::placeholder(g, dtype::int64, {o.batch_size, 1}, "contexts");
-    auto embedded = ops::embedding_lookup(embeddings, centers);
-    auto per_example = o.sampled_loss == "nce"
-                         ? ops::nce_loss(weights, biases, contexts, embedded, o.num_sampled, size)
-                         : ops::sampled_softmax_loss(weights, biases, contexts, embedded, o.num_sampled, size);
-    loss = ops::reduce_mean(per_example, {}, false, "loss");
-    train = gradient_descent_optimizer{o.learning_rate}.minimize(loss);
+  auto on = g.device(at.worker);
+  m.centers = ops::placeholder(g, dtype::int64, {o.batch_size}, "centers");
+  m.contexts = ops::placeholder(g, dtype::int64, {o.batch_size, 1}, "contexts");
+  auto embedded = ops::embedding_lookup(m.embeddings, m.centers);
+  auto per_example = o.sampled_loss == "nce"
+                       ? ops::nce_loss(m.weights, m.biases, m.contexts, embedded, o.num_sampled, size)
+                       : ops::sampled_softmax_loss(m.weights, m.biases, m.contexts, embedded, o.num_sampled, size);
+  m.loss = ops::reduce_mean(per_example, {}, false, "loss");
+  m.train = gradient_descent_optimizer{o.learning_rate}.minimize(m.loss);
+  if (m.global_step) {
+    auto counted = ops::assign_add(*m.global_step, ops::constant(g, std::int64_t{1}, "one_step"));
+    m.train = ops::group(g, {m.train, counted}, "train_and_count");
   }
-  if (!g.status().ok())
-    return fail(g.status());
-  session s{g, where.options};
-  if (auto init = s.run_targets({ops::global_variables_initializer(g)}); !init.ok())
-    return fail(init);
-  train::metrics_log metrics;
-  if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
-    return fail(st);
-  train::throughput_meter throughput;
+  AF_RETURN_IF_ERROR(g.status());
+  return m;
+}
+
+/// --steps steps of `m` on `data`'s batches, reported to the progress line and `metrics`.
+status train_word2vec(const train_options& o, const word2vec_model& m, word2vec_data& data,
+                      const run_step_fn& run, const graph& g, progress_printer& progress,
+                      train::metrics_log* metrics, train::throughput_meter& throughput) {
+  auto shown = o;
+  shown.epochs = static_cast<int>((o.steps + data.steps_per_epoch - 1) / data.steps_per_epoch);
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
-  hooks.push_back(progress_hook(shown, o.steps, throughput, progress, &metrics, g));
+  hooks.push_back(progress_hook(shown, o.steps, throughput, progress, metrics, g));
   train::trainer loop{std::move(hooks)};
-  auto trained = loop.run(0, o.steps, [&](std::int64_t step) -> result<train::step_report> {
+  return loop.run(0, o.steps, [&](std::int64_t step) -> result<train::step_report> {
     auto started = clock_type::now();
-    auto [center_ids, context_ids] = batches.next();
-    auto r = s.run({loss}, {{centers, center_ids}, {contexts, context_ids}}, {train});
+    auto [center_ids, context_ids] = data.batches->next();
+    auto r = run({m.loss}, {{m.centers, center_ids}, {m.contexts, context_ids}}, {m.train});
     if (!r)
       return r.error();
     train::step_report report;
     report.step = step;
-    report.epoch = static_cast<int>((step - 1) / steps_per_epoch) + 1;
+    report.epoch = static_cast<int>((step - 1) / data.steps_per_epoch) + 1;
     report.loss = r->at(0).scalar_value<double>();
     report.examples = o.batch_size;
     report.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
     return report;
   });
-  if (!trained.ok())
-    return fail(trained);
+}
 
-  auto vectors = s.run({embeddings.read});
+/// The learned vectors' nearest neighbours of a few words, then "examples/s: N" and their
+/// WordNet score beside random vectors' as the last lines.
+status report_word2vec(const train_options& o, const word2vec_model& m, const word2vec_data& data,
+                       const run_step_fn& run, const train::throughput_meter& throughput,
+                       progress_printer& progress) {
+  auto vectors = run({m.embeddings.read}, {}, {});
   if (!vectors)
-    return fail(vectors.error());
+    return vectors.error();
   auto learned = train::unit_rows(vectors->at(0));
   for (auto* word : shown_words) {
-    auto near = train::nearest_words(learned, vocab, word, 8, neighbour_pool);
+    auto near = train::nearest_words(learned, data.vocab, word, 8, neighbour_pool);
     std::string listed;
     for (auto& w : near)
       listed += (listed.empty() ? "" : ", ") + w;
@@ -141,13 +161,11 @@ int run_word2vec(const train_options& o, const training_target& where) {
   std::normal_distribution<float> normal;
   for (std::int64_t i = 0; i < random_vectors.num_elements(); ++i)
     random_vectors.data<float>()[i] = normal(engine);
-  auto score = train::wordnet_score(learned, vocab, *related, first_scored, last_scored,
+  auto score = train::wordnet_score(learned, data.vocab, data.related, first_scored, last_scored,
                                     neighbour_pool);
-  auto chance = train::wordnet_score(train::unit_rows(random_vectors), vocab, *related,
+  auto chance = train::wordnet_score(train::unit_rows(random_vectors), data.vocab, data.related,
                                      first_scored, last_scored, neighbour_pool);
-  if (auto st = train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(), "actorflow: word2vec");
-      !st.ok())
-    return fail(st);
+  char line[240];
   std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
   progress.line(line);
   std::snprintf(line, sizeof line,
@@ -156,7 +174,83 @@ int run_word2vec(const train_options& o, const training_target& where) {
                 score, chance, static_cast<long long>(first_scored), static_cast<long long>(last_scored),
                 static_cast<long long>(neighbour_pool));
   progress.line(line);
+  return {};
+}
+
+} // namespace
+
+int run_word2vec(const train_options& o, const training_target& where) {
+  if (auto st = prepare_output_directories(o); !st.ok())
+    return fail(st);
+  progress_printer progress{o.log_every};
+  auto data = load_word2vec_data(o, progress);
+  if (!data)
+    return fail(data.error());
+  graph g;
+  g.seed = static_cast<std::int64_t>(o.seed);
+  auto m = build_word2vec(g, o, static_cast<std::int64_t>(data->vocab.words.size()), devices_of(where), false);
+  if (!m)
+    return fail(m.error());
+  session s{g, where.options};
+  if (auto init = s.run_targets({ops::global_variables_initializer(g)}); !init.ok())
+    return fail(init);
+  train::metrics_log metrics;
+  if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
+    return fail(st);
+  train::throughput_meter throughput;
+  auto run = steps_on(s);
+  if (auto trained = train_word2vec(o, *m, *data, run, g, progress, &metrics, throughput); !trained.ok())
+    return fail(trained);
+  if (auto st = train::write_curve_svg(o.output_dir + "/curve.svg", metrics.rows(), "actorflow: word2vec");
+      !st.ok())
+    return fail(st);
+  if (auto st = report_word2vec(o, *m, *data, run, throughput, progress); !st.ok())
+    return fail(st);
   return 0;
+}
+
+int run_word2vec_worker(const train_options& o, const cluster_spec& cluster, const std::string& job,
+                        int task) {
+  if (auto flags = check_worker_flags(o, cluster, job, task, 0); !flags.ok())
+    return usage_error(flags);
+  const bool chief = task == 0;
+  if (chief)
+    if (auto st = prepare_output_directories(o); !st.ok())
+      return fail(st);
+  progress_printer progress{o.log_every};
+  auto data = load_word2vec_data(o, progress);
+  if (!data)
+    return fail(data.error());
+  // Each worker walks its own part of the corpus.
+  const int workers = cluster.num_tasks(job);
+  data->batches->start_at_share(task, workers);
+  graph g;
+  g.seed = static_cast<std::int64_t>(o.seed);
+  const auto me = "/job:" + job + "/task:" + std::to_string(task);
+  const int ps_tasks = cluster.num_tasks(o.ps_job);
+  auto ps = [&](int t) { return "/job:" + o.ps_job + "/task:" + std::to_string(t % ps_tasks); };
+  auto m = build_word2vec(g, o, static_cast<std::int64_t>(data->vocab.words.size()),
+                          {ps(0), ps(1), me}, true);
+  if (!m)
+    return fail(m.error());
+  auto worker = between_graph_worker::start(o, cluster, job, task, g, *m->global_step, progress);
+  if (!worker)
+    return fail(worker.error());
+  train::metrics_log metrics;
+  if (chief)
+    if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
+      return fail(st);
+  progress.line("worker " + me + (chief ? " (chief)" : "") + ": word2vec on its part (1 in " +
+                std::to_string(workers) + ") of the corpus, the tables on the " + o.ps_job +
+                " task(s)");
+  train::throughput_meter throughput;
+  auto trained = train_word2vec(o, *m, *data, (*worker)->steps(), g, progress,
+                                chief ? &metrics : nullptr, throughput);
+  if (!trained.ok())
+    return fail(trained);
+  return (*worker)->end(
+    [&](const run_step_fn& run) { return report_word2vec(o, *m, *data, run, throughput, progress); },
+    throughput, progress);
 }
 
 } // namespace actorflow::train_app

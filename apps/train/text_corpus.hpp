@@ -47,6 +47,11 @@ public:
                    int num_skips, std::uint64_t seed);
   /// The next batch: centers [batch], contexts [batch, 1].
   std::pair<tensor, tensor> next();
+  /// Windows go on from the `share`-th of `shares` equal parts of the corpus (between-graph
+  /// workers, each from its own part).
+  void start_at_share(int share, int shares) {
+    at_ = corpus_.size() * static_cast<std::size_t>(share) / static_cast<std::size_t>(shares);
+  }
 
 private:
   std::vector<std::int64_t> corpus_;

@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -360,6 +362,47 @@ TEST_CASE("the MLP trains with fusion on as with ACTORFLOW_FUSION=0: the first 2
   }
   std::filesystem::remove_all(on);
   std::filesystem::remove_all(off);
+}
+
+TEST_CASE("word2vec between-graph: two worker processes train the tables shared on two ps processes, and every process ends by itself", "[apps][sparse]") {
+  using actorflow::testing::child_process;
+  using namespace std::chrono_literals;
+  REQUIRE(std::filesystem::exists("/usr/share/dictd/gcide.dict.dz"));
+  auto cluster = actorflow::testing::start_ps_cluster(ACTORFLOW_WORKER_BINARY, 2, 2);
+  REQUIRE(cluster.ready);
+  const auto& spec = cluster.spec;
+  auto dir = fresh_dir("word2vec-between-graph");
+  // Few steps: the vectors' quality is the in-process test's (below); this one is the sharing.
+  auto worker = [&](int task) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_TRAIN_BINARY,
+      std::vector<std::string>{"--model", "word2vec", "--cluster", spec, "--job", "worker", "--task",
+                               std::to_string(task), "--threads", "1", "--steps", "1500",
+                               "--vocabulary", "5000", "--log-every", "100000", "--output-dir",
+                               dir + "/w" + std::to_string(task)});
+  };
+  auto second = worker(1);
+  auto chief = worker(0);
+  auto output = chief->read_all_lines(240000ms);
+  INFO(output << chief->stderr_text());
+  REQUIRE(chief->wait_exit(20000ms) == 0);
+  auto second_output = second->read_all_lines(60000ms);
+  INFO(second_output << second->stderr_text());
+  CHECK(second->wait_exit(20000ms) == 0);
+  CHECK(output.find("its part (1 in 2) of the corpus") != std::string::npos);
+  CHECK(output.find("wordnet score: ") != std::string::npos);
+  CHECK(output.find("nearest to red: ") != std::string::npos);
+  // One shared global step: the chief's own 1500 and what the other had done by then.
+  auto global_at = output.find("global step: ");
+  REQUIRE(global_at != std::string::npos);
+  auto global = std::stoll(output.substr(global_at + 13));
+  CHECK(global > 1500);
+  CHECK(global <= 3000);
+  for (auto& p : cluster.ps) {
+    CHECK(p->wait_exit(20000ms) == 0);
+    CHECK(p->stderr_text().find("all 2 tasks of job 'worker' finished; stopping") != std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("word2vec on GCIDE learns vectors whose neighbours WordNet relates more often than random vectors' do, through sparse updates on the in-process cluster's ps", "[apps][sparse]") {

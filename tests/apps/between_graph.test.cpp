@@ -55,21 +55,9 @@ std::string last_starting(const std::vector<std::string>& lines, const std::stri
 /// ps tasks (actorflow-worker, one thread each) already serving.
 std::pair<std::string, std::vector<std::unique_ptr<child_process>>> start_ps_tasks(int ps,
                                                                                    int workers) {
-  std::string spec = "ps=";
-  for (int t = 0; t < ps; ++t)
-    spec += (t > 0 ? "," : "") + address();
-  spec += ";worker=";
-  for (int t = 0; t < workers; ++t)
-    spec += (t > 0 ? "," : "") + address();
-  std::vector<std::unique_ptr<child_process>> ps_tasks;
-  for (int t = 0; t < ps; ++t) {
-    ps_tasks.push_back(std::make_unique<child_process>(
-      ACTORFLOW_WORKER_BINARY,
-      std::vector<std::string>{"--cluster", spec, "--job", "ps", "--task", std::to_string(t),
-                               "--threads", "1"}));
-    REQUIRE(ps_tasks.back()->wait_for_line("serving on", 20s));
-  }
-  return {spec, std::move(ps_tasks)};
+  auto cluster = actorflow::testing::start_ps_cluster(ACTORFLOW_WORKER_BINARY, ps, workers);
+  REQUIRE(cluster.ready);
+  return {cluster.spec, std::move(cluster.ps)};
 }
 
 double accuracy_of(const std::vector<std::string>& lines) {
@@ -172,6 +160,22 @@ TEST_CASE("between-graph flags that cannot work are refused with the flag named"
                          "--task", "5"}};
   CHECK(no_task.wait_exit(10s) == 2);
   CHECK(no_task.stderr_text().find("not task 5") != std::string::npos);
+  child_process sparse_task{ACTORFLOW_TRAIN_BINARY,
+                            {"--model", "wide-deep", "--cluster", "ps=127.0.0.1:1;worker=127.0.0.1:2",
+                             "--job", "worker", "--task", "3"}};
+  CHECK(sparse_task.wait_exit(10s) == 2);
+  CHECK(sparse_task.stderr_text().find("not task 3") != std::string::npos);
+  child_process sparse_sync{ACTORFLOW_TRAIN_BINARY,
+                            {"--model", "word2vec", "--cluster", "ps=127.0.0.1:1;worker=127.0.0.1:2",
+                             "--job", "worker", "--sync"}};
+  CHECK(sparse_sync.wait_exit(10s) == 2);
+  CHECK(sparse_sync.stderr_text().find("between-graph word2vec is asynchronous: not with --sync") !=
+        std::string::npos);
+  child_process linreg{ACTORFLOW_TRAIN_BINARY,
+                       {"--model", "linreg", "--cluster", "ps=127.0.0.1:1;worker=127.0.0.1:2",
+                        "--job", "worker"}};
+  CHECK(linreg.wait_exit(10s) == 2);
+  CHECK(linreg.stderr_text().find("not linreg") != std::string::npos);
 }
 
 TEST_CASE("a ps whose workers all vanished without finishing stops after its grace period") {

@@ -1,6 +1,6 @@
 // actorflow-train --model wide-deep and its synthetic click log (apps/train/click_log.hpp): the
-// generator's determinism and skew, the AUC, and a run on hash tables sharded over two ps tasks
-// against the same run in one process.
+// generator's determinism and skew, the AUC, a run on hash tables sharded over two ps tasks
+// against the same run in one process, and between-graph workers as processes sharing them.
 #include "support/processes.hpp"
 #include "train/click_log.hpp"
 
@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 namespace {
@@ -85,5 +87,47 @@ TEST_CASE("wide-deep learns clicks on hash tables sharded over two ps tasks as i
   CHECK(cluster_auc > 0.65);
   CHECK(cluster_auc > ceiling - 0.12);
   CHECK(cluster_auc == Approx(local_auc).margin(0.005));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("wide-deep between-graph: two worker processes share hash tables on two ps processes and reach the in-graph run's AUC, every process ending by itself", "[apps][wide_deep][sparse]") {
+  using actorflow::testing::child_process;
+  using namespace std::chrono_literals;
+  auto cluster = actorflow::testing::start_ps_cluster(ACTORFLOW_WORKER_BINARY, 2, 2);
+  REQUIRE(cluster.ready);
+  const auto& spec = cluster.spec;
+  auto dir = std::filesystem::temp_directory_path() / ("af-wide-deep-bg-" + std::to_string(::getpid()));
+  // Each worker 1500 steps: 3000 updates of the shared model, as the in-graph test's run.
+  auto worker = [&](int task) {
+    return std::make_unique<child_process>(
+      ACTORFLOW_TRAIN_BINARY,
+      std::vector<std::string>{"--model", "wide-deep", "--cluster", spec, "--job", "worker",
+                               "--task", std::to_string(task), "--threads", "1", "--steps", "1500",
+                               "--ids-per-field", "10000", "--log-every", "100000",
+                               "--output-dir", (dir / ("w" + std::to_string(task))).string()});
+  };
+  auto second = worker(1);
+  auto chief = worker(0);
+  auto output = chief->read_all_lines(240000ms);
+  INFO(output << chief->stderr_text());
+  REQUIRE(chief->wait_exit(20000ms) == 0);
+  auto second_output = second->read_all_lines(60000ms);
+  INFO(second_output << second->stderr_text());
+  CHECK(second->wait_exit(20000ms) == 0);
+  auto [auc, ceiling] = auc_of(output);
+  CHECK(auc > 0.65);
+  CHECK(auc > ceiling - 0.12);
+  // The chief's global step counts the other worker's updates too (all of them at most).
+  auto global_at = output.find("global step: ");
+  REQUIRE(global_at != std::string::npos);
+  auto global = std::stoll(output.substr(global_at + 13));
+  CHECK(global > 1500);
+  CHECK(global <= 3000);
+  CHECK(second_output.find("global step: ") != std::string::npos);
+  // The ps tasks stop by themselves once both workers said they are done.
+  for (auto& p : cluster.ps) {
+    CHECK(p->wait_exit(20000ms) == 0);
+    CHECK(p->stderr_text().find("all 2 tasks of job 'worker' finished; stopping") != std::string::npos);
+  }
   std::filesystem::remove_all(dir);
 }

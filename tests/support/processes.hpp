@@ -7,6 +7,7 @@
 ///   if (!worker.wait_for_line("serving on", 20s)) ...;
 ///   worker.signal(SIGTERM);  worker.wait_exit(10s) == 0;
 ///   cluster_processes cluster{worker_binary, {{"ps", 1}, {"worker", 2}}};
+///   auto ps = start_ps_cluster(worker_binary, 2, 3);     // ps tasks serving; ps.spec for workers
 ///   if (cluster.ready()) ... cluster_spec::parse(cluster.spec_json()) ...
 /// No test framework in here: Catch tests and benchmarks both use it and check the results.
 
@@ -448,5 +449,39 @@ private:
   std::vector<std::unique_ptr<child_process>> tasks_;
   bool ready_ = true;
 };
+
+/// A cluster spec ("ps=...;worker=...") of `ps` ps tasks and `workers` worker tasks on free
+/// loopback ports, its ps tasks (actorflow-worker, one thread each) started and serving, for
+/// tests whose workers are other programs (actorflow-train, Python). `ready` is false when ports
+/// or a serving ps could not be had.
+struct ps_cluster {
+  std::string spec;
+  std::vector<std::unique_ptr<child_process>> ps;
+  bool ready = false;
+};
+
+inline ps_cluster start_ps_cluster(const std::string& worker_binary, int ps, int workers,
+                                   std::chrono::milliseconds serving_within = std::chrono::seconds(20)) {
+  ps_cluster out;
+  auto ports = free_loopback_ports(static_cast<std::size_t>(ps + workers));
+  if (ports.size() != static_cast<std::size_t>(ps + workers))
+    return out;
+  auto address = [&](int i) { return "127.0.0.1:" + std::to_string(ports[static_cast<std::size_t>(i)]); };
+  out.spec = "ps=";
+  for (int t = 0; t < ps; ++t)
+    out.spec += (t > 0 ? "," : "") + address(t);
+  out.spec += ";worker=";
+  for (int t = 0; t < workers; ++t)
+    out.spec += (t > 0 ? "," : "") + address(ps + t);
+  for (int t = 0; t < ps; ++t) {
+    out.ps.push_back(std::make_unique<child_process>(
+      worker_binary, std::vector<std::string>{"--cluster", out.spec, "--job", "ps", "--task",
+                                              std::to_string(t), "--threads", "1"}));
+    if (!out.ps.back()->wait_for_line("serving on", serving_within))
+      return out;
+  }
+  out.ready = true;
+  return out;
+}
 
 } // namespace actorflow::testing
