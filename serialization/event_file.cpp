@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 
 #include <fcntl.h>
@@ -174,6 +175,90 @@ status event_file_writer::add_scalars(std::int64_t step,
     v->set_simple_value(static_cast<float>(value));
   }
   return write_event(event.SerializeAsString());
+}
+
+status event_file_writer::add_summary(std::int64_t step, const std::string& serialized_summary) {
+  pb::Summary summary;
+  if (!summary.ParseFromString(serialized_summary))
+    return make_error(errc::invalid_argument, "event file '" + path_ + "': the summary of step " +
+                                                std::to_string(step) + " is not a Summary");
+  pb::Event event;
+  event.set_wall_time(wall_time_now());
+  event.set_step(step);
+  *event.mutable_summary() = std::move(summary);
+  return write_event(event.SerializeAsString());
+}
+
+namespace {
+
+/// TF's default histogram bucket limits (tensorflow/core/lib/histogram): -DBL_MAX,
+/// -1e20 .. -1e-12, 0, 1e-12 .. 1e20, DBL_MAX, by factors of 1.1.
+const std::vector<double>& default_bucket_limits() {
+  static const std::vector<double> limits = [] {
+    std::vector<double> positive;
+    for (double v = 1.0e-12; v < 1.0e20; v *= 1.1)
+      positive.push_back(v);
+    positive.push_back(std::numeric_limits<double>::max());
+    std::vector<double> all;
+    for (auto it = positive.rbegin(); it != positive.rend(); ++it)
+      all.push_back(-*it);
+    all.push_back(0.0);
+    all.insert(all.end(), positive.begin(), positive.end());
+    return all;
+  }();
+  return limits;
+}
+
+void fill_histogram(const std::vector<double>& values, pb::HistogramProto& out) {
+  auto& limits = default_bucket_limits();
+  std::vector<double> counts(limits.size(), 0.0);
+  double low = std::numeric_limits<double>::max(), high = -low, sum = 0, squares = 0;
+  for (double v : values) {
+    // The first bucket whose limit is above v, as TF's Histogram::Add.
+    auto at = std::upper_bound(limits.begin(), limits.end(), v) - limits.begin();
+    counts[static_cast<std::size_t>(std::min<std::ptrdiff_t>(at, static_cast<std::ptrdiff_t>(limits.size()) - 1))] += 1;
+    low = std::min(low, v);
+    high = std::max(high, v);
+    sum += v;
+    squares += v * v;
+  }
+  out.set_min(low);
+  out.set_max(high);
+  out.set_num(static_cast<double>(values.size()));
+  out.set_sum(sum);
+  out.set_sum_squares(squares);
+  // Runs of empty buckets become one, at the run's last limit (TF's EncodeToProto).
+  for (std::size_t i = 0; i < limits.size();) {
+    double end = limits[i], count = counts[i];
+    std::size_t j = i + 1;
+    while (count == 0.0 && j < limits.size() && counts[j] == 0.0) {
+      end = limits[j];
+      ++j;
+    }
+    out.add_bucket_limit(end);
+    out.add_bucket(count);
+    i = j;
+  }
+}
+
+} // namespace
+
+result<std::string> serialize_summary(const std::vector<summary_value>& values) {
+  pb::Summary summary;
+  for (auto& value : values) {
+    auto* v = summary.add_value();
+    v->set_tag(value.tag);
+    if (value.histogram) {
+      fill_histogram(value.values, *v->mutable_histo());
+      continue;
+    }
+    if (value.values.size() != 1)
+      return make_error(errc::invalid_argument,
+                        "summary '" + value.tag + "': a scalar summary needs one value, not " +
+                          std::to_string(value.values.size()));
+    v->set_simple_value(static_cast<float>(value.values[0]));
+  }
+  return summary.SerializeAsString();
 }
 
 status event_file_writer::add_graph(const graph& g) {

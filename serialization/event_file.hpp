@@ -37,6 +37,8 @@ public:
 
   /// One Summary of scalars (tag, value) at `step`.
   status add_scalars(std::int64_t step, const std::vector<std::pair<std::string, double>>& values);
+  /// A serialized Summary (serialize_summary's, or tf.summary's from Python) at `step`.
+  status add_summary(std::int64_t step, const std::string& serialized_summary);
   /// The graph as TensorBoard draws it: every node with its op, inputs ("name", "name:1",
   /// "^name" for control inputs), device (the placed one, else the requested one), dtype and
   /// output shapes.
@@ -51,6 +53,19 @@ private:
   file_io::fd_guard file_;
   std::string path_;
 };
+
+/// One value of a Summary: a scalar (TensorBoard's simple_value: the value's only element) or
+/// a histogram of every element.
+struct summary_value {
+  std::string tag;
+  bool histogram = false;
+  std::vector<double> values;
+};
+
+/// `values` as a serialized Summary (what TF's summary ops output). A histogram has TF's
+/// default buckets (limits +-1e-12 x 1.1^k up to 1e20, and 0), runs of empty buckets merged
+/// as TF writes them. A scalar value of other than one element is an error naming its tag.
+result<std::string> serialize_summary(const std::vector<summary_value>& values);
 
 /// The payloads of every record of an event (or TFRecord) file, both CRCs checked. A torn or
 /// corrupted record is an error naming the file and the record's byte offset.

@@ -9,7 +9,7 @@
 Names TF has and actorflow does not yet raise AttributeError saying so.
 """
 
-from actorflow import distribute, errors, layers, losses, math, nn, train
+from actorflow import distribute, errors, layers, losses, math, nn, summary, train
 from actorflow._missing import missing_names
 from actorflow.dtypes import (DType, TensorShape, as_dtype, bool, double, float32,  # noqa: A004
                               float64, int32, int64)
@@ -52,5 +52,6 @@ from actorflow.session import (ConfigProto, GPUOptions, InteractiveSession, RunM
                                get_default_session)
 
 newaxis = None
+Summary = summary.Summary
 
 __getattr__ = missing_names(__name__)

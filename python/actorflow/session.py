@@ -477,6 +477,9 @@ def _flatten_fetches(graph, fetch, leaves):
         return (type(fetch).__name__, type(fetch), [_flatten_fetches(graph, v, leaves) for v in fetch])
     if isinstance(fetch, IndexedSlices):
         fetch = fetch._dense    # its dense value (TF would give an IndexedSlicesValue)
+    from actorflow.summary import _SummaryOp
+    if isinstance(fetch, _SummaryOp):  # its values' tensors, serialized once fetched
+        return ("summary", fetch, [_flatten_fetches(graph, t, leaves) for _, _, t in fetch._entries])
     from actorflow.sparse import SparseTensor, SparseTensorValue
     if isinstance(fetch, SparseTensor):
         return ("namedtuple", SparseTensorValue,
@@ -504,4 +507,6 @@ def _rebuild(structure, values):
         return cls((k, _rebuild(s, values)) for k, s in content)
     if kind == "namedtuple":
         return cls(*[_rebuild(s, values) for s in content])
+    if kind == "summary":
+        return cls._serialize([_rebuild(s, values) for s in content])
     return cls(_rebuild(s, values) for s in content)

@@ -36,6 +36,7 @@ void bind_server(py::module_& m);
 void bind_training(py::module_& m);
 void bind_monitored(py::module_& m);
 void bind_control_flow_and_sparse(py::module_& m);
+void bind_summary(py::module_& m);
 
 /// A session that Python can close before the object goes away (tf.Session.close), or one
 /// borrowed from a monitored session for the length of a hook's call (`borrowed`, cleared when

@@ -97,4 +97,5 @@ PYBIND11_MODULE(_actorflow, m) {
   actorflow::python::bind_training(m);
   actorflow::python::bind_monitored(m);
   actorflow::python::bind_control_flow_and_sparse(m);
+  actorflow::python::bind_summary(m);
 }

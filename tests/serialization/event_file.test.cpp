@@ -53,6 +53,27 @@ TEST_CASE("an event file holds its version, scalars and graph as whole, checked 
   CHECK(records->at(2).find("mul") != std::string::npos);
 }
 
+TEST_CASE("serialized summaries of scalars and histograms go into an event file, and bad ones are refused naming them") {
+  temp_dir dir;
+  auto summary = serialize_summary({{"loss", false, {0.25}}, {"weights", true, {-1.0, 0.5, 0.5, 3.0}}});
+  REQUIRE(summary);
+  auto writer = event_file_writer::open(dir.path());
+  REQUIRE(writer);
+  REQUIRE((*writer)->add_summary(12, *summary).ok());
+  auto records = read_event_records((*writer)->path());
+  REQUIRE(records);
+  REQUIRE(records->size() == 2);
+  CHECK(records->at(1).find(*summary) != std::string::npos); // the Summary, whole, in its Event
+  CHECK(records->at(1).find("weights") != std::string::npos);
+  auto two = serialize_summary({{"accuracy", false, {0.5, 0.75}}});
+  REQUIRE_FALSE(two);
+  CHECK(two.error().message().find("summary 'accuracy': a scalar summary needs one value, not 2") !=
+        std::string::npos);
+  auto garbage = (*writer)->add_summary(3, std::string{"\xff\xff\xff", 3});
+  REQUIRE_FALSE(garbage.ok());
+  CHECK(garbage.message().find("the summary of step 3 is not a Summary") != std::string::npos);
+}
+
 TEST_CASE("a resumed run starts a new event file with a SessionLog START at its step") {
   temp_dir dir;
   { REQUIRE(event_file_writer::open(dir.path())); }
