@@ -95,7 +95,9 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
                          at the end)
   --keep-checkpoints N   how many checkpoints to keep (default 3)
   --resume               continue from the latest checkpoint in --checkpoint-dir, and with the
-                         metrics.csv (and so the curve) of the run it continues
+                         metrics.csv (and so the curve) of the run it continues (--strategy
+                         mirrored: give it to every worker; the chief's checkpoint is restored
+                         and broadcast)
   --log-every N          metrics row every N steps (default 50)
   --target caf://H:P     train on the cluster whose master listens there (actorflow-master,
                          or a worker started with --master); with --cluster, data parallel

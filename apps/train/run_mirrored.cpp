@@ -3,13 +3,15 @@
 // of the variables; the chief's initial values are broadcast to all; each step every worker
 // computes the gradients of its share of the global batch, the workers all-reduce their mean
 // (one bucket: every gradient packed into one tensor) and each applies it to its copy, so the
-// copies stay equal (--check-replicas compares them). The chief evaluates and writes metrics.
+// copies stay equal (--check-replicas compares them). The chief evaluates and writes metrics
+// and, with --checkpoint-dir, a checkpoint each epoch, from which --resume starts every worker.
 #include "train/modes.hpp"
 #include "actors/collective.hpp"
 #include "actors/server.hpp"
 #include "graph/ops.hpp"
 
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <optional>
 
@@ -133,13 +135,21 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
       fed.emplace_back(gradient_feeds.back(), var);
     }
     apply = opt->apply_gradients(fed, "mirrored_apply");
-    for (auto& var : model->weights) {
-      value_feeds.push_back(ops::placeholder(g, dtype::float32));
+  }
+  // Every variable, the optimizer's slots too: what the chief checkpoints and broadcasts.
+  saver checkpoints_saver{g};
+  auto& replicated = checkpoints_saver.variables();
+  {
+    auto here = g.device(me);
+    for (auto& var : replicated) {
+      value_feeds.push_back(ops::placeholder(g, var.read.type()));
       assigns.push_back(ops::assign(var, value_feeds.back()));
     }
   }
   if (!g.status().ok())
     return fail(g.status());
+  if (!checkpoints_saver.status().ok())
+    return fail(checkpoints_saver.status());
   auto& m = *model;
 
   server_options serving;
@@ -161,14 +171,21 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
   session s{g, options};
   if (auto init = s.run_targets({ops::global_variables_initializer(g)}); !init.ok())
     return fail(init);
+  // The chief alone writes checkpoints (every replica holds the same values) and, with
+  // --resume, restores the latest; the others get its values and step below.
+  auto checkpoints = checkpoints_of(o, checkpoints_saver, chief);
+  auto resumed = chief ? resume(o, checkpoints, s) : result<std::int64_t>{std::int64_t{0}};
+  if (!resumed)
+    return fail(resumed.error());
   auto group = collective_group::join(**served, cluster, job, task, 1, o.init_timeout_seconds);
   if (!group)
     return fail(group.error());
   progress_printer progress{o.log_every};
-  // Every replica starts from the chief's values (TF's MWMS broadcasts them).
+  // Every replica starts from the chief's values and step (TF's MWMS broadcasts them).
+  std::int64_t step = 0;
   {
     std::vector<output> reads;
-    for (auto& v : m.weights)
+    for (auto& v : replicated)
       reads.push_back(v.read);
     auto values = s.run(reads);
     if (!values)
@@ -177,29 +194,40 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
     for (std::size_t i = 0; i < values->size(); ++i) {
       auto chiefs = group->broadcast(values->at(i), 0);
       if (!chiefs)
-        return fail(chiefs.error().with_context("broadcasting the chief's initial values"));
+        return fail(chiefs.error().with_context("broadcasting the chief's values"));
       feeds.emplace_back(value_feeds[i], std::move(*chiefs));
     }
     if (auto st = s.run_targets(assigns, feeds); !st.ok())
       return fail(st);
+    auto chiefs_step = group->broadcast(tensor::from_vector<std::int64_t>({*resumed}, {1}), 0);
+    if (!chiefs_step)
+      return fail(chiefs_step.error().with_context("broadcasting the chief's step"));
+    step = chiefs_step->data<std::int64_t>()[0];
   }
+  if (!chief && step > 0)
+    progress.line("going on from the chief's step " + std::to_string(step));
+  // The batch order is a function of the seed: a resumed run takes the batches it would have.
+  batches->seek(step);
   progress.line("worker " + me + (chief ? " (chief)" : "") + ": mirrored over " +
                 std::to_string(workers) + " workers (rank " + std::to_string(group->rank()) +
                 "), its share (1 in " + std::to_string(workers) + ") of one shared order of " +
                 std::to_string(data->train.size()));
   train::metrics_log metrics;
   if (chief)
-    if (auto st = metrics.open(o.output_dir + "/metrics.csv"); !st.ok())
+    if (auto st = begin_metrics(o, step, metrics); !st.ok())
       return fail(st);
   train::throughput_meter throughput;
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
   hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr, g));
+  if (checkpoints)
+    hooks.push_back(train::make_checkpoint_hook(
+      [&](std::int64_t at) { return checkpoints.writer().save(s, at); }, steps_per_epoch));
   train::trainer loop{std::move(hooks)};
   std::vector<output> fetches = gradients;
   fetches.push_back(m.loss);
   fetches.push_back(m.correct);
-  auto trained = loop.run(0, total_steps, [&](std::int64_t next) -> result<train::step_report> {
+  auto trained = loop.run(step, total_steps, [&](std::int64_t next) -> result<train::step_report> {
     auto started = clock_type::now();
     auto& b = batches->next();
     auto r = s.run(fetches, {{m.images, b.images}, {m.labels, b.one_hot}});
@@ -221,8 +249,15 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
     std::vector<tensor> loss_and_correct{r->at(gradients.size()), r->at(gradients.size() + 1)};
     return mlp_report(next, steps_per_epoch, loss_and_correct, b, started);
   });
-  if (!trained.ok())
+  if (!trained.ok()) {
+    // TF's MWMS restarts every worker from the latest checkpoint: here, by running them again.
+    if (trained.code() == errc::unavailable && !o.checkpoint_dir.empty())
+      std::cerr << "actorflow-train: run every worker again with --resume: they go on from "
+                   "the chief's latest checkpoint in " << o.checkpoint_dir << '\n';
     return fail(trained);
+  }
+  if (auto written = checkpoints.written(); !written.ok())
+    return fail(written);
   if (o.check_replicas > 0) {
     if (auto st = check_replicas(s, *group, m.weights, total_steps); !st.ok())
       return fail(st);

@@ -1,7 +1,8 @@
 // Collectives across real processes on loopback: collective_worker processes (a server per
 // task, the group joined as tasks reach each other) all-reduce to the exact sum, and a worker
 // killed between two all-reduces (or inside one) fails the next one on every other process at
-// once, naming it; actorflow-train --strategy mirrored on two workers keeps equal replicas.
+// once, naming it; actorflow-train --strategy mirrored on two workers keeps equal replicas and
+// goes on from the chief's checkpoint after a lost worker.
 #include "support/processes.hpp"
 #include "support/temp_dir.hpp"
 
@@ -159,6 +160,59 @@ TEST_CASE("a mirrored worker killed mid-training fails the other's step at once 
   auto why = workers[0]->stderr_text();
   INFO(why);
   CHECK(why.find("member 1 (/job:worker/replica:0/task:1/device:CPU:0)") != std::string::npos);
+}
+
+TEST_CASE("a mirrored run that lost a worker goes on from the chief's checkpoint with --resume and ends as an uninterrupted run does") {
+  const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
+  actorflow::test::temp_dir out;
+  auto checkpoint_dir = out.path() + "/checkpoints";
+  // Two workers on fresh ports, 2 epochs of 234 steps, a checkpoint each epoch.
+  auto start = [&](const std::string& tag, std::vector<std::string> extra) {
+    auto ports = actorflow::testing::free_loopback_ports(2);
+    REQUIRE(ports.size() == 2);
+    auto spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(ports[0]) + "\", \"127.0.0.1:" +
+                std::to_string(ports[1]) + "\"]}";
+    std::vector<std::unique_ptr<child_process>> workers;
+    for (int task = 0; task < 2; ++task) {
+      std::vector<std::string> args{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                                    "--task", std::to_string(task), "--threads", "1", "--epochs", "2",
+                                    "--check-replicas", "100", "--log-every", "50", "--output-dir",
+                                    out.path() + "/" + tag + std::to_string(task)};
+      args.insert(args.end(), extra.begin(), extra.end());
+      workers.push_back(std::make_unique<child_process>(train_binary, args));
+    }
+    return workers;
+  };
+  auto accuracy_of = [](child_process& p) {
+    auto line = p.wait_for_line("test accuracy: ", 240000ms);
+    REQUIRE(line);
+    return *line;
+  };
+  {
+    auto interrupted = start("cut", {"--checkpoint-dir", checkpoint_dir});
+    // Past the first epoch's checkpoint (step 234), worker 1 is lost.
+    REQUIRE(interrupted[0]->wait_for_line("step 300 ", 240000ms));
+    interrupted[1]->signal(SIGKILL);
+    CHECK(interrupted[0]->wait_exit(20000ms) == 1);
+    auto why = interrupted[0]->stderr_text();
+    INFO(why);
+    CHECK(why.find("member 1 (/job:worker/replica:0/task:1/device:CPU:0)") != std::string::npos);
+    CHECK(why.find("run every worker again with --resume") != std::string::npos);
+  }
+  auto resumed = start("resumed", {"--checkpoint-dir", checkpoint_dir, "--resume"});
+  CHECK(resumed[0]->wait_for_line("resumed from", 60000ms) ==
+        "resumed from " + checkpoint_dir + "/ckpt-234.afckpt at step 234");
+  CHECK(resumed[1]->wait_for_line("going on from", 60000ms) == "going on from the chief's step 234");
+  for (auto& w : resumed)
+    REQUIRE(w->wait_for_line("replicas equal after 468 steps", 240000ms));
+  auto resumed_accuracy = accuracy_of(*resumed[0]);
+  auto whole = start("whole", {});
+  auto whole_accuracy = accuracy_of(*whole[0]);
+  // Restored values and slots, the same batches from step 234: the same model, exactly.
+  CHECK(resumed_accuracy == whole_accuracy);
+  for (auto* run : {&resumed, &whole})
+    for (auto& w : *run)
+      CHECK(w->wait_exit(30000ms) == 0);
 }
 
 TEST_CASE("mirrored training runs its collectives over mutual TLS with the cluster token, as every connection") {
