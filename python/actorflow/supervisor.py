@@ -9,9 +9,11 @@ tf.Session and tf.train.Saver: the training loop of classic between-graph script
 
 The chief restores the latest checkpoint in logdir or runs init_op and init_fn; the other
 workers wait until every variable can be read (a ps keeps what the chief initialised). The chief
-saves a checkpoint every save_model_secs seconds, checked after each run() of the session it
-hands out (no thread of its own shares the session), and one more when the `with` block ends
-cleanly. actorflow has no summaries: summary_op and summary_writer must stay unset or None.
+saves a checkpoint every save_model_secs seconds and, with a summary_op (by default
+tf.summary.merge_all()'s, when the graph has summaries), writes its summaries every
+save_summaries_secs seconds to summary_writer (by default a tf.summary.FileWriter of logdir,
+the graph first), both checked after each run() of the session it hands out (no thread of its
+own shares the session), and one more checkpoint when the `with` block ends cleanly.
 """
 
 import contextlib
@@ -361,18 +363,16 @@ def _check_arguments(graph, ready_op, ready_for_local_init_op, is_chief, init_op
     """The Supervisor's ValueError for an argument actorflow cannot honour, or TypeError for one
     of the wrong kind."""
     default = Supervisor.USE_DEFAULT
-    if summary_op is not default and summary_op is not None:
-        raise ValueError("Supervisor(summary_op=%r): actorflow has no summary ops; leave "
-                         "summary_op out or pass None" % (summary_op,))
-    if graph.get_collection(GraphKeys.SUMMARY_OP):
-        raise ValueError("Supervisor: the graph's summary_op collection is set, and "
-                         "actorflow's Supervisor writes no summaries")
-    if summary_writer is not default and summary_writer is not None:
-        raise ValueError("Supervisor(summary_writer=%r): actorflow's Supervisor writes no event "
-                         "files; leave summary_writer out or pass None" % (summary_writer,))
-    if save_summaries_secs not in (120, 0, None):
-        raise ValueError("Supervisor(save_summaries_secs=%r): actorflow's Supervisor writes no "
-                         "summaries; leave save_summaries_secs out or pass 0"
+    from actorflow.summary import FileWriter, _SummaryOp
+    if summary_op is not default and summary_op is not None and not isinstance(summary_op, _SummaryOp):
+        raise TypeError("Supervisor's summary_op is a summary (tf.summary.merge_all(), ...) or "
+                        "None, not %r" % (summary_op,))
+    if summary_writer is not default and summary_writer is not None and \
+            not isinstance(summary_writer, FileWriter):
+        raise TypeError("Supervisor's summary_writer is a tf.summary.FileWriter or None, not %r"
+                        % (summary_writer,))
+    if save_summaries_secs is not None and float(save_summaries_secs) < 0:
+        raise ValueError("Supervisor(save_summaries_secs=%r) must be >= 0 (0: no summaries)"
                          % (save_summaries_secs,))
     if save_model_secs is not None and float(save_model_secs) < 0:
         raise ValueError("Supervisor(save_model_secs=%r) must be >= 0 (0: no timed checkpoints)"
@@ -404,9 +404,8 @@ def _check_arguments(graph, ready_op, ready_for_local_init_op, is_chief, init_op
 
 class Supervisor:
     """TF 1.15's tf.train.Supervisor over SessionManager and Saver (see the module's text).
-    Arguments actorflow cannot honour raise ValueError naming them: summary_op and
-    summary_writer other than USE_DEFAULT or None, save_summaries_secs other than 120 (the
-    default), 0 or None. The checkpoint files follow tf.train.Saver's names
+    Arguments actorflow cannot honour raise ValueError naming them. The checkpoint files follow
+    tf.train.Saver's names
     (`<logdir>/ckpt-<step>.afckpt`); checkpoint_basename names save_path only."""
 
     USE_DEFAULT = 0
@@ -432,6 +431,7 @@ class Supervisor:
         self._stop_grace_secs = stop_grace_secs
         self._checkpoint_basename = checkpoint_basename
         self._init_fn = init_fn
+        self._save_summaries_secs = save_summaries_secs
         self._save_path = os.path.join(logdir, checkpoint_basename) if logdir else None
         with graph.as_default():
             self._init_ready_op(ready_op, ready_for_local_init_op)
@@ -439,6 +439,7 @@ class Supervisor:
             self._init_local_init_op(local_init_op)
             self._init_saver(saver)
             self._init_global_step(global_step)
+            self._init_summaries(summary_op, summary_writer)
         if session_manager is None:
             session_manager = SessionManager(
                 local_init_op=self._local_init_op, ready_op=self._ready_op,
@@ -448,6 +449,7 @@ class Supervisor:
         self._session_manager = session_manager
         self._saving_session = None      # the chief's session its checkpoints read, or None
         self._last_save = None
+        self._last_summary = None
         graph.finalize()
 
     # Construction, following TF's: a default is taken from the graph's collection, else made
@@ -501,6 +503,20 @@ class Supervisor:
                 self._graph.add_to_collection(GraphKeys.SAVERS, saver)
         self._saver = saver
 
+    def _init_summaries(self, summary_op, summary_writer):
+        from actorflow import summary
+        if summary_op is Supervisor.USE_DEFAULT:
+            summary_op = self._first_in_collection(GraphKeys.SUMMARY_OP)
+            if summary_op is None:
+                summary_op = summary.merge_all()
+                if summary_op is not None:
+                    self._graph.add_to_collection(GraphKeys.SUMMARY_OP, summary_op)
+        self._summary_op = summary_op
+        # The chief writes events (TF's): into logdir unless given a writer of its own.
+        if summary_writer is Supervisor.USE_DEFAULT:
+            summary_writer = summary.FileWriter(self._logdir) if self._is_chief and self._logdir else None
+        self._summary_writer = summary_writer
+
     def _init_global_step(self, global_step):
         from actorflow import train
         if global_step is Supervisor.USE_DEFAULT:
@@ -548,22 +564,34 @@ class Supervisor:
                     sess.close()
 
     def start_standard_services(self, sess):
-        """The chief's services: with a logdir and a saver, a checkpoint now and every
-        save_model_secs seconds after (none when 0 or None), each saved after a run() of `sess`
-        once due, and the last one when the supervisor stops cleanly (actorflow writes no
-        summaries). No threads: the list of those started is empty."""
+        """The chief's services: the graph to the summary writer; with a logdir and a saver, a
+        checkpoint now and every save_model_secs seconds after (none when 0 or None); with a
+        summary_op and a writer, its summaries now and every save_summaries_secs seconds after
+        (none when 0 or None). Each is done after a run() of `sess` once due, and the last
+        checkpoint when the supervisor stops cleanly. No threads: the list of those started is
+        empty."""
         if not self._is_chief:
             raise RuntimeError("Only chief supervisor can start standard services. Because only "
                                "chief supervisors can write events.")
-        if not (self._logdir and self._saver):
+        if self._summary_writer is not None:
+            self._summary_writer.add_graph(self._graph)
+        checkpoints = bool(self._logdir and self._saver and self._save_model_secs)
+        summaries = bool(self._summary_op is not None and self._summary_writer is not None
+                         and self._save_summaries_secs)
+        if not (checkpoints or summaries or (self._logdir and self._saver)):
             return []
         if not isinstance(sess, _SupervisedSession):
-            raise TypeError("start_standard_services: actorflow's checkpoints need the session "
-                            "prepare_or_wait_for_session made, not %r" % (sess,))
+            raise TypeError("start_standard_services: actorflow's checkpoints and summaries need "
+                            "the session prepare_or_wait_for_session made, not %r" % (sess,))
         self._saving_session = sess
-        if self._save_model_secs:
-            sess._after_run = self._save_if_due
+        self._checkpoints_due = checkpoints
+        self._summaries_due = summaries
+        if checkpoints or summaries:
+            sess._after_run = self._services_if_due
+        if checkpoints:
             self._save_checkpoint(sess)
+        if summaries:
+            self._write_summaries(sess)
         return []
 
     def start_queue_runners(self, sess, queue_runners=None):
@@ -572,11 +600,32 @@ class Supervisor:
             raise ValueError("Supervisor.start_queue_runners: actorflow has no queue runners")
         return []
 
-    def _save_if_due(self, sess):
+    def _services_if_due(self, sess):
         if sess is not self._saving_session or self._coord.should_stop():
             return
-        if time.monotonic() - self._last_save >= float(self._save_model_secs):
+        now = time.monotonic()
+        if self._checkpoints_due and now - self._last_save >= float(self._save_model_secs):
             self._save_checkpoint(sess)
+        if self._summaries_due and now - self._last_summary >= float(self._save_summaries_secs):
+            self._write_summaries(sess)
+
+    def _write_summaries(self, sess):
+        # Stamped first: the run below comes back to _services_if_due.
+        self._last_summary = time.monotonic()
+        if self._global_step is not None:
+            summary, step = sess.run([self._summary_op, self._global_step])
+        else:
+            summary, step = sess.run(self._summary_op), None
+        self._summary_writer.add_summary(summary, step)
+
+    def summary_computed(self, sess, summary, global_step=None):
+        """Writes `summary` (what Session.run gave for a summary) at `global_step`, by default
+        the global step's value now."""
+        if self._summary_writer is None:
+            raise RuntimeError("Writing a summary requires a summary writer.")
+        if global_step is None and self._global_step is not None:
+            global_step = sess.run(self._global_step)
+        self._summary_writer.add_summary(summary, global_step)
 
     def _save_checkpoint(self, sess):
         # Stamped first: the saver reads the global step with sess.run, which comes back here.
@@ -607,8 +656,10 @@ class Supervisor:
             sess._after_run = None
         self._coord.join(threads, stop_grace_period_secs=self._stop_grace_secs,
                          ignore_live_threads=ignore_live_threads)
-        if sess is not None and not sess._c.closed:
+        if sess is not None and not sess._c.closed and self._logdir and self._saver:
             self._save_checkpoint(sess)
+        if close_summary_writer and self._summary_writer is not None:
+            self._summary_writer.close()
 
     # What it holds (TF's properties).
     @property
@@ -641,15 +692,15 @@ class Supervisor:
 
     @property
     def summary_writer(self):
-        return None
+        return self._summary_writer
 
     @property
     def summary_op(self):
-        return None
+        return self._summary_op
 
     @property
     def save_summaries_secs(self):
-        return 0
+        return self._save_summaries_secs
 
     @property
     def global_step(self):

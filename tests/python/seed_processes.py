@@ -11,6 +11,7 @@ those.
 
 import os
 import queue
+import random
 import socket
 import subprocess
 import threading
@@ -20,15 +21,43 @@ SEEDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds")
 PYTHON = "/usr/bin/python3"
 
 
+def _bindable(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def free_ports(count):
-    """`count` distinct ports that were free on 127.0.0.1 a moment ago."""
+    """`count` distinct ports that were free on 127.0.0.1 a moment ago, drawn below the kernel's
+    ephemeral range as tests/support/processes.hpp's are: a port the kernel handed out for
+    127.0.0.1:0 can be handed out again (a started task's bulk listener took one that way
+    before the task meant to listen there started)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    ports = []
+    draw = random.Random()
+    for _ in range(1000):
+        if len(ports) == count or ephemeral_low <= 12000:
+            break
+        port = draw.randrange(10000, ephemeral_low)
+        if port not in ports and _bindable(port):
+            ports.append(port)
+    if len(ports) == count:
+        return ports
+    # A kernel whose ephemeral range leaves no room below: take some of its ports.
     sockets = []
     try:
-        for _ in range(count):
+        for _ in range(count - len(ports)):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
             sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
+        return ports + [s.getsockname()[1] for s in sockets]
     finally:
         for s in sockets:
             s.close()

@@ -57,7 +57,7 @@ def summary_values(serialized):
     values = {}
     for number, _, value in fields(serialized):
         assert number == 1
-        tag, content = None, None
+        tag, content = None, 0.0   # proto3 leaves a simple_value of 0 out
         for n, wire, v in fields(value):
             if n == 1:
                 tag = v.decode()

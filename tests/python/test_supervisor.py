@@ -272,9 +272,7 @@ def test_the_graph_is_finalized_and_a_second_supervisor_reuses_what_the_first_ma
 
 
 @pytest.mark.parametrize("arguments, named", [
-    (dict(summary_op="merged"), "summary_op"),
-    (dict(summary_writer=object()), "summary_writer"),
-    (dict(save_summaries_secs=60), "save_summaries_secs"),
+    (dict(save_summaries_secs=-1), "save_summaries_secs"),
     (dict(checkpoint_basename="sub/model.ckpt"), "checkpoint_basename"),
     (dict(save_model_secs=-1), "save_model_secs"),
     (dict(session_manager=tf.train.SessionManager(), local_init_run_options=tf.RunOptions()),
@@ -292,7 +290,8 @@ def test_an_argument_actorflow_cannot_honour_is_a_value_error_naming_it(argument
 
 
 @pytest.mark.parametrize("arguments", [dict(saver="saver"), dict(init_op=3),
-                                       dict(ready_op="ready"), dict(init_fn=5)])
+                                       dict(ready_op="ready"), dict(init_fn=5),
+                                       dict(summary_op="merged"), dict(summary_writer=object())])
 def test_an_argument_of_the_wrong_kind_is_a_type_error_before_anything_is_made(arguments):
     tf.Variable(1.0)
     graph = tf.get_default_graph()
@@ -309,6 +308,34 @@ def test_the_defaults_and_summaries_off_are_taken():
     assert sv.summary_op is None and sv.summary_writer is None and sv.saver is None
     assert sv.global_step is None and sv.USE_DEFAULT == tf.train.Supervisor.USE_DEFAULT
     assert isinstance(sv.session_manager, tf.train.SessionManager)
+
+
+def test_the_chief_writes_the_graph_and_its_summaries_every_save_summaries_secs(tmp_path):
+    from test_summary import events, summary_values
+    logdir = str(tmp_path / "train")
+    x, y, w, _, loss, global_step, train_op = linear_model()
+    tf.summary.scalar("loss", loss)
+    tf.summary.scalar("w", w)
+    # The default summary op needs the feeds of its loss: a summary op of w alone here.
+    sv = tf.train.Supervisor(logdir=logdir, save_model_secs=0, save_summaries_secs=0.2,
+                             summary_op=tf.summary.merge([tf.get_collection(tf.GraphKeys.SUMMARIES)[1]]))
+    assert sv.summary_writer.get_logdir() == logdir and sv.save_summaries_secs == 0.2
+    with sv.managed_session() as sess:
+        for i in range(6):
+            train(sess, x, y, train_op, 5, seed=5 * i)
+            time.sleep(0.1)
+        sv.summary_computed(sess, sess.run(tf.summary.merge_all(), dict(zip((x, y), batch(0)))))
+    records = [r for f in os.listdir(logdir) if f.startswith("events.out.tfevents.")
+               for r in events(os.path.join(logdir, f))]
+    assert any(4 in r for r in records)                          # the graph
+    written = [(r.get(2, 0), summary_values(r[5])) for r in records if 5 in r]
+    # One at the start (step 0), then about every 0.2 s of the 0.6 s of training, each at the
+    # global step of its run; the last one, summary_computed's, at the final step with the loss.
+    assert written[0] == (0, {"w_1": 0.0})   # the tag is the summary op's unique name
+    timed = written[:-1]
+    assert 2 <= len(timed) <= 6
+    assert [s for s, _ in timed] == sorted(s for s, _ in timed) and timed[-1][0] > 0
+    assert written[-1][0] == 30 and set(written[-1][1]) == {"loss_1", "w_1"}
 
 
 # --- workers that are not the chief ---------------------------------------------------------------
