@@ -51,6 +51,10 @@ output is_nan(output x, const std::string& name = "IsNan");
 output is_inf(output x, const std::string& name = "IsInf");
 output is_finite(output x, const std::string& name = "IsFinite");
 
+/// "ArgMin": the index of the smallest element along `axis` (int64; the first of equal ones),
+/// as ops::argmax's.
+output argmin(output x, std::int64_t axis, const std::string& name = "ArgMin");
+
 /// "SelectV2": condition ? t : e elementwise, the three broadcast together numpy-style
 /// (tf.where in TF 2; TF1's rank-1 condition over rows is a reshape of it in Python).
 output select(output condition, output t, output e, const std::string& name = "SelectV2");

@@ -202,6 +202,10 @@ output logical_not(output x, const std::string& name) { return unary("LogicalNot
 
 // --- graph/math_ops.hpp ----------------------------------------------------------------------
 
+output argmin(output x, std::int64_t axis, const std::string& name) {
+  return make(graph_of(x), "ArgMin", name, {x}, {{"axis", axis}});
+}
+
 output maximum(output x, output y, const std::string& name) { return binary("Maximum", x, y, name); }
 output minimum(output x, output y, const std::string& name) { return binary("Minimum", x, y, name); }
 output pow(output x, output y, const std::string& name) { return binary("Pow", x, y, name); }

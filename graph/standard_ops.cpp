@@ -270,7 +270,7 @@ status argmax(shape_context& c) {
   }
   auto a = axis < 0 ? axis + in.rank() : axis;
   if (a < 0 || a >= in.rank())
-    return error("ArgMax axis " + std::to_string(axis) + " is out of range for " + in.to_string());
+    return error(c.n.op + " axis " + std::to_string(axis) + " is out of range for " + in.to_string());
   std::vector<std::int64_t> dims;
   for (int i = 0; i < in.rank(); ++i)
     if (i != a)
@@ -393,6 +393,7 @@ void register_standard_ops(op_registry& r) {
   for (auto name : {"Sum", "Mean", "Max", "Min", "Prod"})
     add(name, 1, reduction);
   add("ArgMax", 1, argmax);
+  add("ArgMin", 1, argmax);
   add("Reshape", 1, reshape);
   add("ConcatV2", -1, concat);
   add("SoftmaxCrossEntropyWithLogits", 2, xent);

@@ -26,7 +26,7 @@ from actorflow.ops import (abs, ceil, clip_by_global_norm, clip_by_norm, clip_by
                            reduce_any, reduce_min, reduce_prod, round, rsqrt, scatter_add,
                            scatter_sub, scatter_update, sign, squared_difference, squeeze, stack,
                            unique, unsorted_segment_sum, where, where_v2)
-from actorflow.ops import (add, add_n, all_variables, arg_max, argmax, assign, assign_add,
+from actorflow.ops import (add, add_n, all_variables, arg_max, arg_min, argmax, argmin, assign, assign_add,
                            assign_sub, cast, concat, constant, div, divide, equal, exp, fill,
                            gather, global_variables, global_variables_initializer, gradients,
                            greater, greater_equal, group, identity, initialize_all_variables,

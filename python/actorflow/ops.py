@@ -415,14 +415,20 @@ reduce_min = _reduction(_c.reduce_min, "Min")
 reduce_prod = _reduction(_c.reduce_prod, "Prod")
 
 
-def argmax(input, axis=None, name=None, dimension=None, output_type=dtypes.int64):  # noqa: A002
-    x = convert_to_tensor(input)
-    axis = axis if axis is not None else (dimension if dimension is not None else 0)
-    result = _tensor_in(x.graph, _c.argmax(x._output, int(axis), name or "ArgMax"))
-    return cast(result, output_type)
+def _arg_extremum(native, default_name):
+    def op(input, axis=None, name=None, dimension=None, output_type=dtypes.int64):  # noqa: A002
+        x = convert_to_tensor(input)
+        axis = axis if axis is not None else (dimension if dimension is not None else 0)
+        result = _tensor_in(x.graph, native(x._output, int(axis), name or default_name))
+        return cast(result, output_type)
+    op.__name__ = default_name
+    return op
 
 
+argmax = _arg_extremum(_c.argmax, "ArgMax")
+argmin = _arg_extremum(_c.argmin, "ArgMin")
 arg_max = argmax
+arg_min = argmin
 
 
 def reshape(tensor, shape, name=None):

@@ -99,7 +99,7 @@ TEST_CASE("the global registry has a CPU kernel for every op in the op list",
   const std::vector<std::string> float_ops{
     "Const", "Placeholder", "VariableV2", "Assign", "AssignAdd", "AssignSub", "Identity", "Neg",
     "Square", "Sqrt", "Exp", "Log", "Relu", "Sigmoid", "Tanh", "Add", "Sub", "Mul", "Div",
-    "Equal", "Cast", "MatMul", "Sum", "Mean", "Max", "ArgMax", "Reshape", "Softmax",
+    "Equal", "Cast", "MatMul", "Sum", "Mean", "Max", "ArgMax", "ArgMin", "Reshape", "Softmax",
     "SoftmaxCrossEntropyWithLogits", "Fill", "RandomUniform", "RandomStandardNormal",
     "TruncatedNormal", "NoOp"};
   for (auto& op : float_ops) {

@@ -172,14 +172,16 @@ TEST_CASE("reductions over an empty axis give the identity", "[kernels][reductio
   CHECK(prod.to_vector<float>() == std::vector<float>(3, 1.f));
 }
 
-TEST_CASE("ArgMax finds the first maximum along each axis", "[kernels][reduction][argmax]") {
+TEST_CASE("ArgMax and ArgMin find the first maximum and minimum along each axis", "[kernels][reduction][argmax]") {
   kernel_test_env env;
   test_random random{seed};
   auto x = random.integers<std::int32_t>({4, 5, 6}, 0, 3); // small range: many ties
   auto values = x.to_vector<std::int32_t>();
+  for (bool smallest : {false, true})
   for (std::int64_t axis = -3; axis < 3; ++axis) {
-    INFO("axis " << axis << ", seed " << seed);
-    auto out = env.run_ok(make_node("ArgMax", "argmax", dtype::int32, {{"axis", axis}}, {dtype::int64}), {x});
+    const std::string op = smallest ? "ArgMin" : "ArgMax";
+    INFO(op << " axis " << axis << ", seed " << seed);
+    auto out = env.run_ok(make_node(op, "arg", dtype::int32, {{"axis", axis}}, {dtype::int64}), {x});
     REQUIRE(out.type() == dtype::int64);
     auto a = static_cast<int>(axis < 0 ? axis + 3 : axis);
     std::vector<std::int64_t> dims{4, 5, 6};
@@ -198,10 +200,12 @@ TEST_CASE("ArgMax finds the first maximum along each axis", "[kernels][reduction
     for (std::int64_t o = 0; o < outer; ++o)
       for (std::int64_t j = 0; j < inner; ++j) {
         std::int64_t best = 0;
-        for (std::int64_t i = 1; i < len; ++i)
-          if (values[static_cast<std::size_t>((o * len + i) * inner + j)] >
-              values[static_cast<std::size_t>((o * len + best) * inner + j)])
+        for (std::int64_t i = 1; i < len; ++i) {
+          auto candidate = values[static_cast<std::size_t>((o * len + i) * inner + j)];
+          auto kept = values[static_cast<std::size_t>((o * len + best) * inner + j)];
+          if (smallest ? candidate < kept : candidate > kept)
             best = i;
+        }
         REQUIRE(got[static_cast<std::size_t>(o * inner + j)] == best);
       }
   }

@@ -377,7 +377,7 @@ TEST_CASE("every differentiable standard op has a gradient and the stops are reg
     INFO(op);
     CHECK(r.find(op) != nullptr);
   }
-  for (auto op : {"ArgMax", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
+  for (auto op : {"ArgMax", "ArgMin", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                   "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
                   "StopGradient", "IsNan", "IsInf", "IsFinite"}) {
     INFO(op);

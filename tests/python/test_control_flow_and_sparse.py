@@ -228,6 +228,8 @@ def test_elementwise_math_ops_match_numpy():
         (tf.reduce_prod(x, axis=0), X.prod(axis=0)), (tf.reduce_prod(x, 1, keepdims=True),
                                                       X.prod(axis=1, keepdims=True)),
         (tf.sign(x), np.sign(X)), (tf.floor(x * 3.0), np.floor(X * 3)),
+        (tf.argmin(x, 1), X.argmin(1)), (tf.math.argmin(x, axis=0), X.argmin(0)),
+        (tf.arg_min(x, 1, output_type=tf.int32), X.argmin(1).astype(np.int32)),
         (tf.ceil(x * 3.0), np.ceil(X * 3)), (tf.round(x * 4.0), np.round(X * 4)),
         (tf.where(x > y, x, -y), np.where(X > 0.75, X, -0.75)),
         (tf.where(tf.constant([True, False] * (len(X) // 2)), x, y),

@@ -3,7 +3,7 @@
 //   Sum, Max, Min, Prod (float32, float64, int32, int64), Mean (float32, float64) over attr
 //   "axes" (empty: all; negative from the end), attr "keep_dims"; SumToShapeOf (the gradient
 //   of a broadcast);
-//   ArgMax over attr "axis" (int64 output, the first index wins ties).
+//   ArgMax and ArgMin over attr "axis" (int64 output, the first index wins ties).
 // float32 sums accumulate in float64, as on the CPU: the kernels are memory-bound, so the wider
 // adds cost nothing measurable, and results stay as close to the CPU's as the order of the
 // additions allows. Any set of axes goes through one plan (devices/cuda/reduction_plan.hpp):
@@ -278,9 +278,9 @@ protected:
 
 // --- ArgMax --------------------------------------------------------------------------------
 
-/// One thread per (outer, inner) position, walking the axis; strict '>' keeps the first of
-/// equal maxima, and a NaN never wins, as on the CPU.
-template <class T>
+/// One thread per (outer, inner) position, walking the axis; strict '>' ('<' for ArgMin)
+/// keeps the first of equal extremes, and a NaN never wins, as on the CPU.
+template <class T, bool Smallest>
 __global__ void argmax_body(const T* x, std::int64_t* out, std::int64_t outer, std::int64_t len,
                             std::int64_t inner) {
   AF_GRID_STRIDE_LOOP(i, outer * inner) {
@@ -289,22 +289,23 @@ __global__ void argmax_body(const T* x, std::int64_t* out, std::int64_t outer, s
     const T* slice = x + o * len * inner + j;
     std::int64_t best = 0;
     for (std::int64_t k = 1; k < len; ++k)
-      if (slice[k * inner] > slice[best * inner])
+      if (Smallest ? slice[k * inner] < slice[best * inner] : slice[k * inner] > slice[best * inner])
         best = k;
     out[i] = best;
   }
 }
 
-template <class T>
+template <class T, bool Smallest>
 status launch_argmax(cudaStream_t stream, const T* x, std::int64_t* out, std::int64_t outer,
                      std::int64_t len, std::int64_t inner) {
-  return launch_over(outer * inner, stream, argmax_body<T>, x, out, outer, len, inner);
+  return launch_over(outer * inner, stream, argmax_body<T, Smallest>, x, out, outer, len, inner);
 }
 
-template <class T>
-class argmax_kernel final : public cuda_kernel {
+/// ArgMax, or ArgMin when `Smallest`.
+template <class T, bool Smallest>
+class arg_extremum_kernel final : public cuda_kernel {
 public:
-  explicit argmax_kernel(const node& n)
+  explicit arg_extremum_kernel(const node& n)
     : cuda_kernel(n), axis_(n.attr_or<std::int64_t>("axis", 0)) {}
 
 protected:
@@ -315,7 +316,7 @@ protected:
     auto rank = shape.rank();
     if (axis_ < -rank || axis_ >= rank)
       return make_error(errc::invalid_argument,
-                        "ArgMax axis " + std::to_string(axis_) +
+                        op() + " axis " + std::to_string(axis_) +
                           " is out of range for a tensor of rank " + std::to_string(rank));
     auto axis = static_cast<int>(axis_ < 0 ? axis_ + rank : axis_);
     auto len = shape.dim(axis);
@@ -331,18 +332,23 @@ protected:
         out_dims.push_back(shape.dim(i));
     }
     if (len == 0 && outer * inner > 0)
-      return make_error(errc::invalid_argument, "ArgMax over an empty axis " +
+      return make_error(errc::invalid_argument, op() + " over an empty axis " +
                                                   std::to_string(axis) + " of shape " +
                                                   shape.to_string());
     tensor out = ctx.allocate_output(0, dtype::int64, tensor_shape{out_dims});
     if (out.num_elements() == 0)
       return {};
-    return launch_argmax<T>(stream, x.data<T>(), out.data<std::int64_t>(), outer, len, inner);
+    return launch_argmax<T, Smallest>(stream, x.data<T>(), out.data<std::int64_t>(), outer, len, inner);
   }
 
 private:
   std::int64_t axis_;
 };
+
+template <class T>
+using argmax_kernel = arg_extremum_kernel<T, false>;
+template <class T>
+using argmin_kernel = arg_extremum_kernel<T, true>;
 
 } // namespace
 
@@ -356,6 +362,7 @@ void register_reduction_kernels(kernel_registry& registry) {
   add_gpu_kernels<prod_kernel, float, double, int32_t, int64_t>(registry, "Prod");
   add_gpu_kernels<sum_to_shape_kernel, float, double, int32_t, int64_t>(registry, "SumToShapeOf");
   add_gpu_kernels<argmax_kernel, float, double, int32_t, int64_t>(registry, "ArgMax");
+  add_gpu_kernels<argmin_kernel, float, double, int32_t, int64_t>(registry, "ArgMin");
 }
 
 } // namespace actorflow::cuda
