@@ -183,6 +183,30 @@ def log_softmax(logits, axis=None, name=None):
                                                                keepdims=True)))
 
 
+def in_top_k(predictions, targets, k, name=None):
+    """Whether each row's target class is among its k largest predictions (bool [batch]), as
+    TF's InTopK: ties at the boundary count as in, a non-finite target prediction and a class out
+    of range as out. The
+    target's prediction is picked by a one-hot mask, so the classes must be known."""
+    with _ops._scoped("in_top_k", name):
+        p = convert_to_tensor(predictions)
+        classes = p.shape.as_list()[-1] if p.shape.ndims == 2 else None
+        if classes is None:
+            raise ValueError("in_top_k needs predictions of shape [batch, classes] with the "
+                             "classes known, got %s" % p.shape)
+        t = convert_to_tensor(targets)
+        if not t.dtype.is_integer:
+            raise TypeError("in_top_k's targets are class ids (int32 or int64), not %s" % t.dtype.name)
+        known = _ops.logical_and(t >= 0, t < classes)  # a class out of range is not in the top k
+        pick = _ops.one_hot(_ops.where_v2(known, t, _ops.zeros_like(t)), classes, dtype=p.dtype)
+        # where(pick) keeps an infinite target prediction out of 0 * inf.
+        target = _ops.reduce_sum(_ops.where_v2(pick > 0, p, _ops.zeros_like(p)), axis=1,
+                                 keepdims=True)
+        above = _ops.reduce_sum(_ops.cast(p > target, dtypes.int32), axis=1)
+        return _ops.logical_and(_ops.logical_and(above < int(k), _ops.is_finite(target[:, 0])),
+                                known)
+
+
 def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
     """(mean, variance) over `axes`."""
     keep = bool(keepdims if keepdims is not None else keep_dims)

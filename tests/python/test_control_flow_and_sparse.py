@@ -311,6 +311,16 @@ def test_more_composed_ops_match_numpy():
     values = evaluate([c[0] for c in cases])
     for (tensor, expected), value in zip(cases, values):
         np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6, err_msg=tensor.name)
+    # in_top_k: ties at the boundary are in, a non-finite target prediction and a bad class out.
+    scores = np.array([[0.1, 0.5, 0.5, 0.2], [3.0, 1.0, 2.0, 0.0], [np.inf, 1.0, 0.0, 0.0],
+                       [0.0, 1.0, 2.0, 3.0]], np.float32)
+    targets = np.array([2, 2, 0, 7])
+    got = evaluate([tf.nn.in_top_k(scores, targets, k) for k in (1, 2, 3)])
+    np.testing.assert_array_equal(got[0], [True, False, False, False])
+    np.testing.assert_array_equal(got[1], [True, True, False, False])
+    np.testing.assert_array_equal(got[2], [True, True, False, False])
+    with pytest.raises(ValueError, match="classes known"):
+        tf.nn.in_top_k(tf.placeholder(tf.float32, [None, None]), [0], 1)
     with pytest.raises(TypeError, match="Range"):
         tf.range(tf.constant(3))
     with pytest.raises(ValueError, match="depth"):
