@@ -73,14 +73,17 @@ public:
   /// sort after it (reaching them as tasks reach each other, so pieces then travel on that
   /// connection) and waits for the ones before it to introduce theirs. Errors name the task
   /// that could not be reached or did not come within `timeout_seconds`, which also bounds
-  /// every later op.
+  /// every later op. With `per_incarnation`, the group's key is `key` mixed with every
+  /// member's task incarnation: a group formed again after a member was lost and restarted
+  /// gets a key of its own on every member, so nothing of the broken group's reaches it.
   static result<collective_group> join(caf::actor_system& sys, const protocol::task_actor& own,
                                        const cluster_spec& cluster, const std::string& job,
-                                       int task, std::int64_t key, double timeout_seconds);
+                                       int task, std::int64_t key, double timeout_seconds,
+                                       bool per_incarnation = false);
   /// The same for the task `served` serves (its system and task service).
   static result<collective_group> join(server& served, const cluster_spec& cluster,
                                        const std::string& job, int task, std::int64_t key,
-                                       double timeout_seconds);
+                                       double timeout_seconds, bool per_incarnation = false);
   /// Tells `member` the group and waits for its rank (members spawned by hand, one process).
   static result<collective_group> join(caf::actor_system& sys, protocol::collective_actor member,
                                        protocol::collective_group group, double timeout_seconds);

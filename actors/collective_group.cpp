@@ -5,6 +5,7 @@
 #include "actors/session_master.hpp"
 #include "actors/task_client.hpp"
 #include "graph/device_name.hpp"
+#include "graph/hash_embedding.hpp" // splitmix64
 
 #include <caf/all.hpp>
 
@@ -49,7 +50,8 @@ result<collective_group> collective_group::join(caf::actor_system& sys,
                                                 const protocol::task_actor& own,
                                                 const cluster_spec& cluster,
                                                 const std::string& job, int task,
-                                                std::int64_t key, double timeout_seconds) {
+                                                std::int64_t key, double timeout_seconds,
+                                                bool per_incarnation) {
   auto own_name = task_name(job, task);
   auto mine = ask<protocol::collective_member_info>(
     sys, own, timeout_seconds, "task " + own_name + "'s collective member",
@@ -88,6 +90,17 @@ result<collective_group> collective_group::join(caf::actor_system& sys,
     }
     members.push_back(std::move(theirs));
   }
+  if (per_incarnation) {
+    // In rank order (task order), the same on every member; positive and of 48 bits, as
+    // keys in bulk frame names must be (protocol::parse_collective_frame_key).
+    std::vector<std::uint64_t> incarnations(members.size());
+    for (auto& m : members)
+      incarnations[static_cast<std::size_t>(m.task)] = m.incarnation;
+    auto mixed = splitmix64(static_cast<std::uint64_t>(key));
+    for (auto incarnation : incarnations)
+      mixed = splitmix64(mixed ^ incarnation);
+    key = static_cast<std::int64_t>(mixed >> 16);
+  }
   auto group = protocol::make_collective_group(key, std::move(members));
   return join(sys, caf::actor_cast<protocol::collective_actor>(mine->actor), std::move(group),
               timeout_seconds);
@@ -95,8 +108,10 @@ result<collective_group> collective_group::join(caf::actor_system& sys,
 
 result<collective_group> collective_group::join(server& served, const cluster_spec& cluster,
                                                 const std::string& job, int task,
-                                                std::int64_t key, double timeout_seconds) {
-  return join(served.system(), served.task(), cluster, job, task, key, timeout_seconds);
+                                                std::int64_t key, double timeout_seconds,
+                                                bool per_incarnation) {
+  return join(served.system(), served.task(), cluster, job, task, key, timeout_seconds,
+              per_incarnation);
 }
 
 result<tensor> collective_group::run(protocol::collective_request req) {

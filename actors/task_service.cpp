@@ -477,13 +477,17 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
                                                 " holds no variable '" + name + "'");
     },
     [self](collective_atom, collective_member_info& peer) {
+      // One introduction serves one join: a peer that joins again (a group formed anew after
+      // a loss) introduces itself again, so a restarted peer's old member is never handed out.
       auto key = std::make_pair(peer.job, peer.task);
       auto& st = self->state;
-      st.introduced[key] = peer;
-      auto waiting = st.awaiting_introduction.equal_range(key);
-      for (auto i = waiting.first; i != waiting.second; ++i)
-        i->second.deliver(peer);
-      st.awaiting_introduction.erase(waiting.first, waiting.second);
+      auto waiting = st.awaiting_introduction.find(key);
+      if (waiting != st.awaiting_introduction.end()) {
+        waiting->second.deliver(peer);
+        st.awaiting_introduction.erase(waiting);
+      } else {
+        st.introduced[key] = peer;
+      }
       return collective_member_of_task(self);
     },
     [self](collective_atom, const std::string& job,
@@ -491,8 +495,11 @@ task_actor_impl::behavior_type task_service(task_self self, std::string job, int
       auto& st = self->state;
       if (job == st.job && task == st.task)
         return collective_member_of_task(self);
-      if (auto known = st.introduced.find({job, task}); known != st.introduced.end())
-        return known->second;
+      if (auto known = st.introduced.find({job, task}); known != st.introduced.end()) {
+        auto peer = std::move(known->second);
+        st.introduced.erase(known);
+        return peer;
+      }
       auto promise = self->make_response_promise<collective_member_info>();
       st.awaiting_introduction.emplace(std::make_pair(job, task), promise);
       return promise;

@@ -19,6 +19,9 @@ namespace actorflow::train_app {
 
 namespace {
 
+/// Restarts after lost workers before a run gives up (each also bounded by --init-timeout).
+constexpr int max_restarts = 5;
+
 /// Every tensor's float32 elements one after another: one all-reduce per step.
 tensor pack(const std::vector<tensor>& parts) {
   std::int64_t total = 0;
@@ -80,6 +83,33 @@ status check_replicas(session& s, collective_group& group, const std::vector<var
                                              ": variable '" + vars[i].name() + "' of worker " +
                                              std::to_string(w) + " is not the chief's");
   return {};
+}
+
+/// Every replica takes the chief's values (`vars`, the optimizer's slots among them) through
+/// `value_feeds` and `assigns`, and its step (`chiefs_step` on the chief): the step they all go
+/// on from.
+result<std::int64_t> take_chiefs_state(session& s, collective_group& group,
+                                       const std::vector<variable>& vars,
+                                       const std::vector<output>& value_feeds,
+                                       const std::vector<output>& assigns, std::int64_t chiefs_step) {
+  std::vector<output> reads;
+  for (auto& v : vars)
+    reads.push_back(v.read);
+  auto values = s.run(reads);
+  if (!values)
+    return values.error();
+  feed_list feeds;
+  for (std::size_t i = 0; i < values->size(); ++i) {
+    auto chiefs = group.broadcast(values->at(i), 0);
+    if (!chiefs)
+      return chiefs.error().with_context("broadcasting the chief's values");
+    feeds.emplace_back(value_feeds[i], std::move(*chiefs));
+  }
+  AF_RETURN_IF_ERROR(s.run_targets(assigns, feeds));
+  auto step = group.broadcast(tensor::from_vector<std::int64_t>({chiefs_step}, {1}), 0);
+  if (!step)
+    return step.error().with_context("broadcasting the chief's step");
+  return step->data<std::int64_t>()[0];
 }
 
 } // namespace
@@ -177,37 +207,29 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
   auto resumed = chief ? resume(o, checkpoints, s) : result<std::int64_t>{std::int64_t{0}};
   if (!resumed)
     return fail(resumed.error());
-  auto group = collective_group::join(**served, cluster, job, task, 1, o.init_timeout_seconds);
-  if (!group)
-    return fail(group.error());
   progress_printer progress{o.log_every};
-  // Every replica starts from the chief's values and step (TF's MWMS broadcasts them).
+  // The group, every replica on the chief's values and step, and the batches from there: at
+  // the start, and again after a lost worker came back. Each group's key is its members'
+  // incarnations', so a group formed again shares nothing with the broken one.
+  std::optional<collective_group> group;
   std::int64_t step = 0;
-  {
-    std::vector<output> reads;
-    for (auto& v : replicated)
-      reads.push_back(v.read);
-    auto values = s.run(reads);
-    if (!values)
-      return fail(values.error());
-    feed_list feeds;
-    for (std::size_t i = 0; i < values->size(); ++i) {
-      auto chiefs = group->broadcast(values->at(i), 0);
-      if (!chiefs)
-        return fail(chiefs.error().with_context("broadcasting the chief's values"));
-      feeds.emplace_back(value_feeds[i], std::move(*chiefs));
-    }
-    if (auto st = s.run_targets(assigns, feeds); !st.ok())
-      return fail(st);
-    auto chiefs_step = group->broadcast(tensor::from_vector<std::int64_t>({*resumed}, {1}), 0);
-    if (!chiefs_step)
-      return fail(chiefs_step.error().with_context("broadcasting the chief's step"));
-    step = chiefs_step->data<std::int64_t>()[0];
-  }
+  auto form_group = [&](std::int64_t chiefs_step) -> status {
+    auto joined = collective_group::join(**served, cluster, job, task, 1, o.init_timeout_seconds, true);
+    if (!joined)
+      return joined.error();
+    group.emplace(std::move(*joined));
+    auto taken = take_chiefs_state(s, *group, replicated, value_feeds, assigns, chiefs_step);
+    if (!taken)
+      return taken.error();
+    step = *taken;
+    // The batch order is a function of the seed: going on from a step takes its batches.
+    batches->seek(step);
+    return {};
+  };
+  if (auto formed = form_group(*resumed); !formed.ok())
+    return fail(formed);
   if (!chief && step > 0)
     progress.line("going on from the chief's step " + std::to_string(step));
-  // The batch order is a function of the seed: a resumed run takes the batches it would have.
-  batches->seek(step);
   progress.line("worker " + me + (chief ? " (chief)" : "") + ": mirrored over " +
                 std::to_string(workers) + " workers (rank " + std::to_string(group->rank()) +
                 "), its share (1 in " + std::to_string(workers) + ") of one shared order of " +
@@ -217,17 +239,19 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
     if (auto st = begin_metrics(o, step, metrics); !st.ok())
       return fail(st);
   train::throughput_meter throughput;
-  std::vector<std::unique_ptr<train::training_hook>> hooks;
-  hooks.push_back(train::make_finite_loss_hook());
-  hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr, g));
-  if (checkpoints)
-    hooks.push_back(train::make_checkpoint_hook(
-      [&](std::int64_t at) { return checkpoints.writer().save(s, at); }, steps_per_epoch));
-  train::trainer loop{std::move(hooks)};
+  auto make_loop = [&] {
+    std::vector<std::unique_ptr<train::training_hook>> hooks;
+    hooks.push_back(train::make_finite_loss_hook());
+    hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr, g));
+    if (checkpoints)
+      hooks.push_back(train::make_checkpoint_hook(
+        [&](std::int64_t at) { return checkpoints.writer().save(s, at); }, steps_per_epoch));
+    return train::trainer{std::move(hooks)};
+  };
   std::vector<output> fetches = gradients;
   fetches.push_back(m.loss);
   fetches.push_back(m.correct);
-  auto trained = loop.run(step, total_steps, [&](std::int64_t next) -> result<train::step_report> {
+  auto one_step = [&](std::int64_t next) -> result<train::step_report> {
     auto started = clock_type::now();
     auto& b = batches->next();
     auto r = s.run(fetches, {{m.images, b.images}, {m.labels, b.one_hot}});
@@ -248,9 +272,39 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
         return st;
     std::vector<tensor> loss_and_correct{r->at(gradients.size()), r->at(gradients.size() + 1)};
     return mlp_report(next, steps_per_epoch, loss_and_correct, b, started);
-  });
+  };
+  auto trained = make_loop().run(step, total_steps, one_step);
+  // A lost worker: as TF's MWMS with a checkpoint, every worker goes on from the chief's latest
+  // once the lost one is back (within --init-timeout), each restart said.
+  for (int restarts = 0; !trained.ok() && trained.code() == errc::unavailable &&
+                         !o.checkpoint_dir.empty() && restarts < max_restarts;
+       ++restarts) {
+    progress.line("a worker was lost (" + trained.message() + "): waiting up to " +
+                  std::to_string(o.init_timeout_seconds) +
+                  " s for every worker, then going on from the chief's latest checkpoint");
+    std::int64_t chiefs_step = 0;
+    if (chief) {
+      auto restored = checkpoints.restore_latest(s, warn);
+      if (!restored) {
+        trained = restored.error();
+        break;
+      }
+      if (*restored)
+        chiefs_step = (*restored)->step;
+      else if (auto init = s.run_targets({ops::global_variables_initializer(g)}); !init.ok()) {
+        trained = init;
+        break;
+      }
+    }
+    if (auto formed = form_group(chiefs_step); !formed.ok()) {
+      trained = formed;
+      break;
+    }
+    progress.line("going on from step " + std::to_string(step));
+    trained = make_loop().run(step, total_steps, one_step);
+  }
   if (!trained.ok()) {
-    // TF's MWMS restarts every worker from the latest checkpoint: here, by running them again.
+    // Out of restarts, or none possible: the workers can be run again with --resume.
     if (trained.code() == errc::unavailable && !o.checkpoint_dir.empty())
       std::cerr << "actorflow-train: run every worker again with --resume: they go on from "
                    "the chief's latest checkpoint in " << o.checkpoint_dir << '\n';

@@ -162,57 +162,102 @@ TEST_CASE("a mirrored worker killed mid-training fails the other's step at once 
   CHECK(why.find("member 1 (/job:worker/replica:0/task:1/device:CPU:0)") != std::string::npos);
 }
 
-TEST_CASE("a mirrored run that lost a worker goes on from the chief's checkpoint with --resume and ends as an uninterrupted run does") {
+TEST_CASE("a mirrored run that lost a worker goes on from the chief's checkpoint once it is back, and ends as an uninterrupted run does") {
   const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
   actorflow::test::temp_dir out;
-  auto checkpoint_dir = out.path() + "/checkpoints";
-  // Two workers on fresh ports, 2 epochs of 234 steps, a checkpoint each epoch.
+  // Two workers, 2 epochs of 234 steps, a checkpoint each epoch into `checkpoints`.
+  struct pair_run {
+    std::string spec;
+    std::vector<std::unique_ptr<child_process>> workers;
+  };
+  auto worker_args = [&](const std::string& spec, int task, const std::string& tag,
+                         std::vector<std::string> extra) {
+    std::vector<std::string> args{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                                  "--task", std::to_string(task), "--threads", "1", "--epochs", "2",
+                                  "--check-replicas", "100", "--log-every", "50", "--init-timeout",
+                                  "60", "--output-dir", out.path() + "/" + tag + std::to_string(task)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
   auto start = [&](const std::string& tag, std::vector<std::string> extra) {
     auto ports = actorflow::testing::free_loopback_ports(2);
     REQUIRE(ports.size() == 2);
-    auto spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(ports[0]) + "\", \"127.0.0.1:" +
-                std::to_string(ports[1]) + "\"]}";
-    std::vector<std::unique_ptr<child_process>> workers;
-    for (int task = 0; task < 2; ++task) {
-      std::vector<std::string> args{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
-                                    "--task", std::to_string(task), "--threads", "1", "--epochs", "2",
-                                    "--check-replicas", "100", "--log-every", "50", "--output-dir",
-                                    out.path() + "/" + tag + std::to_string(task)};
-      args.insert(args.end(), extra.begin(), extra.end());
-      workers.push_back(std::make_unique<child_process>(train_binary, args));
-    }
-    return workers;
+    pair_run run;
+    run.spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(ports[0]) + "\", \"127.0.0.1:" +
+               std::to_string(ports[1]) + "\"]}";
+    for (int task = 0; task < 2; ++task)
+      run.workers.push_back(
+        std::make_unique<child_process>(train_binary, worker_args(run.spec, task, tag, extra)));
+    return run;
   };
   auto accuracy_of = [](child_process& p) {
     auto line = p.wait_for_line("test accuracy: ", 240000ms);
     REQUIRE(line);
     return *line;
   };
-  {
-    auto interrupted = start("cut", {"--checkpoint-dir", checkpoint_dir});
-    // Past the first epoch's checkpoint (step 234), worker 1 is lost.
-    REQUIRE(interrupted[0]->wait_for_line("step 300 ", 240000ms));
-    interrupted[1]->signal(SIGKILL);
-    CHECK(interrupted[0]->wait_exit(20000ms) == 1);
-    auto why = interrupted[0]->stderr_text();
-    INFO(why);
-    CHECK(why.find("member 1 (/job:worker/replica:0/task:1/device:CPU:0)") != std::string::npos);
-    CHECK(why.find("run every worker again with --resume") != std::string::npos);
-  }
-  auto resumed = start("resumed", {"--checkpoint-dir", checkpoint_dir, "--resume"});
-  CHECK(resumed[0]->wait_for_line("resumed from", 60000ms) ==
-        "resumed from " + checkpoint_dir + "/ckpt-234.afckpt at step 234");
-  CHECK(resumed[1]->wait_for_line("going on from", 60000ms) == "going on from the chief's step 234");
-  for (auto& w : resumed)
-    REQUIRE(w->wait_for_line("replicas equal after 468 steps", 240000ms));
-  auto resumed_accuracy = accuracy_of(*resumed[0]);
   auto whole = start("whole", {});
-  auto whole_accuracy = accuracy_of(*whole[0]);
-  // Restored values and slots, the same batches from step 234: the same model, exactly.
-  CHECK(resumed_accuracy == whole_accuracy);
-  for (auto* run : {&resumed, &whole})
-    for (auto& w : *run)
-      CHECK(w->wait_exit(30000ms) == 0);
+  auto whole_accuracy = accuracy_of(*whole.workers[0]);
+  for (auto& w : whole.workers)
+    CHECK(w->wait_exit(30000ms) == 0);
+
+  for (int lost : {1, 0}) {
+    INFO("worker " << lost << " lost");
+    auto checkpoints = out.path() + "/checkpoints" + std::to_string(lost);
+    auto run = start("lost" + std::to_string(lost), {"--checkpoint-dir", checkpoints});
+    auto& survivor = *run.workers[static_cast<std::size_t>(1 - lost)];
+    // Past the first epoch's checkpoint (step 234), a worker is killed and started again at
+    // its address: the same flags for worker 1; the chief with --resume, to restore.
+    REQUIRE(run.workers[0]->wait_for_line("step 300 ", 240000ms));
+    run.workers[static_cast<std::size_t>(lost)]->signal(SIGKILL);
+    auto said = survivor.wait_for_line("a worker was lost", 30000ms);
+    REQUIRE(said);
+    CHECK(said->find("member " + std::to_string(lost) + " (/job:worker/replica:0/task:" +
+                     std::to_string(lost) + "/device:CPU:0) was lost") != std::string::npos);
+    std::vector<std::string> again;
+    if (lost == 0)
+      again.push_back("--resume");
+    again.insert(again.end(), {"--checkpoint-dir", checkpoints});
+    child_process restarted{train_binary, worker_args(run.spec, lost, "again", again)};
+    CHECK(survivor.wait_for_line("going on from step", 60000ms) == "going on from step 234");
+    if (lost == 0)
+      CHECK(restarted.wait_for_line("resumed from", 60000ms) ==
+            "resumed from " + checkpoints + "/ckpt-234.afckpt at step 234");
+    else
+      CHECK(restarted.wait_for_line("going on from", 60000ms) == "going on from the chief's step 234");
+    auto& chief = lost == 0 ? restarted : survivor;
+    REQUIRE(chief.wait_for_line("replicas equal after 468 steps", 240000ms));
+    // Restored values and slots, the same batches from step 234: the same model, exactly.
+    CHECK(accuracy_of(chief) == whole_accuracy);
+    CHECK(survivor.wait_exit(30000ms) == 0);
+    CHECK(restarted.wait_exit(30000ms) == 0);
+  }
+}
+
+TEST_CASE("a mirrored worker that does not come back fails the others within --init-timeout, and they say how to go on") {
+  const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
+  actorflow::test::temp_dir out;
+  auto ports = actorflow::testing::free_loopback_ports(2);
+  REQUIRE(ports.size() == 2);
+  auto spec = "{\"worker\": [\"127.0.0.1:" + std::to_string(ports[0]) + "\", \"127.0.0.1:" +
+              std::to_string(ports[1]) + "\"]}";
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int task = 0; task < 2; ++task)
+    workers.push_back(std::make_unique<child_process>(
+      train_binary,
+      std::vector<std::string>{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                               "--task", std::to_string(task), "--threads", "1", "--epochs", "2",
+                               "--log-every", "50", "--init-timeout", "2", "--checkpoint-dir",
+                               out.path() + "/checkpoints", "--output-dir",
+                               out.path() + "/w" + std::to_string(task)}));
+  REQUIRE(workers[0]->wait_for_line("step 100 ", 240000ms));
+  workers[1]->signal(SIGKILL);
+  auto killed = std::chrono::steady_clock::now();
+  CHECK(workers[0]->wait_exit(30000ms) == 1);
+  CHECK(std::chrono::steady_clock::now() - killed < 20s);
+  auto why = workers[0]->stderr_text();
+  INFO(why);
+  CHECK(why.find("/job:worker/replica:0/task:1") != std::string::npos);
+  CHECK(why.find("run every worker again with --resume") != std::string::npos);
 }
 
 TEST_CASE("mirrored training runs its collectives over mutual TLS with the cluster token, as every connection") {
