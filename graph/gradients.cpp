@@ -584,7 +584,7 @@ void register_standard_gradients(gradient_registry& r) {
   register_sampled_loss_gradients(r);
   register_shape_gradients(r);
   register_strided_slice_gradients(r);
-  for (auto op : {"ArgMax", "ArgMin", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
+  for (auto op : {"ArgMax", "ArgMin", "Where", "Equal", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                   "Placeholder", "Const", "VariableV2", "NoOp", "Assign", "AssignAdd", "AssignSub",
                   "OnesLike", "ZerosLike", "_Send", "_Recv", "ApplyGradientDescent",
                   "ApplyMomentum", "ApplyAdam", "ApplyAdagrad", "ApplyFtrl", "ApplyFtrlV2", "Less", "LessEqual", "Greater",

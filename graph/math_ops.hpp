@@ -55,6 +55,10 @@ output is_finite(output x, const std::string& name = "IsFinite");
 /// as ops::argmax's.
 output argmin(output x, std::int64_t axis, const std::string& name = "ArgMin");
 
+/// "Where": the coordinates of `condition`'s true elements, int64 [count, rank], row-major
+/// (tf.where with a condition alone); its size known only when it runs. CPU only, as Unique.
+output where(output condition, const std::string& name = "Where");
+
 /// "SelectV2": condition ? t : e elementwise, the three broadcast together numpy-style
 /// (tf.where in TF 2; TF1's rank-1 condition over rows is a reshape of it in Python).
 output select(output condition, output t, output e, const std::string& name = "SelectV2");

@@ -202,6 +202,10 @@ output logical_not(output x, const std::string& name) { return unary("LogicalNot
 
 // --- graph/math_ops.hpp ----------------------------------------------------------------------
 
+output where(output condition, const std::string& name) {
+  return make(graph_of(condition), "Where", name, {condition});
+}
+
 output argmin(output x, std::int64_t axis, const std::string& name) {
   return make(graph_of(x), "ArgMin", name, {x}, {{"axis", axis}});
 }

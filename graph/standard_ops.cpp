@@ -375,6 +375,13 @@ void register_standard_ops(op_registry& r) {
       return status{};
     });
   add("SelectV2", 3, select);
+  add("Where", 1, [](shape_context& c) {
+    if (c.input_types[0] != dtype::boolean)
+      return error(std::string{"Where needs a bool condition, got "} + to_string(c.input_types[0]));
+    auto& x = c.input_shapes[0];
+    c.set_output(0, dtype::int64, tensor_shape{std::vector<std::int64_t>{-1, x.rank_known() ? x.rank() : -1}});
+    return status{};
+  });
   add("LogicalNot", 1, [](shape_context& c) {
     if (c.input_types[0] != dtype::boolean)
       return error(std::string{"LogicalNot needs a bool input, got "} + to_string(c.input_types[0]));

@@ -566,13 +566,20 @@ def _slice(tensor, key):
     return result
 
 
+def _coordinates(condition, name):
+    """Where: the int64 [count, rank] coordinates of condition's true elements."""
+    condition = convert_to_tensor(condition)
+    if condition.dtype != dtypes.bool:
+        raise TypeError("tf.where's condition must be bool, got %s" % condition.dtype.name)
+    return _tensor_in(condition.graph, _c.where(condition._output, name or "Where"))
+
+
 def where(condition, x=None, y=None, name=None):
     """TF1's where: x where condition is true, else y. A rank-1 condition over tensors of higher
-    rank picks whole rows, as TF1's Select does; otherwise the shapes broadcast (SelectV2)."""
+    rank picks whole rows, as TF1's Select does; otherwise the shapes broadcast (SelectV2). With
+    the condition alone, the coordinates of its true elements (int64 [count, rank])."""
     if x is None and y is None:
-        raise ValueError("tf.where(condition) alone (the coordinates of the true elements) needs "
-                         "TF's Where op, whose output shape depends on the values; actorflow has "
-                         "no Where op yet: pass x and y")
+        return _coordinates(condition, name)
     if x is None or y is None:
         raise ValueError("tf.where needs both x and y, or neither")
     graph, x, y = _operands(x, y, "Select")
@@ -590,9 +597,10 @@ def where(condition, x=None, y=None, name=None):
 
 def where_v2(condition, x=None, y=None, name=None):
     """TF2's where: condition, x and y broadcast together."""
+    if x is None and y is None:
+        return _coordinates(condition, name)
     if x is None or y is None:
-        raise ValueError("tf.where_v2 needs x and y: actorflow has no Where op (the coordinates "
-                         "of the true elements) yet")
+        raise ValueError("tf.where_v2 needs both x and y, or neither")
     graph, x, y = _operands(x, y, "SelectV2")
     condition = convert_to_tensor(condition, graph=graph)
     if condition.dtype != dtypes.bool:
@@ -674,6 +682,33 @@ def reduce_logsumexp(input_tensor, axis=None, keepdims=None, name=None, reductio
         if keep:
             return summed
         return reduce_sum(summed, axis, reduction_indices=reduction_indices)
+
+
+def boolean_mask(tensor, mask, name="boolean_mask", axis=None):
+    """The elements (or slices) of `tensor` where `mask` is true: tensor's leading mask.ndims
+    dimensions (from `axis`, default 0) flattened and gathered at Where's positions, as TF's."""
+    with _scoped("boolean_mask", name):
+        x = convert_to_tensor(tensor)
+        mask = convert_to_tensor(mask, graph=x.graph)
+        if mask.dtype != dtypes.bool:
+            raise TypeError("boolean_mask's mask must be bool, got %s" % mask.dtype.name)
+        k = mask.shape.ndims
+        dims = x.shape.as_list() if x.shape.ndims is not None else None
+        if k is None or k == 0 or dims is None:
+            raise ValueError("boolean_mask needs the ranks of tensor and mask known and a mask "
+                             "of rank 1 or more, got %s and %s" % (x.shape, mask.shape))
+        axis = 0 if axis is None else int(axis) % len(dims)
+        if axis + k > len(dims) or not mask.shape.is_compatible_with(
+                dtypes.TensorShape(dims[axis:axis + k])):
+            raise ValueError("boolean_mask: a mask of shape %s does not fit dimensions %d.. of "
+                             "shape %s" % (mask.shape, axis, x.shape))
+        outer, inner = dims[:axis], dims[axis + k:]
+        if None in outer or None in inner:
+            raise ValueError("boolean_mask needs tensor's dimensions outside the mask known (a "
+                             "Reshape takes its shape as an attribute), got %s" % x.shape)
+        flat = reshape(x, outer + [-1] + inner)
+        positions = reshape(_coordinates(reshape(mask, [-1]), None), [-1])
+        return gather(flat, positions, axis=axis)
 
 
 def _values_of(t):

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <random>
 
 using namespace actorflow;
 using namespace actorflow::testing;
@@ -340,6 +341,37 @@ TEST_CASE("NotEqual and LogicalOr yield bool with broadcasting, and Round halves
         std::vector<std::int64_t>{5, 0, 3});
   CHECK(env.run_ok(make_node("Sign", "sign", dtype::int64), {ints}).to_vector<std::int64_t>() ==
         std::vector<std::int64_t>{-1, 0, 1});
+}
+
+TEST_CASE("Where gives the row-major coordinates of the true elements of every rank, on the CPU (no GPU kernel, as Unique)", "[elementwise]") {
+  kernel_test_env env;
+  std::mt19937_64 draw{seed};
+  for (auto shape : {tensor_shape{}, tensor_shape{7}, tensor_shape{3, 4}, tensor_shape{2, 3, 5},
+                     tensor_shape{4, 0}, tensor_shape{2, 1, 3, 2}}) {
+    INFO("shape " << shape.to_string() << ", seed " << seed);
+    std::vector<bool> values;
+    for (std::int64_t i = 0; i < shape.num_elements(); ++i)
+      values.push_back(draw() % 3 == 0);
+    auto c = tensor::from_vector<bool>(values, shape);
+    auto out = env.run_ok(make_node("Where", "where", dtype::boolean, {}, {dtype::int64}), {c});
+    std::vector<std::int64_t> expected;
+    std::int64_t count = 0;
+    for (std::int64_t i = 0; i < shape.num_elements(); ++i) {
+      if (!values[static_cast<std::size_t>(i)])
+        continue;
+      ++count;
+      // Index i's coordinates, last dimension fastest.
+      std::vector<std::int64_t> at(static_cast<std::size_t>(shape.rank()));
+      auto rest = i;
+      for (int d = shape.rank() - 1; d >= 0; --d) {
+        at[static_cast<std::size_t>(d)] = rest % shape.dim(d);
+        rest /= shape.dim(d);
+      }
+      expected.insert(expected.end(), at.begin(), at.end());
+    }
+    REQUIRE(out.shape() == (tensor_shape{count, shape.rank()}));
+    CHECK(out.to_vector<std::int64_t>() == expected);
+  }
 }
 
 TEST_CASE("SelectV2 picks elementwise, broadcasting condition and branches together",

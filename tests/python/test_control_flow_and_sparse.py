@@ -279,8 +279,28 @@ def test_math_and_composed_ops_have_gradients_and_shape_errors():
     np.testing.assert_allclose(got_base, [-4, 0, 4])
     np.testing.assert_allclose(got_power, 4 * np.log(2), rtol=1e-6)
     assert evaluate(tf.pow(base, power)).tolist() == [4, 0, 4]
-    with pytest.raises(ValueError, match="no Where op"):
-        tf.where(pick)
+    # Where: the coordinates of the true elements; boolean_mask gathers at them, with gradients.
+    mask_np = np.array([[True, False, True], [False, False, True]])
+    m = tf.constant(mask_np)
+    data = tf.constant(X)
+    masked = tf.boolean_mask(data, m)
+    rows = tf.boolean_mask(data, tf.constant([False, True]))
+    cols = tf.boolean_mask(data, tf.constant([True, False, True]), axis=1)
+    coords, coords_v2, got_masked, got_rows, got_cols, grad = evaluate(
+        [tf.where(m), tf.where_v2(m), masked, rows, cols,
+         tf.gradients(tf.reduce_sum(masked * 2.0), [data])[0]])
+    np.testing.assert_array_equal(coords, np.argwhere(mask_np))
+    np.testing.assert_array_equal(coords_v2, np.argwhere(mask_np))
+    assert coords.dtype == np.int64
+    np.testing.assert_array_equal(got_masked, X[mask_np])
+    np.testing.assert_array_equal(got_rows, X[[False, True]])
+    np.testing.assert_array_equal(got_cols, X[:, [True, False, True]])
+    np.testing.assert_array_equal(grad, 2.0 * mask_np)
+    assert tf.where(m).shape.as_list() == [None, 2]
+    with pytest.raises(TypeError, match="bool"):
+        tf.where(tf.constant([1, 2]))
+    with pytest.raises(ValueError, match="does not fit"):
+        tf.boolean_mask(data, tf.constant([True, False, True]))
     unknown = tf.placeholder(tf.float32, [None, None])
     with pytest.raises(ValueError, match="known but for one dimension"):
         tf.expand_dims(unknown, 0)

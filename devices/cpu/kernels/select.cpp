@@ -1,6 +1,7 @@
 // SelectV2(condition, t, e): condition ? t : e, the three broadcast together numpy-style.
 // Registered under the condition's dtype (bool), which keys the node's kernel; the branches'
-// dtype (any of the five) is dispatched here with visit_dtype.
+// dtype (any of the five) is dispatched here with visit_dtype. Where(condition): the
+// coordinates of its true elements, int64 [count, rank], in row-major order.
 #include "devices/cpu/kernels/kernel_util.hpp"
 #include "devices/elementwise_math.hpp"
 
@@ -72,10 +73,44 @@ private:
   }
 };
 
+class where_kernel : public op_kernel {
+public:
+  using op_kernel::op_kernel;
+
+  void compute(kernel_context& ctx) override {
+    if (!check_input(ctx, 0, dtype::boolean))
+      return;
+    const tensor& c = ctx.input(0);
+    const bool* pc = c.data<bool>();
+    const auto n = c.num_elements();
+    const auto rank = c.shape().rank();
+    std::int64_t count = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      count += pc[i] ? 1 : 0;
+    tensor out = ctx.allocate_output(0, dtype::int64, tensor_shape{count, rank});
+    auto* po = out.data<std::int64_t>();
+    // Coordinates by an odometer over the shape, written for the true elements only.
+    std::vector<std::int64_t> index(static_cast<std::size_t>(rank), 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (pc[i]) {
+        std::copy(index.begin(), index.end(), po);
+        po += rank;
+      }
+      for (int d = rank - 1; d >= 0; --d) {
+        auto u = static_cast<std::size_t>(d);
+        if (++index[u] < c.shape().dim(d))
+          break;
+        index[u] = 0;
+      }
+    }
+  }
+};
+
 } // namespace
 
 void register_select_kernels(kernel_registry& registry) {
   registry.add(kernel_key{"SelectV2", "CPU", dtype::boolean}, &make_kernel<select_kernel>);
+  registry.add(kernel_key{"Where", "CPU", dtype::boolean}, &make_kernel<where_kernel>);
 }
 
 } // namespace actorflow
