@@ -58,14 +58,19 @@ std::int64_t hash_of(const tensor& t) {
   return static_cast<std::int64_t>(h);
 }
 
+/// The values of `vars`, read in one run of `s`.
+result<std::vector<tensor>> values_of(session& s, const std::vector<variable>& vars) {
+  std::vector<output> reads;
+  for (auto& v : vars)
+    reads.push_back(v.read);
+  return s.run(reads);
+}
+
 /// Compares a hash of every variable across the workers; an error naming the first variable
 /// (and worker) that differs from the chief's.
 status check_replicas(session& s, collective_group& group, const std::vector<variable>& vars,
                       std::int64_t step) {
-  std::vector<output> reads;
-  for (auto& v : vars)
-    reads.push_back(v.read);
-  auto values = s.run(reads);
+  auto values = values_of(s, vars);
   if (!values)
     return values.error();
   tensor hashes{dtype::int64, tensor_shape{static_cast<std::int64_t>(vars.size())}};
@@ -92,10 +97,7 @@ result<std::int64_t> take_chiefs_state(session& s, collective_group& group,
                                        const std::vector<variable>& vars,
                                        const std::vector<output>& value_feeds,
                                        const std::vector<output>& assigns, std::int64_t chiefs_step) {
-  std::vector<output> reads;
-  for (auto& v : vars)
-    reads.push_back(v.read);
-  auto values = s.run(reads);
+  auto values = values_of(s, vars);
   if (!values)
     return values.error();
   feed_list feeds;

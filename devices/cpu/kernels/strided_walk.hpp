@@ -6,6 +6,7 @@
 ///     for (std::int64_t j = 0; j < n; ++j) out[i + j] = in[at + j * layout.in_strides.back()];
 ///   });
 
+#include "devices/kernel.hpp"
 #include "devices/strided_layout.hpp"
 #include "graph/dtype.hpp"
 
@@ -14,6 +15,16 @@
 #include <vector>
 
 namespace actorflow::cpu {
+
+/// A strided copy that moves nothing (layout.moves_nothing()): output 0 is `t`'s buffer under
+/// `shape`, no copy, or the kernel fails.
+inline void forward_reshaped(kernel_context& ctx, const tensor& t, const tensor_shape& shape) {
+  auto same = t.reshaped(shape);
+  if (same)
+    ctx.set_output(0, std::move(*same));
+  else
+    ctx.fail(same.error());
+}
 
 /// Calls run(out_index, in_offset, count) for the runs that cover output elements [begin, end):
 /// output elements out_index .. out_index + count - 1 lie in the input at in_offset + j *
