@@ -295,6 +295,13 @@ status abs_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   return {};
 }
 
+status cumsum_grad(graph&, const node& op, const grads& dy, grads& dx) {
+  // Each input adds to the sums after it (before it, reversed): the reverse cumsum of dy.
+  dx[0] = ops::cumsum(dy[0], op.attr_or<std::int64_t>("axis", 0), op.attr_or<bool>("exclusive", false),
+                      !op.attr_or<bool>("reverse", false), "Cumsum");
+  return {};
+}
+
 status sin_grad(graph& g, const node& op, const grads& dy, grads& dx) {
   dx[0] = ops::mul(dy[0], ops::cos(input_of(g, op, 0), "Cos"), "mul");
   return {};
@@ -556,6 +563,7 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("Abs", abs_grad);
   r.add("Sign", sign_grad);
   r.add("Sin", sin_grad);
+  r.add("Cumsum", cumsum_grad);
   r.add("Cos", cos_grad);
   r.add("Log1p", log1p_grad);
   r.add("Expm1", expm1_grad);

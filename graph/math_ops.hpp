@@ -55,6 +55,11 @@ output is_finite(output x, const std::string& name = "IsFinite");
 /// as ops::argmax's.
 output argmin(output x, std::int64_t axis, const std::string& name = "ArgMin");
 
+/// "Cumsum": running sums along `axis` (an attribute, as ArgMax's), TF's: `exclusive` leaves each
+/// element out of its own sum, `reverse` sums from the end. Gradient: the reverse cumsum.
+output cumsum(output x, std::int64_t axis, bool exclusive = false, bool reverse = false,
+              const std::string& name = "Cumsum");
+
 /// "Where": the coordinates of `condition`'s true elements, int64 [count, rank], row-major
 /// (tf.where with a condition alone); its size known only when it runs. CPU only, as Unique.
 output where(output condition, const std::string& name = "Where");

@@ -202,6 +202,11 @@ output logical_not(output x, const std::string& name) { return unary("LogicalNot
 
 // --- graph/math_ops.hpp ----------------------------------------------------------------------
 
+output cumsum(output x, std::int64_t axis, bool exclusive, bool reverse, const std::string& name) {
+  return make(graph_of(x), "Cumsum", name, {x},
+              {{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}});
+}
+
 output where(output condition, const std::string& name) {
   return make(graph_of(condition), "Where", name, {condition});
 }

@@ -375,6 +375,15 @@ void register_standard_ops(op_registry& r) {
       return status{};
     });
   add("SelectV2", 3, select);
+  add("Cumsum", 1, [](shape_context& c) {
+    auto& x = c.input_shapes[0];
+    auto axis = attr_or_default<std::int64_t>(c.n, "axis", 0);
+    if (c.input_types[0] == dtype::boolean)
+      return error("Cumsum needs a number type, got bool");
+    if (x.rank_known() && (axis < -x.rank() || axis >= std::max(1, x.rank())))
+      return error("Cumsum axis " + std::to_string(axis) + " is out of range for " + x.to_string());
+    return unary_same(c);
+  });
   add("Where", 1, [](shape_context& c) {
     if (c.input_types[0] != dtype::boolean)
       return error(std::string{"Where needs a bool condition, got "} + to_string(c.input_types[0]));

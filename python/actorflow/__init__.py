@@ -19,7 +19,7 @@ from actorflow.framework import (DeviceSpec, Graph, IndexedSlices, Operation, Te
                                  control_dependencies, convert_to_tensor, device,
                                  get_default_graph, name_scope, reset_default_graph,
                                  set_random_seed)
-from actorflow.ops import (abs, boolean_mask, ceil, clip_by_global_norm, clip_by_norm, clip_by_value,  # noqa: A004
+from actorflow.ops import (abs, boolean_mask, ceil, cumsum, clip_by_global_norm, clip_by_norm, clip_by_value,  # noqa: A004
                            cos, embedding_lookup, expand_dims, expm1, global_norm, is_finite,
                            is_inf, is_nan, log1p, reduce_logsumexp, sin, stop_gradient, floor, floor_div, floordiv, floormod, logical_or, logical_xor, maximum,
                            minimum, mod, not_equal, one_hot, pow, range, reciprocal, reduce_all,

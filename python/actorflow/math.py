@@ -2,7 +2,7 @@
 actorflow does not raise AttributeError saying so."""
 
 from actorflow._missing import missing_names
-from actorflow.ops import (abs, add, add_n, argmax, argmin, ceil, cos, divide, equal, exp,  # noqa: F401,A004
+from actorflow.ops import (abs, add, add_n, argmax, argmin, ceil, cumsum, cos, divide, equal, exp,  # noqa: F401,A004
                            expm1, floor, is_finite, is_inf, is_nan, log1p, reduce_logsumexp, sin,
                            floordiv, floormod, greater, greater_equal, less, less_equal, log,
                            logical_and, logical_not, logical_or, logical_xor, maximum, minimum,

@@ -425,6 +425,16 @@ def _arg_extremum(native, default_name):
     return op
 
 
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
+    """Running sums along `axis` (a Python int: actorflow's Cumsum keeps it as an attribute)."""
+    x = convert_to_tensor(x)
+    if isinstance(axis, (Tensor, Variable)):
+        raise TypeError("tf.cumsum's axis must be a Python int: actorflow's Cumsum keeps it as "
+                        "an attribute")
+    return _tensor_in(x.graph, _c.cumsum(x._output, int(axis), bool(exclusive), bool(reverse),
+                                         name or "Cumsum"))
+
+
 argmax = _arg_extremum(_c.argmax, "ArgMax")
 argmin = _arg_extremum(_c.argmin, "ArgMin")
 arg_max = argmax

@@ -244,6 +244,7 @@ void bind_ops(py::module_& m) {
   m.def("argmax", &ops::argmax, "x"_a, "axis"_a, "name"_a);
   m.def("argmin", &ops::argmin, "x"_a, "axis"_a, "name"_a);
   m.def("where", &ops::where, "condition"_a, "name"_a);
+  m.def("cumsum", &ops::cumsum, "x"_a, "axis"_a, "exclusive"_a, "reverse"_a, "name"_a);
   m.def("reshape", &ops::reshape, "x"_a, "shape"_a, "name"_a);
   m.def("concat", &ops::concat, "values"_a, "axis"_a, "name"_a);
   m.def("conv2d", &ops::conv2d, "x"_a, "filter"_a, "strides"_a, "padding"_a, "name"_a);

@@ -215,6 +215,10 @@ TEST_CASE("elementwise unary gradients match finite differences", "[actors][grad
     {"Cos", [](output x) { return ops::cos(x); }, uniform(e, s23, -3, 3)},
     {"Log1p", [](output x) { return ops::log1p(x); }, uniform(e, s23, -0.5, 3)},
     {"Expm1", [](output x) { return ops::expm1(x); }, uniform(e, s23, -2, 2)},
+    {"Cumsum", [](output x) { return ops::cumsum(x, 1); }, uniform(e, s23, -2, 2)},
+    {"Cumsum exclusive and reversed", [](output x) { return ops::cumsum(x, 0, true, true); },
+     uniform(e, s23, -2, 2)},
+    {"Cumsum reversed", [](output x) { return ops::cumsum(x, -1, false, true); }, uniform(e, s23, -2, 2)},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     auto& c = cases[i];

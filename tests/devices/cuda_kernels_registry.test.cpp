@@ -25,7 +25,7 @@ TEST_CASE("GPU kernels, where built, cover a training step's ops", "[cuda][regis
     return; // a build without CUDA
   for (const char* op : {"Const", "Identity", "NoOp", "Placeholder", "VariableV2", "Reshape",
                          "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "ReluGrad", "Sigmoid",
-                         "Tanh", "Sum", "Mean", "Max", "ArgMax", "ArgMin", "Cast", "Fill", "Softmax",
+                         "Tanh", "Sum", "Mean", "Max", "ArgMax", "ArgMin", "Cumsum", "Cast", "Fill", "Softmax",
                          "SoftmaxCrossEntropyWithLogits", "SumToShapeOf", "BroadcastToShapeOf",
                          "AddN", "Assign", "AssignAdd", "AssignSub", "ApplyGradientDescent",
                          "ApplyMomentum", "ApplyAdam"}) {

@@ -211,6 +211,50 @@ TEST_CASE("ArgMax and ArgMin find the first maximum and minimum along each axis"
   }
 }
 
+TEST_CASE("Cumsum sums along every axis, exclusive and reversed, for every number type", "[kernels][reduction][cumsum]") {
+  kernel_test_env env;
+  test_random random{seed};
+  auto check = [&](auto zero, const tensor& x) {
+    using T = decltype(zero);
+    const auto& shape = x.shape();
+    auto values = x.template to_vector<T>();
+    for (std::int64_t axis = -shape.rank(); axis < shape.rank(); ++axis)
+      for (bool exclusive : {false, true})
+        for (bool reverse : {false, true}) {
+          INFO(to_string(dtype_of<T>()) << " " << shape.to_string() << " axis " << axis << " exclusive "
+                                        << exclusive << " reverse " << reverse << ", seed " << seed);
+          auto out = env.run_ok(make_node("Cumsum", "cumsum", dtype_of<T>(),
+                                          {{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}}),
+                                {x});
+          REQUIRE(out.shape() == shape);
+          auto a = static_cast<int>(axis < 0 ? axis + shape.rank() : axis);
+          std::int64_t inner = 1;
+          for (int i = a + 1; i < shape.rank(); ++i)
+            inner *= shape.dim(i);
+          auto len = shape.dim(a);
+          auto got = out.template to_vector<T>();
+          // Element i sums the elements of its line before it (after it, reversed), itself
+          // unless exclusive.
+          for (std::int64_t i = 0; i < shape.num_elements(); ++i) {
+            auto k = (i / inner) % len;
+            auto line_start = i - k * inner;
+            double want = 0;
+            for (std::int64_t j = 0; j < len; ++j) {
+              bool counted = reverse ? (exclusive ? j > k : j >= k) : (exclusive ? j < k : j <= k);
+              if (counted)
+                want += static_cast<double>(values[static_cast<std::size_t>(line_start + j * inner)]);
+            }
+            REQUIRE(static_cast<double>(got[static_cast<std::size_t>(i)]) == Approx(want).epsilon(1e-5));
+          }
+        }
+  };
+  check(float{}, random.uniform<float>({3, 4, 5}, -1, 1));
+  check(double{}, random.uniform<double>({7, 1, 2}, -1, 1));
+  check(std::int32_t{}, random.integers<std::int32_t>({5, 6}, -9, 9));
+  check(std::int64_t{}, random.integers<std::int64_t>({2, 3, 2, 2}, -9, 9));
+  check(float{}, random.uniform<float>({4, 0}, -1, 1));
+}
+
 TEST_CASE("ArgMax over classes picks each row's predicted label", "[kernels][reduction][argmax]") {
   kernel_test_env env;
   auto logits = tensor::from_vector<float>({0.1f, 0.7f, 0.2f, 0.9f, 0.05f, 0.05f}, {2, 3});

@@ -229,6 +229,8 @@ def test_elementwise_math_ops_match_numpy():
                                                       X.prod(axis=1, keepdims=True)),
         (tf.sign(x), np.sign(X)), (tf.floor(x * 3.0), np.floor(X * 3)),
         (tf.argmin(x, 1), X.argmin(1)), (tf.math.argmin(x, axis=0), X.argmin(0)),
+        (tf.cumsum(x, axis=1), X.cumsum(1)), (tf.math.cumsum(x, 0, reverse=True), X[::-1].cumsum(0)[::-1]),
+        (tf.cumsum(x, 1, exclusive=True), X.cumsum(1) - X),
         (tf.arg_min(x, 1, output_type=tf.int32), X.argmin(1).astype(np.int32)),
         (tf.ceil(x * 3.0), np.ceil(X * 3)), (tf.round(x * 4.0), np.round(X * 4)),
         (tf.where(x > y, x, -y), np.where(X > 0.75, X, -0.75)),

@@ -17,6 +17,7 @@ void register_no_op_kernels(kernel_registry& registry);      // NoOp
 void register_unary_kernels(kernel_registry& registry);      // Neg, Square, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Abs, Sign, Floor, Ceil, Round, Sin, Cos, Log1p, Expm1, IsNan, IsInf, IsFinite
 void register_binary_kernels(kernel_registry& registry);     // Add, Sub, Mul, Div, Maximum, Minimum, Pow, FloorDiv, FloorMod, SquaredDifference, comparisons, LogicalAnd/Or
 void register_select_kernels(kernel_registry& registry);     // SelectV2, Where
+void register_cumsum_kernels(kernel_registry& registry);     // Cumsum
 void register_cast_kernels(kernel_registry& registry);       // Cast
 void register_matmul_kernels(kernel_registry& registry);     // MatMul
 void register_conv_kernels(kernel_registry& registry);       // Conv2D (+ backprops), MaxPool, AvgPool (+ grads)

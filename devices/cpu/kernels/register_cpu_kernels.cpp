@@ -38,6 +38,7 @@ void register_cpu_kernels(kernel_registry& registry) {
   register_strided_slice_kernels(registry);
   register_shape_kernels(registry);
   register_select_kernels(registry);
+  register_cumsum_kernels(registry);
 }
 
 } // namespace actorflow

@@ -4,6 +4,7 @@
 //   "axes" (empty: all; negative from the end), attr "keep_dims"; SumToShapeOf (the gradient
 //   of a broadcast);
 //   ArgMax and ArgMin over attr "axis" (int64 output, the first index wins ties).
+//   Cumsum along attr "axis" (exclusive, reverse), a thread per line.
 // float32 sums accumulate in float64, as on the CPU: the kernels are memory-bound, so the wider
 // adds cost nothing measurable, and results stay as close to the CPU's as the order of the
 // additions allows. Any set of axes goes through one plan (devices/cuda/reduction_plan.hpp):
@@ -276,6 +277,70 @@ protected:
   }
 };
 
+// --- Cumsum --------------------------------------------------------------------------------
+
+/// One thread per (outer, inner) line, summing along the axis in order (exclusive: each element
+/// left out of its own sum; reverse: from the end), as the CPU kernel.
+template <class T>
+__global__ void cumsum_body(const T* x, T* out, std::int64_t lines, std::int64_t len,
+                            std::int64_t inner, bool exclusive, bool reverse) {
+  AF_GRID_STRIDE_LOOP(line, lines) {
+    auto base = (line / inner) * len * inner + line % inner;
+    T sum = 0;
+    for (std::int64_t k = 0; k < len; ++k) {
+      auto at = base + (reverse ? len - 1 - k : k) * inner;
+      auto v = x[at];
+      if (exclusive) {
+        out[at] = sum;
+        sum += v;
+      } else {
+        sum += v;
+        out[at] = sum;
+      }
+    }
+  }
+}
+
+template <class T>
+class cumsum_kernel final : public cuda_kernel {
+public:
+  explicit cumsum_kernel(const node& n)
+    : cuda_kernel(n), axis_(n.attr_or<std::int64_t>("axis", 0)),
+      exclusive_(n.attr_or<bool>("exclusive", false)), reverse_(n.attr_or<bool>("reverse", false)) {}
+
+protected:
+  status launch(kernel_context& ctx, cudaStream_t stream) override {
+    AF_RETURN_IF_ERROR(expect_input(ctx, 0, dtype_of<T>()));
+    const tensor& x = ctx.input(0);
+    const auto& shape = x.shape();
+    auto rank = shape.rank();
+    tensor out = ctx.allocate_output(0, dtype_of<T>(), shape);
+    if (out.num_elements() == 0)
+      return {};
+    std::int64_t outer = 1, inner = 1, len = 1;
+    if (rank > 0) {
+      if (axis_ < -rank || axis_ >= rank)
+        return make_error(errc::invalid_argument, "Cumsum axis " + std::to_string(axis_) +
+                                                    " is out of range for a tensor of rank " +
+                                                    std::to_string(rank));
+      auto axis = static_cast<int>(axis_ < 0 ? axis_ + rank : axis_);
+      len = shape.dim(axis);
+      for (int i = 0; i < rank; ++i) {
+        if (i < axis)
+          outer *= shape.dim(i);
+        else if (i > axis)
+          inner *= shape.dim(i);
+      }
+    }
+    return launch_over(outer * inner, stream, cumsum_body<T>, x.data<T>(), out.data<T>(),
+                       outer * inner, len, inner, exclusive_, reverse_);
+  }
+
+private:
+  std::int64_t axis_;
+  bool exclusive_, reverse_;
+};
+
 // --- ArgMax --------------------------------------------------------------------------------
 
 /// One thread per (outer, inner) position, walking the axis; strict '>' ('<' for ArgMin)
@@ -363,6 +428,7 @@ void register_reduction_kernels(kernel_registry& registry) {
   add_gpu_kernels<sum_to_shape_kernel, float, double, int32_t, int64_t>(registry, "SumToShapeOf");
   add_gpu_kernels<argmax_kernel, float, double, int32_t, int64_t>(registry, "ArgMax");
   add_gpu_kernels<argmin_kernel, float, double, int32_t, int64_t>(registry, "ArgMin");
+  add_gpu_kernels<cumsum_kernel, float, double, int32_t, int64_t>(registry, "Cumsum");
 }
 
 } // namespace actorflow::cuda
