@@ -22,7 +22,7 @@ def test_compat_v1_holds_the_same_objects_as_actorflow():
     assert tf.train.GradientDescentOptimizer is actorflow.train.GradientDescentOptimizer
 
 
-@pytest.mark.parametrize("module, name", [(tf, "cumsum"), (tf, "map_fn"),
+@pytest.mark.parametrize("module, name", [(tf, "cumprod"), (tf, "map_fn"),
                                           (tf.nn, "ctc_loss"), (tf.train, "QueueRunner"),
                                           (tf.math, "cumprod"),
                                           (tf.losses, "huber_loss")])
