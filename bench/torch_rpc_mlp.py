@@ -20,20 +20,14 @@ exits 2 when torch, its RPC backend or the data is unusable.
 import argparse
 import gzip
 import json
-import os
-import socket
 import sys
 import threading
 import time
 
+from torch_rpc_util import free_port, join_rpc, run_processes
+
 DATA = "/usr/share/datasets/fashion-mnist"
 TRAINERS = 2
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def read_idx(path, header_ints):
@@ -84,21 +78,14 @@ def ps_push(grads):
 
 
 def run(rank, port, epochs, batch, result_queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    os.environ.setdefault("TP_SOCKET_IFNAME", "lo")
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     import torch
-    import torch.distributed.rpc as rpc
     global _model
     torch.set_num_threads(1)
     torch.manual_seed(1)
     names = ["ps"] + [f"trainer{k}" for k in range(TRAINERS)]
     if rank == 0:
         _model = make_model()
-    options = rpc.TensorPipeRpcBackendOptions(num_worker_threads=4, rpc_timeout=300,
-                                              init_method="tcp://127.0.0.1:%d" % port)
-    rpc.init_rpc(names[rank], rank=rank, world_size=len(names), rpc_backend_options=options)
+    rpc = join_rpc(names, rank, port, 300)
     if rank > 0:
         task = rank - 1
         x_all, y_all = load("train")
@@ -140,26 +127,16 @@ def main() -> int:
     args = parser.parse_args()
     try:
         import numpy  # noqa: F401
-        import torch.multiprocessing as mp
-        import torch.distributed.rpc as rpc
-        if not rpc.is_available():
-            raise RuntimeError("torch.distributed.rpc is not available")
         load("t10k")
     except Exception as e:  # noqa: BLE001
         print("torch_rpc_mlp.py: %s" % e, file=sys.stderr)
         return 2
-    os.environ.setdefault("GLOG_minloglevel", "2")  # quiet the RPC agents' shutdown lines
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    try:
-        mp.start_processes(run, args=(free_port(), args.epochs, args.batch, queue),
-                           nprocs=1 + TRAINERS, join=True, start_method="spawn")
-    except Exception as e:  # noqa: BLE001
-        print("torch_rpc_mlp.py: %s" % e, file=sys.stderr)
+    results = run_processes("torch_rpc_mlp.py", run, 1 + TRAINERS,
+                            (free_port(), args.epochs, args.batch))
+    if results is None:
         return 2
     result = {"examples_per_second": 0.0}
-    while not queue.empty():
-        item = queue.get()
+    for item in results:
         result["examples_per_second"] += item.pop("examples_per_second", 0.0)
         item.pop("trainer", None)
         result.update(item)

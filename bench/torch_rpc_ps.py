@@ -14,16 +14,10 @@ two parallel RPCs, waited for). Prints one JSON line {"steps_per_second": ..., "
 
 import argparse
 import json
-import os
-import socket
 import sys
 import time
 
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from torch_rpc_util import free_port, join_rpc, run_processes
 
 
 _param = None
@@ -46,18 +40,9 @@ def ps_apply(grad, lr):
     return True
 
 
-def run(rank, world_size, port, steps, warmup, result_queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    os.environ.setdefault("TP_SOCKET_IFNAME", "lo")
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+def run(rank, port, steps, warmup, result_queue):
     import torch
-    import torch.distributed.rpc as rpc
-    torch.set_num_threads(1)
-    names = ["trainer", "ps0", "ps1"]
-    options = rpc.TensorPipeRpcBackendOptions(num_worker_threads=4, rpc_timeout=60,
-                                              init_method="tcp://127.0.0.1:%d" % port)
-    rpc.init_rpc(names[rank], rank=rank, world_size=world_size, rpc_backend_options=options)
+    rpc = join_rpc(["trainer", "ps0", "ps1"], rank, port, 60)
     if rank == 0:
         g = torch.Generator().manual_seed(1)
         x = torch.rand(100, generator=g)
@@ -97,30 +82,13 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
     args = parser.parse_args()
-    try:
-        import torch
-        import torch.multiprocessing as mp
-        import torch.distributed.rpc as rpc
-        if not rpc.is_available():
-            raise RuntimeError("torch.distributed.rpc is not available")
-    except Exception as e:  # noqa: BLE001
-        print("torch_rpc_ps.py: %s" % e, file=sys.stderr)
+    results = run_processes("torch_rpc_ps.py", run, 3, (free_port(), args.steps, args.warmup))
+    if results is None:
         return 2
-    os.environ.setdefault("GLOG_minloglevel", "2")  # quiet the RPC agents' shutdown lines
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    port = free_port()
-    world_size = 3
-    try:
-        mp.start_processes(run, args=(world_size, port, args.steps, args.warmup, queue),
-                           nprocs=world_size, join=True, start_method="spawn")
-    except Exception as e:  # noqa: BLE001
-        print("torch_rpc_ps.py: %s" % e, file=sys.stderr)
-        return 2
-    if queue.empty():
+    if not results:
         print("torch_rpc_ps.py: the trainer produced no result", file=sys.stderr)
         return 2
-    print(json.dumps(queue.get()))
+    print(json.dumps(results[0]))
     return 0
 
 

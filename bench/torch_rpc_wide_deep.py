@@ -23,23 +23,17 @@ RPC backend is unusable.
 
 import argparse
 import json
-import os
-import socket
 import sys
 import time
 
 import numpy as np
 
+from torch_rpc_util import free_port, join_rpc, run_processes
+
 FIELDS = ["user", "item", "context", "cross"]
 WIDE = ["wide_user", "wide_item", "wide_context", "wide_cross"]
 DEEP = ["deep_user", "deep_item", "deep_context"]
 DIM, HIDDEN, RATE = 8, 32, 0.2
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def read_data(path):
@@ -158,18 +152,9 @@ def auc(scores, labels):
     return (ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
-def run(rank, world_size, port, data_path, warmup, result_queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    os.environ.setdefault("TP_SOCKET_IFNAME", "lo")
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+def run(rank, port, data_path, warmup, result_queue):
     import torch
-    import torch.distributed.rpc as rpc
-    torch.set_num_threads(1)
-    names = ["trainer0", "trainer1", "ps0", "ps1"]
-    options = rpc.TensorPipeRpcBackendOptions(num_worker_threads=4, rpc_timeout=300,
-                                              init_method="tcp://127.0.0.1:%d" % port)
-    rpc.init_rpc(names[rank], rank=rank, world_size=world_size, rpc_backend_options=options)
+    rpc = join_rpc(["trainer0", "trainer1", "ps0", "ps1"], rank, port, 300)
     if rank < 2:
         data = read_data(data_path)
         maps = row_maps(data)
@@ -270,34 +255,15 @@ def main() -> int:
     parser.add_argument("--data", required=True)
     parser.add_argument("--warmup", type=int, default=50)
     args = parser.parse_args()
-    try:
-        import torch
-        import torch.multiprocessing as mp
-        import torch.distributed.rpc as rpc
-        if not rpc.is_available():
-            raise RuntimeError("torch.distributed.rpc is not available")
-    except Exception as e:  # noqa: BLE001
-        print("torch_rpc_wide_deep.py: %s" % e, file=sys.stderr)
+    results = run_processes("torch_rpc_wide_deep.py", run, 4, (free_port(), args.data, args.warmup))
+    if results is None:
         return 2
-    os.environ.setdefault("GLOG_minloglevel", "2")
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    port = free_port()
-    world_size = 4
-    try:
-        mp.start_processes(run, args=(world_size, port, args.data, args.warmup, queue),
-                           nprocs=world_size, join=True, start_method="spawn")
-    except Exception as e:  # noqa: BLE001
-        print("torch_rpc_wide_deep.py: %s" % e, file=sys.stderr)
-        return 2
-    results = []
-    while not queue.empty():
-        results.append(queue.get())
     rates = [r[2] for r in results if r[0] == "rate"]
     aucs = [r[2] for r in results if r[0] == "auc"]
     if len(rates) != 2 or len(aucs) != 1:
         print("torch_rpc_wide_deep.py: the trainers produced no result", file=sys.stderr)
         return 2
+    import torch
     print(json.dumps({"examples_per_second": sum(rates), "auc": aucs[0],
                       "torch": torch.__version__}))
     return 0

@@ -563,12 +563,13 @@ void register_standard_gradients(gradient_registry& r) {
   r.add("Abs", abs_grad);
   r.add("Sign", sign_grad);
   r.add("Sin", sin_grad);
-  r.add("Cumsum", cumsum_grad);
   r.add("Cos", cos_grad);
   r.add("Log1p", log1p_grad);
   r.add("Expm1", expm1_grad);
+  r.add("Cumsum", cumsum_grad);
   r.add("SelectV2", select_grad);
-  // Piecewise constant: TensorFlow gives their inputs no gradient.
+  // Piecewise constant, bool-valued, or a stop by definition: TensorFlow gives their inputs no
+  // gradient.
   for (auto op : {"FloorDiv", "Floor", "Ceil", "Round", "IsNan", "IsInf", "IsFinite", "StopGradient"})
     r.add_not_differentiable(op);
   r.add("Reshape", reshape_grad);

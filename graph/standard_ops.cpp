@@ -380,7 +380,8 @@ void register_standard_ops(op_registry& r) {
     auto axis = attr_or_default<std::int64_t>(c.n, "axis", 0);
     if (c.input_types[0] == dtype::boolean)
       return error("Cumsum needs a number type, got bool");
-    if (x.rank_known() && (axis < -x.rank() || axis >= std::max(1, x.rank())))
+    // As TF's: a scalar has no axis to sum along.
+    if (x.rank_known() && (axis < -x.rank() || axis >= x.rank()))
       return error("Cumsum axis " + std::to_string(axis) + " is out of range for " + x.to_string());
     return unary_same(c);
   });

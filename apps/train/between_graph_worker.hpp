@@ -37,10 +37,6 @@ public:
   between_graph_worker(const between_graph_worker&) = delete;
   between_graph_worker& operator=(const between_graph_worker&) = delete;
 
-  train::monitored_session& session() { return *session_; }
-  bool chief() const { return chief_; }
-  /// "/job:worker/task:1", for device scopes and lines.
-  const std::string& name() const { return name_; }
   /// The ps tasks of the cluster (what the tables are sharded over).
   int ps_tasks() const { return ps_tasks_; }
   /// Steps of the monitored session (its hooks run, the global step counted).
@@ -59,7 +55,6 @@ private:
   std::unique_ptr<server> served_;
   std::unique_ptr<train::monitored_session> session_;
   std::string ps_job_;
-  std::string name_;
   int ps_tasks_ = 0;
   bool chief_ = false;
   bool finished_ = false;

@@ -197,7 +197,6 @@ result<std::unique_ptr<between_graph_worker>> between_graph_worker::start(
   std::unique_ptr<between_graph_worker> worker{new between_graph_worker};
   worker->chief_ = task == 0;
   worker->ps_job_ = o.ps_job;
-  worker->name_ = "/job:" + job + "/task:" + std::to_string(task);
   worker->ps_tasks_ = cluster.num_tasks(o.ps_job);
   auto shared_cluster = std::make_shared<const cluster_spec>(cluster);
   auto served = start_worker_server(o, shared_cluster, job, task);
@@ -230,9 +229,7 @@ int between_graph_worker::end(const std::function<status(const run_step_fn&)>& r
     if (auto st = report(steps_on(session_->raw_session())); !st.ok())
       return fail(st);
   } else {
-    char line[64];
-    std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
-    progress.line(line);
+    say_examples_per_second(progress, throughput);
   }
   if (auto closed = finish(); !closed.ok())
     return fail(closed);
@@ -393,9 +390,7 @@ int run_between_graph(const train_options& o, const cluster_spec& cluster, const
           !st.ok())
         exit_code = fail(st);
     } else {
-      char line[64];
-      std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
-      progress.line(line);
+      say_examples_per_second(progress, throughput);
     }
   }
   // After the session closed: once every worker has said so, the ps tasks stop by themselves.

@@ -239,9 +239,8 @@ status report_results(const train_options& o, const graph& g, const train::metri
   AF_RETURN_IF_ERROR(write_graph_out(o, g, title));
   progress.line("metrics: " + o.output_dir + "/metrics.csv, curve: " + o.output_dir + "/curve.svg" +
                 (o.graph_out.empty() ? "" : ", graph: " + o.graph_out));
+  say_examples_per_second(progress, throughput);
   char line[64];
-  std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
-  progress.line(line);
   std::snprintf(line, sizeof line, "test accuracy: %.4f", accuracy);
   progress.line(line);
   return {};
@@ -335,9 +334,9 @@ result<shared_classifier> build_shared_classifier(graph& g, const train_options&
     out.m = train::build_classifier(g, *out.opt, *kind);
     if (with_gradients)
       out.gradients = out.opt->compute_gradients(out.m.loss, out.m.weights);
-    out.global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
-    auto count = ops::assign_add(out.global_step, ops::constant(g, std::int64_t{1}, "one_step"));
-    out.train = ops::group(g, {out.m.train, count}, "train_and_count");
+    auto counter = make_global_step(g);
+    out.global_step = counter.step;
+    out.train = ops::group(g, {out.m.train, counter.count}, "train_and_count");
   }
   AF_RETURN_IF_ERROR(g.status());
   return out;
@@ -363,6 +362,19 @@ train::session_manager variables_manager(const train_options& o, const cluster_s
   ready.say = [&progress](const std::string& line) { progress.line(line); };
   ready.warn = warn;
   return train::session_manager{std::move(ready)};
+}
+
+void say_examples_per_second(progress_printer& progress, const train::throughput_meter& throughput) {
+  char line[64];
+  std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
+  progress.line(line);
+}
+
+global_step_counter make_global_step(graph& g) {
+  global_step_counter out;
+  out.step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
+  out.count = ops::assign_add(out.step, ops::constant(g, std::int64_t{1}, "one_step"));
+  return out;
 }
 
 run_step_fn steps_on(session& s) {

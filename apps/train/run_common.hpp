@@ -55,6 +55,14 @@ using run_step_fn = std::function<result<std::vector<tensor>>(const std::vector<
                                                              const feed_list& feeds,
                                                              const std::vector<output>& targets)>;
 
+/// A global step (an int64 variable, 0 at first) and the op counting one more update into it:
+/// what a train op groups to count the updates of every replica (TF's minimize(global_step=)).
+struct global_step_counter {
+  actorflow::variable step;
+  output count;
+};
+global_step_counter make_global_step(graph& g);
+
 /// The steps of a plain session, as run_step_fn.
 run_step_fn steps_on(session& s);
 
@@ -96,6 +104,9 @@ private:
   bool dirty_ = false;
   clock_type::time_point last_redraw_{};
 };
+
+/// "examples/s: N", the line every run ends its training with (tests and benchmarks read it).
+void say_examples_per_second(progress_printer& progress, const train::throughput_meter& throughput);
 
 /// The model actorflow-train runs (--model mlp or cnn): data parallel over worker towers on a
 /// cluster, or a single tower when local.

@@ -320,9 +320,7 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
     progress.line("replicas equal after " + std::to_string(total_steps) + " steps");
   }
   if (!chief) {
-    char line[64];
-    std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
-    progress.line(line);
+    say_examples_per_second(progress, throughput);
     return 0;
   }
   train::data_parallel_mlp single;

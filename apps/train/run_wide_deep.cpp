@@ -101,8 +101,9 @@ result<wide_deep_model> build_wide_deep(graph& g, const train_options& o,
     (p.second.ref.producer().name.rfind("wide_", 0) == 0 ? wide_pairs : deep_pairs).push_back(p);
   std::vector<output> updates{ftrl.apply_gradients(wide_pairs), adagrad.apply_gradients(deep_pairs)};
   if (count_steps) {
-    m.global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
-    updates.push_back(ops::assign_add(*m.global_step, ops::constant(g, std::int64_t{1}, "one_step")));
+    auto counter = make_global_step(g);
+    m.global_step = counter.step;
+    updates.push_back(counter.count);
   }
   m.train = ops::group(g, updates, "train");
   if (!g.status().ok())
@@ -172,9 +173,8 @@ status report_wide_deep(const train_options& o, const wide_deep_model& m, const 
   }
   auto model_auc = train::auc(scores, labels);
   auto ceiling = train::auc(held_out.true_logits, held_out.label_values);
+  say_examples_per_second(progress, throughput);
   char line[240];
-  std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
-  progress.line(line);
   std::snprintf(line, sizeof line,
                 "auc: %.4f (ceiling, the true model's: %.4f; %lld held-out examples)", model_auc,
                 ceiling, static_cast<long long>(evaluation_examples));

@@ -84,11 +84,12 @@ result<word2vec_model> build_word2vec(graph& g, const train_options& o, std::int
                                       const word2vec_devices& at, bool count_steps) {
   word2vec_model m;
   const std::int64_t dim = o.embedding_dim;
+  std::optional<global_step_counter> counter;
   {
     auto on = g.device(at.embeddings);
     m.embeddings = ops::variable(g, ops::random_uniform(g, {size, dim}, -1.0, 1.0), "embeddings");
     if (count_steps)
-      m.global_step = ops::variable(g, ops::constant(g, std::int64_t{0}, "global_step/zero"), "global_step");
+      counter = make_global_step(g);
   }
   {
     auto on = g.device(at.output_table);
@@ -105,9 +106,9 @@ result<word2vec_model> build_word2vec(graph& g, const train_options& o, std::int
                        : ops::sampled_softmax_loss(m.weights, m.biases, m.contexts, embedded, o.num_sampled, size);
   m.loss = ops::reduce_mean(per_example, {}, false, "loss");
   m.train = gradient_descent_optimizer{o.learning_rate}.minimize(m.loss);
-  if (m.global_step) {
-    auto counted = ops::assign_add(*m.global_step, ops::constant(g, std::int64_t{1}, "one_step"));
-    m.train = ops::group(g, {m.train, counted}, "train_and_count");
+  if (counter) {
+    m.global_step = counter->step;
+    m.train = ops::group(g, {m.train, counter->count}, "train_and_count");
   }
   AF_RETURN_IF_ERROR(g.status());
   return m;
@@ -165,9 +166,8 @@ status report_word2vec(const train_options& o, const word2vec_model& m, const wo
                                     neighbour_pool);
   auto chance = train::wordnet_score(train::unit_rows(random_vectors), data.vocab, data.related,
                                      first_scored, last_scored, neighbour_pool);
+  say_examples_per_second(progress, throughput);
   char line[240];
-  std::snprintf(line, sizeof line, "examples/s: %.0f", throughput.overall());
-  progress.line(line);
   std::snprintf(line, sizeof line,
                 "wordnet score: %.4f (random vectors: %.4f; words of rank %lld-%lld whose 10 "
                 "nearest of the %lld most frequent include a WordNet synonym or hypernym)",

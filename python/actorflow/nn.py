@@ -186,8 +186,8 @@ def log_softmax(logits, axis=None, name=None):
 def in_top_k(predictions, targets, k, name=None):
     """Whether each row's target class is among its k largest predictions (bool [batch]), as
     TF's InTopK: ties at the boundary count as in, a non-finite target prediction and a class out
-    of range as out. The
-    target's prediction is picked by a one-hot mask, so the classes must be known."""
+    of range as out. The target's prediction is picked by a one-hot mask, so the classes must be
+    known."""
     with _ops._scoped("in_top_k", name):
         p = convert_to_tensor(predictions)
         classes = p.shape.as_list()[-1] if p.shape.ndims == 2 else None

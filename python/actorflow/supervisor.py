@@ -578,7 +578,8 @@ class Supervisor:
         checkpoints = bool(self._logdir and self._saver and self._save_model_secs)
         summaries = bool(self._summary_op is not None and self._summary_writer is not None
                          and self._save_summaries_secs)
-        if not (checkpoints or summaries or (self._logdir and self._saver)):
+        # A saver and a logdir also mean the last checkpoint at stop, timed ones or not.
+        if not (summaries or (self._logdir and self._saver)):
             return []
         if not isinstance(sess, _SupervisedSession):
             raise TypeError("start_standard_services: actorflow's checkpoints and summaries need "

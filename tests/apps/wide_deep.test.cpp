@@ -90,7 +90,7 @@ TEST_CASE("wide-deep learns clicks on hash tables sharded over two ps tasks as i
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("wide-deep between-graph: two worker processes share hash tables on two ps processes and reach the in-graph run's AUC, every process ending by itself", "[apps][wide_deep][sparse]") {
+TEST_CASE("wide-deep between-graph: two worker processes share hash tables on two ps processes and clear the in-graph test's AUC bars, every process ending by itself", "[apps][wide_deep][sparse]") {
   using actorflow::testing::child_process;
   using namespace std::chrono_literals;
   auto cluster = actorflow::testing::start_ps_cluster(ACTORFLOW_WORKER_BINARY, 2, 2);

@@ -343,6 +343,8 @@ def test_more_composed_ops_match_numpy():
     np.testing.assert_array_equal(got[2], [True, True, False, False])
     with pytest.raises(ValueError, match="classes known"):
         tf.nn.in_top_k(tf.placeholder(tf.float32, [None, None]), [0], 1)
+    with pytest.raises(ValueError, match="Cumsum axis 0 is out of range"):
+        tf.cumsum(tf.constant(1.0))  # a scalar has no axis, as in TF
     with pytest.raises(TypeError, match="Range"):
         tf.range(tf.constant(3))
     with pytest.raises(ValueError, match="depth"):

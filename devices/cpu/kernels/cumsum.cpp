@@ -21,16 +21,12 @@ public:
       return;
     const tensor& x = ctx.input(0);
     const auto& shape = x.shape();
-    tensor out = ctx.allocate_output(0, dtype_of<T>(), shape);
-    if (shape.rank() == 0) { // a scalar is its own (inclusive) sum
-      out.data<T>()[0] = exclusive_ ? T{0} : x.data<T>()[0];
-      return;
-    }
     auto axis = normalize_axis(axis_, shape.rank(), "Cumsum axis");
     if (!axis) {
       ctx.fail(axis.error());
       return;
     }
+    tensor out = ctx.allocate_output(0, dtype_of<T>(), shape);
     std::int64_t outer = 1, inner = 1;
     for (int i = 0; i < shape.rank(); ++i) {
       if (i < *axis)

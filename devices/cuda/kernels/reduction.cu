@@ -314,23 +314,21 @@ protected:
     const tensor& x = ctx.input(0);
     const auto& shape = x.shape();
     auto rank = shape.rank();
+    if (axis_ < -rank || axis_ >= rank)
+      return make_error(errc::invalid_argument, "Cumsum axis " + std::to_string(axis_) +
+                                                  " is out of range for a tensor of rank " +
+                                                  std::to_string(rank));
     tensor out = ctx.allocate_output(0, dtype_of<T>(), shape);
     if (out.num_elements() == 0)
       return {};
-    std::int64_t outer = 1, inner = 1, len = 1;
-    if (rank > 0) {
-      if (axis_ < -rank || axis_ >= rank)
-        return make_error(errc::invalid_argument, "Cumsum axis " + std::to_string(axis_) +
-                                                    " is out of range for a tensor of rank " +
-                                                    std::to_string(rank));
-      auto axis = static_cast<int>(axis_ < 0 ? axis_ + rank : axis_);
-      len = shape.dim(axis);
-      for (int i = 0; i < rank; ++i) {
-        if (i < axis)
-          outer *= shape.dim(i);
-        else if (i > axis)
-          inner *= shape.dim(i);
-      }
+    auto axis = static_cast<int>(axis_ < 0 ? axis_ + rank : axis_);
+    auto len = shape.dim(axis);
+    std::int64_t outer = 1, inner = 1;
+    for (int i = 0; i < rank; ++i) {
+      if (i < axis)
+        outer *= shape.dim(i);
+      else if (i > axis)
+        inner *= shape.dim(i);
     }
     return launch_over(outer * inner, stream, cumsum_body<T>, x.data<T>(), out.data<T>(),
                        outer * inner, len, inner, exclusive_, reverse_);
