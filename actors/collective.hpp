@@ -15,6 +15,7 @@
 #include "actors/protocols/collective.hpp"
 #include "actors/protocols/task.hpp"
 
+#include "devices/task_collective.hpp"
 #include "graph/status.hpp"
 
 #include <caf/fwd.hpp>
@@ -88,6 +89,14 @@ public:
   static result<collective_group> join(caf::actor_system& sys, protocol::collective_actor member,
                                        protocol::collective_group group, double timeout_seconds);
 
+  /// The handle of `member`, already told `group` and answered `rank` (members driven by a
+  /// test's own actors on CAF's test scheduler, where the blocking join cannot wait).
+  static collective_group of_member(caf::actor_system& sys, protocol::collective_actor member,
+                                    protocol::collective_group group, int rank,
+                                    double timeout_seconds) {
+    return collective_group{sys, std::move(member), std::move(group), rank, timeout_seconds};
+  }
+
   /// Every member's `value` reduced by `op` (same dtype and shape on all).
   result<tensor> all_reduce(const tensor& value, reduction op = reduction::sum,
                             collective_tuning tuning = {});
@@ -95,6 +104,13 @@ public:
   result<tensor> broadcast(const tensor& value, int root);
   /// Every member's `value`, concatenated along the first dimension in rank order.
   result<tensor> all_gather(const tensor& value);
+
+  /// Offers this group to the CollectiveReduce nodes (graph/collective_ops.hpp) of `device`
+  /// (a full name, "/job:worker/replica:0/task:1/device:CPU:0") whose collective_group is
+  /// `name`, while the returned offer lives; they run asynchronously, several at once, each
+  /// bounded as this group's calls are. Their instance keys and this group's own calls'
+  /// never meet: the calls take multiples of 2^12, the nodes' runs the numbers in between.
+  task_collective_registry::offer offer_to_graph(const std::string& name, const std::string& device);
 
   int rank() const { return rank_; }
   int size() const { return group_.size(); }

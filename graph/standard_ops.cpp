@@ -348,6 +348,8 @@ void register_standard_ops(op_registry& r) {
   add("StopGradient", 1, unary_same);
   // Stateful: its members meet at run time, so none may be merged or pruned as a duplicate.
   add("AllReduce", 1, unary_same, true);
+  // Stateful too: each run is the next of its instance across the group's members.
+  add("CollectiveReduce", 1, unary_same, true);
   add("Neg", 1, unary_same);
   add("Square", 1, unary_same);
   for (auto name : {"Sqrt", "Exp", "Log", "Sigmoid", "Tanh", "Softmax"})
