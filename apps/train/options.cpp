@@ -2,6 +2,7 @@
 
 #include "support/flags.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -78,7 +79,9 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
                          accumulate in float32; variables stay float32) (default float32, or
                          ACTORFLOW_MIXED_PRECISION)
   --steps N              linreg, word2vec, wide-deep: training steps (default 1000; word2vec
-                         100000; wide-deep 2000)
+                         100000; wide-deep 2000); mlp, cnn, rnn in this process, on a
+                         cluster's master or --strategy mirrored: stop after N steps if
+                         --epochs has more (default: --epochs' steps)
   --ids-per-field N      wide-deep: ids of each field of the click log (default 100000)
   --corpus FILE          word2vec: a dictd dictionary, gzip or plain (default Debian's
                          dict-gcide, /usr/share/dictd/gcide.dict.dz)
@@ -146,6 +149,10 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
                          worker (the chief evaluates and writes metrics)
   --check-replicas N     with --strategy mirrored: every N steps the workers compare a hash of
                          every variable; a difference fails the run naming the variable
+  --bucket-mb X          with --strategy mirrored: gradient buckets of at most X MiB, the first
+                         at most 1 MiB, filled from the last layer back; each bucket's
+                         all-reduce starts once the backward pass has made its gradients,
+                         while it goes on (PyTorch DDP's bucket_cap_mb) (default 25)
   --coordinator          with --cluster: coordinate its worker tasks (actorflow-worker) as TF2's
                          ParameterServerStrategy does: one closure per batch on whichever worker
                          is free, on that worker's shard of the data; a closure whose worker is
@@ -173,7 +180,7 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
 
 result<train_options> parse_train_options(int argc, const char* const* argv) {
   train_options o;
-  bool learning_rate_set = false, optimizer_set = false, batch_size_set = false, steps_set = false;
+  bool learning_rate_set = false, optimizer_set = false, batch_size_set = false;
   bool embedding_dim_set = false;
   apps::flag_set flags;
   flags.values = {
@@ -198,13 +205,14 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     {"--strategy", [&](auto& v) { return one_of("--strategy", v, {"mirrored"}, o.strategy); }},
     {"--check-replicas",
      [&](auto& v) { return apps::parse_int_flag("--check-replicas", v, 0, o.check_replicas); }},
+    {"--bucket-mb", [&](auto& v) { return parse_positive_double("--bucket-mb", v, o.bucket_mb); }},
     {"--seed", [&](auto& v) { return apps::parse_int_flag<std::uint64_t>("--seed", v, 0, o.seed); }},
     {"--mixed-precision",
      [&](auto& v) { return one_of("--mixed-precision", v, {"float32", "bfloat16"}, o.mixed_precision); }},
     {"--threads", [&](auto& v) { return apps::parse_int_flag("--threads", v, 0, o.threads, apps::max_threads_flag); }},
     {"--steps",
      [&](auto& v) {
-       steps_set = true;
+       o.steps_given = true;
        return apps::parse_int_flag("--steps", v, 1, o.steps);
      }},
     {"--corpus", [&](auto& v) { o.corpus = v; return status{}; }},
@@ -267,7 +275,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
   if (o.model == "word2vec") {
     if (!learning_rate_set)
       o.learning_rate = 1.0;
-    if (!steps_set)
+    if (!o.steps_given)
       o.steps = 100000;
     if (o.num_sampled >= o.vocabulary)
       return bad("--num-sampled", std::to_string(o.num_sampled) + " candidates out of a vocabulary of " +
@@ -276,7 +284,7 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
   if (o.model == "wide-deep") {
     if (!learning_rate_set)
       o.learning_rate = 0.2;
-    if (!steps_set)
+    if (!o.steps_given)
       o.steps = 2000;
     if (!embedding_dim_set)
       o.embedding_dim = 8;
@@ -313,9 +321,18 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
     return bad("--graph-out", "not with --coordinator: each worker places its own copy of the graph");
   if (o.coordinator && (o.model == "linreg" || o.model == "word2vec" || o.model == "wide-deep"))
     return bad("--coordinator", "coordinated training runs a classifier (--model mlp, cnn or rnn)");
+  if (o.steps_given && (o.model == "mlp" || o.model == "cnn" || o.model == "rnn") &&
+      (o.coordinator || (!o.job.empty() && o.strategy.empty())))
+    return bad("--steps", "an " + o.model + " takes it in this process, on a cluster's master or "
+                          "with --strategy mirrored, not as a between-graph or coordinated worker");
   if (!o.job.empty() && o.job == o.ps_job)
     return bad("--job", "'" + o.job + "' is the ps job: parameter servers run actorflow-worker");
   return o;
+}
+
+std::int64_t classifier_steps(const train_options& o, std::int64_t steps_per_epoch) {
+  auto epochs = steps_per_epoch * o.epochs;
+  return o.steps_given ? std::min<std::int64_t>(epochs, o.steps) : epochs;
 }
 
 } // namespace actorflow::train

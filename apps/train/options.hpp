@@ -38,8 +38,11 @@ struct train_options {
   bool resume = false;
   /// Keep this many checkpoints.
   int keep_checkpoints = 3;
-  /// linreg and word2vec: number of steps (word2vec's default 100000).
+  /// linreg and word2vec: number of steps (word2vec's default 100000). mlp, cnn and rnn in
+  /// this process, on a cluster's master or mirrored: a bound on the --epochs' steps, when
+  /// given (classifier_steps).
   int steps = 1000;
+  bool steps_given = false;
   /// word2vec: the corpus (a dictd dictionary, gzip or plain), WordNet's directory for the
   /// score, the vocabulary's size, the vectors' size, candidates per step, and the loss
   /// ("nce" or "sampled_softmax").
@@ -111,6 +114,10 @@ struct train_options {
   /// --strategy mirrored: every N steps (0: never) the replicas compare a hash of every
   /// variable, and the run fails naming the first variable that differs.
   int check_replicas = 0;
+  /// --strategy mirrored: gradients go in buckets of at most this many MiB (PyTorch DDP's
+  /// bucket_cap_mb; the first bucket at most 1 MiB), each all-reduced as soon as the backward
+  /// pass has made its gradients.
+  double bucket_mb = 25;
   /// Where to write a picture of the placed graph (.dot, .svg, .png or .pdf); empty: nowhere.
   std::string graph_out;
   /// Print "node: device" for every node placed (TensorFlow's log_device_placement).
@@ -131,5 +138,9 @@ result<train_options> parse_train_options(int argc, const char* const* argv);
 
 /// The --help text listing every flag.
 std::string train_usage();
+
+/// The steps an mlp, cnn or rnn run takes: --epochs of `steps_per_epoch`, or --steps when
+/// given and fewer.
+std::int64_t classifier_steps(const train_options& o, std::int64_t steps_per_epoch);
 
 } // namespace actorflow::train

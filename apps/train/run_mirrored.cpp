@@ -1,16 +1,18 @@
 // actorflow-train --strategy mirrored: MultiWorkerMirroredStrategy without parameter servers.
 // Every worker process serves its own task, builds the whole model there and keeps its own copy
 // of the variables; the chief's initial values are broadcast to all; each step every worker
-// computes the gradients of its share of the global batch, the workers all-reduce their mean
-// (one bucket: every gradient packed into one tensor) and each applies it to its copy, so the
-// copies stay equal (--check-replicas compares them). The chief evaluates and writes metrics
-// and, with --checkpoint-dir, a checkpoint each epoch, from which --resume starts every worker.
+// computes the gradients of its share of the global batch, and the graph all-reduces their
+// mean in buckets (graph/collective_ops.hpp: a bucket goes as soon as the backward pass made
+// its gradients, while the pass goes on) and applies it to its copy, so the copies stay equal
+// (--check-replicas compares them). The chief evaluates and writes metrics and, with
+// --checkpoint-dir, a checkpoint each epoch, from which --resume starts every worker.
 #include "train/modes.hpp"
 #include "actors/collective.hpp"
 #include "actors/server.hpp"
+#include "graph/collective_ops.hpp"
 #include "graph/ops.hpp"
 
-#include <cstring>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -22,32 +24,8 @@ namespace {
 /// Restarts after lost workers before a run gives up (each also bounded by --init-timeout).
 constexpr int max_restarts = 5;
 
-/// Every tensor's float32 elements one after another: one all-reduce per step.
-tensor pack(const std::vector<tensor>& parts) {
-  std::int64_t total = 0;
-  for (auto& p : parts)
-    total += p.num_elements();
-  tensor flat{dtype::float32, tensor_shape{total}};
-  auto* at = flat.data<float>();
-  for (auto& p : parts) {
-    std::memcpy(at, p.raw_data(), p.bytes());
-    at += p.num_elements();
-  }
-  return flat;
-}
-
-/// pack's inverse: `flat` cut into tensors shaped as `like`.
-std::vector<tensor> unpack(const tensor& flat, const std::vector<tensor>& like) {
-  std::vector<tensor> out;
-  const auto* at = flat.data<float>();
-  for (auto& l : like) {
-    tensor t{dtype::float32, l.shape()};
-    std::memcpy(t.raw_data(), at, t.bytes());
-    at += t.num_elements();
-    out.push_back(std::move(t));
-  }
-  return out;
-}
+/// The name under which each worker offers its group to its graph's CollectiveReduce nodes.
+constexpr const char* gradient_group = "mirrored_gradients";
 
 /// FNV-1a over a tensor's bytes: equal replicas hash alike.
 std::int64_t hash_of(const tensor& t) {
@@ -145,7 +123,7 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
   if (!batches)
     return fail(batches.error());
   const auto steps_per_epoch = batches->batches_per_epoch();
-  const auto total_steps = steps_per_epoch * o.epochs;
+  const auto total_steps = train::classifier_steps(o, steps_per_epoch);
 
   graph g;
   g.seed = static_cast<std::int64_t>(o.seed);
@@ -154,19 +132,28 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
   if (!kind)
     return fail(kind.error());
   std::optional<train::classifier_model> model;
-  std::vector<output> gradients, gradient_feeds, value_feeds, assigns;
+  std::vector<output> value_feeds, assigns;
   output apply;
+  int buckets = 0;
   {
     auto here = g.device(me);
-    // Its own train op is never run: the gradients are fetched, reduced, and fed back.
+    // Its own train op is never run: the step applies the all-reduced gradients instead.
     model = train::build_classifier(g, *opt, *kind);
-    std::vector<gradient_and_variable> fed;
+    std::vector<output> gradients;
+    std::vector<variable> variables;
     for (auto& [gradient, var] : opt->compute_gradients(model->loss, model->weights)) {
       gradients.push_back(gradient);
-      gradient_feeds.push_back(ops::placeholder(g, dtype::float32));
-      fed.emplace_back(gradient_feeds.back(), var);
+      variables.push_back(var);
     }
-    apply = opt->apply_gradients(fed, "mirrored_apply");
+    ops::bucket_options bucketing;
+    bucketing.bytes = static_cast<std::uint64_t>(o.bucket_mb * (1 << 20));
+    bucketing.first_bytes = std::min<std::uint64_t>(bucketing.bytes, std::uint64_t{1} << 20);
+    bucketing.reduction = "mean";
+    auto reduced = ops::all_reduce_in_buckets(gradients, gradient_group, bucketing, &buckets);
+    std::vector<gradient_and_variable> averaged;
+    for (std::size_t i = 0; i < reduced.size(); ++i)
+      averaged.emplace_back(reduced[i], variables[i]);
+    apply = opt->apply_gradients(averaged, "mirrored_apply");
   }
   // Every variable, the optimizer's slots too: what the chief checkpoints and broadcasts.
   saver checkpoints_saver{g};
@@ -214,12 +201,23 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
   // the start, and again after a lost worker came back. Each group's key is its members'
   // incarnations', so a group formed again shares nothing with the broken one.
   std::optional<collective_group> group;
+  task_collective_registry::offer offered;
   std::int64_t step = 0;
+  // The task's CPU, where the model's nodes (and so its CollectiveReduce nodes) are placed.
+  device_name cpu;
+  cpu.job = job;
+  cpu.replica = 0;
+  cpu.task = task;
+  cpu.type = "CPU";
+  cpu.id = 0;
+  const auto device = cpu.to_string();
   auto form_group = [&](std::int64_t chiefs_step) -> status {
+    offered.reset();
     auto joined = collective_group::join(**served, cluster, job, task, 1, o.init_timeout_seconds, true);
     if (!joined)
       return joined.error();
     group.emplace(std::move(*joined));
+    offered = group->offer_to_graph(gradient_group, device);
     auto taken = take_chiefs_state(s, *group, replicated, value_feeds, assigns, chiefs_step);
     if (!taken)
       return taken.error();
@@ -235,7 +233,8 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
   progress.line("worker " + me + (chief ? " (chief)" : "") + ": mirrored over " +
                 std::to_string(workers) + " workers (rank " + std::to_string(group->rank()) +
                 "), its share (1 in " + std::to_string(workers) + ") of one shared order of " +
-                std::to_string(data->train.size()));
+                std::to_string(data->train.size()) + ", gradients in " + std::to_string(buckets) +
+                (buckets == 1 ? " bucket" : " buckets"));
   train::metrics_log metrics;
   if (chief)
     if (auto st = begin_metrics(o, step, metrics); !st.ok())
@@ -247,33 +246,20 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
     hooks.push_back(progress_hook(o, total_steps, throughput, progress, chief ? &metrics : nullptr, g));
     if (checkpoints)
       hooks.push_back(train::make_checkpoint_hook(
-        [&](std::int64_t at) { return checkpoints.writer().save(s, at); }, steps_per_epoch));
+        [&](std::int64_t at) { return checkpoints.writer().save(s, at); }, steps_per_epoch,
+        total_steps));
     return train::trainer{std::move(hooks)};
   };
-  std::vector<output> fetches = gradients;
-  fetches.push_back(m.loss);
-  fetches.push_back(m.correct);
   auto one_step = [&](std::int64_t next) -> result<train::step_report> {
     auto started = clock_type::now();
     auto& b = batches->next();
-    auto r = s.run(fetches, {{m.images, b.images}, {m.labels, b.one_hot}});
+    auto r = s.run({m.loss, m.correct}, {{m.images, b.images}, {m.labels, b.one_hot}}, {apply});
     if (!r)
-      return r.error();
-    std::vector<tensor> grads(r->begin(), r->begin() + static_cast<std::ptrdiff_t>(gradients.size()));
-    auto mean = group->all_reduce(pack(grads), reduction::mean);
-    if (!mean)
-      return mean.error().with_context("step " + std::to_string(next));
-    auto reduced = unpack(*mean, grads);
-    feed_list feeds;
-    for (std::size_t i = 0; i < reduced.size(); ++i)
-      feeds.emplace_back(gradient_feeds[i], std::move(reduced[i]));
-    if (auto st = s.run_targets({apply}, feeds); !st.ok())
-      return st;
+      return r.error().with_context("step " + std::to_string(next));
     if (o.check_replicas > 0 && next % o.check_replicas == 0)
       if (auto st = check_replicas(s, *group, m.weights, next); !st.ok())
         return st;
-    std::vector<tensor> loss_and_correct{r->at(gradients.size()), r->at(gradients.size() + 1)};
-    return mlp_report(next, steps_per_epoch, loss_and_correct, b, started);
+    return mlp_report(next, steps_per_epoch, *r, b, started);
   };
   auto trained = make_loop().run(step, total_steps, one_step);
   // A lost worker: as TF's MWMS with a checkpoint, every worker goes on from the chief's latest

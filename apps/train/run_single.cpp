@@ -148,14 +148,14 @@ int run_mlp(const train_options& o, const training_target& where) {
   batches->seek(step);
   progress_printer progress{o.log_every};
   progress.line("training on " + where.description);
-  auto total_steps = steps_per_epoch * o.epochs;
+  auto total_steps = train::classifier_steps(o, steps_per_epoch);
   train::throughput_meter throughput;
   std::vector<std::unique_ptr<train::training_hook>> hooks;
   hooks.push_back(train::make_finite_loss_hook());
   hooks.push_back(progress_hook(o, total_steps, throughput, progress, &metrics, g));
   if (checkpoints)
     hooks.push_back(train::make_checkpoint_hook([&](std::int64_t at) { return checkpoints.writer().save(s, at); },
-                                                steps_per_epoch));
+                                                steps_per_epoch, total_steps));
   train::trainer loop{std::move(hooks)};
   auto trained = loop.run(step, total_steps, [&](std::int64_t next) -> result<train::step_report> {
     auto& batch = batches->next();

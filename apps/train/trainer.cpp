@@ -39,18 +39,18 @@ public:
 
 class checkpoint_hook final : public training_hook {
 public:
-  checkpoint_hook(std::function<status(std::int64_t)> save, std::int64_t every)
-    : save_(std::move(save)), every_(every) {}
+  checkpoint_hook(std::function<status(std::int64_t)> save, std::int64_t every, std::int64_t last)
+    : save_(std::move(save)), every_(every), last_(last) {}
 
   status after_step(const step_report& report) override {
-    if (every_ <= 0 || report.step % every_ != 0)
-      return {};
-    return save_(report.step);
+    bool due = (every_ > 0 && report.step % every_ == 0) || (last_ > 0 && report.step == last_);
+    return due ? save_(report.step) : status{};
   }
 
 private:
   std::function<status(std::int64_t)> save_;
   std::int64_t every_;
+  std::int64_t last_;
 };
 
 class observer_hook final : public training_hook {
@@ -74,8 +74,8 @@ std::unique_ptr<training_hook> make_finite_loss_hook() {
 }
 
 std::unique_ptr<training_hook> make_checkpoint_hook(std::function<status(std::int64_t)> save,
-                                                    std::int64_t every_steps) {
-  return std::make_unique<checkpoint_hook>(std::move(save), every_steps);
+                                                    std::int64_t every_steps, std::int64_t last_step) {
+  return std::make_unique<checkpoint_hook>(std::move(save), every_steps, last_step);
 }
 
 std::unique_ptr<training_hook> make_observer_hook(std::function<void(const step_report&)> observe) {

@@ -73,9 +73,11 @@ private:
 /// lower --learning-rate" (a diverged model would otherwise train on to the end and exit 0).
 std::unique_ptr<training_hook> make_finite_loss_hook();
 
-/// Calls `save(step)` every `every_steps` steps (and not otherwise); its error stops training.
+/// Calls `save(step)` every `every_steps` steps and at `last_step` (when positive), and not
+/// otherwise; its error stops training.
 std::unique_ptr<training_hook> make_checkpoint_hook(std::function<status(std::int64_t step)> save,
-                                                    std::int64_t every_steps);
+                                                    std::int64_t every_steps,
+                                                    std::int64_t last_step = 0);
 
 /// Calls `observe(report)` after every step (progress lines, metrics rows).
 std::unique_ptr<training_hook> make_observer_hook(std::function<void(const step_report&)> observe);

@@ -2,7 +2,9 @@
 // task, the group joined as tasks reach each other) all-reduce to the exact sum, and a worker
 // killed between two all-reduces (or inside one) fails the next one on every other process at
 // once, naming it; actorflow-train --strategy mirrored on two workers keeps equal replicas and
-// goes on from the chief's checkpoint after a lost worker.
+// goes on from the chief's checkpoint after a lost worker; on three, with gradients in several
+// buckets, its variables are one process's on the concatenated batches.
+#include "serialization/checkpoint.hpp"
 #include "support/processes.hpp"
 #include "support/temp_dir.hpp"
 
@@ -133,6 +135,63 @@ TEST_CASE("actorflow-train --strategy mirrored on two worker processes keeps the
   for (auto& w : workers)
     CHECK(w->wait_exit(30000ms) == 0);
   CHECK(single.wait_exit(30000ms) == 0);
+}
+
+TEST_CASE("actorflow-train --strategy mirrored on three workers with gradients in several buckets ends with the variables of one process on the concatenated batches") {
+  const std::string train_binary = ACTORFLOW_TRAIN_BINARY;
+  actorflow::test::temp_dir out;
+  auto ports = free_loopback_ports(3);
+  REQUIRE(ports.size() == 3);
+  std::string spec = "{\"worker\": [";
+  for (std::size_t t = 0; t < ports.size(); ++t)
+    spec += (t > 0 ? ", " : "") + std::string{"\"127.0.0.1:"} + std::to_string(ports[t]) + "\"";
+  spec += "]}";
+  // Unfused on both sides: the fused kernels round by how the batch is cut (the between-graph
+  // sync test says more), and the comparison is of the all-reduce's arithmetic.
+  const std::vector<std::string> unfused{"ACTORFLOW_FUSION=0"};
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int task = 2; task >= 0; --task)
+    workers.push_back(std::make_unique<child_process>(
+      train_binary,
+      std::vector<std::string>{"--strategy", "mirrored", "--cluster", spec, "--job", "worker",
+                               "--task", std::to_string(task), "--threads", "1", "--steps", "20",
+                               "--bucket-mb", "0.1", "--check-replicas", "10", "--checkpoint-dir",
+                               out.path() + "/ckpt" + std::to_string(task), "--output-dir",
+                               out.path() + "/w" + std::to_string(task)},
+      true, unfused));
+  for (auto& w : workers) {
+    // Buckets of 0.1 MiB from the last layer back: the logits' gradients with hidden2's
+    // biases, hidden2's weights (128 KiB), hidden1's biases, hidden1's weights (784 KiB).
+    CHECK(w->wait_for_line("gradients in 4 buckets", 60000ms));
+    REQUIRE(w->wait_for_line("replicas equal after 20 steps", 120000ms));
+  }
+  for (auto& w : workers)
+    CHECK(w->wait_exit(30000ms) == 0);
+  child_process single{train_binary,
+                       {"--local", "--batch-size", "384", "--steps", "20", "--threads", "1",
+                        "--checkpoint-dir", out.path() + "/single", "--output-dir",
+                        out.path() + "/single_out"},
+                       true, unfused};
+  REQUIRE(single.wait_exit(120000ms) == 0);
+  auto mirrored = actorflow::read_checkpoint(out.path() + "/ckpt0/ckpt-20.afckpt");
+  auto alone = actorflow::read_checkpoint(out.path() + "/single/ckpt-20.afckpt");
+  REQUIRE(mirrored.ok());
+  REQUIRE(alone.ok());
+  REQUIRE(mirrored->entries.size() == alone->entries.size());
+  double moved = 0;
+  for (auto& [name, value] : alone->entries) {
+    INFO("variable " << name);
+    auto found = mirrored->entries.find(name);
+    REQUIRE(found != mirrored->entries.end());
+    REQUIRE(found->second.shape() == value.shape());
+    double worst = 0;
+    for (std::int64_t i = 0; i < value.num_elements(); ++i)
+      worst = std::max(worst, std::abs(static_cast<double>(found->second.data<float>()[i]) -
+                                       value.data<float>()[i]));
+    CHECK(worst <= 1e-5);
+    moved = std::max(moved, std::abs(static_cast<double>(value.data<float>()[0])));
+  }
+  CHECK(moved > 0);
 }
 
 TEST_CASE("a mirrored worker killed mid-training fails the other's step at once naming the lost task") {
