@@ -4,15 +4,23 @@
 /// Fashion-MNIST batches.
 ///   auto r = bench::train_actorflow(data, 1, {train::classifier::cnn, 32, 300});
 ///   bench::model_run on_gpu; on_gpu.device = "/device:GPU:0";
+/// And actorflow-train's worker processes on loopback, shared by bench_between_graph and
+/// bench_mirrored: each worker's examples/s and the chief's test accuracy.
+///   auto run = bench::train_processes(1, 2, 1, {"--sync"}, "/tmp/out");   // 1 ps, 2 workers
+///   run->workers[0].accuracy;                                             // the chief's
 #include "bench_util.hpp"
+#include "support/processes.hpp"
 
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
 #include "serialization/idx_reader.hpp"
 #include "train/models.hpp"
 
+#include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace bench {
 
@@ -117,6 +125,100 @@ inline actorflow::result<measured> train_actorflow(const actorflow::dataset& dat
   out.execution_ms = 1e3 * execution / run.steps;
   out.overhead_ms = 1e3 * (total_in_run - execution) / run.steps;
   return out;
+}
+
+/// What one actorflow-train worker process said at the end of its run.
+struct trainer_result {
+  /// Its own "examples/s: N" (examples of its steps over their time).
+  double examples_per_second = 0;
+  /// "test accuracy: X" and "global step: N", which the chief alone prints.
+  std::optional<double> accuracy;
+  std::optional<long long> global_step;
+  bool ok = false;
+};
+
+/// Reads `trainer`'s stdout until it closes it (at most 600 s a line), then waits for its exit;
+/// its stderr on this process's when it failed.
+inline trainer_result collect_trainer(actorflow::testing::child_process& trainer) {
+  using namespace std::chrono_literals;
+  trainer_result r;
+  while (auto line = trainer.wait_for_line("", 600s)) {
+    if (line->rfind("examples/s: ", 0) == 0)
+      r.examples_per_second = std::stod(line->substr(12));
+    else if (line->rfind("test accuracy: ", 0) == 0)
+      r.accuracy = std::stod(line->substr(15));
+    else if (line->rfind("global step: ", 0) == 0)
+      r.global_step = std::stoll(line->substr(13));
+  }
+  r.ok = trainer.wait_exit(60s) == 0;
+  if (!r.ok)
+    std::fprintf(stderr, "a worker failed: %s\n", trainer.stderr_text().c_str());
+  return r;
+}
+
+/// A run of actorflow-train worker processes: the wall seconds from the first start to the last
+/// exit, and each worker's results in task order (the chief first).
+struct training_processes_run {
+  double seconds = 0;
+  std::vector<trainer_result> workers;
+};
+
+/// Trains with `ps_tasks` ps tasks (actorflow-worker, one thread each; none for --strategy
+/// mirrored) and `workers` actorflow-train workers on free loopback ports, each worker with
+/// --epochs `epochs`, --threads 1, no progress lines and `extra` flags, the chief writing into
+/// `output_dir`. Nothing, said on stderr, when a process failed.
+inline std::optional<training_processes_run> train_processes(int ps_tasks, int workers, int epochs,
+                                                             const std::vector<std::string>& extra,
+                                                             const std::string& output_dir) {
+  using namespace std::chrono_literals;
+  using actorflow::testing::child_process;
+  auto ports = actorflow::testing::free_loopback_ports(static_cast<std::size_t>(ps_tasks + workers));
+  if (ports.empty()) {
+    std::fprintf(stderr, "no free loopback ports\n");
+    return std::nullopt;
+  }
+  auto addresses = [&](int first, int count) {
+    std::string list;
+    for (int i = first; i < first + count; ++i)
+      list += (i > first ? "," : "") + ("127.0.0.1:" + std::to_string(ports[static_cast<std::size_t>(i)]));
+    return list;
+  };
+  std::string spec = "worker=" + addresses(ps_tasks, workers);
+  if (ps_tasks > 0)
+    spec = "ps=" + addresses(0, ps_tasks) + ";" + spec;
+  std::vector<std::unique_ptr<child_process>> ps;
+  for (int t = 0; t < ps_tasks; ++t) {
+    ps.push_back(std::make_unique<child_process>(
+      ACTORFLOW_WORKER_BINARY, std::vector<std::string>{"--cluster", spec, "--job", "ps", "--task",
+                                                        std::to_string(t), "--threads", "1"}));
+    if (!ps.back()->wait_for_line("serving on", 20s)) {
+      std::fprintf(stderr, "ps task %d did not start\n", t);
+      return std::nullopt;
+    }
+  }
+  // The chief last: the others are waiting for it by then, as a cluster started by hand is.
+  std::vector<std::unique_ptr<child_process>> started(static_cast<std::size_t>(workers));
+  auto started_at = std::chrono::steady_clock::now();
+  for (int k = workers - 1; k >= 0; --k) {
+    std::vector<std::string> args{"--cluster", spec, "--job", "worker", "--task", std::to_string(k),
+                                  "--epochs", std::to_string(epochs), "--threads", "1",
+                                  "--log-every", "100000", "--output-dir", output_dir};
+    args.insert(args.end(), extra.begin(), extra.end());
+    started[static_cast<std::size_t>(k)] = std::make_unique<child_process>(ACTORFLOW_TRAIN_BINARY, args);
+  }
+  training_processes_run run;
+  for (auto& w : started)
+    run.workers.push_back(collect_trainer(*w));
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count();
+  for (auto& r : run.workers)
+    if (!r.ok)
+      return std::nullopt;
+  for (auto& p : ps)
+    if (p->wait_exit(30s) != 0) {
+      std::fprintf(stderr, "a ps task did not exit by itself once training was done\n");
+      return std::nullopt;
+    }
+  return run;
 }
 
 } // namespace bench

@@ -14,6 +14,10 @@ last state, Adam at 0.001. Prints one JSON line
 {"examples_per_second": ..., "torch": "..."}; exits 2 when torch or the data is missing.
 With --device cuda (bench_gpu) the model trains on the GPU and each batch is copied there from
 the host, as actorflow's feeds are.
+
+The other MLP baselines (torch_rpc_mlp.py, torch_ddp_mlp.py) take their data and model from here
+(load_fashion_mnist, make_mlp); this file imports nothing of the others, so that the GPU bundle
+(deploy/gpu/bundle.sh) can carry it alone.
 """
 
 import argparse
@@ -23,10 +27,44 @@ import sys
 import time
 
 
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
 def read_idx(path, header_ints):
     with gzip.open(path, "rb") as f:
         data = f.read()
     return data[4 * header_ints:]
+
+
+def load_fashion_mnist(kind, data_dir=DATA):
+    """Fashion-MNIST's `kind` split ("train" or "t10k") as actorflow reads it: images a float32
+    tensor of rows of 784 pixels in [0, 1], labels int64. OSError when the files are missing."""
+    import numpy as np
+    import torch
+    images = np.frombuffer(read_idx(f"{data_dir}/{kind}-images-idx3-ubyte.gz", 4), dtype=np.uint8)
+    labels = np.frombuffer(read_idx(f"{data_dir}/{kind}-labels-idx1-ubyte.gz", 2), dtype=np.uint8)
+    x = torch.from_numpy(images.reshape(-1, 784).astype(np.float32) / 255.0)
+    y = torch.from_numpy(labels.astype(np.int64))
+    return x, y
+
+
+def init_glorot(model):
+    """Glorot-uniform weights and zero biases, as actorflow's layers start."""
+    import torch
+    for layer in model.modules():
+        if isinstance(layer, (torch.nn.Linear, torch.nn.Conv2d)):
+            torch.nn.init.xavier_uniform_(layer.weight)
+            torch.nn.init.zeros_(layer.bias)
+    return model
+
+
+def make_mlp():
+    """actorflow-train --model mlp's network: 784-256-128-10, ReLU, Glorot-uniform weights."""
+    import torch
+    return init_glorot(torch.nn.Sequential(
+        torch.nn.Linear(784, 256), torch.nn.ReLU(),
+        torch.nn.Linear(256, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10)))
 
 
 def main() -> int:
@@ -36,18 +74,17 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--data", default=DATA)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
     try:
-        import numpy as np
+        import numpy  # noqa: F401 (load_fashion_mnist needs it)
         import torch
     except Exception as err:
         print(f"torch_mlp.py: cannot import torch: {err}", file=sys.stderr)
         return 2
     try:
-        images = np.frombuffer(read_idx(f"{args.data}/train-images-idx3-ubyte.gz", 4), dtype=np.uint8)
-        labels = np.frombuffer(read_idx(f"{args.data}/train-labels-idx1-ubyte.gz", 2), dtype=np.uint8)
+        x_all, y_all = load_fashion_mnist("train", args.data)
     except OSError as err:
         print(f"torch_mlp.py: cannot read Fashion-MNIST: {err}", file=sys.stderr)
         return 2
@@ -58,8 +95,6 @@ def main() -> int:
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     torch.manual_seed(1)
-    x_all = torch.from_numpy(images.reshape(-1, 784).astype(np.float32) / 255.0)
-    y_all = torch.from_numpy(labels.astype(np.int64))
     if args.model == "cnn":
         model = torch.nn.Sequential(
             torch.nn.Unflatten(1, (1, 28, 28)),
@@ -68,6 +103,7 @@ def main() -> int:
             torch.nn.Flatten(),
             torch.nn.Linear(512, 128), torch.nn.ReLU(),
             torch.nn.Linear(128, 10))
+        init_glorot(model)
     elif args.model == "rnn":
         class RowRNN(torch.nn.Module):
             def __init__(self):
@@ -85,15 +121,9 @@ def main() -> int:
                 torch.nn.init.xavier_uniform_(p)
             else:
                 torch.nn.init.zeros_(p)
+        init_glorot(model)
     else:
-        model = torch.nn.Sequential(
-            torch.nn.Linear(784, 256), torch.nn.ReLU(),
-            torch.nn.Linear(256, 128), torch.nn.ReLU(),
-            torch.nn.Linear(128, 10))
-    for layer in model.modules():
-        if isinstance(layer, (torch.nn.Linear, torch.nn.Conv2d)):
-            torch.nn.init.xavier_uniform_(layer.weight)
-            torch.nn.init.zeros_(layer.bias)
+        model = make_mlp()
     model = model.to(device)
     if args.model in ("cnn", "rnn"):
         optimizer = torch.optim.Adam(model.parameters(), lr=0.001)

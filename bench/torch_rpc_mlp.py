@@ -18,44 +18,15 @@ exits 2 when torch, its RPC backend or the data is unusable.
 """
 
 import argparse
-import gzip
 import json
 import sys
 import threading
 import time
 
+from torch_mlp import load_fashion_mnist, make_mlp
 from torch_rpc_util import free_port, join_rpc, run_processes
 
-DATA = "/usr/share/datasets/fashion-mnist"
 TRAINERS = 2
-
-
-def read_idx(path, header_ints):
-    with gzip.open(path, "rb") as f:
-        return f.read()[4 * header_ints:]
-
-
-def load(kind):
-    import numpy as np
-    import torch
-    images = np.frombuffer(read_idx(f"{DATA}/{kind}-images-idx3-ubyte.gz", 4), dtype=np.uint8)
-    labels = np.frombuffer(read_idx(f"{DATA}/{kind}-labels-idx1-ubyte.gz", 2), dtype=np.uint8)
-    x = torch.from_numpy(images.reshape(-1, 784).astype(np.float32) / 255.0)
-    y = torch.from_numpy(labels.astype(np.int64))
-    return x, y
-
-
-def make_model():
-    import torch
-    model = torch.nn.Sequential(
-        torch.nn.Linear(784, 256), torch.nn.ReLU(),
-        torch.nn.Linear(256, 128), torch.nn.ReLU(),
-        torch.nn.Linear(128, 10))
-    for layer in model:
-        if isinstance(layer, torch.nn.Linear):
-            torch.nn.init.xavier_uniform_(layer.weight)
-            torch.nn.init.zeros_(layer.bias)
-    return model
 
 
 # --- the parameter server's state and RPC targets (run in the "ps" process) ---
@@ -84,15 +55,15 @@ def run(rank, port, epochs, batch, result_queue):
     torch.manual_seed(1)
     names = ["ps"] + [f"trainer{k}" for k in range(TRAINERS)]
     if rank == 0:
-        _model = make_model()
+        _model = make_mlp()
     rpc = join_rpc(names, rank, port, 300)
     if rank > 0:
         task = rank - 1
-        x_all, y_all = load("train")
+        x_all, y_all = load_fashion_mnist("train")
         n = x_all.shape[0]
         begin, end = n * task // TRAINERS, n * (task + 1) // TRAINERS
         x_mine, y_mine = x_all[begin:end], y_all[begin:end]
-        local = make_model()
+        local = make_mlp()
         loss_fn = torch.nn.CrossEntropyLoss()
         generator = torch.Generator().manual_seed(1 + task)
         steps = 0
@@ -114,7 +85,7 @@ def run(rank, port, epochs, batch, result_queue):
     # Waits for every process: the trainers are done once it returns.
     rpc.shutdown()
     if rank == 0:
-        x_test, y_test = load("t10k")
+        x_test, y_test = load_fashion_mnist("t10k")
         with torch.no_grad():
             accuracy = (_model(x_test).argmax(1) == y_test).float().mean().item()
         result_queue.put({"accuracy": accuracy, "torch": torch.__version__})
@@ -127,7 +98,7 @@ def main() -> int:
     args = parser.parse_args()
     try:
         import numpy  # noqa: F401
-        load("t10k")
+        load_fashion_mnist("t10k")
     except Exception as e:  # noqa: BLE001
         print("torch_rpc_mlp.py: %s" % e, file=sys.stderr)
         return 2
