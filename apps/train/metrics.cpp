@@ -19,6 +19,9 @@ status metrics_log::open(const std::string& path) { return start(path, {}, std::
 
 status metrics_log::start(const std::string& path, const std::vector<metrics_row>& kept,
                           std::optional<std::int64_t> resumed_at) {
+  path_ = path;
+  if (file_.is_open())
+    file_.close();
   file_.open(path, std::ios::out | std::ios::trunc);
   if (!file_)
     return make_error(errc::invalid_argument, "cannot write metrics file '" + path + "'");
@@ -72,6 +75,15 @@ status metrics_log::resume(const std::string& path, std::int64_t step) {
     }
   }
   return start(path, kept, step);
+}
+
+status metrics_log::rewind(std::int64_t step) {
+  std::vector<metrics_row> kept;
+  for (auto& row : rows_)
+    if (row.step <= step)
+      kept.push_back(row);
+  rows_.clear();
+  return start(path_, kept, step);
 }
 
 void metrics_log::write_csv(const metrics_row& row) {

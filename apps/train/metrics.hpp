@@ -51,6 +51,10 @@ public:
   /// The earlier event files stay; a new one begins with a SessionLog START at `step`, so that
   /// TensorBoard continues the curves from there.
   status resume(const std::string& path, std::int64_t step);
+  /// The same for a run that goes back to `step` while it runs (mirrored training restored
+  /// after a lost worker): the rows after it leave the file and the curve, and a new event
+  /// file starts at `step`.
+  status rewind(std::int64_t step);
   /// Appends a row to the file (flushed) and keeps it for the curve; its scalars go to the event
   /// file (loss, accuracy, examples_per_second, step_time_seconds, stale_gradients_dropped).
   void add(const metrics_row& row);
@@ -67,6 +71,7 @@ private:
   /// Training goes on without event files after a failed write (said once on stderr).
   void events_failed(const status& why);
 
+  std::string path_;
   std::ofstream file_;
   std::vector<metrics_row> rows_;
   std::unique_ptr<event_file_writer> events_;

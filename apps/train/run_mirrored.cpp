@@ -288,6 +288,12 @@ int run_mirrored(const train_options& o, const cluster_spec& cluster, const std:
       trained = formed;
       break;
     }
+    // The steps after the restored one run again: their first rows go.
+    if (chief)
+      if (auto st = metrics.rewind(step); !st.ok()) {
+        trained = st;
+        break;
+      }
     progress.line("going on from step " + std::to_string(step));
     trained = make_loop().run(step, total_steps, one_step);
   }

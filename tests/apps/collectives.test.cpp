@@ -14,6 +14,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,16 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string worker_binary = ACTORFLOW_COLLECTIVE_WORKER_BINARY;
+
+/// The step column of a metrics.csv, row by row.
+std::vector<long long> logged_steps(const std::string& path) {
+  std::vector<long long> steps;
+  std::ifstream in{path};
+  for (std::string row; std::getline(in, row);)
+    if (!row.empty() && row.rfind("step,", 0) != 0)
+      steps.push_back(std::stoll(row.substr(0, row.find(','))));
+  return steps;
+}
 
 } // namespace
 
@@ -276,7 +287,8 @@ TEST_CASE("a mirrored run that lost a worker goes on from the chief's checkpoint
     if (lost == 0)
       again.push_back("--resume");
     again.insert(again.end(), {"--checkpoint-dir", checkpoints});
-    child_process restarted{train_binary, worker_args(run.spec, lost, "again", again)};
+    child_process restarted{train_binary,
+                            worker_args(run.spec, lost, "lost" + std::to_string(lost), again)};
     CHECK(survivor.wait_for_line("going on from step", 60000ms) == "going on from step 234");
     if (lost == 0)
       CHECK(restarted.wait_for_line("resumed from", 60000ms) ==
@@ -287,6 +299,10 @@ TEST_CASE("a mirrored run that lost a worker goes on from the chief's checkpoint
     REQUIRE(chief.wait_for_line("replicas equal after 468 steps", 240000ms));
     // Restored values and slots, the same batches from step 234: the same model, exactly.
     CHECK(accuracy_of(chief) == whole_accuracy);
+    // The steps run again after the restore are in the chief's metrics once, as in the
+    // uninterrupted run's.
+    auto chief_dir = out.path() + "/lost" + std::to_string(lost) + "0";
+    CHECK(logged_steps(chief_dir + "/metrics.csv") == logged_steps(out.path() + "/whole0/metrics.csv"));
     CHECK(survivor.wait_exit(30000ms) == 0);
     CHECK(restarted.wait_exit(30000ms) == 0);
   }
