@@ -90,7 +90,9 @@ int main(int argc, char** argv) {
     sizes = {bench::positive_arg(argc, argv, 1, 2)};
   auto bytes = static_cast<std::size_t>(mib * (1 << 20));
   double raw = bench::raw_loopback_mbps(bytes, 16);
-  std::fprintf(stderr, "raw loopback TCP: %.0f MB/s\n", raw);
+  double duplex = bench::raw_loopback_duplex_mbps(bytes, 8);
+  std::fprintf(stderr, "raw loopback TCP: %.0f MB/s one way, %.0f MB/s each way both at once\n",
+               raw, duplex);
   for (int n : sizes) {
     auto ours = actorflow_allreduce(n);
     if (ours.seconds <= 0)
@@ -127,6 +129,21 @@ int main(int argc, char** argv) {
     vs_raw.note = measured + "; baseline: raw loopback TCP between two threads, 64 MiB x 16, "
                              "median of 3, same run; ratio: actorflow / raw";
     bench::emit(vs_raw);
+
+    if (n == 2) {
+      // Each member of a 2-member ring sends and receives the whole tensor's bytes at once: the
+      // bound is TCP both ways at once, not one way.
+      bench::figure vs_duplex{"allreduce_busbw_over_raw_tcp_duplex_" + workers, busbw, "MB/s"};
+      if (duplex > 0) {
+        vs_duplex.baseline = duplex;
+        vs_duplex.ratio = busbw / duplex;
+      }
+      vs_duplex.note = measured + "; baseline: raw loopback TCP both ways at once on one "
+                                  "connection (4 threads: each end writes 64 MiB x 8 while it "
+                                  "reads as much), the slower way, median of 3, same run; ratio: "
+                                  "actorflow / raw duplex";
+      bench::emit(vs_duplex);
+    }
 
     bench::figure latency{"allreduce_latency_us_4_bytes_" + workers, ours.latency_seconds * 1e6, "us"};
     if (gloo) {

@@ -2,6 +2,7 @@
 /// Raw loopback TCP (or the bulk channel's TLS code alone) between two threads: the baseline the
 /// transfer benchmarks (bench_ps_bandwidth, bench_allreduce) measure in their own run.
 ///   double mbps = bench::raw_loopback_mbps(64 << 20, 16);
+///   double each_way = bench::raw_loopback_duplex_mbps(64 << 20, 8);   // both ways at once
 
 #include "bench_util.hpp"
 
@@ -129,6 +130,81 @@ inline double raw_loopback_mbps(std::size_t bytes, int raw_rounds,
       return 0;
     }
     runs.push_back(static_cast<double>(bytes) / (seconds / raw_rounds) / 1e6);
+  }
+  return bench::median(runs);
+}
+
+/// Raw loopback TCP both ways at once, as a 2-member ring all-reduce moves its data: one
+/// connection, each end writing `bytes` x `rounds` with large write() calls while it reads as
+/// much from the other; MB/s (1e6 bytes) of the slower direction, median of three runs; 0 on
+/// error. On a machine with fewer cores than these four threads, the kernel's copies of both
+/// directions share them: the most a 2-member all-reduce can move each way.
+inline double raw_loopback_duplex_mbps(std::size_t bytes, int rounds) {
+  std::vector<double> runs;
+  for (int run = 0; run < 3; ++run) {
+    int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+        ::listen(listener, 1) != 0) {
+      std::perror("raw tcp duplex: listen");
+      return 0;
+    }
+    int dialled = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(dialled, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      std::perror("raw tcp duplex: connect");
+      ::close(listener);
+      ::close(dialled);
+      return 0;
+    }
+    int accepted = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+    if (accepted < 0) {
+      ::close(dialled);
+      return 0;
+    }
+    actorflow::bulk_detail::set_tcp_options(dialled);
+    actorflow::bulk_detail::set_tcp_options(accepted);
+    const std::size_t total = bytes * static_cast<std::size_t>(rounds);
+    // Per end: seconds until its reader had everything.
+    double seconds[2] = {0, 0};
+    std::size_t received[2] = {0, 0};
+    auto started = std::chrono::steady_clock::now();
+    auto end = [&](int which, int fd) {
+      std::thread writer{[&, fd] {
+        std::vector<char> payload(bytes, 1);
+        for (int round = 0; round < rounds; ++round)
+          for (std::size_t sent = 0; sent < payload.size();) {
+            auto n = ::write(fd, payload.data() + sent, payload.size() - sent);
+            if (n <= 0)
+              return;
+            sent += static_cast<std::size_t>(n);
+          }
+      }};
+      std::vector<char> buffer(bytes);
+      while (received[which] < total) {
+        auto n = ::read(fd, buffer.data(), buffer.size());
+        if (n <= 0)
+          break;
+        received[which] += static_cast<std::size_t>(n);
+      }
+      seconds[which] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      writer.join();
+    };
+    std::thread other{[&] { end(1, accepted); }};
+    end(0, dialled);
+    other.join();
+    ::close(dialled);
+    ::close(accepted);
+    if (received[0] != total || received[1] != total) {
+      std::fprintf(stderr, "raw tcp duplex: received %zu and %zu of %zu bytes\n", received[0],
+                   received[1], total);
+      return 0;
+    }
+    runs.push_back(static_cast<double>(total) / std::max(seconds[0], seconds[1]) / 1e6);
   }
   return bench::median(runs);
 }
