@@ -38,7 +38,8 @@ using finished_atom = caf::atom_constant<caf::atom("finished")>;
 
 /// Local only: every first update of an all-or-nothing step is held here (commit_gate).
 using armed_atom = caf::atom_constant<caf::atom("armed")>;
-/// Local only: the grace for a commit of a prepared step whose master went away is over.
+/// Local only: the grace for a commit of a prepared step whose master went away is over: ask
+/// the step's other devices whether they committed.
 using orphan_grace_atom = caf::atom_constant<caf::atom("orphangr")>;
 /// Local only: a step of this device failed here (a node, a send); if it was prepared, its held
 /// updates wait for the coordinator's decision, which this failure, answered at once, asks for.
@@ -53,9 +54,14 @@ using device_actor_impl =
                        caf::reacts_to<orphan_grace_atom, std::int64_t, status>,
                        caf::reacts_to<step_failed_atom, std::int64_t, status>>;
 
-/// How long a device that holds a prepared step waits, once its master went away, for the
-/// commit another device of the step may still pass on before it gives the step up.
+/// How long a device that holds a prepared step waits, once its master went away, for a commit
+/// still on its way, before it asks the step's other devices whether they committed; and how
+/// long it waits for their answers before it gives the step up.
 constexpr auto orphan_commit_grace = std::chrono::seconds(1);
+
+/// Steps a device remembers having committed, for the others that ask after their master went
+/// away (their step ended here meanwhile).
+constexpr std::size_t remembered_commits = 4096;
 
 /// A step's tensors in flight on the bulk channel: the step's result waits for them, so a
 /// failed transfer fails the step on the sending device, naming the receiver.
@@ -112,10 +118,13 @@ struct device_step {
   /// abort the step or send what it still waits for. An all-or-nothing step tells it once
   /// every first update is held.
   caf::strong_actor_ptr requester;
-  /// All-or-nothing steps: the gate holding the first updates, and whether the commit came
-  /// (and was passed on).
+  /// All-or-nothing steps: the gate holding the first updates, whether the commit came, and
+  /// the step's other devices holding first updates (asked when the coordinator went away).
   std::shared_ptr<commit_gate> gate;
   bool committed = false;
+  std::vector<std::string> participants;
+  /// Answers still to come from the participants asked whether they committed.
+  std::size_t commit_answers_due = 0;
   /// When the run request came, for the step latency metric.
   std::chrono::steady_clock::time_point began;
 };
@@ -145,6 +154,23 @@ struct device_state {
   /// Steps that ended recently: late tensors for them are dropped instead of piling up.
   std::unordered_set<std::int64_t> ended;
   std::deque<std::int64_t> ended_order;
+  /// Steps committed lately (remembered_commits of them), for committed_atom.
+  std::unordered_set<std::int64_t> committed;
+  std::deque<std::int64_t> committed_order;
+
+  /// Applies the held first updates of `step` and remembers it committed.
+  void commit(std::int64_t step_id, device_step& step) {
+    trace("commit step " + std::to_string(step_id));
+    step.committed = true;
+    step.gate->commit();
+    if (committed.insert(step_id).second) {
+      committed_order.push_back(step_id);
+      if (committed_order.size() > remembered_commits) {
+        committed.erase(committed_order.front());
+        committed_order.pop_front();
+      }
+    }
+  }
   /// Steps holding tensors that came before the step did, oldest first, and their bytes.
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> early_steps;
   std::uint64_t early_bytes = 0;
@@ -331,8 +357,8 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
                                                 ": the master that ran it went away (" +
                                                 self->system().render(down.reason) + ")");
       auto& step = st.steps[step_id];
-      // Prepared: the master may have committed on another device just before it went; that
-      // device passes the commit on. Give it a moment before giving the step up.
+      // Prepared: the master may have committed on another device just before it went. Give a
+      // commit on its way a moment, then ask the others (orphan_grace_atom).
       if (step.gate && step.gate->armed() && !step.committed) {
         self->delayed_send(self, orphan_commit_grace, orphan_grace_atom::value, step_id, reason);
         continue;
@@ -479,6 +505,9 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       step.execution = std::make_shared<step_execution>(plan->second, step_id, std::move(hooks));
       step.execution->set_fence(request.fence);
       if (request.all_or_nothing && plan->second->gated_updates() > 0) {
+        for (auto& name : request.commit_participants)
+          if (name != st.dev->full_name())
+            step.participants.push_back(name);
         step.gate = std::make_shared<commit_gate>(
           plan->second->gated_updates(),
           [me, step_id] { caf::anon_send(me, armed_atom::value, step_id); });
@@ -590,7 +619,7 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       if (!step.requester ||
           st.requesters.count(caf::actor_cast<caf::actor_addr>(step.requester)) == 0) {
         // Its master went away (the gate armed after the down message looked): nobody will
-        // decide, unless another device passes a commit on within the grace.
+        // decide, unless another device of the step committed (asked after the grace).
         self->delayed_send(self, orphan_commit_grace, orphan_grace_atom::value, step_id, reason);
         return;
       }
@@ -609,31 +638,69 @@ device_actor_impl::behavior_type device_behavior(Self self, std::shared_ptr<devi
       self->send(caf::actor_cast<step_coordinator_actor>(i->second.requester),
                  prepared_atom::value, step_id);
     },
-    [=](commit_atom, std::int64_t step_id, const std::vector<std::string>& participants) {
+    [=](commit_atom, std::int64_t step_id) {
       auto& st = self->state;
       auto i = st.steps.find(step_id);
       if (i == st.steps.end() || !i->second.gate || i->second.committed)
         return;
-      st.trace("commit step " + std::to_string(step_id));
-      i->second.committed = true;
-      i->second.gate->commit();
-      // Passed on once, so that every device of the step applies even if the coordinator
-      // died while sending the commit.
-      for (auto& name : participants)
-        if (name != st.dev->full_name())
-          if (auto peer = st.peers->find(name); peer != st.peers->end())
-            self->send(peer->second, commit_atom::value, step_id, participants);
+      st.commit(step_id, i->second);
     },
-    [=](orphan_grace_atom, std::int64_t step_id, const status& reason) {
+    [=](committed_atom, std::int64_t step_id) {
       auto& st = self->state;
       auto i = st.steps.find(step_id);
-      if (i == st.steps.end() || i->second.committed)
+      return st.committed.count(step_id) > 0 || (i != st.steps.end() && i->second.committed);
+    },
+    [=](orphan_grace_atom, std::int64_t step_id, const status& reason) {
+      // The coordinator is gone, and no commit came within the grace: it may still have
+      // committed some devices of the step before it died (or lost only this one's
+      // connection). Ask them: one that committed commits this one too; otherwise nobody will
+      // decide, and the held updates fail. A message per participant, only on this failure,
+      // where the coordinator's commit passed on by every device would cost n(n-1) a step.
+      auto& st = self->state;
+      auto i = st.steps.find(step_id);
+      if (i == st.steps.end() || i->second.committed || i->second.commit_answers_due > 0)
         return;
-      auto gate = i->second.gate;
-      st.fail_step(step_id, reason);
-      // Nobody will decide now: the held updates fail.
-      if (gate)
-        gate->cancel();
+      auto& step = i->second;
+      std::vector<device_actor> asked;
+      for (auto& name : step.participants)
+        if (auto peer = st.peers->find(name); peer != st.peers->end())
+          asked.push_back(peer->second);
+      auto give_up = [self, step_id, reason] {
+        auto& st = self->state;
+        auto j = st.steps.find(step_id);
+        if (j == st.steps.end() || j->second.committed)
+          return;
+        auto gate = j->second.gate;
+        st.fail_step(step_id, reason);
+        if (gate)
+          gate->cancel();
+      };
+      if (asked.empty()) {
+        give_up();
+        return;
+      }
+      st.trace("asking " + std::to_string(asked.size()) + " devices whether step " +
+               std::to_string(step_id) + " committed");
+      step.commit_answers_due = asked.size();
+      // Each answer (or its failure: a device gone, or silent past the grace) counts; the
+      // first yes commits, the last no gives up.
+      auto answered = [self, step_id, give_up](bool yes) {
+        auto& st = self->state;
+        auto j = st.steps.find(step_id);
+        if (j == st.steps.end() || j->second.committed || j->second.commit_answers_due == 0)
+          return;
+        if (yes) {
+          j->second.commit_answers_due = 0;
+          st.commit(step_id, j->second);
+          return;
+        }
+        if (--j->second.commit_answers_due == 0)
+          give_up();
+      };
+      for (auto& peer : asked)
+        self->request(peer, orphan_commit_grace, committed_atom::value, step_id)
+          .then([answered](bool yes) { answered(yes); },
+                [answered](caf::error&) { answered(false); });
     },
   };
 }
@@ -950,9 +1017,18 @@ step_coordinator_impl::behavior_type step_coordinator(Self self) {
         step.step_deadline = self->clock().now() + std::chrono::milliseconds(plan.step_timeout_ms);
       if (auto next = step.next_deadline())
         arm_step_deadline(self, *next);
+      // Each device holding first updates learns the others: whom it asks whether they
+      // committed if this coordinator goes away before its commit reaches it.
+      std::vector<std::string> participants;
+      for (auto index : step.gated)
+        participants.push_back(step.names[static_cast<std::size_t>(index)]);
       for (std::size_t index = 0; index < plan.calls.size(); ++index) {
-        self->request(plan.calls[index].first, caf::infinite, run_atom::value,
-                      plan.calls[index].second)
+        auto request = plan.calls[index].second;
+        if (request.all_or_nothing &&
+            std::find(step.gated.begin(), step.gated.end(), static_cast<std::int32_t>(index)) !=
+              step.gated.end())
+          request.commit_participants = participants;
+        self->request(plan.calls[index].first, caf::infinite, run_atom::value, std::move(request))
           .then(
             [=](step_result& result) {
               auto i = self->state.steps.find(step_id);
@@ -992,12 +1068,8 @@ step_coordinator_impl::behavior_type step_coordinator(Self self) {
       if (step.unprepared > 0)
         return;
       // Every first update of the step is held on every device: apply them all.
-      std::vector<std::string> participants;
       for (auto index : step.gated)
-        participants.push_back(step.names[static_cast<std::size_t>(index)]);
-      for (auto index : step.gated)
-        self->send(step.devices[static_cast<std::size_t>(index)], commit_atom::value, step_id,
-                   participants);
+        self->send(step.devices[static_cast<std::size_t>(index)], commit_atom::value, step_id);
     },
     [=](step_deadline_atom, std::int64_t fired_for) { expire_steps(self, fired_for); },
     [=](abort_atom, std::int64_t step_id, const status& reason) { abort_step(self, step_id, reason); },

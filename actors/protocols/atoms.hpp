@@ -19,6 +19,7 @@ using probe_atom = caf::atom_constant<caf::atom("probe")>;
 /// step coordinator); then apply them (coordinator -> devices, and device -> device).
 using prepared_atom = caf::atom_constant<caf::atom("prepared")>;
 using commit_atom = caf::atom_constant<caf::atom("commit")>;
+using committed_atom = caf::atom_constant<caf::atom("committed")>;
 
 // Master protocol (protocols/master.hpp).
 using create_atom = caf::atom_constant<caf::atom("create")>;

@@ -91,10 +91,12 @@ using device_actor = caf::typed_actor<
   // Answered at once with the number of steps in flight here: a device that answers is alive,
   // so a step it did not finish in time was waiting on another (the coordinator asks).
   caf::replies_to<probe_atom>::with<std::int64_t>,
-  // An all-or-nothing step commits: its held updates apply. From the step's coordinator, or
-  // passed on by another of the step's devices (their full names), so that the commit reaches
-  // every one of them even when the coordinator dies while sending it.
-  caf::reacts_to<commit_atom, std::int64_t, std::vector<std::string>>>;
+  // An all-or-nothing step commits: its held updates apply. From the step's coordinator.
+  caf::reacts_to<commit_atom, std::int64_t>,
+  // Whether this device committed the step (lately): a device of the step whose coordinator
+  // went away asks the step's other devices (run_request::commit_participants), so that the
+  // step commits everywhere when the coordinator committed it anywhere before it died.
+  caf::replies_to<committed_atom, std::int64_t>::with<bool>>;
 
 /// A partition to run under `handle` on one device; the graph is shared, never copied.
 struct partition_registration {
@@ -137,12 +139,15 @@ struct run_request {
   /// Hold the partition's first updates (commit_gate_attr) until the coordinator commits the
   /// step (devices/commit_gate.hpp).
   bool all_or_nothing = false;
+  /// All-or-nothing: the full names of the step's devices that hold first updates, whom this
+  /// device asks whether they committed when the coordinator goes away before deciding here.
+  std::vector<std::string> commit_participants;
 };
 
 inline run_request make_run_request(std::int64_t handle, std::int64_t step_id,
                                     std::vector<std::pair<std::string, tensor>> feeds,
                                     std::vector<std::string> fetches) {
-  return run_request{handle, step_id, std::move(feeds), std::move(fetches), {}, false};
+  return run_request{handle, step_id, std::move(feeds), std::move(fetches), {}, false, {}};
 }
 
 /// A device's answer to a run_request: its status and the fetched tensors in request order.
@@ -227,7 +232,7 @@ typename Inspector::result_type inspect(Inspector& f, peer_table& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
   return f(caf::meta::type_name("run_request"), x.handle, x.step_id, x.feeds, x.fetches,
-           x.fence, x.all_or_nothing);
+           x.fence, x.all_or_nothing, x.commit_participants);
 }
 
 /// Encodes the status, the fetched tensors and the execution time.

@@ -48,11 +48,12 @@ std::shared_ptr<graph> worker_partition() {
 }
 
 /// The worker's device actor on the test scheduler, traced into sys.trace().
-device_actor spawn_receiver(testing::deterministic_system& sys, device_actor_options options = {}) {
+device_actor spawn_receiver(testing::deterministic_system& sys, device_actor_options options = {},
+                            const std::string& device = receiver_device) {
   options.trace = sys.tracer();
   return spawn_device_actor(
     sys.system(),
-    make_cpu_device(*device_name::parse(receiver_device), std::make_shared<thread_pool>("intra", 0)),
+    make_cpu_device(*device_name::parse(device), std::make_shared<thread_pool>("intra", 0)),
     options);
 }
 
@@ -242,15 +243,16 @@ namespace {
 /// A partition on the receiver's device: `build` adds nodes to a graph holding the variable
 /// `v` (a bare VariableV2: no initialiser unless `build` adds one).
 std::shared_ptr<graph> partition_on_receiver(
-  const std::function<void(graph&, const actorflow::variable&)>& build) {
+  const std::function<void(graph&, const actorflow::variable&)>& build,
+  const std::string& device = receiver_device) {
   auto g = std::make_shared<graph>();
   {
-    auto d = g->device(receiver_device);
+    auto d = g->device(device);
     auto id = g->add_node(node_spec{"VariableV2", "v", {}, {{"dtype", dtype::float32}, {"shape", tensor_shape{}}}});
     build(*g, actorflow::variable{g->output_of(id, 0), g->output_of(id, 0), output{}});
   }
   for (std::size_t i = 0; i < g->size(); ++i)
-    g->at(static_cast<int>(i)).assigned_device = receiver_device;
+    g->at(static_cast<int>(i)).assigned_device = device;
   return g;
 }
 
@@ -313,7 +315,7 @@ TEST_CASE("an all-or-nothing step that fails here once prepared answers at once 
     CHECK(early->outcome.message().find("a send failed") != std::string::npos);
     CHECK(value() == before);
     if (commit)
-      coordinator->send(receiver, commit_atom::value, id, std::vector<std::string>{receiver_device});
+      coordinator->send(receiver, commit_atom::value, id);
     else
       coordinator->send(receiver, abort_atom::value, id, make_error(errc::aborted, "decided"));
     sys.run_all();
@@ -322,5 +324,92 @@ TEST_CASE("an all-or-nothing step that fails here once prepared answers at once 
     CHECK(value() == before + (commit ? 5.f : 0.f));
   }
   caf::anon_send_exit(receiver, caf::exit_reason::user_shutdown);
+  sys.run_all();
+}
+
+TEST_CASE("devices of an all-or-nothing step whose coordinator died ask each other: one commit anywhere commits all, none leaves all rolled back") {
+  // Two devices (a worker's and a ps's) each hold a first update of one step; the coordinator,
+  // played by a scoped actor, takes both "prepared", commits one device or none, and dies.
+  const std::string other_device = "/job:ps/replica:0/task:1/device:CPU:0";
+  const std::vector<std::string> names{receiver_device, other_device};
+  testing::deterministic_system sys;
+  std::vector<device_actor> devices{spawn_receiver(sys, {}, receiver_device),
+                                    spawn_receiver(sys, {}, other_device)};
+  peer_table peers;
+  for (std::size_t d = 0; d < devices.size(); ++d)
+    peers.devices.emplace(names[d], devices[d]);
+  for (auto& d : devices)
+    caf::anon_send(d, peers_atom::value, peers);
+  std::int64_t step = 100;
+  // Runs `handle` on device `d` under a short-lived coordinator, returning the fetched values.
+  auto run = [&](std::size_t d, std::int64_t handle, std::vector<std::string> fetches) {
+    caf::scoped_actor coordinator{sys.system()};
+    coordinator->send(devices[d], run_atom::value, make_run_request(handle, ++step, {}, std::move(fetches)));
+    sys.run_all();
+    std::optional<step_result> r;
+    coordinator->receive([&](step_result& x) { r = std::move(x); }, caf::after(0s) >> [] {});
+    REQUIRE(r.has_value());
+    REQUIRE(r->outcome.ok());
+    return r->fetched;
+  };
+  for (std::size_t d = 0; d < devices.size(); ++d) {
+    caf::scoped_actor registrar{sys.system()};
+    auto add = [&](std::int64_t handle, std::shared_ptr<graph> part) {
+      registrar->send(devices[d], register_atom::value, make_partition_registration(handle, part));
+      sys.run_all();
+      registrar->receive([](status& s) { REQUIRE(s.ok()); }, caf::after(0s) >> [] { FAIL("no answer"); });
+    };
+    add(1, partition_on_receiver([](graph& g, const actorflow::variable& v) {
+          ops::assign(v, ops::constant(g, 0.f), "init");
+        }, names[d]));
+    add(2, partition_on_receiver([](graph& g, const actorflow::variable& v) {
+          auto update = ops::assign_add(v, ops::constant(g, 5.f), "add");
+          g.at(update.node_id).attrs[commit_gate_attr] = true;
+        }, names[d]));
+    add(3, partition_on_receiver([](graph&, const actorflow::variable&) {}, names[d]));
+    run(d, 1, {"init:0"});
+  }
+  auto value = [&](std::size_t d) { return run(d, 3, {"v:0"}).at(0).scalar_value<float>(); };
+
+  for (int committed : {1, 0}) {
+    INFO("the coordinator committed " << committed << " of the 2 devices before it died");
+    std::vector<float> before{value(0), value(1)};
+    auto id = ++step;
+    {
+      caf::scoped_actor coordinator{sys.system()};
+      for (auto& d : devices) {
+        auto gated = make_run_request(2, id, {}, {"add:0"});
+        gated.all_or_nothing = true;
+        gated.commit_participants = names;
+        coordinator->send(d, run_atom::value, gated);
+      }
+      sys.run_all();
+      int prepared = 0;
+      for (int k = 0; k < 2; ++k)
+        coordinator->receive([&](prepared_atom, std::int64_t s) { prepared += s == id ? 1 : 0; },
+                             caf::after(0s) >> [] {});
+      REQUIRE(prepared == 2);
+      if (committed > 0)
+        coordinator->send(devices[0], commit_atom::value, id);
+      sys.run_all();
+    }
+    // The coordinator is gone: the other device waits out its grace, then asks.
+    sys.run_all();
+    sys.scheduler().trigger_timeouts();
+    sys.run_all();
+    sys.scheduler().trigger_timeouts();
+    sys.run_all();
+    for (std::size_t d = 0; d < devices.size(); ++d) {
+      INFO("device " << names[d]);
+      CHECK(value(d) == before[d] + (committed > 0 ? 5.f : 0.f));
+    }
+    auto asked = std::count_if(sys.trace().begin(), sys.trace().end(), [&](const std::string& line) {
+      return line.find("whether step " + std::to_string(id) + " committed") != std::string::npos;
+    });
+    // Only the devices the commit did not reach ask.
+    CHECK(asked == 2 - committed);
+  }
+  for (auto& d : devices)
+    caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
   sys.run_all();
 }
