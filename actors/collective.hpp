@@ -109,7 +109,9 @@ public:
   /// (a full name, "/job:worker/replica:0/task:1/device:CPU:0") whose collective_group is
   /// `name`, while the returned offer lives; they run asynchronously, several at once, each
   /// bounded as this group's calls are. Their instance keys and this group's own calls'
-  /// never meet: the calls take multiples of 2^12, the nodes' runs the numbers in between.
+  /// never meet: the calls take multiples of 2^12, the nodes' runs the numbers in between
+  /// (devices/task_collective.hpp), where the last of each run's is the GPUs' communicator
+  /// set-up's (devices/device_collectives.hpp).
   task_collective_registry::offer offer_to_graph(const std::string& name, const std::string& device);
 
   int rank() const { return rank_; }

@@ -34,11 +34,6 @@ result<Answer> ask(caf::actor_system& sys, const Handle& to, double timeout_seco
   return std::move(*out);
 }
 
-/// Bits of an instance key below a run's number: graph nodes' instance keys live there, 0 is
-/// collective_group's own calls'.
-constexpr int graph_instance_bits = 12;
-static_assert((std::int64_t{1} << graph_instance_bits) - 1 == max_graph_collective_instance);
-
 /// A group's member as graph nodes reach it: each run asks the member actor from a one-shot
 /// actor, so the kernel's thread never blocks and several buckets run at once.
 class graph_member final : public task_collective {
@@ -50,28 +45,24 @@ public:
 
   void all_reduce(std::int64_t instance, tensor value, reduction op,
                   std::function<void(result<tensor>)> done) override {
-    std::int64_t run = 0;
-    {
-      std::lock_guard<std::mutex> guard{mutex_};
-      run = ++runs_[instance];
-    }
-    auto key = (run << graph_instance_bits) | instance;
-    auto req = protocol::make_all_reduce(group_key_, key, std::move(value), op, {},
-                                         static_cast<std::int64_t>(timeout_seconds_ * 1000));
-    auto context = "collective all-reduce (group " + std::to_string(group_key_) + ", instance " +
-                   std::to_string(instance) + ", run " + std::to_string(run) + ")";
-    // The member's own bound fires first, naming whom it waits for; this one is a backstop.
-    auto bound = request_bound(timeout_seconds_ > 0 ? timeout_seconds_ + 2 : 0);
-    sys_.spawn([member = member_, req = std::move(req), done = std::move(done), context,
-                bound](caf::event_based_actor* self) mutable {
-      self->request(member, bound, protocol::collective_atom::value, std::move(req))
-        .then([done](tensor& reduced) { done(std::move(reduced)); },
-              [done, context](caf::error& e) {
-                auto why = status_from_error(e);
-                done(why.message().rfind("collective ", 0) == 0 ? why : why.with_context(context));
-              });
-    });
+    auto run = next_run(instance);
+    run_collective(protocol::make_all_reduce(group_key_, key_of(run, instance), std::move(value),
+                                             op, {}, timeout_ms()),
+                   instance, run, std::move(done));
   }
+
+  void broadcast(std::int64_t instance, tensor value, int root,
+                 std::function<void(result<tensor>)> done) override {
+    auto run = next_run(instance);
+    run_collective(protocol::make_broadcast(group_key_, key_of(run, instance), root,
+                                            std::move(value), timeout_ms()),
+                   instance, run, std::move(done));
+  }
+
+  std::int64_t key() const override { return group_key_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  double timeout_seconds() const override { return timeout_seconds_; }
 
   std::string describe() const override {
     return "collective group " + std::to_string(group_key_) + " (rank " + std::to_string(rank_) +
@@ -79,6 +70,35 @@ public:
   }
 
 private:
+  /// The number of this run of `instance`, 1 for its first: counted per instance, whatever
+  /// the collective, so that no two runs share a key.
+  std::int64_t next_run(std::int64_t instance) {
+    std::lock_guard<std::mutex> guard{mutex_};
+    return ++runs_[instance];
+  }
+  static std::int64_t key_of(std::int64_t run, std::int64_t instance) {
+    return (run << graph_collective_instance_bits) | instance;
+  }
+  std::int64_t timeout_ms() const { return static_cast<std::int64_t>(timeout_seconds_ * 1000); }
+
+  void run_collective(protocol::collective_request req, std::int64_t instance, std::int64_t run,
+                      std::function<void(result<tensor>)> done) {
+    auto context = std::string{"collective "} + to_string(req.kind) + " (group " +
+                   std::to_string(group_key_) + ", instance " + std::to_string(instance) +
+                   ", run " + std::to_string(run) + ")";
+    // The member's own bound fires first, naming whom it waits for; this one is a backstop.
+    auto bound = request_bound(timeout_seconds_ > 0 ? timeout_seconds_ + 2 : 0);
+    sys_.spawn([member = member_, req = std::move(req), done = std::move(done), context,
+                bound](caf::event_based_actor* self) mutable {
+      self->request(member, bound, protocol::collective_atom::value, std::move(req))
+        .then([done](tensor& answer) { done(std::move(answer)); },
+              [done, context](caf::error& e) {
+                auto why = status_from_error(e);
+                done(why.message().rfind("collective ", 0) == 0 ? why : why.with_context(context));
+              });
+    });
+  }
+
   caf::actor_system& sys_;
   protocol::collective_actor member_;
   std::int64_t group_key_;
@@ -181,17 +201,18 @@ result<tensor> collective_group::run(protocol::collective_request req) {
 
 result<tensor> collective_group::all_reduce(const tensor& value, reduction op,
                                             collective_tuning tuning) {
-  return run(protocol::make_all_reduce(group_.key, next_instance_++ << graph_instance_bits, value,
-                                       op, tuning));
+  return run(protocol::make_all_reduce(
+    group_.key, next_instance_++ << graph_collective_instance_bits, value, op, tuning));
 }
 
 result<tensor> collective_group::broadcast(const tensor& value, int root) {
-  return run(protocol::make_broadcast(group_.key, next_instance_++ << graph_instance_bits, root,
-                                      value));
+  return run(protocol::make_broadcast(
+    group_.key, next_instance_++ << graph_collective_instance_bits, root, value));
 }
 
 result<tensor> collective_group::all_gather(const tensor& value) {
-  return run(protocol::make_all_gather(group_.key, next_instance_++ << graph_instance_bits, value));
+  return run(protocol::make_all_gather(
+    group_.key, next_instance_++ << graph_collective_instance_bits, value));
 }
 
 task_collective_registry::offer collective_group::offer_to_graph(const std::string& name,

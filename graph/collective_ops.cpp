@@ -8,9 +8,10 @@ namespace actorflow::ops {
 
 namespace {
 
-/// The instance keys a graph's collectives may have (devices/task_collective.hpp keeps the
+/// The instance keys a graph's collectives may have: below 2^12, less the last, which the
+/// groups keep for their device communicators' set-up (devices/task_collective.hpp keeps the
 /// same bound; graph/ has no access to it).
-constexpr std::int64_t max_instance = (std::int64_t{1} << 12) - 1;
+constexpr std::int64_t max_instance = (std::int64_t{1} << 12) - 2;
 
 } // namespace
 

@@ -20,8 +20,9 @@ namespace actorflow::ops {
 
 /// "CollectiveReduce": `x` (float32/64, int32/64) reduced by `reduction` ("sum", "mean",
 /// "max", "min") across the members of the group offered to its device as `group`; attrs
-/// collective_group, instance_key (1 .. 4095, distinct among the graph's collectives of the
-/// group), reduction. The same shape and dtype as `x`.
+/// collective_group, instance_key (1 .. 4094, distinct among the graph's collectives of the
+/// group; 4095 is the group's own, devices/task_collective.hpp), reduction. The same shape and
+/// dtype as `x`.
 output collective_reduce(output x, const std::string& group, std::int64_t instance_key,
                          const std::string& reduction = "sum",
                          const std::string& name = "CollectiveReduce");

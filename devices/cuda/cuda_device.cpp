@@ -189,6 +189,25 @@ struct pooled_event {
   cudaEvent_t event;
 };
 
+/// Whether `event` has happened, for a completion_poller probe: its error when the work before
+/// it on its stream failed.
+completion_poller::probe_result query(const pooled_event& event) {
+  cudaError_t code = cudaSuccess;
+  auto st = [&]() -> status {
+    code = cudaEventQuery(event.event);
+    if (code == cudaErrorNotReady)
+      return {};
+    AF_CUDA_RETURN_IF_ERROR(code);
+    return {};
+  }();
+  if (code == cudaErrorNotReady)
+    return completion_poller::probe_result::pending();
+  return st.ok() ? completion_poller::probe_result::done()
+                 : completion_poller::probe_result::failed(std::move(st));
+}
+
+} // namespace
+
 /// What the process keeps per card (CUDA ordinal): memory, streams, the cuBLAS handle and the
 /// completion threads, shared by every device object on the card (see cuda_device.hpp).
 /// Made once, never destroyed: tensors and pending completions may refer to it until exit.
@@ -234,22 +253,8 @@ struct cuda_card {
   /// Calls `done` on the callback thread once `event` has happened (or with the error that
   /// querying it reports: a fault of earlier work on its stream).
   void when_done(std::shared_ptr<pooled_event> event, completion_poller::callback done) {
-    completions->when_done(
-      [event = std::move(event)]() {
-        cudaError_t code = cudaSuccess;
-        auto st = [&]() -> status {
-          code = cudaEventQuery(event->event);
-          if (code == cudaErrorNotReady)
-            return {};
-          AF_CUDA_RETURN_IF_ERROR(code);
-          return {};
-        }();
-        if (code == cudaErrorNotReady)
-          return completion_poller::probe_result::pending();
-        return st.ok() ? completion_poller::probe_result::done()
-                       : completion_poller::probe_result::failed(std::move(st));
-      },
-      std::move(done));
+    completions->when_done([event = std::move(event)]() { return query(*event); },
+                           std::move(done));
   }
 
   int ordinal;
@@ -270,6 +275,8 @@ struct cuda_card {
   event_pool events;
   std::unique_ptr<completion_poller> completions;
 };
+
+namespace {
 
 /// Makes card `ordinal` ready: streams, cuBLAS, the allocator over the share of its memory
 /// `options` asks for.
@@ -531,6 +538,32 @@ status not_a_cuda_device(kernel_context& ctx) {
 }
 
 } // namespace
+
+result<card_handle> card_handle_of(kernel_context& ctx) {
+  auto* dev = cuda_device_of(ctx);
+  if (dev == nullptr)
+    return not_a_cuda_device(ctx);
+  return card_handle{dev->card()};
+}
+
+int card_handle::ordinal() const { return card_->ordinal; }
+
+cudaStream_t card_handle::compute_stream() const { return card_->compute; }
+
+status card_handle::make_current() const { return cuda::make_current(card_->ordinal); }
+
+result<completion_poller::probe> card_handle::compute_stream_probe() const {
+  AF_RETURN_IF_ERROR(make_current());
+  auto event = card_->record(card_->compute);
+  if (!event)
+    return event.error();
+  return completion_poller::probe{[event = std::move(*event)] { return query(*event); }};
+}
+
+void card_handle::when_finished(completion_poller::probe finished,
+                                completion_poller::callback done) const {
+  card_->completions->when_done(std::move(finished), std::move(done));
+}
 
 result<cudaStream_t> compute_stream_of(kernel_context& ctx) {
   auto* dev = cuda_device_of(ctx);

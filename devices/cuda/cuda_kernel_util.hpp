@@ -15,6 +15,7 @@
 /// reports the kernel done once it is enqueued, and everything that reads its outputs is
 /// enqueued after it on the same stream (or waits for it with an event).
 
+#include "devices/cuda/completion_poller.hpp"
 #include "devices/cuda/cuda_check.hpp"
 #include "devices/device.hpp"
 #include "devices/kernel.hpp"
@@ -38,6 +39,36 @@ struct cublas_library;
 /// calling thread; an error when ctx's device is not a CUDA device or CUDA fails.
 /// (devices/cuda/cuda_device.cpp)
 result<cudaStream_t> compute_stream_of(kernel_context& ctx);
+
+struct cuda_card;
+
+/// The card of a kernel that finishes after its compute call returned (a collective across
+/// tasks), as it needs it once its kernel_context may be gone: cards live until the process
+/// exits. Copyable.
+class card_handle {
+public:
+  /// The card's CUDA ordinal.
+  int ordinal() const;
+  /// Where its kernels are enqueued.
+  cudaStream_t compute_stream() const;
+  /// Makes the card current on the calling thread.
+  status make_current() const;
+  /// A probe (completion_poller) that says whether everything enqueued on the compute stream
+  /// until now has finished: an event recorded there now.
+  result<completion_poller::probe> compute_stream_probe() const;
+  /// Polls `finished` on the card's polling thread until it says so, then calls `done` on its
+  /// callback thread (completion_poller::when_done).
+  void when_finished(completion_poller::probe finished, completion_poller::callback done) const;
+
+private:
+  friend result<card_handle> card_handle_of(kernel_context& ctx);
+  explicit card_handle(cuda_card& card) : card_(&card) {}
+  cuda_card* card_;
+};
+
+/// The card ctx's device runs on; an error when it is not a CUDA device.
+/// (devices/cuda/cuda_device.cpp)
+result<card_handle> card_handle_of(kernel_context& ctx);
 
 /// Runs `call` with cuBLAS (devices/cuda/cublas_library.hpp) and the handle of ctx's device,
 /// which is bound to its compute stream, holding the handle's lock (a cuBLAS handle is not for

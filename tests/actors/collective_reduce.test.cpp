@@ -2,12 +2,15 @@
 // session stand for two tasks, each offered its own member of one group, so a step runs both
 // members' parts; gradient buckets (all_reduce_in_buckets) pack values from the last back and
 // cut the reduced bucket into the values' shapes; a node with no group offered, and a member
-// whose partner's step failed, end the step with an error instead of waiting.
+// whose partner's step failed, end the step with an error instead of waiting. On two test
+// devices (devices/test_device.hpp: a GPU's memory path, the CPU's kernel), in a threaded
+// system, the nodes copy out of and back into device memory and still sum exactly.
 #include "actors/collective.hpp"
 #include "actors/testing.hpp"
 #include "graph/collective_ops.hpp"
 #include "graph/math_ops.hpp"
 #include "graph/ops.hpp"
+#include "support/offered_group.hpp"
 
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
@@ -24,51 +27,9 @@ std::string cpu(int index) {
   return "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(index);
 }
 
-/// Members for tasks 0..size-1 of job "worker", told their group by plain actors, each offered
-/// to the nodes of device CPU:<rank> under `name` while this lives.
-struct offered_group {
-  testing::deterministic_system& sys;
-  std::vector<protocol::collective_actor> members;
-  std::vector<task_collective_registry::offer> offers;
-
-  offered_group(testing::deterministic_system& system, int size, const std::string& name)
-    : sys(system) {
-    std::vector<protocol::collective_member_info> infos;
-    for (int r = 0; r < size; ++r) {
-      collective_member_options options;
-      options.job = "worker";
-      options.task = r;
-      options.incarnation = 7 + static_cast<std::uint64_t>(r);
-      members.push_back(spawn_collective_member(sys.system(), options));
-      infos.push_back(collective_member_of(members.back(), options));
-    }
-    auto group = protocol::make_collective_group(5, infos);
-    auto ranks = std::make_shared<std::vector<std::int32_t>>(members.size(), -1);
-    for (std::size_t r = 0; r < members.size(); ++r)
-      sys.system().spawn([m = members[r], ranks, r, group](caf::event_based_actor* self) {
-        self->request(m, caf::infinite, protocol::group_atom::value, group)
-          .then([=](std::int32_t rank) { (*ranks)[r] = rank; });
-      });
-    sys.run_all();
-    for (int r = 0; r < size; ++r) {
-      REQUIRE((*ranks)[static_cast<std::size_t>(r)] == r);
-      offers.push_back(collective_group::of_member(sys.system(), members[static_cast<std::size_t>(r)],
-                                                   group, r, 30)
-                         .offer_to_graph(name, cpu(r)));
-    }
-  }
-
-  ~offered_group() {
-    offers.clear();
-    for (auto& m : members)
-      caf::anon_send_exit(m, caf::exit_reason::kill);
-    sys.run_all();
-    // A request a killed member never answered ends at its bound, which only the test fires;
-    // the system waits for its actor otherwise.
-    sys.scheduler().trigger_timeouts();
-    sys.run_all();
-  }
-};
+std::string test_device(int index) {
+  return "/job:localhost/replica:0/task:0/device:TEST:" + std::to_string(index);
+}
 
 tensor filled(std::vector<std::int64_t> dims, float first, float step) {
   tensor t{dtype::float32, tensor_shape{dims}};
@@ -81,7 +42,7 @@ tensor filled(std::vector<std::int64_t> dims, float first, float step) {
 
 TEST_CASE("collective reduce nodes on two devices sum and average their values exactly, bucket by bucket, run after run") {
   testing::deterministic_system sys;
-  offered_group group{sys, 2, "replicas"};
+  testing::offered_group group{sys, 2, "replicas", cpu};
   graph g;
   // Per device: a [3, 4] value (48 bytes), a [4] and a [2, 2] one (16 bytes each), as a model's
   // gradients come; buckets of 64 bytes take the [2, 2] and [4] ones first, then the [3, 4].
@@ -171,8 +132,9 @@ TEST_CASE("gradient buckets fill from the last value back, close at their size o
     CHECK(reduced[i].type() == values[i].type());
     CHECK(reduced[i].shape() == values[i].shape());
   }
-  ops::collective_reduce(a, "replicas", 4096);
-  CHECK(g.status().message().find("instance key 4096 is not in 1..4095") != std::string::npos);
+  // 4095 is the groups' own (devices/task_collective.hpp's bootstrap_collective_instance).
+  ops::collective_reduce(a, "replicas", 4095);
+  CHECK(g.status().message().find("instance key 4095 is not in 1..4094") != std::string::npos);
 }
 
 TEST_CASE("a collective reduce node whose device was offered no group fails the step naming the group and the device") {
@@ -191,7 +153,7 @@ TEST_CASE("a collective reduce node whose device was offered no group fails the 
 
 TEST_CASE("a collective reduce node waiting for a member whose own step failed ends with that step instead of waiting") {
   testing::deterministic_system sys;
-  offered_group group{sys, 2, "replicas"};
+  testing::offered_group group{sys, 2, "replicas", cpu};
   graph g;
   output waiting, never;
   {
@@ -212,4 +174,59 @@ TEST_CASE("a collective reduce node waiting for a member whose own step failed e
   auto out = s.run({waiting, never});
   REQUIRE_FALSE(out.ok());
   CHECK(out.error().message().find("divides_by_zero") != std::string::npos);
+}
+
+TEST_CASE("collective reduce nodes on two test devices copy out of and back into device memory and sum exactly, run after run") {
+  caf::actor_system_config config;
+  caf::actor_system sys{config};
+  testing::offered_group group{sys, 2, "replicas", test_device};
+  graph g;
+  std::vector<output> fed(2), summed(2), ints(2), int_sums(2);
+  for (int r = 0; r < 2; ++r) {
+    auto here = g.device("/device:TEST:" + std::to_string(r));
+    fed[r] = ops::placeholder(g, dtype::float32, tensor_shape{2, 3});
+    summed[r] = ops::collective_reduce(fed[r], "replicas", 1, "sum", "sum_" + std::to_string(r));
+    ints[r] = ops::placeholder(g, dtype::int64, tensor_shape{4});
+    int_sums[r] = ops::collective_reduce(ints[r], "replicas", 2, "sum", "int_sum_" + std::to_string(r));
+  }
+  REQUIRE(g.status().ok());
+  session_options options;
+  options.test_device_count = 2;
+  options.log_device_placement = true;
+  session s{sys, g, options};
+  for (int run = 0; run < 3; ++run) {
+    INFO("run " << run);
+    feed_list feeds;
+    std::vector<tensor> floats, integers;
+    for (int r = 0; r < 2; ++r) {
+      floats.push_back(filled({2, 3}, 0.25f * static_cast<float>(run + r), 1.5f + static_cast<float>(r)));
+      feeds.emplace_back(fed[r], floats.back());
+      // Past float precision, so that a detour through float would show.
+      std::vector<std::int64_t> values;
+      for (std::int64_t i = 0; i < 4; ++i)
+        values.push_back((std::int64_t{1} << 53) + 3 * i + r + run);
+      integers.push_back(tensor::from_vector(values));
+      feeds.emplace_back(ints[r], integers.back());
+    }
+    auto out = s.run({summed[0], summed[1], int_sums[0], int_sums[1]}, feeds);
+    INFO(out.error().to_string());
+    REQUIRE(out.ok());
+    for (int r = 0; r < 2; ++r) {
+      auto& sum = out->at(static_cast<std::size_t>(r));
+      REQUIRE(sum.shape() == (tensor_shape{2, 3}));
+      for (std::int64_t i = 0; i < 6; ++i)
+        CHECK(sum.data<float>()[i] == floats[0].data<float>()[i] + floats[1].data<float>()[i]);
+      auto& int_sum = out->at(2 + static_cast<std::size_t>(r));
+      for (std::int64_t i = 0; i < 4; ++i)
+        CHECK(int_sum.data<std::int64_t>()[i] ==
+              integers[0].data<std::int64_t>()[i] + integers[1].data<std::int64_t>()[i]);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    bool placed_there = false;
+    for (auto& line : s.placement_log())
+      if (line == "sum_" + std::to_string(r) + ": " + test_device(r))
+        placed_there = true;
+    CHECK(placed_there);
+  }
 }

@@ -80,6 +80,18 @@ TEST_CASE("GPU kernels where built cover Transpose, Shape, Size and Rank for eve
     }
 }
 
+TEST_CASE("GPU kernels where built with NCCL all-reduce across tasks the number types AllReduce does",
+          "[cuda][registry]") {
+  auto& registry = kernel_registry::global();
+  if (!registry.has("AllReduce", "GPU", dtype::float32))
+    return; // a build without CUDA, or a toolkit without nccl.h
+  for (auto type : {dtype::float32, dtype::float64, dtype::int32, dtype::int64}) {
+    INFO(to_string(type));
+    CHECK(registry.has("CollectiveReduce", "GPU", type));
+  }
+  CHECK_FALSE(registry.has("CollectiveReduce", "GPU", dtype::boolean));
+}
+
 TEST_CASE("making a CUDA device where there is none says why", "[cuda][registry]") {
   if (gpu_count() > 0)
     return; // a GPU machine makes one (the kernel tests use it)

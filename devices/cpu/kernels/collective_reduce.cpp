@@ -17,9 +17,7 @@ namespace {
 class collective_reduce_kernel final : public op_kernel {
 public:
   explicit collective_reduce_kernel(const node& n)
-    : op_kernel(n), group_(n.attr_or<std::string>("collective_group", "")),
-      instance_(n.attr_or<std::int64_t>("instance_key", 0)),
-      op_(parse_reduction(n.attr_or<std::string>("reduction", "sum"))) {}
+    : op_kernel(n), attrs_(collective_reduce_attrs::of(n)) {}
 
   bool is_async() const override { return true; }
   void compute(kernel_context& ctx) override {
@@ -27,22 +25,13 @@ public:
   }
 
   void compute_async(kernel_context& ctx, std::function<void()> done) override {
-    if (!op_ || instance_ < 1 || instance_ > max_graph_collective_instance) {
-      ctx.fail(make_error(errc::invalid_argument,
-                          "CollectiveReduce needs a reduction of sum, mean, max or min and an "
-                          "instance_key in 1.." + std::to_string(max_graph_collective_instance)));
+    auto found = attrs_.member_on(ctx.dev().full_name());
+    if (!found) {
+      ctx.fail(found.error());
       done();
       return;
     }
-    auto member = task_collectives().find(group_, ctx.dev().full_name());
-    if (!member) {
-      ctx.fail(make_error(errc::failed_precondition,
-                          "no collective group '" + group_ + "' is offered to device " +
-                            ctx.dev().full_name() +
-                            " (form one with collective_group::join and offer_to_graph)"));
-      done();
-      return;
-    }
+    auto member = std::move(*found);
     // Called once: by the group's answer or by the step's abort, whichever is first; the
     // other finds it done and touches nothing (ctx lives only until done()).
     struct waiting {
@@ -80,8 +69,8 @@ public:
         return;
       }
     }
-    auto op = *op_;
-    auto instance = instance_;
+    auto op = *attrs_.op;
+    auto instance = attrs_.instance;
     ctx.dev().copy_to_host(ctx.input(0), [member, instance, op, finish](result<tensor> host) {
       if (!host) {
         finish(host.error());
@@ -92,9 +81,7 @@ public:
   }
 
 private:
-  std::string group_;
-  std::int64_t instance_;
-  std::optional<reduction> op_;
+  collective_reduce_attrs attrs_;
 };
 
 } // namespace

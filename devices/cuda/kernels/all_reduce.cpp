@@ -4,75 +4,24 @@
 // member's output is ready in its stream's order. Communicators are made once per set of GPUs
 // (ncclCommInitAll) and kept. The op, its attributes and its pruning and cancellation rules
 // are the CPU kernel's (devices/cpu/kernels/all_reduce.cpp). Built where the toolkit has
-// nccl.h; NCCL itself is loaded at the first use.
+// nccl.h; NCCL itself is loaded at the first use (devices/cuda/nccl_library.hpp).
 #include "devices/collective.hpp"
 #include "devices/cuda/cuda_kernel_util.hpp"
 #include "devices/cuda/kernels/cuda_kernels.hpp"
 #include "devices/kernel.hpp"
 
 #if __has_include(<nccl.h>)
-#include <nccl.h>
-#include <dlfcn.h>
+#include "devices/cuda/nccl_library.hpp"
 
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace actorflow::cuda {
 
 namespace {
-
-/// The NCCL functions actorflow calls, loaded with dlopen at the first GPU AllReduce instead
-/// of linked into every program (as cuBLAS is: devices/cuda/cublas_library.hpp).
-struct nccl_library {
-  decltype(&ncclCommInitAll) comm_init_all = nullptr;
-  decltype(&ncclCommDestroy) comm_destroy = nullptr;
-  decltype(&ncclAllReduce) all_reduce = nullptr;
-  decltype(&ncclGroupStart) group_start = nullptr;
-  decltype(&ncclGroupEnd) group_end = nullptr;
-  decltype(&ncclGetErrorString) error_string = nullptr;
-};
-
-result<const nccl_library*> load_nccl() {
-  const std::string name = "libnccl.so." + std::to_string(NCCL_MAJOR);
-  // Never closed: communicators live until the process exits.
-  void* library = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* why = ::dlerror();
-    return make_error(errc::unavailable, "cannot load " + name + " (" +
-                                           (why != nullptr ? why : "not found") + ")");
-  }
-  auto* lib = new nccl_library;
-  std::string missing;
-  auto bind = [&](auto& function, const char* symbol) {
-    function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(library, symbol));
-    if (function == nullptr)
-      missing += std::string{missing.empty() ? "" : ", "} + symbol;
-  };
-  bind(lib->comm_init_all, "ncclCommInitAll");
-  bind(lib->comm_destroy, "ncclCommDestroy");
-  bind(lib->all_reduce, "ncclAllReduce");
-  bind(lib->group_start, "ncclGroupStart");
-  bind(lib->group_end, "ncclGroupEnd");
-  bind(lib->error_string, "ncclGetErrorString");
-  if (!missing.empty()) {
-    delete lib;
-    return make_error(errc::unavailable, name + " lacks " + missing);
-  }
-  return lib;
-}
-
-/// The process's NCCL, loaded at the first call; the error, kept, says why it cannot be.
-result<const nccl_library*> nccl_library_loaded() {
-  static std::once_flag once;
-  static result<const nccl_library*> loaded = make_error(errc::internal, "NCCL not loaded yet");
-  std::call_once(once, [] { loaded = load_nccl(); });
-  return loaded;
-}
-
 
 /// One GPU's part in an AllReduce.
 struct nccl_member {
@@ -88,26 +37,6 @@ struct nccl_member {
 collective_rendezvous<nccl_member>& nccl_collectives() {
   static collective_rendezvous<nccl_member> rendezvous;
   return rendezvous;
-}
-
-#define AF_NCCL_RETURN_IF_ERROR(lib, expr)                                                       \
-  do {                                                                                           \
-    ncclResult_t af_nccl_result_ = (expr);                                                       \
-    if (af_nccl_result_ != ncclSuccess)                                                          \
-      return make_error(errc::internal, std::string{#expr} + " failed at " + __FILE__ + ":" +    \
-                                          std::to_string(__LINE__) + ": " +                      \
-                                          (lib).error_string(af_nccl_result_));                  \
-  } while (false)
-
-result<ncclDataType_t> nccl_type(dtype t) {
-  switch (t) {
-    case dtype::float32: return ncclFloat32;
-    case dtype::float64: return ncclFloat64;
-    case dtype::int32: return ncclInt32;
-    case dtype::int64: return ncclInt64;
-    case dtype::boolean: break;
-  }
-  return make_error(errc::invalid_argument, std::string{"AllReduce cannot add "} + to_string(t));
 }
 
 /// The communicators of one set of GPUs, in rank order, made at the first use and kept.
@@ -149,7 +78,7 @@ status all_reduce(std::vector<nccl_member>& by_rank, bool mean) {
                       "NCCL AllReduce needs each member on a GPU of its own; " +
                         std::to_string(ordinals.size()) + " members share " +
                         std::to_string(distinct.size()) + " GPU(s)");
-  auto type = nccl_type(by_rank.front().type);
+  auto type = nccl_type(by_rank.front().type, "AllReduce");
   if (!type)
     return type.error();
   // Groups complete on whichever thread brings their last member. NCCL forbids issuing on a

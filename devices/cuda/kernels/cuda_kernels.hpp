@@ -26,6 +26,7 @@ void register_variable_update_kernels(kernel_registry& registry); // Assign, Ass
 void register_concat_kernels(kernel_registry& registry);      // ConcatV2, SplitToShapesOf
 void register_random_kernels(kernel_registry& registry);      // RandomUniform, RandomStandardNormal, TruncatedNormal
 void register_all_reduce_kernels(kernel_registry& registry);  // AllReduce (NCCL; none without nccl.h)
+void register_collective_reduce_kernels(kernel_registry& registry); // CollectiveReduce (NCCL across tasks; none without nccl.h)
 void register_conv_kernels(kernel_registry& registry);        // MaxPool, MaxPoolGrad, AvgPool, AvgPoolGrad; with cuDNN also Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter
 void register_transpose_kernels(kernel_registry& registry);   // Transpose, StridedSlice, StridedSliceGrad
 void register_shape_kernels(kernel_registry& registry);       // Shape, Size, Rank

@@ -49,6 +49,7 @@ void register_cuda_kernels(kernel_registry& registry) {
   cuda::register_concat_kernels(registry);
   cuda::register_random_kernels(registry);
   cuda::register_all_reduce_kernels(registry);
+  cuda::register_collective_reduce_kernels(registry);
   cuda::register_conv_kernels(registry);
   cuda::register_transpose_kernels(registry);
   cuda::register_shape_kernels(registry);
