@@ -1,9 +1,12 @@
 #include "actors/saver.hpp"
 
+#include "graph/checkpoint_ops.hpp"
 #include "graph/hash_embedding.hpp"
 #include "graph/ops.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -12,6 +15,14 @@ namespace actorflow {
 namespace {
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+/// `directory` made absolute, without a trailing '/'.
+std::string absolute_directory(const std::string& directory) {
+  auto path = std::filesystem::absolute(directory).lexically_normal().string();
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  return path;
+}
 
 std::string describe(dtype type, const tensor_shape& shape) {
   return std::string{to_string(type)} + shape.to_string();
@@ -81,9 +92,81 @@ saver::saver(graph& g, std::vector<variable> vars) {
   restore_all_ = ops::group(g, assigns, "restore_all");
 }
 
-result<checkpoint_entries> saver::values(session& s) const {
+saver::saver(graph& g, std::vector<variable> vars, std::string shard_directory)
+  : saver(g, std::move(vars)) {
+  // Absolute: the tasks that write and read the shards have working directories of their own.
+  if (!shard_directory.empty())
+    shard_directory_ = absolute_directory(shard_directory);
+  if (status_.ok() && !shard_directory_.empty())
+    add_shards(g);
+}
+
+void saver::add_shards(graph& g) {
+  // What each shard holds, by the device its variables and tables ask for: the values to save,
+  // their names, and (restoring) how each restored value is put back.
+  struct shard {
+    std::vector<output> values;
+    std::vector<std::string> names;
+    std::vector<variable> vars;
+    std::vector<output> tables;
+  };
+  std::map<std::string, shard> shards;
+  for (auto& v : vars_) {
+    auto& s = shards[v.ref.producer().requested_device];
+    s.values.push_back(v.ref);
+    s.names.push_back(v.name());
+    s.vars.push_back(v);
+  }
+  for (std::size_t t = 0; t < tables_.size(); ++t) {
+    auto& s = shards[tables_[t].producer().requested_device];
+    for (std::size_t k = 0; k < 5; ++k) {
+      s.values.push_back(table_exports_[t][k]);
+      s.names.push_back(tables_[t].name() + table_parts[k]);
+    }
+    s.tables.push_back(tables_[t]);
+  }
+  auto scope = g.name_scope("save_shards");
+  shard_step_ = ops::placeholder(g, dtype::int64, tensor_shape{}, "step");
+  std::vector<output> assigns;
+  int index = 0;
+  for (auto& [device, s] : shards) {
+    shard_checksums_.push_back(ops::save_shard(shard_step_, s.values, s.names, shard_directory_, index));
+    shard_expected_checksums_.push_back(
+      ops::placeholder(g, dtype::int64, tensor_shape{}, "checksum"));
+    auto restored = ops::restore_shard(shard_step_, shard_expected_checksums_.back(), s.names,
+                                       s.values, shard_directory_, index);
+    if (restored.size() != s.names.size())
+      return; // the graph recorded why
+    std::size_t at = 0;
+    for (auto& v : s.vars)
+      assigns.push_back(ops::assign(v, restored[at++], "restore"));
+    for (auto& table : s.tables) {
+      std::vector<output> parts(restored.begin() + static_cast<std::ptrdiff_t>(at),
+                                restored.begin() + static_cast<std::ptrdiff_t>(at + 5));
+      at += 5;
+      assigns.push_back(ops::hash_embedding_import(table, parts, "restore"));
+    }
+    ++index;
+  }
+  restore_shards_ = ops::group(g, assigns, "restore_shards");
+}
+
+result<checkpoint_entries> saver::values(session& s, std::int64_t step) const {
   if (!status_.ok())
     return status_;
+  if (sharded()) {
+    checkpoint_entries entries;
+    auto written = s.run(shard_checksums_,
+                         {{shard_step_, tensor::from_vector<std::int64_t>({step}, tensor_shape{})}});
+    if (!written)
+      return written.error().with_context("saver: cannot write the shards of step " +
+                                          std::to_string(step));
+    tensor checksums{dtype::int64, tensor_shape{static_cast<std::int64_t>(written->size())}};
+    for (std::size_t k = 0; k < written->size(); ++k)
+      checksums.data<std::int64_t>()[k] = written->at(k).scalar_value<std::int64_t>();
+    entries.emplace(checkpoint_shards_entry, std::move(checksums));
+    return entries;
+  }
   std::vector<output> fetches;
   fetches.reserve(vars_.size());
   for (auto& v : vars_)
@@ -111,7 +194,11 @@ result<checkpoint_entries> saver::values(session& s) const {
 }
 
 status saver::save(session& s, checkpoint_manager& m, std::int64_t step) {
-  auto entries = values(s);
+  if (sharded() && absolute_directory(m.directory()) != shard_directory_)
+    return make_error(errc::invalid_argument, "saver: its shards go to '" + shard_directory_ +
+                                                "', not to the checkpoint directory '" +
+                                                m.directory() + "'");
+  auto entries = values(s, step);
   if (!entries)
     return entries.error();
   auto path = m.save(step, *entries);
@@ -132,6 +219,8 @@ status saver::restore(session& s, const std::string& path) {
 status saver::restore(session& s, const checkpoint_data& data, const std::string& source) {
   if (!status_.ok())
     return status_;
+  if (data.entries.count(checkpoint_shards_entry) > 0)
+    return restore_shards(s, data, source);
   // Check every variable before anything runs, so that a mismatch changes nothing.
   feed_list feeds;
   feeds.reserve(vars_.size());
@@ -191,6 +280,34 @@ status saver::restore(session& s, const checkpoint_data& data, const std::string
   return s.run_targets({restore_all_}, feeds).with_context("saver: restoring from " + source);
 }
 
+status saver::restore_shards(session& s, const checkpoint_data& data, const std::string& source) {
+  if (!sharded())
+    return make_error(errc::invalid_argument,
+                      "saver: " + source + " is sharded (its values are in the files of the devices "
+                      "that saved them): restore it with a sharded saver");
+  auto& checksums = data.entries.at(checkpoint_shards_entry);
+  if (checksums.type() != dtype::int64 ||
+      checksums.num_elements() != static_cast<std::int64_t>(shard_expected_checksums_.size()))
+    return make_error(errc::invalid_argument,
+                      "saver: cannot restore from " + source + ": it has " +
+                        std::to_string(checksums.num_elements()) + " shards, this saver " +
+                        std::to_string(shard_expected_checksums_.size()) +
+                        " (another model, or another placement)");
+  feed_list feeds{{shard_step_, tensor::from_vector<std::int64_t>({data.step}, tensor_shape{})}};
+  for (std::size_t k = 0; k < shard_expected_checksums_.size(); ++k)
+    feeds.emplace_back(shard_expected_checksums_[k],
+                       tensor::from_vector<std::int64_t>({checksums.data<std::int64_t>()[k]},
+                                                         tensor_shape{}));
+  // All or nothing: every device's restored values are held until every shard was read and
+  // checked, so a bad shard anywhere changes no variable anywhere.
+  run_options all_or_nothing;
+  all_or_nothing.all_or_nothing = true;
+  auto restored = s.run_with(all_or_nothing, {}, feeds, {restore_shards_});
+  if (!restored)
+    return restored.error().with_context("saver: restoring from " + source);
+  return {};
+}
+
 background_saver::background_saver(saver& from, checkpoint_manager& to)
   : from_(from), to_(to), writer_([this] { write_loop(); }) {}
 
@@ -206,7 +323,7 @@ background_saver::~background_saver() {
 
 status background_saver::save(session& s, std::int64_t step) {
   AF_RETURN_IF_ERROR(wait());
-  auto entries = from_.values(s);
+  auto entries = from_.values(s, step);
   if (!entries)
     return entries.error();
   {

@@ -8,6 +8,12 @@
 /// shard (graph/hash_embedding.hpp) "users/part_0" is saved as five entries, "users/part_0-keys",
 /// "-rows" (value and slots), "-last_steps", "-candidates" and "-counts", taken in the same run as
 /// the variables, so one checkpoint file holds one moment of everything.
+/// Sharded (TF's Saver(sharded=True), for models bigger than the saving process): given a
+/// shard directory, each device that holds variables writes their shard file itself, in the
+/// save's one run, and the checkpoint's own file records the shards' checksums; restoring
+/// reads each shard on its device and assigns all or nothing:
+///   saver s{g, {}, "/ckpt"};                      // the checkpoint_manager's directory
+///   AF_RETURN_IF_ERROR(s.save(sess, m, step));    // no variable's value comes to this process
 
 #include "actors/session.hpp"
 #include "graph/graph.hpp"
@@ -34,6 +40,9 @@ public:
   /// graph. A malformed list (a variable without a node, one listed twice) is reported by
   /// status() and by every save and restore. `g` must outlive the saver.
   explicit saver(graph& g, std::vector<variable> vars = {});
+  /// Sharded into `shard_directory` (the checkpoint_manager's): one shard per device the
+  /// variables and tables ask for (their nodes' requested devices), written and read there.
+  saver(graph& g, std::vector<variable> vars, std::string shard_directory);
 
   /// Ok, or what is wrong with the variable list.
   const actorflow::status& status() const { return status_; }
@@ -43,9 +52,12 @@ public:
   /// The hash embedding shards it handles (their table nodes).
   const std::vector<output>& tables() const { return tables_; }
 
-  /// The current values of the variables, fetched in one run of `s`. Fails (naming the
-  /// variable) when one is uninitialised.
-  result<checkpoint_entries> values(session& s) const;
+  /// The current values of the variables, fetched in one run of `s`; sharded, the shards of
+  /// `step` written by that run and the entry that records them. Fails (naming the variable)
+  /// when one is uninitialised.
+  result<checkpoint_entries> values(session& s, std::int64_t step = 0) const;
+
+  bool sharded() const { return !shard_directory_.empty(); }
 
   /// Fetches every variable's current value in one run of `s` and saves them as the checkpoint
   /// of `step` through `m`.
@@ -62,6 +74,18 @@ public:
                             const std::string& source = "checkpoint");
 
 private:
+  /// The sharded save and restore nodes, one SaveShard and one RestoreShard per device.
+  void add_shards(graph& g);
+  actorflow::status restore_shards(session& s, const checkpoint_data& data,
+                                   const std::string& source);
+
+  std::string shard_directory_;
+  /// Sharded: the step both shard ops take, each SaveShard's checksum output, the checksum each
+  /// RestoreShard is fed, and the group of the assigns of the restored values.
+  output shard_step_;
+  std::vector<output> shard_checksums_;
+  std::vector<output> shard_expected_checksums_;
+  output restore_shards_;
   std::vector<variable> vars_;
   /// Per variable: the placeholder that takes the restored value.
   std::vector<output> restore_values_;

@@ -4,6 +4,7 @@
 #include "graph/op_registry.hpp"
 #include "graph/sampled_losses.hpp"
 #include "graph/shape_ops.hpp"
+#include "graph/checkpoint_ops.hpp"
 #include "graph/strided_slice.hpp"
 
 #include <algorithm>
@@ -328,6 +329,7 @@ void register_standard_ops(op_registry& r) {
   register_control_flow_ops(r);
   register_shape_ops(r);
   register_strided_slice_ops(r);
+  register_checkpoint_ops(r);
   auto add = [&r](std::string name, int inputs, std::function<status(shape_context&)> infer,
                   bool stateful = false, bool takes_ref = false) {
     r.add(op_def{std::move(name), inputs, stateful, takes_ref, std::move(infer)});

@@ -445,6 +445,78 @@ status verify_checkpoint(const std::string& path) {
   return check_payload_crc(*header, crc).with_context(context);
 }
 
+// --- sharded checkpoints ----------------------------------------------------------------------
+
+std::string checkpoint_shard_path(const std::string& directory, std::int64_t step, int shard) {
+  return directory + "/" + name_for_step(step) + ".shard-" + std::to_string(shard);
+}
+
+namespace {
+
+/// The payload CRC a checkpoint file's header records, the header checked.
+result<std::uint32_t> recorded_payload_crc(const std::string& path) {
+  auto context = "checkpoint " + quoted_path(path);
+  std::uint64_t size = 0;
+  auto fd = open_regular(path, size);
+  if (!fd)
+    return fd.error().with_context(context);
+  fd_guard guard{*fd};
+  std::uint8_t bytes[header_bytes];
+  auto got = read_up_to(*fd, bytes, header_bytes);
+  if (!got)
+    return got.error().with_context(context);
+  auto header = decode_header(bytes, *got, size);
+  if (!header)
+    return header.error().with_context(context);
+  return header->payload_crc;
+}
+
+/// A sharded checkpoint's shard CRCs from its own file at `path`; nothing when the file holds
+/// none (an ordinary checkpoint). Only read when a shard file is there: an ordinary one holds
+/// the whole model.
+result<std::optional<std::vector<std::uint32_t>>> shard_crcs_of(const std::string& path) {
+  if (::access((path + ".shard-0").c_str(), F_OK) != 0)
+    return std::optional<std::vector<std::uint32_t>>{};
+  auto data = read_checkpoint(path);
+  if (!data)
+    return data.error();
+  auto entry = data->entries.find(checkpoint_shards_entry);
+  if (entry == data->entries.end())
+    return std::optional<std::vector<std::uint32_t>>{};
+  auto& crcs = entry->second;
+  if (crcs.type() != dtype::int64 || crcs.shape().rank() != 1)
+    return corrupt("checkpoint " + quoted_path(path) + ": its " + checkpoint_shards_entry +
+                   " entry is not an int64 vector");
+  std::vector<std::uint32_t> out;
+  for (std::int64_t k = 0; k < crcs.num_elements(); ++k)
+    out.push_back(static_cast<std::uint32_t>(crcs.data<std::int64_t>()[k]));
+  return std::optional<std::vector<std::uint32_t>>{std::move(out)};
+}
+
+} // namespace
+
+result<std::uint32_t> write_checkpoint_shard(const std::string& directory, std::int64_t step,
+                                             int shard, const checkpoint_entries& entries) {
+  AF_RETURN_IF_ERROR(make_directories(directory).with_context(
+    "cannot use checkpoint directory " + quoted_path(directory)));
+  auto path = checkpoint_shard_path(directory, step, shard);
+  AF_RETURN_IF_ERROR(write_checkpoint(path, step, entries));
+  return recorded_payload_crc(path);
+}
+
+result<checkpoint_data> read_checkpoint_shard(const std::string& directory, std::int64_t step,
+                                              int shard, std::uint32_t expected_crc) {
+  auto path = checkpoint_shard_path(directory, step, shard);
+  auto recorded = recorded_payload_crc(path);
+  if (!recorded)
+    return recorded.error();
+  if (*recorded != expected_crc)
+    return corrupt("checkpoint shard " + quoted_path(path) + " is not the one its checkpoint " +
+                   "recorded (payload checksum " + hex(*recorded, 8) + ", recorded " +
+                   hex(expected_crc, 8) + ")");
+  return read_checkpoint(path);
+}
+
 // --- checkpoint_manager -----------------------------------------------------------------------
 
 checkpoint_manager::checkpoint_manager(std::string directory, int keep_last_n)
@@ -510,8 +582,12 @@ result<std::string> checkpoint_manager::save(std::int64_t step, const checkpoint
   }
   // Only now, with the new checkpoint and the index that lists it durable, may old ones go.
   // A file that cannot be deleted is merely left behind: the index no longer lists it.
-  for (auto& old : expired)
-    ::unlink((directory_ + "/" + old).c_str());
+  for (auto& old : expired) {
+    auto expired_path = directory_ + "/" + old;
+    ::unlink(expired_path.c_str());
+    for (int shard = 0; ::unlink((expired_path + ".shard-" + std::to_string(shard)).c_str()) == 0; ++shard) {
+    }
+  }
   if (!expired.empty())
     (void)sync_directory(directory_);
   return path;
@@ -519,12 +595,33 @@ result<std::string> checkpoint_manager::save(std::int64_t step, const checkpoint
 
 std::optional<std::string> checkpoint_manager::latest() const { return find_latest().path; }
 
+status checkpoint_manager::verify_shards(const std::string& path) {
+  auto crcs = shard_crcs_of(path);
+  if (!crcs)
+    return crcs.error();
+  if (!*crcs)
+    return {};
+  for (std::size_t k = 0; k < (*crcs)->size(); ++k) {
+    auto shard = path + ".shard-" + std::to_string(k);
+    AF_RETURN_IF_ERROR(verify_checkpoint(shard));
+    auto recorded = recorded_payload_crc(shard);
+    if (!recorded)
+      return recorded.error();
+    if (*recorded != (**crcs)[k])
+      return corrupt("checkpoint shard " + quoted_path(shard) + " is not the one " +
+                     quoted_path(path) + " recorded");
+  }
+  return {};
+}
+
 checkpoint_manager::search checkpoint_manager::find_latest() const {
   search found;
   auto names = committed_names();
   for (auto i = names.rbegin(); i != names.rend(); ++i) {
     auto path = directory_ + "/" + *i;
     auto verified = verify_checkpoint(path);
+    if (verified.ok())
+      verified = verify_shards(path);
     if (verified.ok()) {
       found.path = path;
       break;

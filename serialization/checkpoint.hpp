@@ -67,6 +67,30 @@ result<checkpoint_data> read_checkpoint(const std::string& path);
 /// read_checkpoint for the same damage.
 status verify_checkpoint(const std::string& path);
 
+// --- sharded checkpoints ---------------------------------------------------------------------
+// A model too big for one process is saved where its variables live (TF's Saver(sharded=True)):
+// each device holding variables writes its own shard file, and the program that saves writes
+// the checkpoint_manager's file of the step last, holding only checkpoint_shards_entry: so the
+// checkpoint is committed (listed by the index) only once every shard is durable, and restoring
+// checks each shard against the checksum recorded for it.
+
+/// The entry of a sharded checkpoint's own file: int64 [n], shard k's payload CRC-32 at k.
+inline constexpr const char* checkpoint_shards_entry = "_shards";
+
+/// Shard `shard` of the checkpoint of `step` in `directory`, beside the manager's file:
+/// "dir/ckpt-<step>.afckpt.shard-<shard>".
+std::string checkpoint_shard_path(const std::string& directory, std::int64_t step, int shard);
+
+/// Writes shard `shard` of `step` atomically and durably (write_checkpoint), making
+/// `directory` first; its payload CRC-32, for the checkpoint's own file.
+result<std::uint32_t> write_checkpoint_shard(const std::string& directory, std::int64_t step,
+                                             int shard, const checkpoint_entries& entries);
+
+/// Reads shard `shard` of `step` (read_checkpoint's checks), refusing one whose payload CRC-32
+/// is not `expected_crc` (a shard of another save, left by a crash) with data_loss naming it.
+result<checkpoint_data> read_checkpoint_shard(const std::string& directory, std::int64_t step,
+                                              int shard, std::uint32_t expected_crc);
+
 /// Keeps the checkpoints of one training run in one directory: `ckpt-<step>.afckpt` files and
 /// an index file `checkpoint_index` that lists the committed checkpoints, oldest first.
 /// A checkpoint is committed when the index that lists it has been durably replaced; files the
@@ -89,8 +113,10 @@ public:
   /// committed checkpoints are unchanged.
   result<std::string> save(std::int64_t step, const checkpoint_entries& entries);
 
-  /// The path of the newest committed checkpoint whose header and checksum verify, falling
-  /// back to older ones when newer ones are damaged or missing; nullopt when there is none.
+  /// The path of the newest committed checkpoint whose header and checksum verify (a sharded
+  /// one's shards too, against the checksums it records), falling back to older ones when
+  /// newer ones are damaged or missing; nullopt when there is none. Expired checkpoints go with
+  /// their shards.
   std::optional<std::string> latest() const;
 
   /// What latest() looked at: the newest checkpoint that verifies (if any), and why each newer
@@ -110,6 +136,10 @@ public:
 
   const std::string& directory() const { return directory_; }
   int keep_last_n() const { return keep_last_n_; }
+
+  /// Ok for an ordinary checkpoint; for a sharded one, whether every shard it records is there,
+  /// verifies and is the one recorded. Errors name the file.
+  static status verify_shards(const std::string& path);
 
 private:
   /// The file names (not paths) listed by the index, oldest first; from a directory scan when

@@ -245,7 +245,9 @@ result<std::unique_ptr<monitored_session>> monitored_session::create(graph& g,
   auto& o = st->options;
   // The saver adds its ops now: before the session first runs the graph.
   if (!o.checkpoint_dir.empty() && o.is_chief) {
-    st->checkpoint_saver = std::make_unique<saver>(g);
+    st->checkpoint_saver = o.sharded_checkpoints
+                             ? std::make_unique<saver>(g, std::vector<variable>{}, o.checkpoint_dir)
+                             : std::make_unique<saver>(g);
     AF_RETURN_IF_ERROR(st->checkpoint_saver->status());
   }
   session_manager_options ready;

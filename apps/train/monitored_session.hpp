@@ -118,6 +118,10 @@ struct monitored_session_options {
   /// end; TF's CheckpointSaverHook takes one or the other, here both may count) and when
   /// training ends. Empty: none.
   std::string checkpoint_dir;
+  /// Each device holding variables (the ps tasks) writes and reads its own shard of every
+  /// checkpoint in checkpoint_dir, on its own machine (TF's Saver(sharded=True)): no variable's
+  /// value passes through the chief (actors/saver.hpp).
+  bool sharded_checkpoints = false;
   std::int64_t save_checkpoint_steps = 0;
   double save_checkpoint_secs = 0;
   int keep_checkpoints = 5;

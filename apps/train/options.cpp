@@ -97,6 +97,10 @@ TF_CONFIG), or coordinating a cluster's workers (--coordinator).
   --checkpoint-dir DIR   save a checkpoint there after every epoch (linreg: every 100 steps and
                          at the end)
   --keep-checkpoints N   how many checkpoints to keep (default 3)
+  --sharded-checkpoints  between-graph: each ps task writes (and at --resume reads) the shard of
+                         every checkpoint holding its own variables, in --checkpoint-dir on its
+                         machine, and the chief the file that records the shards: no variable's
+                         value passes through the chief (TF's Saver(sharded=True))
   --resume               continue from the latest checkpoint in --checkpoint-dir, and with the
                          metrics.csv (and so the curve) of the run it continues (--strategy
                          mirrored: give it to every worker; the chief's checkpoint is restored
@@ -267,7 +271,8 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
   apps::add_connect_timeout_flag(flags, o.connect_timeout_seconds);
   flags.switches = {{"--help", &o.help}, {"-h", &o.help}, {"--resume", &o.resume}, {"--local", &o.local},
                     {"--log-device-placement", &o.log_device_placement}, {"--sync", &o.sync},
-                    {"--all-reduce", &o.all_reduce}, {"--coordinator", &o.coordinator}};
+                    {"--all-reduce", &o.all_reduce}, {"--coordinator", &o.coordinator},
+                    {"--sharded-checkpoints", &o.sharded_checkpoints}};
   AF_RETURN_IF_ERROR(apps::parse_flags(argc, argv, flags));
   if (o.model == "linreg" && !learning_rate_set)
     o.learning_rate = 0.5;
@@ -325,6 +330,9 @@ result<train_options> parse_train_options(int argc, const char* const* argv) {
       (o.coordinator || (!o.job.empty() && o.strategy.empty())))
     return bad("--steps", "an " + o.model + " takes it in this process, on a cluster's master or "
                           "with --strategy mirrored, not as a between-graph or coordinated worker");
+  if (o.sharded_checkpoints && (o.job.empty() || !o.strategy.empty() || o.checkpoint_dir.empty()))
+    return bad("--sharded-checkpoints", "is for between-graph workers (--job, no --strategy) with "
+                                        "--checkpoint-dir");
   if (!o.job.empty() && o.job == o.ps_job)
     return bad("--job", "'" + o.job + "' is the ps job: parameter servers run actorflow-worker");
   return o;

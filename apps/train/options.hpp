@@ -38,6 +38,9 @@ struct train_options {
   bool resume = false;
   /// Keep this many checkpoints.
   int keep_checkpoints = 3;
+  /// Between-graph: each ps task writes and reads its own variables' shard of every checkpoint
+  /// (TF's Saver(sharded=True)).
+  bool sharded_checkpoints = false;
   /// linreg and word2vec: number of steps (word2vec's default 100000). mlp, cnn and rnn in
   /// this process, on a cluster's master or mirrored: a bound on the --epochs' steps, when
   /// given (classifier_steps).

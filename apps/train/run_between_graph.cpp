@@ -170,6 +170,7 @@ train::monitored_session_options worker_session_options(const train_options& o, 
   // The chief alone writes checkpoints, one per epoch of global steps.
   if (chief)
     monitored.checkpoint_dir = o.checkpoint_dir;
+  monitored.sharded_checkpoints = o.sharded_checkpoints;
   monitored.save_checkpoint_steps = steps_per_epoch;
   monitored.keep_checkpoints = o.keep_checkpoints;
   monitored.init_timeout_seconds = o.init_timeout_seconds;

@@ -10,6 +10,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -323,4 +324,83 @@ TEST_CASE("a background saver reports a failed write once, at the next save or w
   REQUIRE(writer.save(s, 2).ok());
   CHECK_FALSE(writer.save(s, 3).ok());
   CHECK(writer.wait().ok());
+}
+
+TEST_CASE("a sharded saver writes each ps task's variables on that task and restores them all or none") {
+  temp_dir dir;
+  graph g;
+  // Round robin over two ps tasks: weights and global_step on ps 0, counter on ps 1.
+  auto setter = replica_device_setter(2);
+  REQUIRE(setter.ok());
+  std::optional<model> m;
+  {
+    auto d = g.device(*setter);
+    m.emplace(g);
+  }
+  auto init = ops::global_variables_initializer(g);
+  saver save{g, {}, dir.path()};
+  REQUIRE(save.status().ok());
+  checkpoint_manager manager{dir.path(), 1};
+  session_options cluster;
+  cluster.in_process_cluster = {{"ps", 2}, {"worker", 1}};
+  values saved;
+  {
+    session s{g, cluster};
+    REQUIRE(s.run_targets({init}).ok());
+    train_steps(s, *m, 3);
+    saved = read_values(s, *m);
+    REQUIRE(save.save(s, manager, 3).ok());
+    // The shards were written where the variables live, and the step's own file holds only
+    // their checksums.
+    auto own = read_checkpoint(manager.path_for_step(3));
+    REQUIRE(own.ok());
+    CHECK(own->entries.size() == 1);
+    CHECK(own->entries.count(checkpoint_shards_entry) == 1);
+    auto shard0 = read_checkpoint(checkpoint_shard_path(dir.path(), 3, 0));
+    auto shard1 = read_checkpoint(checkpoint_shard_path(dir.path(), 3, 1));
+    REQUIRE(shard0.ok());
+    REQUIRE(shard1.ok());
+    CHECK(shard0->entries.count("layer/weights") == 1);
+    CHECK(shard0->entries.count("global_step") == 1);
+    CHECK(shard1->entries.size() == 1);
+    CHECK(shard1->entries.at("counter").scalar_value<std::int32_t>() == 9);
+    // A later save expires step 3 (keep 1) with its shards.
+    train_steps(s, *m, 1);
+    REQUIRE(save.save(s, manager, 4).ok());
+    CHECK_FALSE(std::ifstream{checkpoint_shard_path(dir.path(), 3, 0)}.good());
+    CHECK_FALSE(std::ifstream{checkpoint_shard_path(dir.path(), 3, 1)}.good());
+  }
+  REQUIRE(manager.latest() == manager.path_for_step(4));
+  session fresh{g, cluster};
+  REQUIRE(fresh.run_targets({init}).ok());
+  auto initial = read_values(fresh, *m);
+  // A shard that is not the one its checkpoint recorded (another save's, or damaged) is refused,
+  // and no variable on either ps changes.
+  auto shard1 = checkpoint_shard_path(dir.path(), 4, 1);
+  {
+    auto other = read_checkpoint(shard1);
+    REQUIRE(other.ok());
+    other->entries.at("counter") = tensor::from_vector<std::int32_t>({77}, tensor_shape{});
+    REQUIRE(write_checkpoint(shard1 + ".other", 4, other->entries).ok());
+    std::rename(shard1.c_str(), (shard1 + ".kept").c_str());
+    std::rename((shard1 + ".other").c_str(), shard1.c_str());
+  }
+  CHECK_FALSE(manager.latest().has_value());
+  auto refused = save.restore(fresh, manager.path_for_step(4));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(contains(refused.message(), "is not the one its checkpoint recorded"));
+  CHECK(contains(refused.message(), shard1));
+  CHECK(read_values(fresh, *m) == initial);
+  std::rename((shard1 + ".kept").c_str(), shard1.c_str());
+  REQUIRE(manager.latest() == manager.path_for_step(4));
+  REQUIRE(save.restore(fresh, *manager.latest()).ok());
+  saved.weights = std::vector<float>{3, 4, 5, 8, 9, 10};
+  CHECK(read_values(fresh, *m).weights == saved.weights);
+  CHECK(read_values(fresh, *m).counter == 12);
+  CHECK(read_values(fresh, *m).global_step == 4);
+  // An unsharded saver does not take a sharded checkpoint for an empty one.
+  saver plain{g};
+  auto wrong = plain.restore(fresh, manager.path_for_step(4));
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(contains(wrong.message(), "restore it with a sharded saver"));
 }

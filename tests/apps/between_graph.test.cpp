@@ -3,6 +3,7 @@
 #include "actors/cluster_spec.hpp"
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
+#include "serialization/checkpoint.hpp"
 #include "support/processes.hpp"
 #include "support/temp_dir.hpp"
 
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include <chrono>
+#include <functional>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -430,7 +432,10 @@ namespace {
 /// which is SIGKILLed once the first checkpoint is committed and restarted at its address 0.5 s
 /// later (as a supervisor would, with fresh, empty variables). Every process must end by itself
 /// with exit code 0 and both workers must have said they lost the ps. The chief's lines.
-std::vector<std::string> train_through_a_lost_ps(const std::vector<std::string>& flags) {
+/// `inspect`, when given, sees the checkpoint directory once every process has ended.
+std::vector<std::string> train_through_a_lost_ps(
+  const std::vector<std::string>& flags,
+  const std::function<void(const std::string& checkpoints)>& inspect = {}) {
   auto [spec, ps_tasks] = start_ps_tasks(1, 2);
   actorflow::test::temp_dir dir;
   auto worker = [&, spec = spec](int task) {
@@ -464,6 +469,8 @@ std::vector<std::string> train_through_a_lost_ps(const std::vector<std::string>&
   INFO(chief_errors);
   CHECK(chief_errors.find("lost a ps task") != std::string::npos);
   CHECK(other->stderr_text().find("lost a ps task") != std::string::npos);
+  if (inspect)
+    inspect(dir.path() + "/ckpt");
   return lines;
 }
 
@@ -493,6 +500,29 @@ TEST_CASE("sync training outlives a lost ps: the chief restores the latest check
   CHECK(last_starting(lines, "global step: ") == "global step: 702");
   // The rounds after the restore took the batches of their rounds again: the run ends as one
   // that lost nothing does, which is one process at twice the batch.
+  actorflow::test::temp_dir alone_dir;
+  auto alone = train_alone({"--batch-size", "256", "--epochs", "3", "--threads", "1",
+                            "--log-every", "1000", "--output-dir", alone_dir.path()});
+  CHECK(accuracy_of(lines) == Approx(accuracy_of(alone)).margin(0.005));
+}
+
+TEST_CASE("sync training with sharded checkpoints outlives a lost ps: the ps writes its own shard, the restarted one reads it back, and the run ends as one process at twice the batch") {
+  auto lines = train_through_a_lost_ps(
+    {"--sync", "--epochs", "3", "--sharded-checkpoints"}, [](const std::string& checkpoints) {
+      // The ps wrote its variables' shard; the chief's file of the step records only its
+      // checksum.
+      auto own = actorflow::read_checkpoint(checkpoints + "/ckpt-702.afckpt");
+      REQUIRE(own.ok());
+      CHECK(own->entries.size() == 1);
+      CHECK(own->entries.count(actorflow::checkpoint_shards_entry) == 1);
+      auto shard = actorflow::read_checkpoint(actorflow::checkpoint_shard_path(checkpoints, 702, 0));
+      REQUIRE(shard.ok());
+      CHECK(shard->entries.count("hidden1/weights") == 1);
+      CHECK(shard->entries.at("hidden1/weights").shape() == actorflow::tensor_shape{784, 256});
+    });
+  CHECK(last_starting(lines, "restored ").find("ckpt-234.afckpt: training returns to global step 234") !=
+        std::string::npos);
+  CHECK(last_starting(lines, "global step: ") == "global step: 702");
   actorflow::test::temp_dir alone_dir;
   auto alone = train_alone({"--batch-size", "256", "--epochs", "3", "--threads", "1",
                             "--log-every", "1000", "--output-dir", alone_dir.path()});

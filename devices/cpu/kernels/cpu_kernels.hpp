@@ -34,6 +34,7 @@ void register_random_kernels(kernel_registry& registry);     // RandomUniform, R
 void register_apply_kernels(kernel_registry& registry);      // ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad
 void register_all_reduce_kernels(kernel_registry& registry);  // AllReduce
 void register_collective_reduce_kernels(kernel_registry& registry); // CollectiveReduce
+void register_checkpoint_shard_kernels(kernel_registry& registry); // SaveShard, RestoreShard
 void register_control_flow_kernels(kernel_registry& registry); // Switch, Merge, Enter, Exit, NextIteration, LoopCond, LogicalNot, StackPush, StackPop, Gather
 void register_hash_embedding_kernels(kernel_registry& registry); // HashEmbedding*, _HashShardIds
 void register_sparse_kernels(kernel_registry& registry);     // IndexedSlices, Unique, UnsortedSegmentSum(Like), _DeduplicateSlices, Scatter*, SparseApply*

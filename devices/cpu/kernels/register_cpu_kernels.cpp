@@ -34,6 +34,7 @@ void register_cpu_kernels(kernel_registry& registry) {
   register_gradient_kernels(registry);
   register_all_reduce_kernels(registry);
   register_collective_reduce_kernels(registry);
+  register_checkpoint_shard_kernels(registry);
   register_control_flow_kernels(registry);
   register_transpose_kernels(registry);
   register_strided_slice_kernels(registry);
