@@ -153,6 +153,11 @@ output assign_op(const char* op, const actorflow::variable& var, output value,
 
 } // namespace
 
+output is_variable_initialized(const actorflow::variable& var, const std::string& name) {
+  return make(graph_of(var.ref), "IsVariableInitialized", name, {var.ref},
+              {{"variable", var.ref.name()}, {"colocate_with", var.ref.name()}});
+}
+
 output assign(const actorflow::variable& var, output value, const std::string& name) {
   return assign_op("Assign", var, value, name);
 }

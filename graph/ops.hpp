@@ -53,6 +53,12 @@ actorflow::variable variable(graph& g, float initial_value, const std::string& n
 /// A NoOp depending on every variable's initializer.
 output global_variables_initializer(graph& g, const std::string& name = "init");
 
+/// "IsVariableInitialized" (TF's): a bool scalar, made on the variable's device, saying whether
+/// it holds a value; what a readiness check reads instead of the value itself (a table of
+/// billions of parameters would travel whole otherwise). Attr variable.
+output is_variable_initialized(const actorflow::variable& var,
+                               const std::string& name = "IsVariableInitialized");
+
 /// "Assign" / "AssignAdd" / "AssignSub": inputs (variable ref, value), attr variable (the
 /// variable node's name); output the new value. Colocated with the variable.
 output assign(const actorflow::variable& var, output value, const std::string& name = "Assign");

@@ -175,6 +175,7 @@ actorflow::partitioned_variable partitioned_variable(graph& g, const std::string
     shard.offset[static_cast<std::size_t>(*axis)] = offset;
     auto part = "part_" + std::to_string(i);
     output initial;
+    const auto made_before = static_cast<int>(g.size());
     {
       // The initial value gets the shard's scope ahead of the shard, as make_slot's zeros do.
       auto init_scope = g.name_scope(part + "/Initializer");
@@ -187,6 +188,17 @@ actorflow::partitioned_variable partitioned_variable(graph& g, const std::string
                         initial.shape().to_string() + " value for shard " + part + ", expected " +
                         to_string(type) + shard.shape.to_string()));
     shards.push_back(ops::variable(g, initial, part, trainable));
+    // The initial value is made where its shard lives, as TF's variables colocate theirs (the
+    // "_class: loc:@" attr scope): a table far bigger than the process that initialises it
+    // is never whole there.
+    const auto& shard_node = g.at(shards.back().ref.node_id);
+    for (auto id = made_before; id < shards.back().ref.node_id; ++id) {
+      auto& made = g.at(id);
+      if (made.has_attr("colocate_with"))
+        continue;
+      made.attrs["colocate_with"] = shard_node.name;
+      made.requested_device = shard_node.requested_device;
+    }
     offsets.push_back(offset);
     offset += shard.shape.dim(*axis);
   }

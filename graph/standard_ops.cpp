@@ -344,6 +344,10 @@ void register_standard_ops(op_registry& r) {
   add("Placeholder", 0, source_from_attrs);
   add("VariableV2", 0, source_from_attrs, true);
   add("Assign", 2, assign_like, true, true);
+  add("IsVariableInitialized", 1, [](shape_context& c) {
+    c.set_output(0, dtype::boolean, tensor_shape{});
+    return status{};
+  }, true, true);
   add("AssignAdd", 2, assign_like, true, true);
   add("AssignSub", 2, assign_like, true, true);
   add("Identity", 1, unary_same);

@@ -116,6 +116,24 @@ status encode_tensor(const tensor& t, schema::Tensor::Builder out) {
   return {};
 }
 
+bool encodes_in_place(const tensor& t) {
+  // Small ones are copied: the message stays one segment, written in one block.
+  return host_is_little_endian && t.is_initialized() && t.on_host() && t.shape().fully_defined() &&
+         t.bytes() >= (std::size_t{1} << 20) && t.bytes() % 8 == 0 && t.bytes() <= max_blob_bytes;
+}
+
+status encode_tensor_in_place(const tensor& t, schema::Tensor::Builder out,
+                              capnp::Orphanage orphanage) {
+  if (!encodes_in_place(t))
+    return encode_tensor(t, out);
+  out.setDtype(encode_dtype(t.type()));
+  encode_shape(t.shape(), out.initShape());
+  // Buffers are 64-byte aligned, as Cap'n Proto requires of external data.
+  out.adoptData(orphanage.referenceExternalData(
+    capnp::Data::Reader{static_cast<const kj::byte*>(t.raw_data()), t.bytes()}));
+  return {};
+}
+
 result<tensor> decode_tensor(schema::Tensor::Reader in) {
   auto type = decode_dtype(in.getDtype());
   if (!type)

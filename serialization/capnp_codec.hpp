@@ -44,6 +44,14 @@ result<tensor_shape> decode_shape(schema::Shape::Reader in, bool fully_defined);
 /// Writes a tensor's dtype, shape and bytes (one memcpy on little-endian hosts). Fails with
 /// invalid_argument when the bytes exceed max_blob_bytes.
 status encode_tensor(const tensor& t, schema::Tensor::Builder out);
+/// The same, but a large tensor's bytes are not copied: the message refers to the tensor's
+/// buffer (`orphanage`'s message writes them from there), where that writes the same bytes
+/// (a little-endian host, a size that is a multiple of 8). The tensor must outlive the
+/// message. What a checkpoint shard of gigabytes needs: it is written from the variables.
+status encode_tensor_in_place(const tensor& t, schema::Tensor::Builder out,
+                              capnp::Orphanage orphanage);
+/// Whether encode_tensor_in_place refers to `t` rather than copying it.
+bool encodes_in_place(const tensor& t);
 /// Reads a tensor into a fresh buffer from the default host allocator, after checking that
 /// the data size equals num_elements * size_of(dtype) (so nothing is allocated for a shape the
 /// bytes do not back) and that booleans are 0 or 1. Errors are data_loss without context.

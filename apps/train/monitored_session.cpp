@@ -252,8 +252,7 @@ result<std::unique_ptr<monitored_session>> monitored_session::create(graph& g,
   }
   session_manager_options ready;
   ready.global_step = o.global_step.read;
-  for (auto& v : g.global_variables())
-    ready.variables.push_back(v.read);
+  ready.variables = variables_ready_of(g);
   ready.initializer = ops::global_variables_initializer(g);
   ready.init_timeout_seconds = o.init_timeout_seconds;
   ready.timeout_source = o.init_timeout_source;

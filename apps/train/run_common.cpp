@@ -350,8 +350,7 @@ train::session_manager variables_manager(const train_options& o, const cluster_s
                                          progress_printer& progress) {
   train::session_manager_options ready;
   ready.global_step = global_step.read;
-  for (auto& v : g.global_variables())
-    ready.variables.push_back(v.read);
+  ready.variables = train::variables_ready_of(g);
   ready.initializer = ops::global_variables_initializer(g);
   ready.checkpoints = &checkpoints;
   ready.init_timeout_seconds = o.init_timeout_seconds;

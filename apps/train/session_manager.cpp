@@ -1,6 +1,7 @@
 #include "train/session_manager.hpp"
 
 #include "actors/task_client.hpp"
+#include "graph/ops.hpp"
 #include "train/trainer.hpp"
 
 #include <string>
@@ -62,6 +63,13 @@ void session_manager::say(const std::string& line) const {
     std::cout << line << '\n';
 }
 
+std::vector<output> variables_ready_of(graph& g) {
+  std::vector<output> ready;
+  for (auto& v : g.global_variables())
+    ready.push_back(ops::is_variable_initialized(v, v.name() + "/is_initialized"));
+  return ready;
+}
+
 result<std::optional<std::vector<tensor>>>
 session_manager::read_when_ready(session& s, const std::vector<output>& reads,
                                  bool uninitialised_ends) const {
@@ -69,11 +77,20 @@ session_manager::read_when_ready(session& s, const std::vector<output>& reads,
   readiness_wait wait;
   wait.check = [&]() -> status {
     auto read = s.run(reads);
-    if (read)
+    if (read) {
+      // A readiness output that says false: that variable is not initialised yet.
+      for (std::size_t i = 0; i < reads.size(); ++i)
+        if (read->at(i).type() == dtype::boolean && !read->at(i).scalar_value<bool>()) {
+          auto not_yet = make_error(errc::failed_precondition,
+                                    "variable '" + reads[i].producer().attr_or<std::string>("variable", reads[i].name()) +
+                                      "' is uninitialised");
+          return uninitialised_ends ? status{} : not_yet;
+        }
       values = std::move(*read);
-    else if (uninitialised_ends && read.error().code() == errc::failed_precondition)
+    } else if (uninitialised_ends && read.error().code() == errc::failed_precondition) {
       return {};
-    return read.error();
+    }
+    return read ? status{} : read.error();
   };
   wait.timeout = std::chrono::seconds(options_.init_timeout_seconds);
   wait.timeout_source = options_.timeout_source;

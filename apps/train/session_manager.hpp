@@ -64,10 +64,16 @@ private:
   std::unique_ptr<background_saver> writer_;
 };
 
+/// An ops::is_variable_initialized for every global variable of `g`, for
+/// session_manager_options::variables: a readiness check moves a bool per variable, not the
+/// variable. Add them before a session first runs `g`.
+std::vector<output> variables_ready_of(graph& g);
+
 struct session_manager_options {
   /// The global step's read: the step a kept or restored model goes on from.
   output global_step;
-  /// Every variable's read (the global step's included): ready once each can be read.
+  /// Every variable's readiness (variables_ready_of: bool scalars made on the variables'
+  /// devices, never their values): ready once each is true.
   std::vector<output> variables;
   /// Initialises every variable (ops::global_variables_initializer).
   output initializer;

@@ -241,14 +241,9 @@ public:
   pid_t pid() const { return pid_; }
 
   /// The child's resident memory (VmRSS) in bytes; 0 when it cannot be read.
-  std::size_t resident_bytes() const {
-    std::ifstream status{"/proc/" + std::to_string(pid_) + "/status"};
-    std::string line;
-    while (std::getline(status, line))
-      if (line.rfind("VmRSS:", 0) == 0)
-        return std::stoull(line.substr(6)) * 1024;
-    return 0;
-  }
+  std::size_t resident_bytes() const { return status_bytes("VmRSS:"); }
+  /// The most it was resident so far (VmHWM); 0 once it is gone.
+  std::size_t peak_resident_bytes() const { return status_bytes("VmHWM:"); }
 
   /// Reads stdout until a line containing `text` arrives, for at most `limit`; the line, or
   /// nothing when the child closed stdout or time ran out.
@@ -355,6 +350,16 @@ public:
   }
 
 private:
+  /// A "Field:  N kB" line of /proc/PID/status, in bytes; 0 when it cannot be read.
+  std::size_t status_bytes(const std::string& field) const {
+    std::ifstream status{"/proc/" + std::to_string(pid_) + "/status"};
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind(field, 0) == 0)
+        return std::stoull(line.substr(field.size())) * 1024;
+    return 0;
+  }
+
   pid_t pid_ = -1;
   int out_ = -1;
   int err_ = -1;

@@ -24,11 +24,34 @@ public:
   }
 };
 
+/// IsVariableInitialized: whether the variable the node names holds a value, without reading it.
+class is_initialized_kernel : public op_kernel {
+public:
+  explicit is_initialized_kernel(const node& n)
+    : op_kernel(n), variable_(n.attr_or<std::string>("variable", "")) {}
+
+  void compute(kernel_context& ctx) override {
+    bool initialized = false;
+    if (auto state = ctx.resources().find_variable(variable_)) {
+      std::lock_guard<std::mutex> guard{state->mutex};
+      initialized = state->value.is_initialized() || state->table != nullptr;
+    }
+    auto out = ctx.allocate_output(0, dtype::boolean, tensor_shape{});
+    out.data<bool>()[0] = initialized;
+  }
+
+private:
+  std::string variable_;
+};
+
 } // namespace
 
 void register_variable_kernels(kernel_registry& registry) {
   registry.add("VariableV2", "CPU", {dtype::float32, dtype::float64, dtype::int32, dtype::int64},
                make_kernel<variable_kernel>);
+  registry.add("IsVariableInitialized", "CPU",
+               {dtype::float32, dtype::float64, dtype::int32, dtype::int64, dtype::boolean},
+               make_kernel<is_initialized_kernel>);
 }
 
 } // namespace actorflow
