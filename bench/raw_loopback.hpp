@@ -22,6 +22,24 @@
 
 namespace bench {
 
+/// A socket listening on a free loopback port, its address in `address`; -1 on error (errno
+/// says why).
+inline int listen_on_loopback(sockaddr_in& address) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  address = sockaddr_in{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+      ::listen(listener, 1) != 0) {
+    if (listener >= 0)
+      ::close(listener);
+    return -1;
+  }
+  return listener;
+}
+
 /// Raw loopback TCP: MB/s (1e6 bytes) of `bytes` sent `raw_rounds` times from one thread to
 /// another with large write() calls, median of three runs; 0 on error.
 /// With `server` and `client` (TLS settings of two members of one cluster CA), the same through
@@ -58,14 +76,9 @@ inline double raw_loopback_mbps(std::size_t bytes, int raw_rounds,
   };
   std::vector<double> runs;
   for (int run = 0; run < 3; ++run) {
-    int listener = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
-        ::listen(listener, 1) != 0) {
+    int listener = listen_on_loopback(address);
+    if (listener < 0) {
       std::perror("raw tcp: listen");
       return 0;
     }
@@ -142,14 +155,9 @@ inline double raw_loopback_mbps(std::size_t bytes, int raw_rounds,
 inline double raw_loopback_duplex_mbps(std::size_t bytes, int rounds) {
   std::vector<double> runs;
   for (int run = 0; run < 3; ++run) {
-    int listener = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
-        ::listen(listener, 1) != 0) {
+    int listener = listen_on_loopback(address);
+    if (listener < 0) {
       std::perror("raw tcp duplex: listen");
       return 0;
     }

@@ -62,6 +62,16 @@ void train_steps(session& s, const model& m, int steps) {
     REQUIRE(s.run_targets({m.train}).ok());
 }
 
+/// The model round robin over two ps tasks: weights and global_step on ps 0, counter on ps 1.
+std::optional<model> model_on_two_ps(graph& g) {
+  auto setter = replica_device_setter(2);
+  REQUIRE(setter.ok());
+  std::optional<model> m;
+  auto d = g.device(*setter);
+  m.emplace(g);
+  return m;
+}
+
 } // namespace
 
 TEST_CASE("a saver restores the values it saved after training changed them") {
@@ -231,14 +241,7 @@ TEST_CASE("a saver refuses a variable listed twice") {
 TEST_CASE("a cluster-wide checkpoint pulls variables from every ps task and pushes them back") {
   temp_dir dir;
   graph g;
-  // Round robin over two ps tasks: weights on ps 0, counter on ps 1, global_step on ps 0.
-  auto setter = replica_device_setter(2);
-  REQUIRE(setter.ok());
-  std::optional<model> m;
-  {
-    auto d = g.device(*setter);
-    m.emplace(g);
-  }
+  auto m = model_on_two_ps(g);
   auto init = ops::global_variables_initializer(g);
   saver save{g};
   checkpoint_manager manager{dir.path(), 1};
@@ -329,14 +332,7 @@ TEST_CASE("a background saver reports a failed write once, at the next save or w
 TEST_CASE("a sharded saver writes each ps task's variables on that task and restores them all or none") {
   temp_dir dir;
   graph g;
-  // Round robin over two ps tasks: weights and global_step on ps 0, counter on ps 1.
-  auto setter = replica_device_setter(2);
-  REQUIRE(setter.ok());
-  std::optional<model> m;
-  {
-    auto d = g.device(*setter);
-    m.emplace(g);
-  }
+  auto m = model_on_two_ps(g);
   auto init = ops::global_variables_initializer(g);
   saver save{g, {}, dir.path()};
   REQUIRE(save.status().ok());
