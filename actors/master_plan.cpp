@@ -3,6 +3,7 @@
 #include "devices/commit_gate.hpp"
 #include "devices/kernel.hpp"
 #include "graph/fusion.hpp"
+#include "graph/variable_gather.hpp"
 #include "graph/mixed_precision.hpp"
 #include "graph/op_registry.hpp"
 #include "graph/partition.hpp"
@@ -110,15 +111,23 @@ result<std::shared_ptr<run_plan>> make_run_plan(graph& g, const master_run_reque
   if (!parts)
     return parts.error();
   auto first_updates = first_updates_of(g, needed, fed);
+  // Fetched and fed tensors must keep their producers.
+  std::set<std::string> keep;
+  for (auto& o : fetches)
+    keep.insert(g.at(o.node_id).name);
+  for (auto& o : feeds)
+    keep.insert(g.at(o.node_id).name);
+  kernel_support has_kernel = [&directory](const std::string& op, const std::string& type,
+                                           dtype t) { return directory.has_kernel(op, type, t); };
+  // Lookups of variables take rows under the variable's lock, not an alias of it, so that
+  // updates of large tables are made in place (graph/variable_gather.hpp).
+  for (auto& [device, part] : *parts) {
+    auto gathered = gather_from_variables(part, keep, has_kernel);
+    if (!gathered)
+      return gathered.error().with_context("rewriting the gathers for " + device);
+    part = gathered->partition;
+  }
   if (fuse_ops) {
-    // Fetched and fed tensors must keep their producers.
-    std::set<std::string> keep;
-    for (auto& o : fetches)
-      keep.insert(g.at(o.node_id).name);
-    for (auto& o : feeds)
-      keep.insert(g.at(o.node_id).name);
-    kernel_support has_kernel = [&directory](const std::string& op, const std::string& type,
-                                             dtype t) { return directory.has_kernel(op, type, t); };
     for (auto& [device, part] : *parts) {
       auto fused = fuse_partition(part, keep, has_kernel);
       if (!fused)

@@ -5,6 +5,7 @@
 #include "graph/sampled_losses.hpp"
 #include "graph/shape_ops.hpp"
 #include "graph/checkpoint_ops.hpp"
+#include "graph/variable_gather.hpp"
 #include "graph/strided_slice.hpp"
 
 #include <algorithm>
@@ -326,6 +327,7 @@ void register_standard_ops(op_registry& r) {
   register_sampled_loss_ops(r);
   register_conv_ops(r);
   register_fused_ops(r);
+  register_variable_gather_ops(r);
   register_control_flow_ops(r);
   register_shape_ops(r);
   register_strided_slice_ops(r);

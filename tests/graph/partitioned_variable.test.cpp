@@ -141,13 +141,15 @@ TEST_CASE("under replica_device_setter with two ps tasks the three shards land o
     CHECK(shard.initializer.producer().requested_device == tasks[i]);
     CHECK(shard.read.producer().requested_device == tasks[i]);
   }
-  // The concat and the initial values are ordinary ops: the worker's.
+  // The concat is an ordinary op: the worker's. Each shard's initial value is made beside the
+  // shard (TF colocates a variable's initial value with it), so no process makes the table whole.
   auto concat = y.producer().inputs[1];
   CHECK(g.at(concat.node_id).op == "ConcatV2");
   CHECK(g.at(concat.node_id).name == "w/ConcatPartitions/concat");
   CHECK(g.at(concat.node_id).requested_device == "/job:worker");
-  CHECK(g.at(g.find("w/part_1/Initializer/truncated_normal/TruncatedNormal")).requested_device ==
-        "/job:worker");
+  auto& initial = g.at(g.find("w/part_1/Initializer/truncated_normal/TruncatedNormal"));
+  CHECK(initial.requested_device == "/job:ps/task:1");
+  CHECK(initial.attr_or<std::string>("colocate_with", "") == "w/part_1");
 
   auto placed = place_nodes(g, all_nodes(g), ps_and_worker_devices(), every_kernel,
                             placement_options{}, nullptr);

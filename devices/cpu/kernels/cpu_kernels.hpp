@@ -10,7 +10,7 @@ class kernel_registry;
 
 void register_constant_kernels(kernel_registry& registry);   // Const
 void register_placeholder_kernels(kernel_registry& registry); // Placeholder
-void register_variable_kernels(kernel_registry& registry);   // VariableV2, IsVariableInitialized
+void register_variable_kernels(kernel_registry& registry);   // VariableV2, IsVariableInitialized, _VariableGather
 void register_assign_kernels(kernel_registry& registry);     // Assign, AssignAdd, AssignSub
 void register_identity_kernels(kernel_registry& registry);   // Identity, StopGradient
 void register_no_op_kernels(kernel_registry& registry);      // NoOp
