@@ -392,6 +392,17 @@ bool step_execution::inexpensive(const tagged_node& t) {
   return bytes <= inline_input_bytes;
 }
 
+void step_execution::keep_read_outputs(iteration_state& iteration, const executor_plan::item& it,
+                                       std::vector<tensor>& outs) {
+  for (int k = 0; k < it.num_outputs && k < static_cast<int>(outs.size()); ++k) {
+    auto slot = static_cast<std::size_t>(it.first_slot + k);
+    // An output nobody reads or fetches goes now, not with the step: an update's new value
+    // kept would make the variable's next update (another step's) copy it whole.
+    if (iteration.readers_left[slot].load(std::memory_order_acquire) > 0)
+      iteration.slots[slot] = std::move(outs[static_cast<std::size_t>(k)]);
+  }
+}
+
 void step_execution::release_inputs(const tagged_node& t) {
   auto& iteration = *t.iteration;
   auto& it = plan_->items()[static_cast<std::size_t>(t.id)];
@@ -572,9 +583,7 @@ bool step_execution::process(const tagged_node& t, std::vector<tagged_node>& rea
       fail(id, ctx.status());
       return true;
     }
-    auto& outs = ctx.outputs();
-    for (int k = 0; k < it.num_outputs && k < static_cast<int>(outs.size()); ++k)
-      iteration.slots[static_cast<std::size_t>(it.first_slot + k)] = std::move(outs[static_cast<std::size_t>(k)]);
+    keep_read_outputs(iteration, it, ctx.outputs());
     complete(t, ready);
     return true;
   }
@@ -636,9 +645,7 @@ void step_execution::compute_later(const tagged_node& t, std::vector<tensor> inp
       self->fail_later(t.id, ctx->status());
       return;
     }
-    auto& outs = ctx->outputs();
-    for (int k = 0; k < item.num_outputs && k < static_cast<int>(outs.size()); ++k)
-      t.iteration->slots[static_cast<std::size_t>(item.first_slot + k)] = std::move(outs[static_cast<std::size_t>(k)]);
+    self->keep_read_outputs(*t.iteration, item, ctx->outputs());
     self->complete_later(t);
   });
 }

@@ -270,6 +270,9 @@ private:
   void keep_or_hand_off(std::vector<tagged_node>& ready, bool on_pool);
   /// Drops this node's hold on its input slots; a slot with no reader left is freed.
   void release_inputs(const tagged_node& t);
+  /// Stores a node's outputs in their slots, those that someone reads or fetches only.
+  void keep_read_outputs(iteration_state& iteration, const executor_plan::item& it,
+                         std::vector<tensor>& outs);
 
   // Frames and iterations (steps of plans with control flow only); see executor.cpp.
   void activate(iteration_state& iteration, int id, deadness dead, std::vector<tagged_node>& ready);

@@ -212,12 +212,7 @@ void variable_update::commit(kernel_context& ctx) {
     if (fresh_[i].is_initialized())
       states_[i]->value = std::move(fresh_[i]);
   states_[0]->count_update();
-  // Nobody reads the new value (graph/variable_gather.hpp marks such updates): an alias of it
-  // held to the step's end would make the next update copy the whole variable.
-  if (ctx.def().attr_or<bool>("_output_unused", false))
-    ctx.set_output(0, tensor{});
-  else
-    ctx.set_output(0, states_[0]->value);
+  ctx.set_output(0, states_[0]->value);
 }
 
 status assign_variable(kernel_context& ctx, const op_kernel& kernel, const std::string& variable,

@@ -111,12 +111,6 @@ result<variable_gather_result> gather_from_variables(const std::shared_ptr<graph
       continue;
     auto found = rewritten.find(static_cast<int>(id));
     node n = found != rewritten.end() ? found->second : g.at(static_cast<int>(id));
-    auto* def = ops.find(n.op);
-    // An update whose new value nobody reads: its kernel outputs none, no alias of the
-    // variable held to the step's end.
-    if (def != nullptr && def->takes_variable_ref && n.op != "VariableV2" &&
-        after[static_cast<int>(id)].empty() && keep.count(n.name) == 0 && !n.output_types.empty())
-      n.attrs["_output_unused"] = true;
     if (n.op == "VariableV2" && keep.count(n.name) == 0) {
       // Every consumer takes it as a ref: its kernel need hand out no alias of the value.
       bool refs_only = true;

@@ -6,9 +6,8 @@
 /// the value. Why: an update finds the value shared while anyone holds an alias and writes a
 /// whole new copy beside it (copy-on-write, devices/variable_update.hpp); an embedding table
 /// whose lookups aliased it was copied whole by every sparse update that overlapped another
-/// worker's step (75% of a ps's time at 1e8 parameters). For the same reason an update whose
-/// output nobody reads (the usual train op: a group of updates) is marked "_output_unused",
-/// and its kernel outputs no alias of the new value either.
+/// worker's step (75% of a ps's time at 1e8 parameters). (The other alias, an update's new
+/// value that nobody reads, the executor drops as soon as the update is done.)
 ///   auto rewritten = gather_from_variables(part, keep, has_kernel);   // keep: fetched, fed
 #include "graph/graph.hpp"
 #include "graph/placement.hpp"

@@ -154,6 +154,15 @@ result<int> open_regular(const std::string& path, std::uint64_t& size) {
   return fd;
 }
 
+/// The header of the open checkpoint file `fd` (of `size` bytes, read from its start), checked.
+result<file_header> read_header(int fd, std::uint64_t size) {
+  std::array<std::uint8_t, header_bytes> bytes{};
+  auto got = read_up_to(fd, bytes.data(), bytes.size());
+  if (!got)
+    return got.error();
+  return decode_header(bytes.data(), *got, size);
+}
+
 /// Streams a message into a file, counting its bytes and their CRC-32. kj::OutputStream cannot
 /// return an error, so the first one is kept and later writes are skipped.
 class checksum_output_stream final : public kj::OutputStream {
@@ -388,11 +397,7 @@ result<checkpoint_data> read_checkpoint(const std::string& path) {
   if (!fd)
     return fd.error().with_context(context);
   fd_guard guard{*fd};
-  std::array<std::uint8_t, header_bytes> header_buffer{};
-  auto got = read_up_to(*fd, header_buffer.data(), header_buffer.size());
-  if (!got)
-    return got.error().with_context(context);
-  auto header = decode_header(header_buffer.data(), *got, size);
+  auto header = read_header(*fd, size);
   if (!header)
     return header.error().with_context(context);
   checkpoint_data data;
@@ -428,13 +433,10 @@ status verify_checkpoint(const std::string& path) {
   if (!fd)
     return fd.error().with_context(context);
   fd_guard guard{*fd};
-  std::vector<std::uint8_t> block(std::size_t{1} << 20);
-  auto got = read_up_to(*fd, block.data(), header_bytes);
-  if (!got)
-    return got.error().with_context(context);
-  auto header = decode_header(block.data(), *got, size);
+  auto header = read_header(*fd, size);
   if (!header)
     return header.error().with_context(context);
+  std::vector<std::uint8_t> block(std::size_t{1} << 20);
   std::uint32_t crc = 0;
   std::uint64_t remaining = header->payload_bytes;
   while (remaining > 0) {
@@ -466,11 +468,7 @@ result<std::uint32_t> recorded_payload_crc(const std::string& path) {
   if (!fd)
     return fd.error().with_context(context);
   fd_guard guard{*fd};
-  std::uint8_t bytes[header_bytes];
-  auto got = read_up_to(*fd, bytes, header_bytes);
-  if (!got)
-    return got.error().with_context(context);
-  auto header = decode_header(bytes, *got, size);
+  auto header = read_header(*fd, size);
   if (!header)
     return header.error().with_context(context);
   return header->payload_crc;

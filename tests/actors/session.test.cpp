@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+
 using namespace actorflow;
 
 namespace {
@@ -52,6 +54,32 @@ TEST_CASE("a variable keeps its value across runs and assign_add accumulates") {
   auto r = s.run({v.read});
   REQUIRE(r.ok());
   CHECK(r->at(0).scalar_value<float>() == 7.f);
+}
+
+TEST_CASE("updates whose new value nobody reads leave the variable's buffer theirs: two in one step write it in place") {
+  graph g;
+  auto v = ops::variable(g, ops::zeros(g, {1 << 18}), "v");
+  auto first = ops::assign_add(v, ops::ones(g, {1 << 18}), "first");
+  output second;
+  {
+    // After the first, whose output nobody reads: kept to the step's end, that alias would
+    // make this one copy the whole variable.
+    auto after = g.control_dependencies({first});
+    second = ops::assign_add(v, ops::ones(g, {1 << 18}), "second");
+  }
+  session s{g};
+  REQUIRE(s.run_targets({ops::global_variables_initializer(g)}).ok());
+  auto buffer = [&] {
+    auto r = s.run({v.ref});
+    REQUIRE(r.ok());
+    return reinterpret_cast<std::uintptr_t>(r->at(0).raw_data());
+  };
+  auto before = buffer();
+  REQUIRE(s.run_targets({second}).ok());
+  CHECK(buffer() == before);
+  auto r = s.run({v.read});
+  REQUIRE(r.ok());
+  CHECK(r->at(0).data<float>()[12345] == 2.f);
 }
 
 TEST_CASE("reading an uninitialised variable names the variable") {

@@ -4,6 +4,7 @@
 #include "actors/session.hpp"
 #include "graph/ops.hpp"
 #include "serialization/checkpoint.hpp"
+#include "support/metrics_csv.hpp"
 #include "support/processes.hpp"
 #include "support/temp_dir.hpp"
 
@@ -299,17 +300,8 @@ namespace {
 
 /// The loss column of a metrics.csv, row by row.
 std::vector<double> logged_losses(const std::string& path) {
-  std::vector<double> losses;
-  std::ifstream in{path};
-  REQUIRE(in.good());
-  for (std::string row; std::getline(in, row);) {
-    auto first = row.find(',');
-    auto second = row.find(',', first + 1);
-    if (first == std::string::npos || second == std::string::npos || row.rfind("step,", 0) == 0)
-      continue;
-    losses.push_back(std::stod(row.substr(second + 1)));
-  }
-  return losses;
+  REQUIRE(std::ifstream{path}.good());
+  return actorflow::testing::metrics_column(path, 2);
 }
 
 /// SyncReplicasOptimizer's contract where a user meets it: `workers` actorflow-train workers

@@ -1,7 +1,7 @@
 // The gather-from-variables pass (graph/variable_gather.hpp): a lookup of a variable's rows
-// takes them under the variable's lock instead of an alias of it, a variable read only through
-// refs hands out no alias, and an update whose value nobody reads outputs none; real readers
-// keep theirs.
+// takes them under the variable's lock instead of an alias of it, and a variable read only
+// through refs hands out no alias; real readers keep theirs. (An update's unread new value is
+// the executor's to drop: tests/actors/session.test.cpp.)
 #include "graph/ops.hpp"
 #include "graph/sparse_ops.hpp"
 #include "graph/variable_gather.hpp"
@@ -44,7 +44,7 @@ const node& named(const graph& g, const std::string& name) {
 
 } // namespace
 
-TEST_CASE("a lookup of a variable's rows takes them under its lock, and neither the variable nor an unread update hands out an alias") {
+TEST_CASE("a lookup of a variable's rows takes them under its lock, and the variable hands out no alias") {
   lookup_model m;
   REQUIRE(m.g->status().ok());
   auto r = gather_from_variables(m.g, {"lookup", "ids"}, every_kernel);
@@ -60,25 +60,22 @@ TEST_CASE("a lookup of a variable's rows takes them under its lock, and neither 
   // The read had no other reader: gone. The table is read only through refs now.
   CHECK(g.find("table/read") < 0);
   CHECK(named(g, "table").attr_or<bool>("_ref_only", false));
-  // The scatter's value feeds nothing (the train op waits on it by a control edge).
-  CHECK(named(g, "update").attr_or<bool>("_output_unused", false));
   CHECK(r->rewritten == std::vector<std::string>{"lookup"});
 }
 
-TEST_CASE("a variable that is also read as a value, or an update whose value is fetched, keep their aliases and their gathers") {
+TEST_CASE("a variable that is also read as a value keeps its alias and its gathers") {
   lookup_model m;
   ops::mul(m.table.read, ops::constant(*m.g, 2.f), "doubled");
   for (std::size_t id = 0; id < m.g->size(); ++id)
     m.g->at(static_cast<int>(id)).assigned_device = ps0;
   REQUIRE(m.g->status().ok());
-  auto r = gather_from_variables(m.g, {"update", "doubled"}, every_kernel);
+  auto r = gather_from_variables(m.g, {"doubled"}, every_kernel);
   REQUIRE(r.ok());
   auto& g = *r->partition;
   // The read stays for the Mul, and so does the alias: the lookup stays a Gather of it.
   CHECK(named(g, "lookup").op == "Gather");
   CHECK(g.find("table/read") >= 0);
   CHECK_FALSE(named(g, "table").attr_or<bool>("_ref_only", false));
-  CHECK_FALSE(named(g, "update").attr_or<bool>("_output_unused", false));
 }
 
 TEST_CASE("a gather on a device without the kernel, or along another axis, stays a Gather") {
